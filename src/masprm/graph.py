@@ -1,0 +1,311 @@
+"""The MAS communication graph: config loading, validation and routing (SPEC §2).
+
+Agents are numbered by their position in the config; ``QUESTION`` (-1) is the
+root that delivers the question. An edge ``src -> dst`` delivers the source's
+output to the destination when its condition fires on that output. An agent
+runs once every declared parent has delivered to it; agents whose parents
+never deliver are skipped, so trajectories can have different lengths.
+
+Pure Python: importing this module must not import torch.
+"""
+
+from __future__ import annotations
+
+import heapq
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Mapping
+
+import yaml
+
+from masprm.cli import UsageError
+
+QUESTION = -1
+DEFAULT_MAX_NEW_TOKENS = 512
+
+
+class ConfigError(UsageError):
+    """A MAS config that cannot be used; the message names the file and the edge/agent."""
+
+
+# --------------------------------------------------------------------------- conditions
+
+_CONDITION_KINDS = ("contains", "not_contains", "regex", "not_regex")
+
+
+@dataclass(frozen=True)
+class Condition:
+    """When an edge delivers: always, or on a (case-insensitive) substring / regex test."""
+
+    kind: str = "always"
+    arg: str = ""
+
+    def fires(self, text: str) -> bool:
+        if self.kind == "always":
+            return True
+        if self.kind == "contains":
+            return self.arg.lower() in text.lower()
+        if self.kind == "not_contains":
+            return self.arg.lower() not in text.lower()
+        found = re.search(self.arg, text) is not None
+        return found if self.kind == "regex" else not found
+
+    def __str__(self) -> str:
+        return "always" if self.kind == "always" else f"{self.kind}:{self.arg}"
+
+
+def parse_condition(raw: Any, where: str) -> Condition:
+    if raw is None:
+        return Condition()
+    if not isinstance(raw, str):
+        raise ConfigError(f"{where}: condition must be a string, got {type(raw).__name__}")
+    raw = raw.strip()
+    if raw in ("", "always"):
+        return Condition()
+    if ":" not in raw:
+        raise ConfigError(f"{where}: condition {raw!r} is missing ':' (expected e.g. 'contains:TEXT')")
+    kind, arg = raw.split(":", 1)
+    kind = kind.strip()
+    if kind not in _CONDITION_KINDS:
+        raise ConfigError(
+            f"{where}: unknown condition {kind!r} (expected one of always, {', '.join(_CONDITION_KINDS)})"
+        )
+    if kind in ("regex", "not_regex"):
+        try:
+            re.compile(arg)
+        except re.error as err:
+            raise ConfigError(f"{where}: invalid regex {arg!r} ({err})") from None
+    return Condition(kind, arg)
+
+
+# --------------------------------------------------------------------------- the graph
+
+
+@dataclass(frozen=True)
+class Agent:
+    index: int
+    name: str
+    system_prompt: str
+    max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS
+
+
+@dataclass(frozen=True)
+class Edge:
+    src: int
+    dst: int
+    condition: Condition = Condition()
+
+
+class MASGraph:
+    """Agents, edges and the derived routing structure of one MAS config."""
+
+    def __init__(self, agents: list[Agent], edges: list[Edge], *, handoff: dict | None = None,
+                 source: str = "<config>"):
+        self.source = source
+        self.agents = tuple(agents)
+        self.edges = tuple(edges)
+        self.handoff = handoff
+        n = len(self.agents)
+        if n == 0:
+            raise ConfigError(f"{source}: 'agents' is empty")
+        seen: set[tuple[int, int]] = set()
+        for e in self.edges:
+            where = f"{source}: edge [{e.src}, {e.dst}]"
+            if not 0 <= e.dst < n:
+                raise ConfigError(f"{where}: target {e.dst} is outside 0..{n - 1}")
+            if not -1 <= e.src < n:
+                raise ConfigError(f"{where}: source {e.src} is outside -1..{n - 1}")
+            if (e.src, e.dst) in seen:
+                raise ConfigError(f"{where}: duplicate edge")
+            seen.add((e.src, e.dst))
+        self._parents = {a: tuple(sorted(e.src for e in self.edges if e.dst == a)) for a in range(n)}
+        self._children = {a: tuple(sorted(e.dst for e in self.edges if e.src == a)) for a in range(-1, n)}
+        self._out_edges = {a: tuple(sorted((e for e in self.edges if e.src == a), key=lambda e: e.dst))
+                           for a in range(-1, n)}
+        self.topo_order = self._topological_order()
+        self.topo_position = {a: i for i, a in enumerate(self.topo_order)}
+        self.sinks = tuple(a for a in range(n) if not self._children[a])
+
+    def _topological_order(self) -> tuple[int, ...]:
+        """Kahn's algorithm, ignoring question edges, smallest ready index first."""
+        n = len(self.agents)
+        indegree = {a: sum(1 for p in self._parents[a] if p != QUESTION) for a in range(n)}
+        ready = [a for a in range(n) if indegree[a] == 0]
+        heapq.heapify(ready)
+        order: list[int] = []
+        while ready:
+            a = heapq.heappop(ready)
+            order.append(a)
+            for c in self._children[a]:
+                indegree[c] -= 1
+                if indegree[c] == 0:
+                    heapq.heappush(ready, c)
+        if len(order) < n:
+            stuck = sorted(a for a in range(n) if a not in order)
+            names = ", ".join(f"{a} ({self.agents[a].name})" for a in stuck)
+            raise ConfigError(f"{self.source}: cycle among agents {names}")
+        return tuple(order)
+
+    # -- queries
+    @property
+    def n_agents(self) -> int:
+        return len(self.agents)
+
+    def parents(self, agent: int) -> tuple[int, ...]:
+        return self._parents[agent]
+
+    def children(self, agent: int) -> tuple[int, ...]:
+        return self._children[agent]
+
+    def out_edges(self, agent: int) -> tuple[Edge, ...]:
+        return self._out_edges[agent]
+
+    def start(self, question: str) -> "RoutingState":
+        """The empty trajectory: the question delivered to every child of the root."""
+        inbox: dict[int, dict[int, str]] = {a: {} for a in range(self.n_agents)}
+        for e in self._out_edges[QUESTION]:
+            if e.condition.fires(question):
+                inbox[e.dst][QUESTION] = question
+        return RoutingState(self, question, {}, inbox)
+
+    def replay(self, question: str, decisions: list[tuple[int, str]]) -> "RoutingState":
+        state = self.start(question)
+        for agent, text in decisions:
+            state = state.decide(agent, text)
+        return state
+
+    # -- construction
+    @classmethod
+    def from_dict(cls, data: Any, source: str = "<config>") -> "MASGraph":
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{source}: expected a mapping with 'agents' and 'edges'")
+        raw_agents = data.get("agents")
+        if not raw_agents:
+            raise ConfigError(f"{source}: 'agents' is empty or missing")
+        if not isinstance(raw_agents, list):
+            raise ConfigError(f"{source}: 'agents' must be a list")
+        agents = []
+        for i, ra in enumerate(raw_agents):
+            where = f"{source}: agent {i}"
+            if not isinstance(ra, Mapping):
+                raise ConfigError(f"{where}: expected a mapping with name and system_prompt")
+            name = ra.get("name")
+            if not isinstance(name, str) or not name.strip():
+                raise ConfigError(f"{where}: missing 'name'")
+            prompt = ra.get("system_prompt", "")
+            if not isinstance(prompt, str):
+                raise ConfigError(f"{where} ({name}): 'system_prompt' must be a string")
+            mnt = ra.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
+            if not isinstance(mnt, int) or isinstance(mnt, bool) or mnt < 1:
+                raise ConfigError(f"{where} ({name}): 'max_new_tokens' must be a positive integer")
+            agents.append(Agent(i, name.strip(), prompt.strip(), mnt))
+        raw_edges = data.get("edges") or []
+        if not isinstance(raw_edges, list):
+            raise ConfigError(f"{source}: 'edges' must be a list")
+        edges = [_parse_edge(re_, k, source) for k, re_ in enumerate(raw_edges)]
+        handoff = data.get("handoff")
+        if handoff is not None and not isinstance(handoff, Mapping):
+            raise ConfigError(f"{source}: 'handoff' must be a mapping")
+        return cls(agents, edges, handoff=dict(handoff) if handoff else None, source=source)
+
+
+def _parse_edge(raw: Any, k: int, source: str) -> Edge:
+    if isinstance(raw, Mapping):
+        src, dst, cond = raw.get("src"), raw.get("dst"), raw.get("condition")
+    elif isinstance(raw, (list, tuple)) and len(raw) in (2, 3):
+        src, dst = raw[0], raw[1]
+        cond = raw[2] if len(raw) == 3 else None
+    else:
+        raise ConfigError(f"{source}: edge #{k} {raw!r}: expected [src, dst] or [src, dst, condition]")
+    for v in (src, dst):
+        if not isinstance(v, int) or isinstance(v, bool):
+            raise ConfigError(f"{source}: edge #{k} {raw!r}: src and dst must be integers")
+    return Edge(src, dst, parse_condition(cond, f"{source}: edge [{src}, {dst}]"))
+
+
+def load_mas_config(path: str | Path) -> MASGraph:
+    path = Path(path)
+    if not path.is_file():
+        raise ConfigError(f"{path}: MAS config not found")
+    try:
+        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+    return MASGraph.from_dict(data, source=str(path))
+
+
+# --------------------------------------------------------------------------- routing state
+
+
+class RoutingState:
+    """A partial trajectory: which agents decided what, and each agent's inbox.
+
+    Immutable in use: ``decide`` returns a new state and copies only the
+    inboxes it touches, so a search tree can hold one state per node without
+    replaying the graph.
+    """
+
+    __slots__ = ("graph", "question", "outputs", "inbox")
+
+    def __init__(self, graph: MASGraph, question: str, outputs: dict[int, str],
+                 inbox: dict[int, dict[int, str]]):
+        self.graph = graph
+        self.question = question
+        self.outputs = outputs  # agent -> output, in decision (= topological) order
+        self.inbox = inbox      # agent -> {parent -> delivered text}
+
+    def decide(self, agent: int, text: str) -> "RoutingState":
+        if agent in self.outputs:
+            raise ValueError(f"agent {agent} has already decided")
+        outputs = dict(self.outputs)
+        outputs[agent] = text
+        inbox = dict(self.inbox)
+        for e in self.graph.out_edges(agent):
+            if e.condition.fires(text):
+                inbox[e.dst] = {**inbox[e.dst], agent: text}
+        return RoutingState(self.graph, self.question, outputs, inbox)
+
+    def is_runnable(self, agent: int) -> bool:
+        if agent in self.outputs:
+            return False
+        got = self.inbox[agent]
+        return all(p in got for p in self.graph.parents(agent))
+
+    def next_runnable(self) -> int | None:
+        for a in self.graph.topo_order:
+            if self.is_runnable(a):
+                return a
+        return None
+
+    @property
+    def is_terminal(self) -> bool:
+        return self.next_runnable() is None
+
+    @property
+    def decided(self) -> list[int]:
+        return list(self.outputs)
+
+    def steps(self) -> list[str]:
+        return list(self.outputs.values())
+
+    def user_content(self, agent: int) -> str:
+        got = self.inbox[agent]
+        return "\n\n".join(got[p] for p in sorted(got)).strip()
+
+    def messages(self, agent: int) -> list[dict[str, str]]:
+        return [
+            {"role": "system", "content": self.graph.agents[agent].system_prompt},
+            {"role": "user", "content": self.user_content(agent)},
+        ]
+
+    def final_answer(self) -> str:
+        produced = [a for a in self.graph.sinks if a in self.outputs]
+        if len(produced) == 1:
+            return self.outputs[produced[0]]
+        if produced:
+            return "\n\n".join(f"[agent {a}] {self.outputs[a]}" for a in produced)
+        if self.outputs:
+            last = max(self.outputs, key=self.graph.topo_position.__getitem__)
+            return self.outputs[last]
+        return self.question

@@ -1,0 +1,54 @@
+"""The text a scorer sees for a (partial) trajectory (SPEC §7, §8).
+
+Shared by preprocessing, training and inference so that the scorer is always
+shown the same shape of text: ``prompt + step_1 + SEP + step_2 + SEP + ...``
+with no extra spaces or newlines.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from masprm.graph import RoutingState
+
+DEFAULT_SEPARATOR = "</step>"
+VIEWS = ("full", "local")
+
+
+def join_steps(prompt: str, steps: Sequence[str], sep: str = DEFAULT_SEPARATOR) -> str:
+    return prompt + "".join(step + sep for step in steps)
+
+
+def full_state_text(state: RoutingState, sep: str = DEFAULT_SEPARATOR) -> str:
+    """The routed transcript: question, then each decided agent's output + SEP in topological order."""
+    order = sorted(state.outputs, key=state.graph.topo_position.__getitem__)
+    return join_steps(state.question, [state.outputs[a] for a in order], sep)
+
+
+def local_state_text(state: RoutingState, agent: int | None = None, sep: str = DEFAULT_SEPARATOR) -> str:
+    """What one agent received plus what it said: ``user_content + output + SEP``.
+
+    With no agent named, the last decided agent (topological order) is used.
+    """
+    if agent is None and state.outputs:
+        agent = max(state.outputs, key=state.graph.topo_position.__getitem__)
+    if agent is None:
+        return state.question + sep
+    user = state.user_content(agent)
+    output = state.outputs.get(agent, "")
+    if user and output:
+        return user + output + sep
+    if output:
+        return output + sep
+    if user:
+        return user + sep
+    return state.question + sep
+
+
+def state_text(state: RoutingState, view: str = "full", agent: int | None = None,
+               sep: str = DEFAULT_SEPARATOR) -> str:
+    if view == "full":
+        return full_state_text(state, sep)
+    if view == "local":
+        return local_state_text(state, agent, sep)
+    raise ValueError(f"unknown view {view!r} (expected one of {', '.join(VIEWS)})")
