@@ -1,0 +1,91 @@
+"""The registry of evaluation methods and the context they run in.
+
+A method is a function ``run(ctx, example) -> MethodResult`` registered under
+its CLI name. Every model call goes through the context, which counts usage
+(SPEC §9: prompt/generated tokens, scorer tokens and calls, agent runs), so
+no method does its own bookkeeping. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from masprm.graph import MASGraph
+from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
+
+SCORER_ROLES = ("prm", "orm", "handoff_prm")
+
+
+@dataclass
+class EvalContext:
+    """Models, graph and settings for one example; counts usage as models are called."""
+
+    policy: Policy
+    graph: MASGraph
+    settings: Any                      # argparse.Namespace or any object with the flag attributes
+    prm: Scorer | None = None
+    orm: Scorer | None = None
+    handoff_prm: Scorer | None = None
+    rng: random.Random = field(default_factory=random.Random)
+    usage: Usage = field(default_factory=Usage)
+
+    def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float, top_p: float,
+               max_new_tokens: int) -> list[list[Generation]]:
+        out = self.policy.sample(prompts, n, temperature=temperature, top_p=top_p,
+                                 max_new_tokens=max_new_tokens)
+        for gens in out:
+            self.usage.agent_runs += len(gens)
+            for g in gens:
+                self.usage.generated_tokens += g.new_tokens
+            if gens:  # the prompt is processed once per prompt, whatever n is
+                self.usage.prompt_tokens += gens[0].prompt_tokens
+        return out
+
+    def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
+        return self.policy.logprob(requests)
+
+    def score(self, role: str, texts: Sequence[str]) -> list[float]:
+        scorer = getattr(self, role)
+        if scorer is None:
+            raise RuntimeError(f"method needs a {role} scorer but none is loaded")
+        before = getattr(scorer, "tokens_seen", 0)
+        values = scorer.score_batch(list(texts))
+        self.usage.scorer_calls += len(texts)
+        self.usage.scorer_tokens += getattr(scorer, "tokens_seen", 0) - before
+        return values
+
+
+@dataclass
+class MethodResult:
+    prediction: str
+    candidates: list[str]              # pass@k candidates, best first (prediction first)
+    extra: dict[str, Any] = field(default_factory=dict)  # per-example method-specific metrics
+
+
+@dataclass(frozen=True)
+class Method:
+    name: str
+    run: Callable[[EvalContext, Any], MethodResult]
+    needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
+    family: str = "static"                # "static" or "handoff": the two cannot share a run
+    summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
+
+
+METHODS: dict[str, Method] = {}
+
+
+def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
+                    summarize: Callable[[list[dict]], dict] | None = None):
+    unknown = set(needs) - set(SCORER_ROLES)
+    if unknown:
+        raise ValueError(f"unknown scorer roles {sorted(unknown)}")
+
+    def decorator(fn: Callable[[EvalContext, Any], MethodResult]):
+        if name in METHODS:
+            raise ValueError(f"method {name!r} registered twice")
+        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize)
+        return fn
+
+    return decorator
