@@ -86,3 +86,43 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             if not isinstance(rec, dict):
                 raise UsageError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             yield lineno, rec
+
+
+class AtomicJsonlWriter:
+    """Stream records into a temporary JSONL file; rename it into place on a clean exit.
+
+    For a stage that fills several output files in one pass (so a single
+    ``atomic_write_jsonl`` call does not fit). On an exception the temporary
+    file is removed and any existing output is left untouched.
+
+        with AtomicJsonlWriter(path) as out:
+            out.write(record)
+    """
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+        self.count = 0
+        self._fh = None
+        self._tmp = ""
+
+    def __enter__(self) -> "AtomicJsonlWriter":
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
+        self._fh = os.fdopen(fd, "w", encoding="utf-8")
+        return self
+
+    def write(self, record: dict) -> None:
+        self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+        self.count += 1
+
+    def __exit__(self, exc_type, exc, tb) -> None:
+        try:
+            if exc_type is None:
+                self._fh.flush()
+                os.fsync(self._fh.fileno())
+            self._fh.close()
+            if exc_type is None:
+                os.replace(self._tmp, self.path)
+        finally:
+            if os.path.exists(self._tmp):
+                os.unlink(self._tmp)

@@ -1,0 +1,485 @@
+"""Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs (SPEC §6).
+
+A stage-1 tree (SPEC §5) is read into light ``Step`` nodes, one tree at a
+time, and turned into two kinds of training records:
+
+- PRM samples: root-to-node paths whose last node is a graded terminal
+  (value ±1), labelled with every step's value (``q_mean``).
+- PPM pairs (rStar-Math style): at each prefix node, the best-valued children
+  are preferred over the worst-valued ones, so a pair differs in one step.
+
+Both come in two views. ``full`` shows the scorer the routed transcript
+(question + every step so far); ``local`` shows one agent's inbox (the user
+content it actually saw, recovered by routing the path through the MAS graph)
+plus its output. Dedupe across trees keeps only key hashes, so memory does not
+grow with the number of trees.
+
+Pure Python: importing this module must not import torch.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterator, Sequence
+
+from masprm.graph import MASGraph
+from masprm.state_text import DEFAULT_SEPARATOR, join_steps
+
+PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
+PM1_TOLERANCE = 1e-6            # a graded leaf has value ±1 within this
+MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGIN (strictly better)
+MAX_NAMED_FAILURES = 20         # malformed trees named in the summary; the rest are only counted
+
+_AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
+
+
+class TreeError(ValueError):
+    """A tree file that cannot be used; the message says what and where."""
+
+
+# --------------------------------------------------------------------------- reading trees
+
+
+@dataclass(eq=False, slots=True)
+class Step:
+    """One tree node as preprocessing needs it."""
+
+    text: str                 # node_text, stripped: what the records carry
+    value: float | None       # q_mean, else q_sum / visits, else None
+    is_terminal: bool
+    visits: int
+    agent: int | None         # from action_text "[agent i] ..."; None at the root
+    inbox: str                # local view: the user content this node's agent saw ("" otherwise)
+    children: list["Step"] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class Tree:
+    name: str
+    question: str
+    root: Step
+
+
+def parse_agent_index(action_text: Any) -> int | None:
+    if not isinstance(action_text, str):
+        return None
+    m = _AGENT_PREFIX.match(action_text)
+    return int(m.group(1)) if m else None
+
+
+def _number(raw: Any, key: str, where: str) -> float | None:
+    if raw is None:
+        return None
+    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
+        raise TreeError(f"{where}: '{key}' must be a number, got {raw!r}")
+    return float(raw)
+
+
+def node_value(d: dict, where: str = "node") -> float | None:
+    """A node's value: its q_mean, or q_sum / visits when q_mean is missing."""
+    q = _number(d.get("q_mean"), "q_mean", where)
+    if q is not None:
+        return q
+    visits = _number(d.get("visits"), "visits", where) or 0.0
+    q_sum = _number(d.get("q_sum"), "q_sum", where) or 0.0
+    return q_sum / visits if visits > 0 else None
+
+
+def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state: Any,
+                agent: int | None, inbox: str) -> Step:
+    """Build the Step for ``d`` and, recursively, its children.
+
+    With a graph (local view) ``state`` is the routing state after this
+    node's decision; each child's agent must be the one the graph runs next,
+    which is also how a tree from another config is caught.
+    """
+    children_raw = d.get("children")
+    if children_raw is None:
+        children_raw = []
+    if not isinstance(children_raw, list):
+        raise TreeError(f"{where}: 'children' must be a list")
+    visits = _number(d.get("visits"), "visits", where)
+    step = Step(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
+                visits=int(visits or 0), agent=agent, inbox=inbox)
+    for k, c in enumerate(children_raw):
+        cwhere = f"{where}/{k}"
+        if not isinstance(c, dict):
+            raise TreeError(f"{cwhere}: a node must be a JSON object")
+        raw_text = c.get("node_text")
+        if raw_text is None:
+            raw_text = ""
+        if not isinstance(raw_text, str):
+            raise TreeError(f"{cwhere}: 'node_text' must be a string")
+        c_agent, c_inbox, c_state = parse_agent_index(c.get("action_text")), "", None
+        if graph is not None:
+            if c_agent is None:
+                raise TreeError(f"{cwhere}: action_text does not start with '[agent i]' "
+                                f"(needed for the local view)")
+            expected = state.next_runnable()
+            if c_agent != expected:
+                wanted = "no agent (the trajectory is terminal)" if expected is None else f"agent {expected}"
+                raise TreeError(f"{cwhere}: the tree runs agent {c_agent} but {graph.source} runs {wanted} "
+                                f"next (was the tree made with another config?)")
+            c_inbox = state.user_content(c_agent) or question
+            c_state = state.decide(c_agent, raw_text)  # route the text as the agent produced it
+        child = _parse_node(c, cwhere, question, graph, c_state, c_agent, c_inbox)
+        child.text = raw_text.strip()
+        step.children.append(child)
+    return step
+
+
+def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
+    """A tree JSON object (SPEC §5) -> Tree. Pass the MAS graph for the local view."""
+    if not isinstance(data, dict):
+        raise TreeError(f"{name}: a tree must be a JSON object, got {type(data).__name__}")
+    question = data.get("node_text")
+    if not isinstance(question, str):
+        raise TreeError(f"{name}: the root has no 'node_text' (the question)")
+    state = graph.start(question) if graph is not None else None
+    root = _parse_node(data, f"{name}: root", question.strip(), graph, state, None, "")
+    root.text = question.strip()
+    return Tree(name, question.strip(), root)
+
+
+def read_tree(path: str | Path, name: str | None = None, graph: MASGraph | None = None) -> Tree:
+    path = Path(path)
+    name = name or path.name
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError) as err:
+        raise TreeError(f"{name}: cannot be read ({err.__class__.__name__}: {err})") from None
+    except json.JSONDecodeError as err:
+        raise TreeError(f"{name}: not valid JSON ({err})") from None
+    except RecursionError:
+        raise TreeError(f"{name}: nested too deeply") from None
+    try:
+        return parse_tree(data, name, graph)
+    except RecursionError:
+        raise TreeError(f"{name}: nested too deeply") from None
+
+
+def in_window(value: float | None, window: tuple[float, float]) -> bool:
+    return value is not None and window[0] <= value <= window[1]
+
+
+# --------------------------------------------------------------------------- PRM samples
+
+
+def candidate_paths(root: Step, target_nodes: int) -> Iterator[list[Step]]:
+    """Steps (root excluded) of each candidate path, depth-first in stored order.
+
+    ``target_nodes > 0``: every root-to-node path of exactly that many nodes
+    (root included). Otherwise every root-to-leaf path.
+    """
+    fixed = target_nodes > 0
+    if target_nodes == 1:
+        raise ValueError("target_nodes = 1 is the root alone: use N >= 2, or N <= 0 for variable depth")
+    stack: list[tuple[Step, list[Step]]] = [(root, [])]
+    while stack:
+        node, path = stack.pop()
+        if fixed and len(path) + 1 == target_nodes:
+            yield path
+            continue
+        if not fixed and not node.children and path:
+            yield path
+            continue
+        for child in reversed(node.children):
+            stack.append((child, path + [child]))
+
+
+def is_graded(path: list[Step]) -> bool:
+    """A usable PRM path: a terminal last node with value ±1, every step with text and a value."""
+    last = path[-1]
+    if not (last.is_terminal and last.value is not None
+            and math.isclose(abs(last.value), 1.0, rel_tol=0.0, abs_tol=PM1_TOLERANCE)):
+        return False
+    return all(s.text and s.value is not None for s in path)
+
+
+def clamp(x: float) -> float:
+    return max(-1.0, min(1.0, x))
+
+
+def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts") -> list[dict]:
+    """PRM samples of one tree (root-window filter applied by the caller)."""
+    out: list[dict] = []
+    for path in candidate_paths(tree.root, target_nodes):
+        counts.candidate_paths += 1
+        if not is_graded(path):
+            continue
+        if path[-1].value > 0:
+            counts.r_pos += 1
+        else:
+            counts.r_neg += 1
+        if view == "full":
+            out.append({"prompt": tree.question, "completions": [s.text for s in path],
+                        "labels": [clamp(s.value) for s in path]})
+            continue
+        for i, s in enumerate(path):
+            out.append({"prompt": s.inbox, "completions": [s.text], "labels": [clamp(s.value)],
+                        "meta": {"agent_idx": s.agent, "step_index": i, "target_nodes": target_nodes,
+                                 "view": "local"}})
+    return out
+
+
+# --------------------------------------------------------------------------- PPM pairs
+
+
+def split_sizes(n: int, pos_topk: int, neg_topk: int) -> tuple[int, int]:
+    """(k_pos, k_neg) for n unique candidates: disjoint top and bottom groups when n allows."""
+    k_neg = min(neg_topk, max(1, n // 2))
+    k_pos = min(pos_topk, max(1, n - k_neg))
+    if k_neg + k_pos > n:
+        k_pos = max(1, n - k_neg)
+    return k_pos, k_neg
+
+
+def unique_candidates(children: Sequence[Step]) -> list[Step]:
+    """Children with text and a value, one per whitespace-normalised text (the highest value
+    wins; the first stored wins a tie), sorted by value ascending (stable)."""
+    best: dict[str, Step] = {}
+    for c in children:
+        if not c.text or c.value is None:
+            continue
+        key = " ".join(c.text.split())
+        if key not in best or c.value > best[key].value:
+            best[key] = c
+    return sorted(best.values(), key=lambda s: s.value)
+
+
+def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_topk: int,
+              max_pairs: int) -> list[dict]:
+    """Preference pairs of one tree, at most ``max_pairs`` (root-window filter applied by the caller).
+
+    Prefixes are visited depth-first in stored order. In fixed-depth mode only
+    prefixes at depth < N-1 are used and depth N-2 is the final step; in
+    variable-depth mode a prefix whose children are all terminal is a final
+    step. At a final step only terminal children compete.
+    """
+    fixed = target_nodes > 0
+    out: list[dict] = []
+    seen: set[bytes] = set()  # the same pair can recur under siblings with equal texts
+    stack: list[tuple[Step, list[Step]]] = [(tree.root, [])]
+    while stack and len(out) < max_pairs:
+        node, prefix = stack.pop()
+        depth = len(prefix)
+        if fixed and depth >= target_nodes - 1:
+            continue
+        for child in reversed(node.children):
+            stack.append((child, prefix + [child]))
+        if not node.children:
+            continue
+        final = depth == target_nodes - 2 if fixed else all(c.is_terminal for c in node.children)
+        children = [c for c in node.children if c.is_terminal] if final else node.children
+        cands = unique_candidates(children)
+        if len(cands) < 2 or not all(s.text for s in prefix):
+            continue
+        k_pos, k_neg = split_sizes(len(cands), pos_topk, neg_topk)
+        negatives, positives = cands[:k_neg], cands[::-1][:k_pos]
+        for pos in positives:
+            for neg in negatives:
+                if len(out) >= max_pairs:
+                    break
+                if pos.value <= neg.value + MIN_MARGIN or pos.text == neg.text:
+                    continue
+                rec = _pair_record(tree, node, prefix, pos, neg, depth, target_nodes, final, view)
+                key = dedupe_key([rec["prompt"], rec["chosen_actions"], rec["rejected_actions"]])
+                if key in seen:
+                    continue
+                seen.add(key)
+                out.append(rec)
+    return out
+
+
+def _pair_record(tree: Tree, node: Step, prefix: list[Step], pos: Step, neg: Step, depth: int,
+                 target_nodes: int, final: bool, view: str) -> dict:
+    meta = {"step_index": depth, "shared_prefix_len": depth, "target_nodes": target_nodes,
+            "parent_visits": node.visits, "pos_q": pos.value, "neg_q": neg.value,
+            "q_gap": pos.value - neg.value, "final_step_only_terminal": final}
+    if view == "full":
+        steps = [s.text for s in prefix]
+        return {"prompt": tree.question, "chosen_actions": steps + [pos.text],
+                "rejected_actions": steps + [neg.text], "meta": meta}
+    # Local: every child of a node is the same agent's output, so they share one inbox.
+    return {"prompt": pos.inbox, "chosen_actions": [pos.text], "rejected_actions": [neg.text],
+            "meta": {"agent_idx": pos.agent, **meta, "view": "local"}}
+
+
+def ppm_texts(record: dict, sep: str = DEFAULT_SEPARATOR) -> tuple[str, str]:
+    """The two texts a scorer compares for one PPM record: (pos_text, neg_text).
+
+    The pair differs at the last index where chosen and rejected differ; both
+    texts share the steps before it, so training sees the same layout as
+    inference (``prompt + step + SEP + ...``).
+    """
+    chosen, rejected = record["chosen_actions"], record["rejected_actions"]
+    if len(chosen) != len(rejected):
+        raise ValueError(f"chosen_actions has {len(chosen)} steps but rejected_actions has {len(rejected)}")
+    differ = [i for i, (c, r) in enumerate(zip(chosen, rejected)) if c != r]
+    if not differ:
+        raise ValueError("chosen_actions and rejected_actions are identical")
+    i = differ[-1]
+    prefix = list(chosen[:i])
+    return (join_steps(record["prompt"], prefix + [chosen[i]], sep),
+            join_steps(record["prompt"], prefix + [rejected[i]], sep))
+
+
+# --------------------------------------------------------------------------- one pass over many trees
+
+
+def dedupe_key(obj: Any) -> bytes:
+    """A 16-byte hash of a JSON-able key: dedupe sets hold these, not the texts."""
+    blob = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
+    return hashlib.blake2b(blob, digest_size=16).digest()
+
+
+@dataclass
+class Options:
+    target_nodes: int = 5
+    view: str = "full"
+    make_ppm: bool = False
+    dedupe: bool = True
+    ppm_max_pairs: int = 8
+    ppm_pos_topk: int = 4
+    ppm_neg_topk: int = 4
+    ppm_root_window: tuple[float, float] = (-0.7, 0.7)
+
+
+@dataclass
+class Counts:
+    files: int = 0
+    trees: int = 0                       # trees read without error
+    malformed: int = 0
+    malformed_named: list[str] = field(default_factory=list)  # the first MAX_NAMED_FAILURES reasons
+    prm_outside_window: int = 0
+    candidate_paths: int = 0
+    r_pos: int = 0
+    r_neg: int = 0
+    prm_records: int = 0                 # before dedupe
+    prm_duplicates: int = 0
+    prm_kept: int = 0
+    ppm_outside_window: int = 0
+    ppm_pairs: int = 0                   # before dedupe across trees
+    ppm_duplicates: int = 0
+    ppm_kept: int = 0
+
+
+class Preprocessor:
+    """Turns tree files into records one at a time, counting and deduping as it goes."""
+
+    def __init__(self, options: Options, graph: MASGraph | None = None):
+        if options.view == "local" and graph is None:
+            raise ValueError("the local view needs the MAS graph")
+        self.options = options
+        self.graph = graph if options.view == "local" else None
+        self.counts = Counts()
+        self._seen_prm: set[bytes] = set()
+        self._seen_ppm: set[bytes] = set()
+
+    def process_file(self, path: str | Path, name: str | None = None) -> tuple[list[dict], list[dict]]:
+        """(PRM records, PPM records) of one tree file, after dedupe; ([], []) for a bad tree."""
+        c, o = self.counts, self.options
+        c.files += 1
+        try:
+            tree = read_tree(path, name, self.graph)
+        except TreeError as err:
+            c.malformed += 1
+            if len(c.malformed_named) < MAX_NAMED_FAILURES:
+                c.malformed_named.append(str(err))
+            return [], []
+        c.trees += 1
+        root_value = tree.root.value
+        prm: list[dict] = []
+        if in_window(root_value, PRM_ROOT_WINDOW):
+            records = prm_records(tree, o.target_nodes, o.view, c)
+            c.prm_records += len(records)
+            prm = self._dedupe(records, self._seen_prm, _prm_key)
+            c.prm_duplicates += len(records) - len(prm)
+            c.prm_kept += len(prm)
+        else:
+            c.prm_outside_window += 1
+        ppm: list[dict] = []
+        if o.make_ppm:
+            if in_window(root_value, o.ppm_root_window):
+                pairs = ppm_pairs(tree, target_nodes=o.target_nodes, view=o.view, pos_topk=o.ppm_pos_topk,
+                                  neg_topk=o.ppm_neg_topk, max_pairs=o.ppm_max_pairs)
+                c.ppm_pairs += len(pairs)
+                ppm = self._dedupe(pairs, self._seen_ppm, _ppm_key)
+                c.ppm_duplicates += len(pairs) - len(ppm)
+                c.ppm_kept += len(ppm)
+            else:
+                c.ppm_outside_window += 1
+        return prm, ppm
+
+    def _dedupe(self, records: list[dict], seen: set[bytes], key_of) -> list[dict]:
+        if not self.options.dedupe:
+            return records
+        kept = []
+        for r in records:
+            k = dedupe_key(key_of(r))
+            if k not in seen:
+                seen.add(k)
+                kept.append(r)
+        return kept
+
+    # -- what to tell the user
+    def prm_summary(self, out_path: Path) -> str:
+        c = self.counts
+        return (f"[preprocess][PRM] files={c.files} trees={c.trees} malformed={c.malformed} "
+                f"outside_root_window={c.prm_outside_window} | candidate_paths={c.candidate_paths} "
+                f"| R+1={c.r_pos} | R-1={c.r_neg} | records={c.prm_records} duplicates={c.prm_duplicates} "
+                f"| kept={c.prm_kept} | wrote -> {out_path}")
+
+    def ppm_summary(self, out_path: Path) -> str:
+        c = self.counts
+        return (f"[preprocess][PPM] files={c.files} trees={c.trees} malformed={c.malformed} "
+                f"outside_root_window={c.ppm_outside_window} | pairs={c.ppm_pairs} "
+                f"duplicates={c.ppm_duplicates} | kept={c.ppm_kept} | wrote -> {out_path}")
+
+    def malformed_summary(self) -> str | None:
+        c = self.counts
+        if not c.malformed:
+            return None
+        more = c.malformed - len(c.malformed_named)
+        tail = f"; and {more} more" if more else ""
+        return f"skipped {c.malformed} unreadable tree(s): " + "; ".join(c.malformed_named) + tail
+
+    def why_no_prm(self) -> str | None:
+        c, o = self.counts, self.options
+        if c.prm_kept:
+            return None
+        if not c.trees:
+            return "no PRM samples: no tree could be read"
+        lo, hi = PRM_ROOT_WINDOW
+        if c.prm_outside_window == c.trees:
+            return f"no PRM samples: every tree's root value is outside [{lo:g}, {hi:g}]"
+        shape = (f"of exactly {o.target_nodes} nodes" if o.target_nodes > 0 else "from the root to a leaf")
+        if not c.candidate_paths:
+            return f"no PRM samples: no tree (with its root in [{lo:g}, {hi:g}]) has a path {shape}"
+        return (f"no PRM samples: none of the {c.candidate_paths} paths {shape} ends in a terminal node "
+                f"with value ±1 and has text and a value at every step")
+
+    def why_no_ppm(self) -> str | None:
+        c, o = self.counts, self.options
+        if not o.make_ppm or c.ppm_kept:
+            return None
+        if not c.trees:
+            return "no PPM pairs: no tree could be read"
+        lo, hi = o.ppm_root_window
+        if c.ppm_outside_window == c.trees:
+            return f"no PPM pairs: every tree's root value is outside the window [{lo:g}, {hi:g}] (--ppm-root-window)"
+        return ("no PPM pairs: no prefix node has two children with different texts and strictly "
+                "different values")
+
+
+def _prm_key(r: dict) -> list:
+    return [r["prompt"], r["completions"], [round(float(x), 4) for x in r["labels"]]]
+
+
+def _ppm_key(r: dict) -> list:
+    return [r["prompt"], r["chosen_actions"], r["rejected_actions"]]
