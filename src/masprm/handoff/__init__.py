@@ -1,0 +1,9 @@
+"""Dynamic routing: a team of roles passing private routed messages (SPEC §10).
+
+protocol  the four-field routed-turn contract: rendering, strict parsing, fallback turns
+team      roles, private histories, the speaker's prompt, route modes, the turn loop
+scoring   ranking proposals: policy log-prob, or the handoff PRM on a truncated transcript
+stats     route metrics, paired bootstrap CI, exact McNemar
+methods   handoff_fixed / handoff_random / handoff_policy / handoff_prm (import to register)
+cli       the evaluation CLI's handoff flags
+"""

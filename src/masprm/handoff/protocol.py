@@ -1,0 +1,128 @@
+"""The routed-turn contract of the handoff team (SPEC §10).
+
+Each turn the active speaker must emit exactly four fields, in this order:
+
+    SPEAKER: <its own role>
+    RECIPIENT: <another role, or FINAL>
+    MESSAGE: <text>
+    CURRENT_ANSWER: <text>
+
+``parse_turn`` enforces the contract strictly; ``fallback_turn`` builds the
+turn used when no proposal of a turn parses, so a run always moves on.
+Pure Python.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+FINAL = "FINAL"
+FIELDS = ("SPEAKER", "RECIPIENT", "MESSAGE", "CURRENT_ANSWER")
+
+# A field label starts a line; labels are matched case-insensitively, like role names.
+_FIELD_RE = re.compile(r"(?im)^[ \t]*(SPEAKER|RECIPIENT|MESSAGE|CURRENT_ANSWER)[ \t]*:[ \t]*")
+
+
+def role_key(name: str) -> str:
+    """Roles compare case- and whitespace-insensitively: ' number  THEORIST ' == 'Number Theorist'."""
+    return " ".join(str(name).split()).casefold()
+
+
+def is_final(recipient: str) -> bool:
+    return role_key(recipient) == role_key(FINAL)
+
+
+class ParseError(ValueError):
+    """A proposal that breaks the routed-turn contract; the message says how."""
+
+
+@dataclass(frozen=True)
+class RoutedTurn:
+    speaker: str
+    recipient: str          # a role name as spelled in the config, or FINAL
+    message: str
+    current_answer: str
+    raw: str = ""           # the policy's text this turn came from
+    parsed: bool = True     # False for a fallback turn
+
+    @property
+    def is_final(self) -> bool:
+        return self.recipient == FINAL
+
+    def render(self) -> str:
+        return (f"SPEAKER: {self.speaker}\n"
+                f"RECIPIENT: {self.recipient}\n"
+                f"MESSAGE: {self.message}\n"
+                f"CURRENT_ANSWER: {self.current_answer}")
+
+
+def split_fields(text: str) -> list[tuple[str, str]]:
+    """(FIELD, value) for every field label in the text, in order of appearance."""
+    matches = list(_FIELD_RE.finditer(text))
+    out = []
+    for i, m in enumerate(matches):
+        end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
+        out.append((m.group(1).upper(), text[m.end():end].strip()))
+    return out
+
+
+def parse_turn(text: str, *, speaker: str, roles: Sequence[str], permitted: Sequence[str],
+               allow_final: bool) -> RoutedTurn:
+    """Parse one proposal of the active ``speaker``; raise ParseError if it breaks the contract.
+
+    ``roles`` are all role names of the team; ``permitted`` the recipients this
+    turn may address (role names and possibly FINAL). Names in the result are
+    canonical (as spelled in ``roles``), whatever case or spacing the text used.
+    """
+    raw = (text or "").strip()
+    first = _FIELD_RE.search(raw)
+    if first is None:
+        raise ParseError("no SPEAKER/RECIPIENT/MESSAGE/CURRENT_ANSWER fields")
+    if raw[:first.start()].strip():
+        raise ParseError("text before the SPEAKER field")
+    fields = split_fields(raw)
+    names = tuple(name for name, _ in fields)
+    if names != FIELDS:
+        raise ParseError(f"fields must be {', '.join(FIELDS)} once each in that order, got {', '.join(names)}")
+    values = dict(fields)
+
+    canonical = {role_key(r): r for r in roles}
+    if role_key(values["SPEAKER"]) != role_key(speaker):
+        raise ParseError(f"speaker {values['SPEAKER']!r} is not the active role {speaker!r}")
+
+    said = values["RECIPIENT"]
+    if is_final(said):
+        if not allow_final:
+            raise ParseError("FINAL is not allowed yet")
+        recipient = FINAL
+    elif role_key(said) in canonical:
+        recipient = canonical[role_key(said)]
+    else:
+        raise ParseError(f"unknown recipient {said!r}")
+    if role_key(recipient) not in {role_key(p) for p in permitted}:
+        raise ParseError(f"recipient {recipient!r} is not permitted this turn")
+
+    for name in ("MESSAGE", "CURRENT_ANSWER"):
+        if not values[name]:
+            raise ParseError(f"{name} is empty")
+    return RoutedTurn(canonical.get(role_key(speaker), speaker), recipient, values["MESSAGE"],
+                      values["CURRENT_ANSWER"], raw=raw)
+
+
+def fallback_turn(text: str, *, speaker: str, recipient: str, previous_answer: str | None) -> RoutedTurn:
+    """The turn used when no proposal parses: salvage what the first raw text offers.
+
+    MESSAGE and CURRENT_ANSWER come from the text's own fields when present and
+    non-empty; otherwise the message is the raw text and the answer is the
+    previous turn's answer (the raw text on the first turn).
+    """
+    raw = (text or "").strip()
+    found: dict[str, str] = {}
+    for name, value in split_fields(raw):
+        if value and name not in found:
+            found[name] = value
+    message = found.get("MESSAGE") or raw or "(no message)"
+    answer = found.get("CURRENT_ANSWER") or previous_answer or raw or "(no answer)"
+    return RoutedTurn(speaker, recipient, message, answer, raw=raw, parsed=False)

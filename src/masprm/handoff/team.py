@@ -1,0 +1,290 @@
+"""The handoff team and its turn loop (SPEC §10).
+
+Roles are the config's agents, named by ``name``. Messages are private: a
+turn is visible to its speaker and its recipient only. Each turn the active
+speaker sees the question, its private history, who it is and whom it may
+address; the policy proposes ``candidates`` actions in one batched call, the
+ones that parse are ranked by a selector (policy log-prob or the handoff
+PRM), and the best one hands control to its recipient. The route mode
+decides whether the recipient is the speaker's own choice or forced (the
+fixed schedule, or a seeded random draw).
+
+Pure Python: the policy and scorers are reached only through the evaluation
+context.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from masprm.graph import ConfigError, MASGraph
+from masprm.handoff.protocol import FINAL, ParseError, RoutedTurn, fallback_turn, parse_turn, role_key
+from masprm.interfaces import Messages
+
+PREFIX_TURNS = (4, 8, 12)
+DEFAULT_MIN_TURNS = 4
+DEFAULT_MAX_TURNS = 12
+
+INSTRUCTION = ("Produce exactly one action and nothing else: the four fields SPEAKER, RECIPIENT, "
+               "MESSAGE and CURRENT_ANSWER, each on its own line, once each, in that order. "
+               "SPEAKER is the active speaker; RECIPIENT must be one of the permitted recipients.")
+
+
+# --------------------------------------------------------------------------- the team
+
+
+@dataclass(frozen=True)
+class HandoffTeam:
+    roles: tuple[str, ...]
+    system_prompts: tuple[str, ...]
+    max_new_tokens: tuple[int, ...]
+    initial_role: str
+    fixed_schedule: tuple[str, ...]
+    min_turns: int | None = None      # the config's own defaults; flags override them
+    max_turns: int | None = None
+
+    @classmethod
+    def from_graph(cls, graph: MASGraph) -> "HandoffTeam":
+        src = graph.source
+        section = graph.handoff
+        if not section:
+            raise ConfigError(f"{src}: handoff methods need a top-level 'handoff' section")
+        roles = tuple(a.name for a in graph.agents)
+        canonical: dict[str, str] = {}
+        for r in roles:
+            if role_key(r) == role_key(FINAL):
+                raise ConfigError(f"{src}: agent name {r!r} is reserved for ending a handoff run")
+            if role_key(r) in canonical:
+                raise ConfigError(f"{src}: agent names {canonical[role_key(r)]!r} and {r!r} "
+                                  "are the same role (names are case-insensitive)")
+            canonical[role_key(r)] = r
+
+        def known(name: Any, where: str) -> str:
+            if not isinstance(name, str) or role_key(name) not in canonical:
+                raise ConfigError(f"{src}: handoff.{where} {name!r} is not an agent name")
+            return canonical[role_key(name)]
+
+        schedule = section.get("fixed_schedule") or []
+        if not isinstance(schedule, list):
+            raise ConfigError(f"{src}: handoff.fixed_schedule must be a list of agent names")
+        schedule = tuple(known(r, f"fixed_schedule[{i}]") for i, r in enumerate(schedule))
+        initial = section.get("initial_role")
+        initial = known(initial, "initial_role") if initial is not None else (schedule or roles)[0]
+        turns = {}
+        for key in ("min_turns", "max_turns"):
+            value = section.get(key)
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool) or value < 1):
+                raise ConfigError(f"{src}: handoff.{key} must be a positive integer")
+            turns[key] = value
+        return cls(roles, tuple(a.system_prompt for a in graph.agents),
+                   tuple(a.max_new_tokens for a in graph.agents), initial, schedule, **turns)
+
+    def index(self, role: str) -> int:
+        return [role_key(r) for r in self.roles].index(role_key(role))
+
+    def permitted(self, speaker: str, *, allow_self: bool, final_allowed: bool) -> list[str]:
+        out = [r for r in self.roles if allow_self or role_key(r) != role_key(speaker)]
+        return out + [FINAL] if final_allowed else out
+
+    def messages(self, question: str, speaker: str, history: Sequence[RoutedTurn],
+                 permitted: Sequence[str]) -> Messages:
+        return [{"role": "system", "content": self.system_prompts[self.index(speaker)]},
+                {"role": "user", "content": user_content(question, speaker, history, permitted)}]
+
+
+def visible_turns(role: str, turns: Sequence[RoutedTurn]) -> list[RoutedTurn]:
+    """A role's private history: the turns it spoke or received, in order."""
+    key = role_key(role)
+    return [t for t in turns if role_key(t.speaker) == key or role_key(t.recipient) == key]
+
+
+def user_content(question: str, speaker: str, history: Sequence[RoutedTurn],
+                 permitted: Sequence[str]) -> str:
+    rendered = "\n\n".join(t.render() for t in history) or "(none)"
+    return "\n\n".join([
+        f"ORIGINAL QUESTION:\n{question}",
+        f"PRIVATE ROUTED HISTORY:\n{rendered}",
+        f"ACTIVE SPEAKER: {speaker}",
+        f"PERMITTED RECIPIENTS: {', '.join(permitted)}",
+        INSTRUCTION,
+    ])
+
+
+# --------------------------------------------------------------------------- settings
+
+
+@dataclass(frozen=True)
+class HandoffSettings:
+    candidates: int = 3
+    min_turns: int = DEFAULT_MIN_TURNS
+    max_turns: int = DEFAULT_MAX_TURNS
+    allow_self: bool = False
+    random_fixed_horizon: bool = False
+    prm_context_length: int = 16384
+    logprob_agg: str = "avg_token"
+    temperature: float = 1.0
+    top_p: float = 0.95
+    max_new_tokens: int = 1024
+
+    @classmethod
+    def from_flags(cls, flags: Any, team: HandoffTeam) -> "HandoffSettings":
+        """Flags win; turn limits the user left unset come from the config, then the defaults."""
+        def flag(name: str, default: Any) -> Any:
+            value = getattr(flags, name, None)
+            return default if value is None else value
+
+        temperature = flag("handoff_temperature", None)
+        return cls(
+            candidates=int(flag("handoff_candidates", cls.candidates)),
+            min_turns=int(flag("min_turns", team.min_turns or DEFAULT_MIN_TURNS)),
+            max_turns=int(flag("max_turns", team.max_turns or DEFAULT_MAX_TURNS)),
+            allow_self=bool(flag("allow_self_handoff", False)),
+            random_fixed_horizon=bool(flag("random_fixed_horizon", False)),
+            prm_context_length=int(flag("prm_context_length", cls.prm_context_length)),
+            logprob_agg=str(flag("handoff_logprob_agg", cls.logprob_agg)),
+            temperature=float(temperature if temperature is not None
+                              else flag("sbs_temperature", cls.temperature)),
+            top_p=float(flag("top_p", cls.top_p)),
+            max_new_tokens=int(flag("max_new_tokens", cls.max_new_tokens)),
+        )
+
+
+# --------------------------------------------------------------------------- route modes
+
+
+@dataclass
+class TurnInfo:
+    turn: int                  # 1-based
+    speaker: str
+    permitted: list[str]       # recipients the speaker may address under the flags
+    final_allowed: bool
+
+
+def fixed_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
+    """The schedule's first max_turns roles speak in order; the last one says FINAL."""
+    schedule = team.fixed_schedule[:settings.max_turns]
+    return schedule[info.turn] if info.turn < len(schedule) else FINAL
+
+
+def random_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
+    choices = [r for r in info.permitted if r != FINAL]
+    if info.final_allowed and not settings.random_fixed_horizon:
+        choices.append(FINAL)
+    return rng.choice(choices) if choices else FINAL
+
+
+def own_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> None:
+    return None
+
+
+@dataclass(frozen=True)
+class Route:
+    """Who speaks first, how many turns at most, and the forced recipient of each turn (None: free)."""
+
+    recipient: Callable[[HandoffTeam, HandoffSettings, TurnInfo, random.Random], "str | None"]
+    follows_schedule: bool = False
+
+    def first_speaker(self, team: HandoffTeam) -> str:
+        if not self.follows_schedule:
+            return team.initial_role
+        if not team.fixed_schedule:
+            raise ConfigError("the fixed route needs a non-empty handoff.fixed_schedule in the MAS config")
+        return team.fixed_schedule[0]
+
+    def horizon(self, team: HandoffTeam, settings: HandoffSettings) -> int:
+        if self.follows_schedule:
+            return min(len(team.fixed_schedule), settings.max_turns)
+        return settings.max_turns
+
+
+ROUTE_MODES: dict[str, Route] = {
+    "fixed": Route(fixed_recipient, follows_schedule=True),
+    "random": Route(random_recipient),
+    "free": Route(own_recipient),
+}
+
+
+# --------------------------------------------------------------------------- one run
+
+
+@dataclass
+class Proposal:
+    """A parsed candidate action of one turn, with what the selector needs to rank it."""
+
+    turn: RoutedTurn
+    text: str                  # the policy's raw completion
+    messages: Messages         # the prompt it answered
+
+
+@dataclass
+class HandoffRun:
+    question: str
+    turns: list[RoutedTurn] = field(default_factory=list)
+    stop_reason: str = ""
+    proposals: int = 0
+    parse_failures: int = 0
+    fallback_turns: int = 0
+    scored: list[dict] = field(default_factory=list)   # selector bookkeeping (e.g. PRM context tokens)
+
+    @property
+    def answer(self) -> str:
+        return self.turns[-1].current_answer if self.turns else ""
+
+    def prefix_answers(self, thresholds: Sequence[int] = PREFIX_TURNS) -> dict[int, str]:
+        """The latest answer after T turns; a run that stopped earlier carries its answer forward."""
+        if not self.turns:
+            return {t: "" for t in thresholds}
+        return {t: self.turns[min(max(1, t), len(self.turns)) - 1].current_answer for t in thresholds}
+
+
+# ``select(run, proposals)`` -> one score per proposal (higher is better).
+Selector = Callable[[HandoffRun, list[Proposal]], list[float]]
+
+
+def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question: str, *,
+                mode: str, select: Selector) -> HandoffRun:
+    """Play one routed conversation on ``question``; ``ctx`` is the evaluation context."""
+    route = ROUTE_MODES[mode]
+    run = HandoffRun(question)
+    speaker = route.first_speaker(team)
+    for turn_no in range(1, route.horizon(team, settings) + 1):
+        final_allowed = turn_no >= settings.min_turns
+        info = TurnInfo(turn_no, speaker,
+                        team.permitted(speaker, allow_self=settings.allow_self, final_allowed=final_allowed),
+                        final_allowed)
+        forced = route.recipient(team, settings, info, ctx.rng)
+        shown = [forced] if forced is not None else info.permitted
+        history = visible_turns(speaker, run.turns)
+        messages = team.messages(question, speaker, history, shown)
+        max_new = min(settings.max_new_tokens, team.max_new_tokens[team.index(speaker)])
+        texts = [g.text for g in ctx.sample([messages], settings.candidates, temperature=settings.temperature,
+                                            top_p=settings.top_p, max_new_tokens=max_new)[0]]
+        run.proposals += len(texts)
+        proposals = []
+        for text in texts:
+            try:
+                turn = parse_turn(text, speaker=speaker, roles=team.roles, permitted=shown,
+                                  allow_final=final_allowed or forced == FINAL)
+            except ParseError:
+                run.parse_failures += 1
+                continue
+            proposals.append(Proposal(turn, text, messages))
+        if not proposals:
+            fallback_to = forced if forced is not None else next((r for r in shown if r != FINAL), FINAL)
+            chosen = fallback_turn(texts[0] if texts else "", speaker=speaker, recipient=fallback_to,
+                                   previous_answer=run.answer or None)
+            run.fallback_turns += 1
+        elif len(proposals) == 1:  # nothing to rank
+            chosen = proposals[0].turn
+        else:
+            scores = select(run, proposals)
+            chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
+        run.turns.append(chosen)
+        if chosen.is_final:
+            run.stop_reason = "final"
+            return run
+        speaker = chosen.recipient
+    run.stop_reason = "max_turns"
+    return run

@@ -1,0 +1,118 @@
+"""A handoff evaluation end to end on the tiny model, through the stage-4 CLI."""
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
+ROLES = ["Analyst", "Solver", "Finalizer"]
+
+
+@pytest.fixture
+def handoff_setup(tmp_path):
+    config = tmp_path / "handoff3.yaml"
+    config.write_text(yaml.safe_dump({
+        "agents": [{"name": r, "system_prompt": f"You are the {r}.", "max_new_tokens": 6} for r in ROLES],
+        "edges": [],
+        "handoff": {"initial_role": "Analyst", "fixed_schedule": ["Analyst", "Solver", "Analyst", "Finalizer"]},
+    }))
+    rows = [{"problem": f"What is {i} + {i}?", "solution": f"It is $\\boxed{{{2 * i}}}$.",
+             "level": "Level 5", "type": t} for i, t in enumerate(["Algebra", "Geometry", "Algebra"], start=1)]
+    data = tmp_path / "math.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return config, data
+
+
+def run_cli(*argv, cwd):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], cwd=cwd, capture_output=True,
+                          text=True, timeout=240)
+
+
+def test_handoff_fixed_and_policy_on_the_tiny_model(tiny_model_dir, handoff_setup, tmp_path):
+    config, data = handoff_setup
+    argv = ["--methods", "handoff_fixed", "handoff_policy", "--gen_model_id", tiny_model_dir,
+            "--mas_config", config, "--data_file", data, "--sample_n", 2, "--seed", 3,
+            "--min_turns", 2, "--max_turns", 3, "--handoff_candidates", 2, "--max_new_tokens", 6,
+            "--device_map", "cpu", "--no_compile", "--workers", 1, "--logs_dir", tmp_path / "logs"]
+    done = run_cli(*argv, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    logs = {p.name.split("_")[3]: p for p in (tmp_path / "logs").glob("*.txt")}   # competition_math_handoff_<m>_...
+    assert set(logs) == {"fixed", "policy"}
+    for mode, log in logs.items():
+        assert log.read_text().rstrip().endswith("COMPLETED")
+        records = [json.loads(line) for line in log.with_suffix(".jsonl").read_text().splitlines()]
+        assert [r["index"] for r in records] == [0, 1] and not any(r["error"] for r in records)
+        for r in records:
+            entry = r["extra"]["handoff"]
+            # each turn is one batched call of 2 proposals; the tiny model's noise mostly falls back
+            assert entry["proposals"] == 2 * entry["depth"] == r["metrics"]["agent_runs"]
+            assert set(entry["prefix_answers"]) == {"4", "8", "12"}
+            assert r["prediction"] == entry["turns"][-1]["current_answer"]
+            if mode == "fixed":
+                assert [t["speaker"] for t in entry["turns"]] == ["Analyst", "Solver", "Analyst"]
+                assert [t["recipient"] for t in entry["turns"]] == ["Solver", "Analyst", "FINAL"]
+            else:
+                assert entry["turns"][0]["speaker"] == "Analyst" and 2 <= entry["depth"] <= 3
+        summary = json.loads(log.with_suffix(".summary.json").read_text())
+        extra = summary["extra"]
+        assert extra["handoff_examples"] == 2 and 0.0 <= extra["hit_at_8"] <= 1.0
+        assert extra["proposals_per_example"] == pytest.approx(2 * extra["depth_mean"])
+    # a second run finds both conditions COMPLETED and only reloads them
+    again = run_cli(*argv, cwd=tmp_path)
+    assert again.returncode == 0 and again.stdout.count("already COMPLETED") == 2, again.stderr[-2000:]
+
+
+def test_handoff_flag_errors_are_one_line(tiny_model_dir, handoff_setup, tmp_path):
+    config, data = handoff_setup
+    done = run_cli("--methods", "handoff_policy", "--gen_model_id", tiny_model_dir, "--mas_config", config,
+                   "--data_file", data, "--min_turns", 5, "--max_turns", 3, cwd=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "compare_sbs_mcts.py: error: --max_turns (3) must be at least --min_turns (5)"]
+
+
+def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
+    """handoff_prm's selector on an HF scorer (the tiny model with an untrained head): the cut
+    transcripts fit the budget in the scorer's own tokens and keep the question start and newest end."""
+    import random
+    from types import SimpleNamespace
+
+    from masprm.eval.registry import EvalContext
+    from masprm.graph import MASGraph
+    from masprm.handoff.protocol import RoutedTurn
+    from masprm.handoff.scoring import prm_selector, token_counter
+    from masprm.handoff.team import HandoffRun, Proposal
+    from masprm.models.loading import ModelOptions
+    from masprm.models.scorer import load_scorer
+
+    scorer = load_scorer(tiny_model_dir, options=ModelOptions(device_map="cpu"))
+    seen = []
+    score_batch = scorer.score_batch
+    scorer.score_batch = lambda texts: seen.extend(texts) or score_batch(texts)
+    count = token_counter(scorer)
+    graph = MASGraph.from_dict({"agents": [{"name": r} for r in ROLES], "handoff": {"initial_role": "Analyst"}})
+    ctx = EvalContext(policy=None, graph=graph, settings=SimpleNamespace(), handoff_prm=scorer,
+                      rng=random.Random(0))
+    question = "Compute the number of ordered pairs of integers (a, b) with a + b = 10 and 0 <= a, b."
+    run = HandoffRun(question, turns=[RoutedTurn(ROLES[i % 3], ROLES[(i + 1) % 3], f"work {i} " * 15, str(i))
+                                      for i in range(6)])
+    proposals = [Proposal(RoutedTurn("Analyst", "Solver", f"candidate {k} " * 30, "11"), "", []) for k in range(2)]
+    pieces = [t.render() + scorer.separator for t in [*run.turns, proposals[0].turn]]
+    # no cut; drop the four oldest turns; keep only the question start and the newest turn's end (twice)
+    limits = (10_000, count(question + "".join(pieces[4:])), count(question + pieces[-1]) // 2, 60)
+    for limit in limits:
+        scores = prm_selector(ctx, limit)(run, proposals)
+        assert len(scores) == 2 and all(-1.0 <= s <= 1.0 for s in scores)
+    assert [s["truncated"] for s in run.scored] == [False, False] + [True] * 6
+    for k, (text, limit) in enumerate(zip(seen, [x for x in limits for _ in range(2)])):
+        assert count(text) == run.scored[k]["tokens"] <= limit
+        assert text.startswith("Compute the") and text.endswith("CURRENT_ANSWER: 11" + scorer.separator)
+    assert seen[0] == question + "".join(pieces)
+    assert "work 3" not in seen[2] and "work 4" in seen[2] and "work 5" in seen[2]   # oldest dropped first
+    assert "work 5" not in seen[4] and "work" not in seen[6]
+    assert ctx.usage.scorer_calls == 8 and ctx.usage.scorer_tokens == scorer.tokens_seen > 0

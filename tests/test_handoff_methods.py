@@ -1,0 +1,149 @@
+"""The four handoff conditions as registered evaluation methods, their summaries and the paired comparison."""
+
+import random
+import re
+from types import SimpleNamespace
+
+import pytest
+
+from masprm.eval.registry import METHODS, EvalContext
+from masprm.graph import MASGraph
+from masprm.handoff.methods import (compare_handoff_conditions, format_paired_comparison, paired_comparison,
+                                    summarize)
+from masprm.handoff.stats import mcnemar_exact_p
+
+ROLES = ["Analyst", "Solver", "Critic", "Finalizer"]
+GRAPH = MASGraph.from_dict({
+    "agents": [{"name": r, "system_prompt": f"You are the {r}."} for r in ROLES],
+    "handoff": {"initial_role": "Analyst", "fixed_schedule": ["Analyst", "Solver", "Critic", "Finalizer"]},
+}, source="handoff.yaml")
+
+
+def flags(**kw):
+    return SimpleNamespace(**{"handoff_candidates": 3, "min_turns": 2, "max_turns": 12, "allow_self_handoff": False,
+                              "random_fixed_horizon": False, "prm_context_length": 4000,
+                              "handoff_logprob_agg": "avg_token", "handoff_temperature": None,
+                              "sbs_temperature": 0.7, "top_p": 0.95, "max_new_tokens": 128, **kw})
+
+
+class Respond:
+    """Turn t answers t; proposal k routes to the k-th permitted recipient from the end (FINAL first)."""
+
+    def __init__(self):
+        self.turn = 0
+
+    def __call__(self, messages, k, rng):
+        self.turn += k == 0
+        content = messages[-1]["content"]
+        speaker = re.search(r"^ACTIVE SPEAKER: (.*)$", content, re.M).group(1)
+        permitted = re.search(r"^PERMITTED RECIPIENTS: (.*)$", content, re.M).group(1).split(", ")
+        return (f"SPEAKER: {speaker}\nRECIPIENT: {permitted[-1 - k % len(permitted)]}\n"
+                f"MESSAGE: step {k} GOOD{k}\nCURRENT_ANSWER: {self.turn}")
+
+
+class WordScorer:
+    separator = "</step>"
+    tokens_seen = 0
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def score_batch(self, texts):
+        self.tokens_seen += sum(len(t.split()) for t in texts)
+        # prefer the proposal that routes to FINAL, else the one marked GOOD1
+        return [1.0 if "RECIPIENT: FINAL" in t.rsplit("SPEAKER:", 1)[-1] else
+                0.5 if "GOOD1" in t.rsplit("SPEAKER:", 1)[-1] else 0.0 for t in texts]
+
+
+def run(method, fake_policy, gold="3", **kw):
+    policy = fake_policy(Respond())
+    ctx = EvalContext(policy=policy, graph=GRAPH, settings=flags(**kw), rng=random.Random(7),
+                      handoff_prm=WordScorer())
+    example = SimpleNamespace(idx=0, question="What is 1 + 2?", gold=gold, meta={})
+    return METHODS[method].run(ctx, example), ctx
+
+
+def test_registered_as_one_family_with_the_prm_needing_its_scorer():
+    for name in ("handoff_fixed", "handoff_random", "handoff_policy", "handoff_prm"):
+        assert METHODS[name].family == "handoff" and METHODS[name].summarize is summarize
+        assert METHODS[name].needs == ({"handoff_prm"} if name == "handoff_prm" else set())
+
+
+def test_handoff_prm_follows_the_scorer_and_records_route_metrics(fake_policy):
+    result, ctx = run("handoff_prm", fake_policy)
+    entry = result.extra["handoff"]
+    # turn 1: FINAL is not allowed yet, the scorer prefers GOOD1 (the Analyst's second-last permitted
+    # role, Critic); turn 2: the Critic may say FINAL (its proposal 0), which the scorer prefers
+    assert [t["recipient"] for t in entry["turns"]] == ["Critic", "FINAL"]
+    assert result.prediction == "2" and result.candidates == ["2"]
+    assert entry["prefix_answers"] == {"4": "2", "8": "2", "12": "2"}
+    assert entry["prefix_correct"] == {"4": False, "8": False, "12": False}
+    assert entry["depth"] == 2 and entry["stop_reason"] == "final"
+    assert len(entry["prm_context_tokens"]) == 6 and entry["proposals"] == 6
+    assert ctx.usage.scorer_calls == 6 and ctx.usage.agent_runs == 6
+
+
+def test_fixed_condition_runs_the_schedule(fake_policy):
+    result, _ = run("handoff_fixed", fake_policy, gold="4")
+    entry = result.extra["handoff"]
+    assert [t["speaker"] for t in entry["turns"]] == ROLES
+    assert entry["turns"][-1]["recipient"] == "FINAL" and result.prediction == "4"
+    assert entry["prefix_correct"] == {"4": True, "8": True, "12": True}
+    assert entry["prm_context_tokens"] == []
+
+
+def test_policy_condition_is_reproducible_under_the_same_seed(fake_policy):
+    first, _ = run("handoff_policy", fake_policy)
+    again, _ = run("handoff_policy", fake_policy)
+    assert first.extra == again.extra
+
+
+def record(idx, c8, c12, **extra):
+    entry = {"depth": 12, "stop_reason": "max_turns", "transitions": [["A", "B"]] * 12, "unique_agents": 2,
+             "unique_edges": 1, "role_revisits": 10, "role_revisit_rate": 10 / 12, "proposals": 36,
+             "parse_failures": 0, "fallback_turns": 0, "prm_context_tokens": [], "prm_truncated": 0,
+             "prefix_correct": {"4": False, "8": c8, "12": c12}, **extra}
+    return {"index": idx, "correct": c12, "extra": {"handoff": entry}, "error": None}
+
+
+def test_paired_comparison_matches_hand_counts():
+    # T=8: policy alone right on 0, prm alone right on 1, 2, 3 ; T=12: one discordant each way
+    policy = [record(0, True, True), record(1, False, False), record(2, False, True), record(3, False, False),
+              record(4, True, True)]
+    prm = [record(0, False, True), record(1, True, False), record(2, True, True), record(3, True, True),
+           record(4, True, False)]
+    r = paired_comparison(policy, prm, seed=0)
+    assert r["n_pairs"] == 5
+    assert (r["t8_policy_accuracy"], r["t8_prm_accuracy"]) == (0.4, 0.8)
+    assert r["t8_paired_accuracy_delta"] == pytest.approx(0.4)
+    assert (r["t8_policy_only"], r["t8_prm_only"]) == (1, 3)
+    assert r["t8_mcnemar_exact_p"] == pytest.approx(mcnemar_exact_p(1, 3)) == pytest.approx(0.625)
+    assert r["t12_paired_accuracy_delta"] == pytest.approx(0.0)
+    assert r["t12_mcnemar_exact_p"] == 1.0
+    assert r["t8_paired_bootstrap_ci_low"] <= 0.4 <= r["t8_paired_bootstrap_ci_high"]
+    assert paired_comparison(policy, prm, seed=0) == r
+    lines = format_paired_comparison(r)
+    assert lines[0].startswith("T=8 handoff_prm - handoff_policy: delta=+0.400") and "p=0.625" in lines[0]
+    assert compare_handoff_conditions({"handoff_policy": policy}) is None
+    assert compare_handoff_conditions({"handoff_policy": policy, "handoff_prm": prm}, seed=0) == r
+
+
+def test_a_crashed_example_counts_as_a_miss():
+    crashed = {"index": 2, "correct": False, "extra": {}, "error": "boom"}
+    s = summarize([record(0, True, True), record(1, False, True), crashed])
+    assert (s["hit_at_8"], s["hit_at_12"]) == (pytest.approx(1 / 3), pytest.approx(2 / 3))
+    assert s["handoff_examples"] == 2 and s["route_entropy_bits"] == 0.0
+    r = paired_comparison([record(2, True, True)], [crashed])
+    assert (r["t8_policy_only"], r["t8_prm_only"]) == (1, 0)
+
+
+def test_the_handoff_package_does_not_import_torch():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = Path(__file__).resolve().parents[1] / "src"
+    code = ("import sys; sys.path.insert(0, %r); import masprm.handoff.methods, masprm.handoff.cli; "
+            "print('torch' in sys.modules)" % str(src))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert out.stdout.strip() == "False", out.stderr

@@ -1,0 +1,138 @@
+"""Ranking proposals: the handoff PRM's truncated transcript and policy log-prob aggregation."""
+
+import random
+from types import SimpleNamespace
+
+import pytest
+
+from masprm.eval.registry import EvalContext
+from masprm.graph import MASGraph
+from masprm.handoff.protocol import FINAL, RoutedTurn
+from masprm.handoff.scoring import logprob_selector, prm_selector, prm_text, token_counter
+from masprm.handoff.team import HandoffRun, Proposal
+from masprm.interfaces import LogProb
+
+SEP = "</step>"
+words = lambda text: len(text.split())
+
+
+def turns(n, words_per_message=10):
+    return [RoutedTurn(f"R{i}", f"R{i + 1}", " ".join([f"m{i}"] * words_per_message), f"A{i}")
+            for i in range(n)]
+
+
+def test_transcript_is_question_then_rendered_turns_each_followed_by_the_separator():
+    ts = turns(2, 2)
+    out = prm_text("Q?", ts, count_tokens=words, limit=10_000, sep=SEP)
+    assert out.text == "Q?" + ts[0].render() + SEP + ts[1].render() + SEP
+    assert not out.truncated and out.tokens == out.full_tokens == words(out.text)
+
+
+def test_oldest_whole_turns_are_dropped_first():
+    question = "Q " * 20
+    ts = turns(5)
+    pieces = [t.render() + SEP for t in ts]
+    limit = words(question + "".join(pieces[2:]))          # room for the three newest turns exactly
+    out = prm_text(question, ts, count_tokens=words, limit=limit, sep=SEP)
+    assert out.truncated and out.text == question + "".join(pieces[2:])
+    assert out.tokens == limit < out.full_tokens
+    out = prm_text(question, ts, count_tokens=words, limit=limit - 1, sep=SEP)
+    assert out.text == question + "".join(pieces[3:])
+
+
+@pytest.mark.parametrize("limit", [5, 12, 25, 40, 59])
+def test_when_even_the_newest_turn_does_not_fit_keep_question_start_and_newest_end(limit):
+    question = " ".join(f"q{i}" for i in range(40))
+    ts = turns(3, words_per_message=40)
+    newest = ts[-1].render() + SEP
+    assert words(question) + words(newest) > 59
+    out = prm_text(question, ts, count_tokens=words, limit=limit, sep=SEP)
+    assert out.truncated and out.tokens <= limit and words(out.text) == out.tokens
+    assert out.text.startswith("q0 q1")                   # the question's start survives
+    assert out.text.endswith("CURRENT_ANSWER: A2" + SEP)  # the newest turn's end survives
+    assert "m1" not in out.text and "m0" not in out.text  # older turns are gone
+    assert out.tokens >= limit - 2                        # and the budget is used, not wasted
+
+
+def test_truncation_never_exceeds_the_limit_with_a_character_counter():
+    question = "Find the sum of all integers n such that n^2 < 50."
+    ts = turns(6, words_per_message=7)
+    for limit in range(1, 600, 7):
+        out = prm_text(question, ts, count_tokens=len, limit=limit, sep=SEP)
+        assert len(out.text) <= limit
+        if limit >= 40:
+            assert out.text.startswith("Find the") and out.text.endswith(SEP)
+
+
+def test_token_counter_prefers_count_tokens_then_the_tokenizer():
+    assert token_counter(SimpleNamespace(count_tokens=len))("abc") == 3
+    tok = lambda text, add_special_tokens: {"input_ids": text.split()}
+    assert token_counter(SimpleNamespace(tokenizer=tok))("a b c d") == 4
+    assert token_counter(SimpleNamespace(encoder=SimpleNamespace(tokenizer=tok)))("a b") == 2
+    with pytest.raises(TypeError):
+        token_counter(object())
+
+
+class FakeScorer:
+    """Scores a transcript by whether its newest turn carries GOOD; counts tokens as words."""
+
+    separator = SEP
+
+    def __init__(self):
+        self.batches, self.tokens_seen = [], 0
+
+    def count_tokens(self, text):
+        return words(text)
+
+    def score_batch(self, texts):
+        self.batches.append(list(texts))
+        self.tokens_seen += sum(map(words, texts))
+        return [1.0 if "GOOD" in t.rsplit("SPEAKER:", 1)[-1] else -1.0 for t in texts]
+
+
+def make_ctx(scorer=None, policy=None):
+    graph = MASGraph.from_dict({"agents": [{"name": "A"}, {"name": "B"}], "handoff": {"initial_role": "A"}})
+    return EvalContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_prm=scorer,
+                       rng=random.Random(0))
+
+
+def test_prm_selector_scores_the_whole_transcript_plus_each_candidate_in_one_batch():
+    scorer = FakeScorer()
+    ctx = make_ctx(scorer)
+    run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
+    props = [Proposal(RoutedTurn("B", "A", msg, "2"), "raw", []) for msg in ("meh", "GOOD", "bad")]
+    scores = prm_selector(ctx, limit=1000)(run, props)
+    assert scores == [-1.0, 1.0, -1.0]
+    assert len(scorer.batches) == 1
+    assert scorer.batches[0][1] == "Q?" + run.turns[0].render() + SEP + props[1].turn.render() + SEP
+    assert ctx.usage.scorer_calls == 3 and ctx.usage.scorer_tokens == scorer.tokens_seen
+    assert [s["truncated"] for s in run.scored] == [False] * 3
+    prm_selector(ctx, limit=10)(run, props[:1])           # 15 words: the first turn is dropped
+    assert run.scored[-1]["truncated"] and run.scored[-1]["tokens"] == 8
+    assert "first" not in scorer.batches[-1][0]
+
+
+def test_the_budget_is_capped_at_the_scorers_own_length():
+    scorer = FakeScorer()
+    scorer.max_length = 10
+    run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
+    prm_selector(make_ctx(scorer), limit=1000)(run, [Proposal(RoutedTurn("B", "A", "x", "2"), "raw", [])])
+    assert run.scored[0]["truncated"] and run.scored[0]["tokens"] == 8 and "first" not in scorer.batches[0][0]
+
+
+def test_prm_selector_needs_a_scorer():
+    with pytest.raises(RuntimeError, match="handoff_prm_dir"):
+        prm_selector(make_ctx(None), limit=10)
+
+
+def test_logprob_aggregation_sum_versus_average_per_token():
+    class Policy:
+        def logprob(self, requests):
+            # proposal 0: -6 over 6 tokens (avg -1); proposal 1: -4 over 2 tokens (avg -2)
+            return [LogProb(-6.0, 5, 6), LogProb(-4.0, 5, 2)][:len(requests)]
+    ctx = make_ctx(policy=Policy())
+    props = [Proposal(RoutedTurn("A", FINAL, "m", "1"), "t", []) for _ in range(2)]
+    assert logprob_selector(ctx, "avg_token")(HandoffRun("Q"), props) == [-1.0, -2.0]
+    assert logprob_selector(ctx, "sum")(HandoffRun("Q"), props) == [-6.0, -4.0]
+    with pytest.raises(ValueError):
+        logprob_selector(ctx, "avg_step")
