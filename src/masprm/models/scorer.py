@@ -1,0 +1,159 @@
+"""Trained scorers at inference (SPEC §8): load an adapter folder, score state texts.
+
+    scorer = load_scorer("checkpoints/MASPRM-GSM8K-1.5B")
+    scorer.score_batch(["question" + "step 1" + "</step>", ...])  # -> values in [-1, 1]
+
+A folder from `src/train/trainer.py` holds a LoRA adapter (or a full model),
+the tokenizer with the separator and ``masprm_scorer.json``; a folder with
+neither adapter nor model uses its newest ``checkpoint-*``. Texts are cut and
+scored exactly as in training (`masprm.train.data.TextEncoder`): the end of
+the text is kept, and the value is tanh of the logit at the last separator
+(or at the last token when there is none).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Sequence
+
+import torch
+from peft import PeftModel
+
+from masprm.cli import UsageError
+from masprm.models.loading import DTYPES, ModelOptions, load_tokenizer, resolve_device, warn_once
+from masprm.state_text import DEFAULT_SEPARATOR
+from masprm.train import SCORER_META_FILE
+from masprm.train.data import TextEncoder, pad_right, score_position
+from masprm.train.model import cuda_compute_dtype, load_token_scorer, separator_token_id
+
+
+@dataclass
+class HFScorer:
+    """A `Scorer`: tanh(logit at the last separator) per text, one padded forward per batch."""
+
+    model: Any
+    encoder: TextEncoder
+    separator: str
+    pad_id: int
+    batch_size: int = 16
+    tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
+
+    @property
+    def device(self) -> torch.device:
+        return next(self.model.parameters()).device
+
+    @torch.inference_mode()
+    def score_batch(self, texts: Sequence[str]) -> list[float]:
+        if not texts:
+            return []
+        ids = [x or [self.pad_id] for x in self.encoder.encode(texts)]  # an empty text still gets a row
+        self.tokens_seen += sum(len(x) for x in ids)
+        # Batch texts of similar length together to cut padding; results go back in input order.
+        order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
+        scores = [0.0] * len(ids)
+        for start in range(0, len(order), self.batch_size):
+            rows = order[start:start + self.batch_size]
+            input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
+            logits = self.model(input_ids=input_ids.to(self.device),
+                                attention_mask=attention_mask.to(self.device)).logits[..., 0].float()
+            at = torch.tensor([score_position(ids[i], self.encoder.sep_id) for i in rows], device=logits.device)
+            values = torch.tanh(logits[torch.arange(len(rows), device=logits.device), at]).tolist()
+            for i, v in zip(rows, values):
+                scores[i] = v
+        return scores
+
+
+# --------------------------------------------------------------------------- finding the weights
+
+
+def _checkpoint_step(path: Path) -> int:
+    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
+    return int(match.group(1)) if match else -1
+
+
+def resolve_scorer_folder(path: str | Path, flag: str = "--prm_dir") -> Path:
+    """The folder itself when it holds an adapter or a model, else its newest checkpoint-*."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no such folder")
+    if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
+        return folder
+    checkpoints = [p for p in folder.glob("checkpoint-*") if p.is_dir() and _checkpoint_step(p) >= 0]
+    if not checkpoints:
+        raise UsageError(f"{flag} {path}: no adapter (adapter_config.json), model (config.json) "
+                         "or checkpoint-* folder in it")
+    return max(checkpoints, key=_checkpoint_step)
+
+
+def _read_meta(folder: Path) -> dict:
+    """masprm_scorer.json of the folder, or of the run folder above a checkpoint-*."""
+    for candidate in (folder / SCORER_META_FILE, folder.parent / SCORER_META_FILE):
+        if candidate.is_file():
+            try:
+                return json.loads(candidate.read_text(encoding="utf-8"))
+            except json.JSONDecodeError as err:
+                raise UsageError(f"{candidate}: not valid JSON ({err.msg})") from None
+    return {}
+
+
+def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, flag: str) -> str:
+    if base_model_id:
+        return base_model_id
+    adapter_config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
+    base = adapter_config.get("base_model_name_or_path") or meta.get("base_model_id")
+    if not base:
+        raise UsageError(f"{flag} {folder}: the adapter does not name its base model; pass the base model id")
+    return base
+
+
+# --------------------------------------------------------------------------- loading
+
+
+def load_scorer(path: str | Path, base_model_id: str | None = None, options: ModelOptions | None = None,
+                max_length: int | None = None, batch_size: int = 16, *, flag: str = "--prm_dir") -> HFScorer:
+    """Load a trained scorer in eval mode.
+
+    `options=None` means: 4-bit NF4 base on CUDA, fp32 on CPU (4-bit is CUDA
+    only here). `max_length=None` is the training run's --max-length (2048 if
+    unknown). `flag` names the command-line flag in error messages.
+    """
+    if options is None:
+        options = ModelOptions(load_in_4bit=torch.cuda.is_available())
+    folder = resolve_scorer_folder(path, flag)
+    meta = _read_meta(folder)
+    is_adapter = (folder / "adapter_config.json").is_file()
+    base = _base_model_id(folder, meta, base_model_id, flag) if is_adapter else str(folder)
+    has_tokenizer = (folder / "tokenizer_config.json").is_file()
+    tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
+                               padding_side="right", flag=flag)
+    separator = meta.get("separator", DEFAULT_SEPARATOR)
+    sep_id = separator_token_id(tokenizer, separator)  # already there when the tokenizer was saved with it
+
+    device = resolve_device(options.device_map)
+    on_cuda = device.type == "cuda"
+    quantized = options.load_in_4bit and on_cuda
+    if options.load_in_4bit and not on_cuda:
+        warn_once("4-bit scorer loading needs CUDA; loading the scorer unquantised on CPU")
+    if options.dtype is not None and options.dtype not in DTYPES:
+        raise UsageError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
+    dtype = DTYPES.get(options.dtype) if options.dtype else None
+    if dtype in (None, "auto"):
+        dtype = cuda_compute_dtype() if on_cuda else torch.float32
+    model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=dtype,
+                              device_map={"": device.index or 0} if on_cuda else None,
+                              attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
+                              pad_token_id=tokenizer.pad_token_id, flag=flag)
+    if is_adapter:
+        try:
+            model = PeftModel.from_pretrained(model, str(folder))
+        except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
+            detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+            raise UsageError(f"{flag} {folder}: the adapter does not fit base model {base}: {detail}") from None
+    if not quantized:
+        model.to(device)
+    model.eval()
+    encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048))
+    return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)

@@ -1,0 +1,236 @@
+"""Stage 3: train a scorer (ppm / prm / orm) with transformers `Trainer` + peft (SPEC §7).
+
+    records  -> texts (prompt + step_1 + SEP + ...) -> token ids     (data.py)
+    base LM  -> token-classification head (+ separator, LoRA/QLoRA)  (model.py)
+    Trainer subclass per objective, eval metrics, best model         (objectives.py, metrics.py)
+
+The output folder holds the adapter (or the full model with --no-lora), the
+tokenizer with the separator, and ``masprm_scorer.json``; the scorer loader
+(`masprm.models.scorer.load_scorer`) reads it directly.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from masprm.cli import check
+from masprm.io import atomic_write_json
+from masprm.state_text import DEFAULT_SEPARATOR
+
+# torch/transformers are imported inside train_scorer(), so `--help`, flag
+# errors and config checks stay instant.
+
+MODES = ("ppm", "prm", "orm")
+LOSSES = ("mse", "huber", "bce")
+SCORER_META_FILE = "masprm_scorer.json"
+DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+
+
+@dataclass
+class TrainConfig:
+    """Every setting of a training run (the CLI flags of src/train/trainer.py)."""
+
+    mode: str
+    data_file: str
+    output_dir: str
+    model_id: str = DEFAULT_BASE_MODEL
+    epochs: float = 1.0
+    max_steps: int = -1               # > 0 overrides epochs
+    lr: float = 1e-5
+    train_batch_size: int = 8
+    eval_batch_size: int | None = None  # default: train_batch_size
+    grad_accum: int = 16
+    eval_steps: int | None = None     # default: save_steps, else about 4 evaluations per run
+    save_steps: int | None = None     # default: eval_steps
+    save_total_limit: int = 2
+    logging_steps: int = 10
+    seed: int = 42
+    max_length: int = 2048
+    max_prompt_length: int = 768
+    separator: str = DEFAULT_SEPARATOR
+    ensure_step_token: bool = True
+    loss: str = "bce"
+    huber_beta: float = 0.1
+    lora: bool = True
+    lora_r: int = 256
+    lora_alpha: float = 32
+    lora_dropout: float = 0.05
+    load_in_4bit: bool | None = None  # None: 4-bit base on CUDA with LoRA, full precision otherwise
+    attn_impl: str = "sdpa"
+    trust_remote_code: bool = False
+    resume: bool = False
+    progress: bool = True
+
+    def validate(self) -> None:
+        check(self.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        check(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        check(self.epochs > 0, f"--epochs must be > 0, got {self.epochs}")
+        check(self.lr > 0, f"--lr must be > 0, got {self.lr}")
+        for flag, value in [("--train-batch-size", self.train_batch_size), ("--grad-accum", self.grad_accum),
+                            ("--save-total-limit", self.save_total_limit), ("--logging-steps", self.logging_steps),
+                            ("--lora-r", self.lora_r), ("--eval-batch-size", self.eval_batch_size),
+                            ("--eval-steps", self.eval_steps), ("--save-steps", self.save_steps)]:
+            check(value is None or value >= 1, f"{flag} must be >= 1, got {value}")
+        check(self.max_length >= 2, f"--max-length must be >= 2, got {self.max_length}")
+        check(self.max_prompt_length >= 0, f"--max-prompt-length must be >= 0, got {self.max_prompt_length}")
+        check(self.lora_alpha > 0, f"--lora-alpha must be > 0, got {self.lora_alpha}")
+        check(0 <= self.lora_dropout < 1, f"--lora-dropout must be in [0, 1), got {self.lora_dropout}")
+        check(self.huber_beta > 0, f"--huber-beta must be > 0, got {self.huber_beta}")
+        check(not (self.load_in_4bit and not self.lora),
+              "--load-in-4bit needs LoRA: a 4-bit base cannot be fully fine-tuned (drop --no-lora)")
+        if self.eval_steps and self.save_steps:
+            check(self.save_steps % self.eval_steps == 0,
+                  f"--save-steps ({self.save_steps}) must be a multiple of --eval-steps ({self.eval_steps}) "
+                  "so the best checkpoint can be kept")
+
+
+@dataclass
+class TrainResult:
+    trainer: Any                  # the objective's Trainer, holding the best model
+    train_examples: list[dict]
+    eval_examples: list[dict]
+    metrics: dict[str, float]     # eval metrics of the saved model
+    output_dir: Path
+
+
+def _log(cfg: TrainConfig, message: str) -> None:
+    if cfg.progress:
+        print(message, file=sys.stderr)
+
+
+def _update_steps(n_train: int, cfg: TrainConfig) -> int:
+    """Optimizer steps of the whole run (as transformers counts them)."""
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    batches = math.ceil(n_train / cfg.train_batch_size)
+    return max(1, math.ceil(cfg.epochs * max(1, math.ceil(batches / cfg.grad_accum))))
+
+
+def _precision(quantized: bool) -> dict[str, Any]:
+    """Mixed precision and optimizer: 8-bit AdamW for QLoRA on CUDA, plain fp32 AdamW on CPU."""
+    import torch
+
+    if not torch.cuda.is_available():
+        return {"optim": "adamw_torch"}
+    bf16 = torch.cuda.is_bf16_supported()  # Ampere or newer
+    return {"optim": "paged_adamw_8bit" if quantized else "adamw_torch", "bf16": bf16, "fp16": not bf16}
+
+
+def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
+    from transformers.trainer_utils import get_last_checkpoint
+
+    last = get_last_checkpoint(str(out)) if out.is_dir() else None
+    if cfg.resume:
+        if last is None:
+            _log(cfg, f"--resume: no checkpoint in {out}; starting from scratch")
+        return last
+    check(last is None, f"--output-dir {out} already holds checkpoints ({Path(last or '').name}); "
+                        "pass --resume to continue that run or choose another folder")
+    return None
+
+
+def _write_meta(cfg: TrainConfig, out: Path, **extra: Any) -> None:
+    meta = {"mode": cfg.mode, "separator": cfg.separator, "base_model_id": cfg.model_id,
+            "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
+            "lora": cfg.lora, "settings": asdict(cfg), **extra}
+    atomic_write_json(out / SCORER_META_FILE, meta)
+
+
+def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
+    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
+    cfg.validate()
+    from masprm.train.data import COLLATORS, EXAMPLE_BUILDERS, TextEncoder, load_records, split_eval
+
+    records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
+
+    import torch
+    from transformers import PrinterCallback, TrainingArguments, set_seed
+
+    from masprm.models.loading import load_tokenizer
+    from masprm.train.model import attach_lora, load_token_scorer, separator_token_id
+    from masprm.train.objectives import OBJECTIVES
+
+    out = Path(cfg.output_dir)
+    resume_from = _resume_checkpoint(cfg, out)
+    set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
+
+    tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", flag="--model-id")
+    sep_id = separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
+    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length)
+    examples, skipped = EXAMPLE_BUILDERS[cfg.mode](records, encoder, cfg.separator)
+    if skipped:
+        _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
+    train_idx, eval_idx = split_eval(len(examples), cfg.seed)
+    train_examples = [examples[i] for i in train_idx]
+    eval_examples = [examples[i] for i in eval_idx]
+
+    quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
+    model = load_token_scorer(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized,
+                              attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code,
+                              pad_token_id=tokenizer.pad_token_id)
+    if cfg.lora:
+        model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                            quantized=quantized)
+
+    total_steps = _update_steps(len(train_examples), cfg)
+    eval_steps = cfg.eval_steps or cfg.save_steps or max(1, math.ceil(total_steps / 4))
+    objective = OBJECTIVES[cfg.mode]
+    args = TrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps if cfg.max_steps > 0 else -1,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="cosine",
+        per_device_train_batch_size=cfg.train_batch_size,
+        per_device_eval_batch_size=cfg.eval_batch_size or cfg.train_batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        eval_strategy="steps",
+        eval_steps=eval_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps or eval_steps,
+        save_total_limit=cfg.save_total_limit,
+        logging_steps=cfg.logging_steps,
+        load_best_model_at_end=True,
+        metric_for_best_model=objective.best_metric,
+        greater_is_better=objective.greater_is_better,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to=["tensorboard"] if importlib.util.find_spec("tensorboard") else "none",
+        remove_unused_columns=False,   # the collators build exactly the tensors the loss needs
+        label_names=[],                # labels live in objective-specific keys, handled by prediction_step
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        disable_tqdm=not cfg.progress,
+        **_precision(quantized),
+    )
+    trainer = objective.trainer_cls(
+        model=model,
+        args=args,
+        data_collator=COLLATORS[cfg.mode](tokenizer.pad_token_id),
+        train_dataset=train_examples,
+        eval_dataset=eval_examples,
+        processing_class=tokenizer,
+        compute_metrics=objective.compute_metrics,
+        callbacks=callbacks,
+        **objective.trainer_kwargs(loss=cfg.loss, huber_beta=cfg.huber_beta),
+    )
+    if not cfg.progress:
+        trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
+    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples, "
+              f"{total_steps} optimizer steps, eval every {eval_steps}, "
+              f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
+    out.mkdir(parents=True, exist_ok=True)
+    _write_meta(cfg, out, status="training")
+    trainer.train(resume_from_checkpoint=resume_from)
+
+    metrics = trainer.evaluate()  # the best model, now loaded
+    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
+    _write_meta(cfg, out, status="completed", separator_id=sep_id, eval_metrics=metrics,
+                train_examples=len(train_examples), eval_examples=len(eval_examples),
+                best_checkpoint=trainer.state.best_model_checkpoint)
+    return TrainResult(trainer, train_examples, eval_examples, metrics, out)

@@ -1,0 +1,348 @@
+"""Stage 3 scorer training (SPEC §7): data checks, losses, metrics, learnability, seeding, resume.
+
+Everything runs on CPU with the session's tiny Qwen2 model; training runs are
+a few dozen steps on short synthetic texts.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import re
+import runpy
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from masprm.cli import UsageError
+from masprm.train import TrainConfig, train_scorer
+from masprm.train.data import TextEncoder, build_step_examples, load_records, split_eval
+from masprm.train.metrics import PAD, pair_metrics, regression_metrics
+from masprm.train.model import separator_token_id
+from masprm.train.objectives import step_loss
+
+REPO = Path(__file__).resolve().parents[1]
+SEP = "</step>"
+
+
+# --------------------------------------------------------------------------- synthetic data
+
+
+def ppm_record(rng: random.Random) -> dict:
+    """The chosen step opens with CORRECT, the rejected one with INCORRECT; the rest is shared noise.
+
+    The deciding word sits several tokens before the separator, so the head
+    has to attend back to it.
+    """
+    a, b = rng.randint(1, 40), rng.randint(1, 40)
+    tail = f"{a} + {b} = {a + b + rng.choice([0, 1])}."
+    return {"prompt": f"Q: {a} plus {b}? ",
+            "chosen_actions": ["Read.", f"CORRECT {tail}"],
+            "rejected_actions": ["Read.", f"INCORRECT {tail}"],
+            "meta": {"ignored": True}}
+
+
+def step_record(rng: random.Random) -> dict:
+    """Labels follow the verdict word of the last step (earlier step: a weaker echo)."""
+    a, b = rng.randint(1, 40), rng.randint(1, 40)
+    y = rng.choice([-1.0, 1.0])
+    word = "CORRECT" if y > 0 else "INCORRECT"
+    return {"prompt": f"Q: {a} plus {b}? ", "completions": [f"{a} + {b}.", f"VERDICT: {word}"],
+            "labels": [0.3 * y, y]}
+
+
+def write_jsonl(path: Path, records: list[dict]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainConfig:
+    settings = dict(mode=mode, data_file=str(data), output_dir=str(tmp / f"out_{mode}"), model_id=str(model),
+                    lr=3e-3, train_batch_size=8, grad_accum=1, lora_r=8, lora_alpha=16, lora_dropout=0.0,
+                    max_length=64, max_prompt_length=32, logging_steps=1, progress=False)
+    settings.update(overrides)
+    return TrainConfig(**settings)
+
+
+# --------------------------------------------------------------------------- reading and checking data
+
+
+def test_records_are_checked_with_file_and_line(tmp_path):
+    good = json.dumps(ppm_record(random.Random(0)))
+    cases = {
+        "empty": ("", "no records"),
+        "bad_json": (good + "\n{oops\n", ":2: not valid JSON"),
+        "missing": (good + "\n" + json.dumps({"prompt": "q", "chosen_actions": ["a"]}) + "\n",
+                    ":2: missing field(s) rejected_actions for --mode ppm"),
+        "not_list": (json.dumps({"prompt": "q", "chosen_actions": "a", "rejected_actions": ["b"]}),
+                     ":1: field 'chosen_actions' must be a non-empty list of strings"),
+        "ragged": (json.dumps({"prompt": "q", "chosen_actions": ["a", "b"], "rejected_actions": ["c"]}),
+                   ":1: chosen_actions and rejected_actions must have the same number of steps"),
+    }
+    for name, (text, expected) in cases.items():
+        path = tmp_path / f"{name}.jsonl"
+        path.write_text(text, encoding="utf-8")
+        with pytest.raises(UsageError, match=re.escape(expected)) as err:
+            load_records(path, "ppm")
+        assert str(path) in str(err.value)
+    with pytest.raises(UsageError, match="file not found"):
+        load_records(tmp_path / "nope.jsonl", "ppm")
+    with pytest.raises(UsageError, match="is a folder"):
+        load_records(tmp_path, "ppm")
+
+
+def test_step_records_need_one_label_in_range_per_completion(tmp_path):
+    ok = {"prompt": "q", "completions": ["a", "b"], "labels": [0.5, -1]}
+    path = write_jsonl(tmp_path / "prm.jsonl", [ok, {**ok, "labels": [0.5]}])
+    with pytest.raises(UsageError, match=r"prm.jsonl:2: field 'labels' must be a list with one number"):
+        load_records(path, "prm")
+    write_jsonl(path, [{**ok, "labels": [0.5, 1.7]}])
+    with pytest.raises(UsageError, match=r":1: label 1.7 is not a number in \[-1, 1\]"):
+        load_records(path, "orm")
+    # A ppm file given to --mode prm names the fields prm needs.
+    write_jsonl(path, [ppm_record(random.Random(0))])
+    with pytest.raises(UsageError, match=r"missing field\(s\) completions, labels for --mode prm"):
+        load_records(path, "prm")
+
+
+def test_json_list_files_are_read_too(tmp_path):
+    records = [ppm_record(random.Random(i)) for i in range(3)]
+    path = tmp_path / "pairs.json"
+    path.write_text(json.dumps(records), encoding="utf-8")
+    assert load_records(path, "ppm") == records
+
+
+def test_eval_split_is_seeded_four_percent_and_never_empty():
+    train, held = split_eval(100, seed=3)
+    assert len(held) == 4 and sorted(train + held) == list(range(100))
+    assert split_eval(100, seed=3) == (train, held) and split_eval(100, seed=4) != (train, held)
+    assert len(split_eval(5, seed=0)[1]) == 1
+    with pytest.raises(UsageError, match="at least 2"):
+        split_eval(1, seed=0)
+
+
+# --------------------------------------------------------------------------- separator and truncation
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_model_dir):
+    from masprm.models.loading import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_model_dir), padding_side="right")
+    return tok, separator_token_id(tok, SEP)
+
+
+def test_separator_becomes_one_special_token(tiny_model_dir, tokenizer):
+    tok, sep_id = tokenizer
+    ids = tok("x" + SEP + "y" + SEP, add_special_tokens=False)["input_ids"]
+    assert ids.count(sep_id) == 2 and len(tok) == sep_id + 1
+    from masprm.models.loading import load_tokenizer
+
+    fresh = load_tokenizer(str(tiny_model_dir))
+    with pytest.raises(UsageError, match="is .* tokens .*pass --ensure-step-token"):
+        separator_token_id(fresh, "<sep>", add_if_missing=False)
+    with pytest.raises(UsageError, match="only a separator of the form <...> can be added"):
+        separator_token_id(fresh, "##END##")
+
+
+def test_truncation_keeps_the_end_and_cuts_the_prompt_first(tokenizer):
+    tok, sep_id = tokenizer
+    prompt = "Q: " + "apples and pens " * 20
+    text = prompt + "1 + 2 = 3." + SEP + "VERDICT: CORRECT" + SEP
+    full = TextEncoder(tok, sep_id, max_length=10_000).encode([text])[0]
+    n_steps = len(TextEncoder(tok, sep_id, max_length=10_000).encode(["1 + 2 = 3." + SEP + "VERDICT: CORRECT" + SEP])[0])
+
+    # Prompt cut: only the prompt's last 5 tokens survive, the steps are intact.
+    cut = TextEncoder(tok, sep_id, max_length=10_000, max_prompt_length=5).encode([text], [len(prompt)])[0]
+    assert len(cut) == 5 + n_steps and cut == full[-len(cut):]
+    # Length cut: the end is kept, so the last separator is the last token.
+    short = TextEncoder(tok, sep_id, max_length=8).encode([text], [len(prompt)])[0]
+    assert short == full[-8:] and short[-1] == sep_id
+
+
+def test_truncated_step_examples_label_the_surviving_separators_from_the_end(tokenizer):
+    tok, sep_id = tokenizer
+    rec = {"prompt": "Q: 3 plus 4? ", "completions": ["3 + 4 = 7.", "VERDICT: CORRECT"], "labels": [0.5, 1.0]}
+    wide = TextEncoder(tok, sep_id, max_length=512)
+    (ex,), _ = build_step_examples([rec], wide, SEP)
+    assert ex["targets"] == [0.5, 1.0] and [ex["input_ids"][p] for p in ex["positions"]] == [sep_id, sep_id]
+    # Keep only the last few tokens: the first separator is gone, the last label stays on the last one.
+    narrow = TextEncoder(tok, sep_id, max_length=6)
+    (ex,), _ = build_step_examples([rec], narrow, SEP)
+    assert ex["targets"] == [1.0] and ex["positions"] == [5]
+    (orm,), _ = build_step_examples([rec], wide, SEP, last_only=True)
+    assert orm["targets"] == [1.0] and orm["positions"] == [len(orm["input_ids"]) - 1]
+
+
+# --------------------------------------------------------------------------- losses and metrics
+
+
+def test_step_losses_follow_spec_targets():
+    logit = torch.tensor([0.0, 2.0, -1.0])
+    y = torch.tensor([1.0, -0.5, 0.2])
+    bce = step_loss(logit, y, "bce")
+    soft = (y + 1) / 2
+    expected = -(soft * torch.log(torch.sigmoid(logit)) + (1 - soft) * torch.log(1 - torch.sigmoid(logit)))
+    assert torch.allclose(bce, expected, atol=1e-6)
+    hard = step_loss(logit, y, "bce", binary_targets=True)
+    assert torch.allclose(hard, torch.nn.functional.binary_cross_entropy_with_logits(
+        logit, torch.tensor([1.0, 0.0, 1.0]), reduction="none"))
+    target = torch.atanh(torch.tensor([0.95, -0.5, 0.2]))  # y=1 is clamped to 0.95 before atanh
+    assert torch.allclose(step_loss(logit, y, "mse"), (logit - target) ** 2, atol=1e-6)
+    huber = step_loss(logit, y, "huber", huber_beta=0.1)
+    assert torch.allclose(huber, torch.nn.functional.smooth_l1_loss(logit, target, beta=0.1, reduction="none"))
+
+
+def test_pair_and_regression_metrics():
+    preds = np.array([[2.0, 1.0, 1, 1], [0.0, 1.0, 1, 0], [3.0, -1.0, 1, 1]])
+    m = pair_metrics(preds)
+    assert m["pair_accuracy"] == pytest.approx(2 / 3) and m["margin_mean"] == pytest.approx(4 / 3)
+    assert m["margin_median"] == 1.0 and m["no_separator_rate"] == pytest.approx(1 / 6) and m["pair_count"] == 3
+    assert m["pos_score_mean"] == pytest.approx(np.tanh([2.0, 0.0, 3.0]).mean())
+
+    p = np.array([[0.5, PAD], [-0.5, 0.9], [0.3, PAD]])
+    y = np.array([[1.0, PAD], [-1.0, 1.0], [0.0, PAD]])
+    r = regression_metrics(p, y)
+    err = np.array([0.5, -0.5, 0.9, 0.3]) - np.array([1.0, -1.0, 1.0, 0.0])
+    assert r["count"] == 4 and r["mse"] == pytest.approx(np.mean(err ** 2)) and r["bias"] == pytest.approx(err.mean())
+    assert r["pearson"] == pytest.approx(np.corrcoef([0.5, -0.5, 0.9, 0.3], [1, -1, 1, 0])[0, 1])
+    assert r["rmse"] == pytest.approx(np.sqrt(np.mean(err ** 2))) and r["mae"] == pytest.approx(np.abs(err).mean())
+    assert regression_metrics(np.array([0.2, 0.2]), np.array([1.0, -1.0]))["pearson"] == 0.0  # undefined -> 0
+
+
+# --------------------------------------------------------------------------- training
+
+
+def test_ppm_learns_a_property_of_the_chosen_step(tmp_path, tiny_model_dir):
+    from masprm.models.scorer import load_scorer
+
+    rng = random.Random(0)
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(rng) for _ in range(150)])
+    result = train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", max_steps=160, eval_steps=80))
+    losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
+    assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5])
+
+    held_out = [ppm_record(random.Random(10_000 + i)) for i in range(40)]
+    from masprm.pairs import ppm_texts
+
+    scorer = load_scorer(result.output_dir)
+    texts = [ppm_texts(r, SEP) for r in held_out]
+    pos = scorer.score_batch([p for p, _ in texts])
+    neg = scorer.score_batch([n for _, n in texts])
+    accuracy = np.mean(np.array(pos) > np.array(neg))
+    assert accuracy >= 0.9, accuracy
+
+    out = result.output_dir
+    meta = json.loads((out / "masprm_scorer.json").read_text())
+    assert meta["status"] == "completed" and meta["mode"] == "ppm" and meta["separator"] == SEP
+    assert meta["base_model_id"] == str(tiny_model_dir) and "eval_pair_accuracy" in meta["eval_metrics"]
+    adapter = json.loads((out / "adapter_config.json").read_text())
+    assert adapter["task_type"] == "TOKEN_CLS" and adapter["bias"] == "all"
+    assert set(adapter["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
+                                              "down_proj"}
+    assert {"score", "embed_tokens", "input_layernorm", "post_attention_layernorm", "norm"} <= set(
+        adapter["modules_to_save"])
+    weights = load_file(out / "adapter_model.safetensors")
+    embedding_keys = [k for k in weights if "embed_tokens" in k]
+    assert len(embedding_keys) == 1  # the trained copy only, not the base matrix again
+    assert weights[embedding_keys[0]].shape[0] == len(scorer.encoder.tokenizer)
+    assert sorted(p.name for p in out.glob("checkpoint-*")) == ["checkpoint-160", "checkpoint-80"]
+
+
+@pytest.mark.parametrize("mode,loss", [("prm", "mse"), ("orm", "bce")])
+def test_step_objectives_reduce_their_loss(tmp_path, tiny_model_dir, mode, loss):
+    rng = random.Random(1)
+    data = write_jsonl(tmp_path / f"{mode}.jsonl", [step_record(rng) for _ in range(120)])
+    result = train_scorer(config(tmp_path, data, tiny_model_dir, mode, loss=loss, max_steps=40, eval_steps=40))
+    losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
+    assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:5])
+    assert result.metrics["eval_count"] == len(result.eval_examples) * (2 if mode == "prm" else 1)
+    assert set(result.metrics) >= {"eval_rmse", "eval_pearson", "eval_r2", "eval_explained_variance",
+                                   "eval_mae", "eval_mse", "eval_bias"}
+
+
+def test_qlora_path_trains_adapters_on_a_4bit_base(tmp_path, tiny_model_dir):
+    """The CUDA default (4-bit NF4 base, k-bit preparation, LoRA on Linear4bit), run here on CPU by flag."""
+    import bitsandbytes as bnb
+
+    rng = random.Random(3)
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(rng) for _ in range(30)])
+    result = train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", max_steps=4, eval_steps=4,
+                                 load_in_4bit=True))
+    inner = result.trainer.model.base_model.model
+    assert isinstance(inner.model.layers[0].self_attn.q_proj.base_layer, bnb.nn.Linear4bit)
+    assert inner.is_activation_checkpointing
+    head = inner.score.modules_to_save["default"]
+    assert isinstance(head, torch.nn.Linear) and head.weight.requires_grad and head.weight.dtype == torch.float32
+    losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
+    assert all(np.isfinite(losses)) and losses[-1] < losses[0]
+    assert (result.output_dir / "adapter_model.safetensors").is_file()
+    with pytest.raises(UsageError, match="--load-in-4bit needs LoRA"):
+        train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", load_in_4bit=True, lora=False))
+
+
+class _Crash(Exception):
+    pass
+
+
+def test_training_is_seeded_and_resumes_after_a_crash(tmp_path, tiny_model_dir):
+    from transformers import TrainerCallback
+
+    rng = random.Random(2)
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(rng) for _ in range(40)])
+    run = lambda name, seed=7, **kw: config(tmp_path, data, tiny_model_dir, "ppm", seed=seed, max_steps=4,  # noqa: E731
+                                            eval_steps=2, lora_dropout=0.1, output_dir=str(tmp_path / name), **kw)
+    adapter = lambda name: load_file(tmp_path / name / "adapter_model.safetensors")  # noqa: E731
+
+    train_scorer(run("a"))
+    train_scorer(run("b"))
+    train_scorer(run("c", seed=8))
+    a, b, c = adapter("a"), adapter("b"), adapter("c")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], c[k]) for k in a)
+
+    class CrashAtStep3(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            if state.global_step == 3:
+                raise _Crash
+
+    with pytest.raises(_Crash):
+        train_scorer(run("d"), callbacks=[CrashAtStep3()])
+    assert [p.name for p in (tmp_path / "d").glob("checkpoint-*")] == ["checkpoint-2"]
+    with pytest.raises(UsageError, match="already holds checkpoints .*--resume"):
+        train_scorer(run("d"))
+    train_scorer(run("d", resume=True))
+    d = adapter("d")
+    assert all(torch.allclose(a[k], d[k], atol=1e-6) for k in a)
+
+
+def test_cli_reports_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
+    from masprm.cli import run_cli
+
+    script = REPO / "src" / "train" / "trainer.py"
+    main = runpy.run_path(str(script), run_name="trainer_cli")["main"]
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text('{"prompt": "q", "completions": ["a"], "labels": [1]}\n{broken\n', encoding="utf-8")
+    cases = [
+        (["--mode", "prm", "--data_dir", str(bad)], f"{bad}:2: not valid JSON"),
+        (["--mode", "ppm", "--data_dir", str(tmp_path / "none.jsonl")], "none.jsonl: file not found"),
+        (["--mode", "ppm", "--data_dir", str(bad), "--lora-dropout", "1.5"], "--lora-dropout must be in [0, 1)"),
+        (["--mode", "xyz", "--data_dir", str(bad)], "invalid choice: 'xyz'"),
+    ]
+    for argv, expected in cases:
+        monkeypatch.setattr(sys, "argv", [str(script), *argv, "--output-dir", str(tmp_path / "o")])
+        with pytest.raises(SystemExit) as exit_info:
+            run_cli(main)
+        assert exit_info.value.code == 2
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert len(lines) == 1 and expected in lines[0], lines
+    assert not (tmp_path / "o").exists()
+    # The script runs from the repo root without PYTHONPATH.
+    proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0 and "--max-prompt-length" in proc.stdout and "--no-lora" in proc.stdout
