@@ -64,11 +64,8 @@ def test_truncation_never_exceeds_the_limit_with_a_character_counter():
             assert out.text.startswith("Find the") and out.text.endswith(SEP)
 
 
-def test_token_counter_prefers_count_tokens_then_the_tokenizer():
+def test_token_counter_uses_the_scorers_count_tokens():
     assert token_counter(SimpleNamespace(count_tokens=len))("abc") == 3
-    tok = lambda text, add_special_tokens: {"input_ids": text.split()}
-    assert token_counter(SimpleNamespace(tokenizer=tok))("a b c d") == 4
-    assert token_counter(SimpleNamespace(encoder=SimpleNamespace(tokenizer=tok)))("a b") == 2
     with pytest.raises(TypeError):
         token_counter(object())
 

@@ -70,14 +70,11 @@ def prm_text(question: str, turns: Sequence[RoutedTurn], *, count_tokens: TokenC
 
 
 def token_counter(scorer: Any) -> TokenCounter:
-    """How the handoff PRM counts tokens: its ``count_tokens``, else its (encoder's) tokenizer."""
+    """How the handoff PRM counts tokens (``count_tokens``, as the HF scorer provides)."""
     count = getattr(scorer, "count_tokens", None)
-    if callable(count):
-        return count
-    tokenizer = getattr(scorer, "tokenizer", None) or getattr(getattr(scorer, "encoder", None), "tokenizer", None)
-    if tokenizer is not None:
-        return lambda text: len(tokenizer(text, add_special_tokens=False)["input_ids"])
-    raise TypeError("the handoff PRM scorer has neither count_tokens() nor a tokenizer")
+    if not callable(count):
+        raise TypeError("the handoff PRM scorer has no count_tokens()")
+    return count
 
 
 def prm_selector(ctx: Any, limit: int) -> Callable[[HandoffRun, list[Proposal]], list[float]]:

@@ -45,6 +45,10 @@ class HFScorer:
     def device(self) -> torch.device:
         return next(self.model.parameters()).device
 
+    def count_tokens(self, text: str) -> int:
+        """Tokens this scorer would see for a text, before truncation (handoff context budgets)."""
+        return len(self.encoder.tokenizer(text, add_special_tokens=False)["input_ids"])
+
     @torch.inference_mode()
     def score_batch(self, texts: Sequence[str]) -> list[float]:
         if not texts:
