@@ -1,0 +1,211 @@
+"""A tiny Qwen2-architecture causal LM and tokenizer, built locally in seconds.
+
+Tests, benchmarks and the toy world need a real Hugging Face model folder
+(weights, config, tokenizer with a chat template) that loads through exactly
+the same code path as a hub model, without any network access. This module
+trains a small byte-level BPE tokenizer on a built-in corpus and saves a
+randomly initialised `Qwen2ForCausalLM` next to it.
+
+    PYTHONPATH=src python -m masprm.models.tiny OUT_DIR [--seed 0]
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import Iterable
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+
+from masprm.cli import ArgumentParser, run_cli
+
+PAD_TOKEN = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"  # ends every chat turn, so it is also the EOS token
+SPECIAL_TOKENS = [PAD_TOKEN, IM_START, IM_END]
+# Qwen2's pre-tokenizer split: words with one leading non-letter, single digits, punctuation runs.
+QWEN2_SPLIT_REGEX = (r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+                     r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+""")
+
+# ChatML, as used by Qwen2 instruct models (without Qwen's default system prompt).
+CHAT_TEMPLATE = (
+    "{%- for message in messages %}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + message['content'] + '<|im_end|>' + '\\n' }}"
+    "{%- endfor %}"
+    "{%- if add_generation_prompt %}{{- '<|im_start|>assistant\\n' }}{%- endif %}"
+)
+
+# ---------------------------------------------------------------------------
+# Default corpus: varied English, arithmetic, multiple choice, role prompts.
+
+_SENTENCES = [
+    "The quick brown fox jumps over the lazy dog.",
+    "You are a careful assistant who solves math word problems step by step.",
+    "Read the question and list the numbers it mentions.",
+    "Plan the operations needed to answer the question.",
+    "Compute the result and state the final answer.",
+    "Check the solution and say whether it is correct or incorrect.",
+    "Answer with a single letter (A, B, C, or D) only.",
+    "Which of the following statements is true?",
+    "Tom has some apples and gives a few of them to his sister.",
+    "A shop sells pencils in boxes; each box costs the same amount.",
+    "Mary walks to school every morning and takes the bus home.",
+    "How many marbles does she have left at the end of the day?",
+    "If a train travels at a constant speed, how far does it go?",
+    "The farmer plants rows of corn and rows of beans in his field.",
+    "Let's think about this problem carefully before answering.",
+    "First, find the total. Then, subtract what was spent.",
+    "The verifier reads the solver's work and looks for mistakes.",
+    "The judge compares both arguments and picks the stronger one.",
+    "Each agent receives messages from its parents in the graph.",
+    "So the answer is the number we computed in the last step.",
+    "Context: All birds can fly. Penguins are birds.",
+    "Question: What can we conclude from the context above?",
+    "She bought three notebooks, two pens, and one eraser.",
+    "There are twelve months in a year and seven days in a week.",
+    "He saved money for weeks, then spent half of it on a book.",
+    "Is the reasoning above correct? Explain briefly, then decide.",
+    "Numbers: the question mentions these quantities, in order.",
+    "Multiply the price by the quantity, then add the tax.",
+    "The ratio of boys to girls in the class is given.",
+    "What percentage of the students passed the exam?",
+    "Write the final answer on its own line.",
+    "Agents talk to each other by sending short messages.",
+]
+
+_NAMES = ["Tom", "Mary", "Ali", "Sara", "Ben", "Lena", "Omar", "Ivy", "Ken", "Zoe"]
+_ITEMS = ["apples", "books", "coins", "eggs", "cards", "pens", "cakes", "shells", "toys", "stamps"]
+_VERBS = [("buys", "+"), ("finds", "+"), ("gets", "+"), ("loses", "-"), ("gives away", "-"), ("eats", "-")]
+_OPS = {"+": lambda a, b: a + b, "-": lambda a, b: a - b, "*": lambda a, b: a * b}
+
+
+def default_corpus(n_lines: int = 400, seed: int = 0) -> list[str]:
+    """A few hundred deterministic lines covering what prompts and outputs look like."""
+    rng = random.Random(seed)
+    lines = list(_SENTENCES)
+    while len(lines) < n_lines:
+        kind = rng.randrange(6)
+        a, b = rng.randint(0, 99), rng.randint(1, 20)
+        if kind == 0:  # bare arithmetic
+            op = rng.choice("+-*")
+            lines.append(f"{a} {op} {b} = {_OPS[op](a, b)}")
+        elif kind == 1:  # a word problem with its worked answer
+            name, item = rng.choice(_NAMES), rng.choice(_ITEMS)
+            verb, op = rng.choice(_VERBS)
+            lines.append(f"{name} has {a} {item} and {verb} {b}. How many {item} does {name} have now? "
+                         f"{a} {op} {b} = {_OPS[op](a, b)}. Answer: {_OPS[op](a, b)}")
+        elif kind == 2:  # multiple choice
+            letter = rng.choice("ABCD")
+            options = " ".join(f"{c}. {rng.choice(_ITEMS)}" for c in "ABCD")
+            lines.append(f"Which one is it? {options} Final Answer: {letter}")
+        elif kind == 3:  # verdicts and step separators
+            verdict = rng.choice(["CORRECT", "INCORRECT", "AGREE", "DISAGREE"])
+            lines.append(f"Step {rng.randint(1, 9)}: {a} + {b} = {a + b}</step>VERDICT: {verdict}")
+        elif kind == 4:  # gold-answer style and punctuation
+            lines.append(f"#### {a * b} (so: {a} x {b}; about {a / b:.2f} each!)")
+        else:
+            lines.append(" ".join(rng.sample(_SENTENCES, 2)))
+    return lines
+
+
+# ---------------------------------------------------------------------------
+# Tokenizer
+
+
+def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
+    """Byte-level BPE trained on `corpus`, digits split one per token, ChatML template.
+
+    The pre-tokenisation is Qwen2's own (NFC, its split regex where every digit
+    is a piece of its own, byte-level without a prefix space): `AutoTokenizer`
+    loads a qwen2 folder as `Qwen2Tokenizer`, which rebuilds exactly this
+    pipeline, so the saved tokenizer encodes as the built one does.
+    decode(encode(s)) == s for any NFC text.
+    """
+    from transformers import PreTrainedTokenizerFast
+
+    backend = Tokenizer(models.BPE())
+    backend.normalizer = normalizers.NFC()
+    backend.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT_REGEX), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+    ])
+    backend.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=vocab_size,
+        special_tokens=SPECIAL_TOKENS,
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    lines = list(corpus) if corpus is not None else default_corpus()
+    backend.train_from_iterator(lines, trainer=trainer)
+    return PreTrainedTokenizerFast(
+        tokenizer_object=backend,
+        eos_token=IM_END,
+        pad_token=PAD_TOKEN,
+        chat_template=CHAT_TEMPLATE,
+        clean_up_tokenization_spaces=False,
+        model_max_length=2048,
+    )
+
+
+# ---------------------------------------------------------------------------
+# Model
+
+
+def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = None,
+                     vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 2,
+                     num_heads: int = 4, num_kv_heads: int = 2, intermediate_size: int = 128,
+                     max_position_embeddings: int = 2048, seed: int = 0) -> Path:
+    """Write a randomly initialised Qwen2ForCausalLM + tokenizer to `out_dir`; return it.
+
+    Deterministic for a seed, and leaves the caller's global torch RNG untouched.
+    """
+    import torch
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    if tokenizer is None:
+        tokenizer = build_tokenizer(corpus, vocab_size=vocab_size)
+    eos_id = tokenizer.convert_tokens_to_ids(IM_END) if IM_END in tokenizer.get_vocab() else tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    config = Qwen2Config(
+        vocab_size=len(tokenizer),
+        hidden_size=hidden_size,
+        intermediate_size=intermediate_size,
+        num_hidden_layers=num_layers,
+        num_attention_heads=num_heads,
+        num_key_value_heads=num_kv_heads,
+        max_position_embeddings=max_position_embeddings,
+        tie_word_embeddings=True,
+        eos_token_id=eos_id,
+        pad_token_id=pad_id,
+        bos_token_id=None,
+        dtype="float32",
+    )
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def main() -> int:
+    parser = ArgumentParser(description="Build a tiny random Qwen2 model + tokenizer into OUT_DIR.")
+    parser.add_argument("out_dir", help="folder to write (created if missing)")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--vocab_size", type=int, default=512)
+    parser.add_argument("--hidden_size", type=int, default=64)
+    parser.add_argument("--num_layers", type=int, default=2)
+    args = parser.parse_args()
+    out = build_tiny_model(args.out_dir, seed=args.seed, vocab_size=args.vocab_size,
+                           hidden_size=args.hidden_size, num_layers=args.num_layers)
+    size_kb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 1024
+    print(f"wrote tiny model to {out} ({size_kb:.0f} KB)")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,72 @@
+"""Shared test fixtures: a tiny local model and a scriptable fake policy.
+
+The machine is shared, so torch gets one thread and models stay tiny.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from typing import Callable, Sequence
+
+import pytest
+
+os.environ.setdefault("OMP_NUM_THREADS", "1")
+os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no network here: fail fast instead of retrying for ~25 s
+try:
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # the pure core's tests run without torch
+    torch = None
+
+from masprm.interfaces import Generation, LogProb, Messages
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory):
+    """A random-init Qwen2 causal LM + ChatML tokenizer folder, built once per session."""
+    from masprm.models.tiny import build_tiny_model
+
+    return build_tiny_model(tmp_path_factory.mktemp("tiny_model"), seed=0)
+
+
+class FakePolicy:
+    """A `Policy` whose outputs a test scripts.
+
+    `respond(messages, k, rng) -> str` gives the k-th sample for a prompt;
+    `score(messages, completion) -> float` gives a log-prob (default: -len).
+    Token counts are word counts. Every call is recorded in `calls`.
+    """
+
+    def __init__(self, respond: Callable[[Messages, int, random.Random], str],
+                 score: Callable[[Messages, str], float] | None = None):
+        self.respond = respond
+        self.score = score or (lambda messages, completion: -float(len(completion)))
+        self.rng = random.Random(0)
+        self.calls: list[tuple[str, int]] = []  # ("sample", n prompts) / ("logprob", n requests)
+
+    def reseed(self, seed: int) -> None:
+        self.rng = random.Random(seed)
+
+    def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0,
+               top_p: float = 1.0, max_new_tokens: int = 64) -> list[list[Generation]]:
+        self.calls.append(("sample", len(prompts)))
+        out = []
+        for messages in prompts:
+            prompt_tokens = sum(len(m["content"].split()) for m in messages)
+            texts = [self.respond(messages, k, self.rng) for k in range(n)]
+            out.append([Generation(t, prompt_tokens, len(t.split())) for t in texts])
+        return out
+
+    def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
+        self.calls.append(("logprob", len(requests)))
+        return [LogProb(self.score(m, c), sum(len(x["content"].split()) for x in m), len(c.split()))
+                for m, c in requests]
+
+
+@pytest.fixture
+def fake_policy():
+    """Factory: `fake_policy(respond, score=None) -> FakePolicy`."""
+    return FakePolicy

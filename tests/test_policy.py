@@ -1,0 +1,265 @@
+"""HFPolicy and model loading on the tiny model: sampling, teacher-forced log-probs, errors."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from masprm.cli import UsageError  # noqa: E402
+from masprm.models import loading  # noqa: E402
+from masprm.models.loading import ModelOptions, add_model_args, load_causal_lm, options_from_args  # noqa: E402
+from masprm.models.policy import HFPolicy  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+SHORT = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "What is 12+7?"}]
+LONG = [{"role": "system", "content": "You are a careful solver. Show the steps."},
+        {"role": "user", "content": "Tom has 23 apples and gives 7 to Mary. Then he buys 12 more. How many now?"}]
+NO_SYSTEM = [{"role": "user", "content": "Hi"}]
+
+
+@pytest.fixture(scope="module")
+def policy(tiny_model_dir):
+    return HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"))
+
+
+@pytest.fixture
+def eos_biased_policy(tiny_model_dir):
+    """The tiny model with an output bias that makes the end-of-turn token likely (~1 in 10 steps),
+    so samples stop at varied lengths."""
+    policy = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"))
+    old = policy.model.get_output_embeddings()
+    head = torch.nn.Linear(old.in_features, old.out_features, bias=True)
+    with torch.no_grad():
+        head.weight.copy_(old.weight)
+        head.bias.zero_()
+        head.bias[policy.turn_end_id] = 4.0
+    policy.model.lm_head = head
+    return policy
+
+
+def chat_ids(tokenizer, messages):
+    """Independent reference: the chat template tokenised in one go."""
+    return tokenizer.apply_chat_template(messages, tokenize=True, add_generation_prompt=True)["input_ids"]
+
+
+def manual_logprob(policy, messages, completion) -> float:
+    """Token by token, one un-batched full-model forward per completion token."""
+    tok = policy.tokenizer
+    prompt = list(chat_ids(tok, messages))
+    target = tok(completion, add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
+    total = 0.0
+    with torch.no_grad():
+        for j, token in enumerate(target):
+            prefix = torch.tensor([prompt + target[:j]])
+            logits = policy.model(input_ids=prefix).logits[0, -1].double()
+            total += torch.log_softmax(logits, dim=-1)[token].item()
+    return total
+
+
+# -- sampling ------------------------------------------------------------------
+
+
+def spy_generate(policy, monkeypatch):
+    calls = []
+    real = policy.model.generate
+
+    def generate(**kwargs):
+        out = real(**kwargs)
+        calls.append((kwargs, out))
+        return out
+
+    monkeypatch.setattr(policy.model, "generate", generate)
+    return calls
+
+
+def test_sample_is_one_generate_call_with_n_texts_per_prompt(eos_biased_policy, monkeypatch):
+    policy = eos_biased_policy
+    calls = spy_generate(policy, monkeypatch)
+    policy.reseed(0)
+    prompts = [SHORT, LONG, NO_SYSTEM]
+    result = policy.sample(prompts, 4, temperature=1.0, top_p=0.95, max_new_tokens=12)
+    assert len(calls) == 1
+    kwargs, out = calls[0]
+    assert kwargs["num_return_sequences"] == 4 and kwargs["do_sample"] and kwargs["temperature"] == 1.0
+    assert kwargs["top_p"] == 0.95 and kwargs["max_new_tokens"] == 12
+    assert [len(gens) for gens in result] == [4, 4, 4]
+
+    width = kwargs["input_ids"].shape[1]
+    lengths = set()
+    for i, (messages, gens) in enumerate(zip(prompts, result)):
+        prompt = list(chat_ids(policy.tokenizer, messages))
+        for k, gen in enumerate(gens):
+            row = out[i * 4 + k].tolist()
+            # row i*n+k belongs to prompt i: left-padded prompt, then the sampled tokens
+            assert row[width - len(prompt):width] == prompt
+            assert set(row[:width - len(prompt)]) <= {policy.pad_id}
+            new = row[width:]
+            stop = new.index(policy.turn_end_id) + 1 if policy.turn_end_id in new else len(new)
+            assert gen.prompt_tokens == len(prompt)
+            assert gen.new_tokens == stop <= 12  # up to and including the end-of-turn token
+            assert gen.text == policy.tokenizer.decode(new[:stop], skip_special_tokens=True).strip()
+            assert "<|im_end|>" not in gen.text
+            lengths.add(gen.new_tokens)
+    assert len(lengths) > 2  # stops at varied lengths, so the counting was exercised
+
+
+def test_sample_is_reproducible_after_reseed(policy):
+    args = dict(temperature=1.0, top_p=0.9, max_new_tokens=10)
+    policy.reseed(7)
+    first = policy.sample([SHORT, LONG], 3, **args)
+    second = policy.sample([SHORT, LONG], 3, **args)
+    policy.reseed(7)
+    assert policy.sample([SHORT, LONG], 3, **args) == first
+    assert policy.sample([SHORT, LONG], 3, **args) == second
+    policy.reseed(8)
+    assert policy.sample([SHORT, LONG], 3, **args) != first
+    assert len({g.text for g in first[0]}) > 1  # samples differ within one call
+
+
+def test_greedy_gives_n_identical_samples(policy):
+    result = policy.sample([SHORT], 3, temperature=0.0, top_p=1.0, max_new_tokens=6)
+    assert len(result[0]) == 3 and len({g.text for g in result[0]}) == 1
+
+
+def test_empty_inputs(policy):
+    assert policy.sample([], 3, temperature=0.7, top_p=0.9, max_new_tokens=5) == []
+    no_budget = policy.sample([SHORT], 2, temperature=0.7, top_p=0.9, max_new_tokens=0)
+    assert [(g.text, g.new_tokens) for g in no_budget[0]] == [("", 0), ("", 0)]
+    assert no_budget[0][0].prompt_tokens == len(chat_ids(policy.tokenizer, SHORT))
+
+
+# -- log-probs -----------------------------------------------------------------
+
+
+def test_logprob_matches_token_by_token_reference_in_a_mixed_batch(policy):
+    requests = [
+        (SHORT, "19"),
+        (LONG, "Tom had 23 apples. 23 - 7 = 16, then 16 + 12 = 28. Answer: 28"),
+        (SHORT, ""),
+        (NO_SYSTEM, "Hello! How can I help you today?"),
+        (LONG, "28"),
+    ]
+    batched = policy.logprob(requests)
+    for (messages, completion), got in zip(requests, batched):
+        expected = manual_logprob(policy, messages, completion)
+        assert got.logprob == pytest.approx(expected, abs=1e-4)
+        assert got.prompt_tokens == len(chat_ids(policy.tokenizer, messages))
+        assert got.completion_tokens == len(policy.tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
+    # the same pairs one at a time: padding must not change anything
+    for request, got in zip(requests, batched):
+        assert policy.logprob([request])[0].logprob == pytest.approx(got.logprob, abs=1e-4)
+
+
+def test_logprob_split_into_small_batches_is_unchanged(tiny_model_dir, policy):
+    requests = [(SHORT, "19"), (LONG, "16 + 12 = 28"), (NO_SYSTEM, "Hi"), (LONG, "")]
+    small = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"), max_batch_tokens=40)
+    assert len(small._batches([(small.prompt_ids(m), small.completion_ids(c)) for m, c in requests])) > 1
+    for a, b in zip(policy.logprob(requests), small.logprob(requests)):
+        assert a.logprob == pytest.approx(b.logprob, abs=1e-5)
+        assert (a.prompt_tokens, a.completion_tokens) == (b.prompt_tokens, b.completion_tokens)
+
+
+def test_prompt_cache_is_bounded_and_spares_retokenising(tiny_model_dir, monkeypatch):
+    policy = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"), prompt_cache_size=2)
+    rendered = []
+    real = policy.tokenizer.apply_chat_template
+    monkeypatch.setattr(policy.tokenizer, "apply_chat_template",
+                        lambda *a, **k: rendered.append(1) or real(*a, **k))
+    policy.reseed(0)
+    gen = policy.sample([SHORT], 1, temperature=1.0, top_p=1.0, max_new_tokens=4)[0][0]
+    policy.logprob([(SHORT, gen.text)])
+    assert len(rendered) == 1  # sampled, then scored: rendered and tokenised once
+    policy.prompt_ids(LONG)
+    policy.prompt_ids(NO_SYSTEM)  # evicts SHORT, the least recently used
+    assert len(policy._prompt_cache) == 2
+    policy.prompt_ids(SHORT)
+    assert len(rendered) == 4
+
+
+# -- loading and options -------------------------------------------------------
+
+
+@pytest.mark.parametrize("bad", ["./no/such/model", "/definitely/missing/dir", "artifacts/nope/policy"])
+def test_missing_local_model_is_a_usage_error(bad):
+    with pytest.raises(UsageError, match="no such model folder"):
+        HFPolicy(bad)
+
+
+def test_folder_without_config_is_a_usage_error(tmp_path):
+    with pytest.raises(UsageError, match="not a model folder"):
+        load_causal_lm(str(tmp_path), flag="--gen_model_id")
+
+
+def test_unreachable_hub_id_is_a_usage_error():
+    # conftest sets HF_HUB_OFFLINE=1, so an uncached hub id fails at once
+    with pytest.raises(UsageError, match=r"--model_id no-such-org/no-such-model: cannot load as a hub id"):
+        HFPolicy("no-such-org/no-such-model")
+
+
+def test_cli_reports_a_bad_model_path_in_one_line(tmp_path):
+    script = ("import sys; from masprm.cli import run_cli; from masprm.models.policy import HFPolicy\n"
+              "run_cli(lambda: HFPolicy(sys.argv[1], flag='--gen_model_id') and 0)\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing")], cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--gen_model_id" in lines[0] and "missing" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_model_flags_and_prefix():
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    add_model_args(parser, prefix="prm_")
+    args = parser.parse_args(["--load_in_4bit", "--no_compile", "--attn_impl", "eager", "--prm_device_map", "cpu"])
+    assert options_from_args(args) == ModelOptions(device_map="auto", load_in_4bit=True, attn_impl="eager",
+                                                   compile=False, trust_remote_code=False)
+    prm = options_from_args(args, prefix="prm_")
+    assert prm.device_map == "cpu" and prm.compile and not prm.load_in_4bit
+
+
+def test_device_resolution():
+    assert loading.resolve_device("cpu").type == "cpu"
+    assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(UsageError, match="--device_map 'gpu0'"):
+        loading.resolve_device("gpu0")
+    if not torch.cuda.is_available():
+        with pytest.raises(UsageError, match="CUDA is not available"):
+            loading.resolve_device("cuda:0")
+
+
+def test_4bit_on_cpu_warns_and_loads_unquantised(tiny_model_dir, monkeypatch):
+    monkeypatch.setattr(loading, "_warned", set())
+    if torch.cuda.is_available():
+        pytest.skip("CPU-only behaviour")
+    with pytest.warns(RuntimeWarning, match="load_in_4bit needs CUDA"):
+        model = load_causal_lm(str(tiny_model_dir), ModelOptions(load_in_4bit=True, compile=True))
+    assert model.dtype == torch.float32 and not getattr(model, "is_loaded_in_4bit", False)
+
+
+def test_compile_failure_falls_back_to_eager(policy, monkeypatch):
+    monkeypatch.setattr(loading, "_warned", set())
+    model = policy.model
+    eager = model.forward
+
+    def broken_compiler(fn, dynamic):
+        def compiled(*args, **kwargs):
+            raise RuntimeError("inductor exploded\nlong details")
+        return compiled
+
+    try:
+        loading.compile_with_fallback(model, broken_compiler)
+        probe = torch.tensor([[5, 6, 7]])
+        with pytest.warns(RuntimeWarning, match="torch.compile failed .*inductor exploded"):
+            out = model(input_ids=probe).logits
+        assert torch.allclose(out, eager(input_ids=probe).logits)
+        assert model.forward == eager  # reverted for good
+    finally:
+        model.forward = eager
