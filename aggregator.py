@@ -1,0 +1,47 @@
+"""Stage 5: aggregate evaluation logs across seeds (SPEC §11).
+
+    python aggregator.py [--logs_dir logs] [--out aggregated_results.csv]
+
+Reads `<logs_dir>/*.txt`, groups the COMPLETED logs of one experiment (the
+file name without its trailing `_<seed>`), writes the CSV of mean/std across
+seeds, prints the table, and draws accuracy against generated tokens next to
+the CSV (`aggregated_results.png`).
+"""
+
+import sys, pathlib  # noqa: E401
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "src"))
+
+from pathlib import Path  # noqa: E402
+
+from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv  # noqa: E402
+from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
+from masprm.io import atomic_write_text  # noqa: E402
+
+
+def main() -> int:
+    p = ArgumentParser(description="Aggregate seed-specific evaluation logs into mean/std per experiment.")
+    p.add_argument("--logs_dir", default="logs", help="folder of the stage-4 text logs (default logs)")
+    p.add_argument("--out", default="aggregated_results.csv", help="CSV to write (the plot goes next to it)")
+    p.add_argument("--no_plot", action="store_true", help="do not draw the accuracy/tokens plot")
+    p.add_argument("--seed", type=int, default=42, help="accepted for uniformity; aggregation is not random")
+    args = p.parse_args()
+    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+
+    rows, skipped = aggregate(read_logs(args.logs_dir))
+    if skipped:
+        print(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}")
+    atomic_write_text(args.out, to_csv(rows))
+    if not rows:
+        print(f"no COMPLETED logs in {args.logs_dir}/; wrote an empty table to {args.out}")
+        return 0
+    print(format_table(rows))
+    print(f"wrote {args.out} ({len(rows)} experiment(s))")
+    if not args.no_plot:
+        plot = Path(args.out).with_suffix(".png")
+        if plot_results(rows, plot):
+            print(f"wrote {plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,219 @@
+"""Stage 4: compare search methods and scorers on a dataset (SPEC §9).
+
+    python src/experiments/compare_sbs_mcts.py --dataset gsm8k --split test --seed 14 \
+        --prm_dir checkpoints/MASPRM-GSM8K-1.5B --prm_base_model_id Qwen/Qwen2.5-1.5B-Instruct \
+        --gen_model_id Qwen/Qwen2.5-1.5B-Instruct --mas_config configs/gsm8k.yaml \
+        --methods single_pass sbs_logprob sbs_prm mcts_logprob mcts_prm
+
+Each method is one condition with its own log in --logs_dir
+(`{dataset}_{method}_{fingerprint}_{model}_{seed}.txt` + `.jsonl` records,
+`.manifest.json`, `.summary.json`); a condition whose log already says
+COMPLETED is loaded instead of rerun, an interrupted one resumes. Exit code 1
+when a condition is marked FAILED (some examples raised errors).
+"""
+
+import sys, pathlib  # noqa: E401
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+
+import argparse  # noqa: E402
+import os  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+from masprm.cli import ArgumentParser, UsageError, check, run_cli  # noqa: E402
+from masprm.eval.expand import LOGPROB_AGGS  # noqa: E402
+from masprm.eval.registry import METHODS  # noqa: E402
+from masprm.eval.runner import ModelSpec, condition_roles, results_table, run_conditions  # noqa: E402
+from masprm.state_text import VIEWS  # noqa: E402
+
+try:  # the dynamic-routing flags come from the handoff package when it is installed
+    from masprm.handoff import cli as handoff_cli
+except ModuleNotFoundError as err:
+    if not (err.name or "").startswith("masprm.handoff"):
+        raise
+    handoff_cli = None
+
+DEFAULT_DATASET = "mmlu"
+DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+SCORER_FLAGS = {"prm": "prm", "orm": "orm", "handoff_prm": "handoff_prm"}  # role -> flag prefix (--<p>_dir)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from masprm.models.loading import add_model_args
+
+    p = ArgumentParser(description="Compare single pass, SBS, MCTS and voters guided by a MASPRM, an ORM "
+                                   "or policy log-probs (and the handoff conditions) on a dataset.")
+    data = p.add_argument_group("data")
+    data.add_argument("--dataset", default=None,
+                      help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods)")
+    data.add_argument("--split", default="test")
+    data.add_argument("--sample_n", type=int, default=None, help="evaluate the first N examples after a "
+                      "seeded shuffle (default: all; 200 for handoff methods)")
+    data.add_argument("--data_file", default=None, help="local JSON/JSONL/Parquet file in the hub schema")
+    data.add_argument("--math_levels", type=int, nargs="+", default=[4, 5], help="competition_math levels")
+    data.add_argument("--math_stratify_by", default="type", help="competition_math field to stratify by")
+    data.add_argument("--seed", type=int, default=42, help="example i is decoded with seed + i")
+
+    models = p.add_argument_group("models")
+    models.add_argument("--gen_model_id", default=DEFAULT_MODEL, help="the agents' policy model")
+    models.add_argument("--mas_config", default=None, help="MAS config (default configs/<dataset>.yaml)")
+    for role, prefix in SCORER_FLAGS.items():
+        models.add_argument(f"--{prefix}_dir", default=None, help=f"{role.upper()} adapter folder")
+        models.add_argument(f"--{prefix}_base_model_id", default=None,
+                            help=f"{role.upper()} base model (default: from the adapter config)")
+    models.add_argument("--view_mode", choices=VIEWS, default="full",
+                        help="what the PRM sees: the routed transcript (full) or the agent's inbox (local)")
+    add_model_args(p)
+
+    search = p.add_argument_group("search")
+    search.add_argument("--methods", nargs="+", default=["single_pass", "mcts_prm"], metavar="METHOD",
+                        help="conditions to run: " + ", ".join(sorted(METHODS)))
+    search.add_argument("--b1", type=int, default=3, help="SBS beam width")
+    search.add_argument("--b2", type=int, default=5, help="SBS candidates per beam")
+    search.add_argument("--voter_k", type=int, default=5, help="single passes per voter")
+    search.add_argument("--n_simulations", type=int, default=10)
+    search.add_argument("--max_children", type=int, default=3, help="candidates per MCTS expansion")
+    search.add_argument("--c_uct", type=float, default=2.0, help="exploration constant")
+    search.add_argument("--uct_type", choices=("uct", "puct"), default="uct")
+    search.add_argument("--orm_leaf", action="store_true", help="mcts_prm: value leaves with the ORM")
+    search.add_argument("--logprob_agg", choices=LOGPROB_AGGS, default="sum",
+                        help="log-prob of a step/path: sum, per token (avg_token) or per step (avg_step)")
+    search.add_argument("--sbs_temperature", type=float, default=1.0)
+    search.add_argument("--mcts_temperature", type=float, default=0.6)
+    search.add_argument("--top_p", type=float, default=0.95)
+    search.add_argument("--max_new_tokens", type=int, default=1024, help="cap per agent output")
+
+    run = p.add_argument_group("run")
+    run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
+                     "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
+    run.add_argument("--logs_dir", default="logs")
+    if handoff_cli is not None:
+        handoff_cli.add_handoff_args(p)
+    return p
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def validate(args: argparse.Namespace) -> str:
+    """Check the flags; returns the method family ('static' or 'handoff')."""
+    unknown = [m for m in args.methods if m not in METHODS]
+    check(not unknown, f"--methods: unknown {', '.join(unknown)} (known: {', '.join(sorted(METHODS))})")
+    check(len(set(args.methods)) == len(args.methods), "--methods: a method is listed twice")
+    families = {METHODS[m].family for m in args.methods}
+    check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
+    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers"):
+        value = getattr(args, name)
+        check(value is None or value >= 1, f"--{name} must be at least 1, got {value}")
+    check(args.c_uct >= 0, f"--c_uct must be >= 0, got {args.c_uct}")
+    for name in ("sbs_temperature", "mcts_temperature"):
+        check(getattr(args, name) > 0, f"--{name} must be > 0, got {getattr(args, name)}")
+    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
+    check(not args.orm_leaf or "mcts_prm" in args.methods, "--orm_leaf needs mcts_prm in --methods")
+    for role, prefix in SCORER_FLAGS.items():
+        users = [m for m in args.methods if role in condition_roles(m, args)]
+        folder = getattr(args, f"{prefix}_dir")
+        check(not users or folder, f"{', '.join(users)} need{'s' if len(users) == 1 else ''} --{prefix}_dir")
+        if users:
+            check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder")
+    family = families.pop()
+    if handoff_cli is not None:
+        handoff_cli.check_handoff_args(args)
+    return family
+
+
+def resolve_defaults(args: argparse.Namespace, family: str) -> None:
+    """Fill the defaults that depend on the methods (handoff runs use their own data and team)."""
+    handoff = family == "handoff" and handoff_cli is not None
+    if args.dataset is None:
+        args.dataset = handoff_cli.HANDOFF_DATASET if handoff else DEFAULT_DATASET
+    if args.mas_config is None:
+        args.mas_config = handoff_cli.HANDOFF_CONFIG if handoff else f"configs/{args.dataset}.yaml"
+    if args.sample_n is None and handoff:
+        args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
+
+
+def resolve_workers(flag: int | None) -> tuple[int, float]:
+    """(workers, GPUs per worker): --workers, else $RAY_NUM_WORKERS, else GPUs x $WORKERS_PER_GPU, else 1."""
+    import torch
+
+    def env_int(name: str, default: int) -> int:
+        raw = os.environ.get(name, "")
+        if not raw:
+            return default
+        check(raw.isdigit() and int(raw) >= 1, f"${name} must be a positive integer, got {raw!r}")
+        return int(raw)
+
+    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    per_gpu = env_int("WORKERS_PER_GPU", 1)
+    workers = flag or env_int("RAY_NUM_WORKERS", gpus * per_gpu or 1)
+    return workers, (1.0 / per_gpu if gpus else 0.0)
+
+
+def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
+    from masprm.models.loading import check_model_id, options_from_args
+
+    options = options_from_args(args)
+    specs = {"policy": ModelSpec("policy", check_model_id(args.gen_model_id, "--gen_model_id"), None, options)}
+    for role, prefix in SCORER_FLAGS.items():
+        folder = getattr(args, f"{prefix}_dir")
+        if folder:
+            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), options)
+    return specs
+
+
+# --------------------------------------------------------------------------- main
+
+
+def paired_handoff_report(conditions: list) -> None:
+    """handoff_prm vs handoff_policy when both ran (SPEC §10): printed, and kept in handoff_prm's summary."""
+    by_method = {c.method: c for c in conditions}
+    if handoff_cli is None or not {"handoff_policy", "handoff_prm"} <= set(by_method):
+        return
+    from masprm.eval.logs import read_records
+    from masprm.handoff.methods import format_paired_comparison, paired_comparison
+    from masprm.io import atomic_write_json
+
+    policy, prm = by_method["handoff_policy"], by_method["handoff_prm"]
+    result = paired_comparison(read_records(policy.files.records), read_records(prm.files.records),
+                               seed=policy.manifest["seed"])
+    prm.summary["paired_comparison"] = {"baseline": policy.files.log.name, **result}
+    atomic_write_json(prm.files.summary, prm.summary)
+    print("\n".join(format_paired_comparison(result)))
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    family = validate(args)
+    resolve_defaults(args, family)
+
+    from masprm.data import load_examples
+    from masprm.graph import load_mas_config
+
+    specs = model_specs(args)   # missing model folders fail here, before any data is read
+    graph = load_mas_config(args.mas_config)
+    if family == "handoff":
+        handoff_cli.check_handoff_config(args, graph, args.methods)
+    options = {"levels": args.math_levels, "stratify_by": args.math_stratify_by} \
+        if args.dataset == "competition_math" else {}
+    data = load_examples(args.dataset, args.split, n=args.sample_n, seed=args.seed,
+                         data_file=args.data_file, **options)
+    check(bool(data.examples), f"--dataset {args.dataset} --split {args.split}: no usable examples "
+                               f"({data.skipped} skipped without a gold answer)")
+    workers, gpus_per_worker = resolve_workers(args.workers)
+    print(f"{len(data.examples)} examples ({data.skipped} skipped without gold), "
+          f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
+    conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
+                                workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
+    print(results_table(conditions))
+    for c in conditions:
+        print(f"  {c.method}: {c.files.log}")
+    paired_handoff_report(conditions)
+    failed = [c.method for c in conditions if c.summary.get("status") == "FAILED"]
+    if failed:
+        print(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}",
+              file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

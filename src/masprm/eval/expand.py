@@ -1,0 +1,143 @@
+"""The shared search core: batched candidate generation and batched scoring.
+
+Every search method (single pass, step-level beam search, MCTS, voters)
+grows trajectories the same way: for a set of states waiting on the same
+agent, sample candidates for all of them in ONE policy call, then score all
+candidates in ONE scorer forward (or one batched log-prob call). The methods
+differ only in which candidates they keep. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from masprm.eval.registry import EvalContext
+from masprm.graph import RoutingState
+from masprm.interfaces import LogProb
+from masprm.state_text import DEFAULT_SEPARATOR, full_state_text, state_text
+
+LOGPROB_AGGS = ("sum", "avg_token", "avg_step")
+
+
+@dataclass(eq=False)
+class Candidate:
+    """One sampled output of `agent` given `parent`, and the state it leads to."""
+
+    parent: RoutingState
+    agent: int
+    text: str
+    state: RoutingState
+    new_tokens: int = 0
+    score: float = 0.0                 # set by a step scorer
+    logprob: LogProb | None = None     # set when a log-prob was needed
+
+
+# --------------------------------------------------------------------------- generation
+
+
+def token_cap(ctx: EvalContext, agent: int) -> int:
+    """max_new_tokens = min(requested cap, the agent's own cap)."""
+    return min(ctx.settings.max_new_tokens, ctx.graph.agents[agent].max_new_tokens)
+
+
+def propose(ctx: EvalContext, states: Sequence[RoutingState], agent: int, n: int, *,
+            temperature: float) -> list[list[Candidate]]:
+    """n candidates of `agent` for each state, from one batched policy call."""
+    prompts = [s.messages(agent) for s in states]
+    sampled = ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
+                         max_new_tokens=token_cap(ctx, agent))
+    return [[Candidate(s, agent, g.text, s.decide(agent, g.text), g.new_tokens) for g in gens]
+            for s, gens in zip(states, sampled)]
+
+
+def drop_duplicate_texts(cands: Sequence[Candidate]) -> list[Candidate]:
+    seen: set[str] = set()
+    kept = []
+    for c in cands:
+        if c.text not in seen:
+            seen.add(c.text)
+            kept.append(c)
+    return kept
+
+
+# --------------------------------------------------------------------------- log-probs
+
+
+def aggregate_logprob(steps: Sequence[LogProb], agg: str) -> float:
+    """A path's log-prob: summed, per generated token, or per step."""
+    total = sum(lp.logprob for lp in steps)
+    if agg == "sum":
+        return total
+    if agg == "avg_token":
+        return total / max(1, sum(lp.completion_tokens for lp in steps))
+    if agg == "avg_step":
+        return total / max(1, len(steps))
+    raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
+
+
+def ensure_logprobs(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
+    """Fill in missing log-probs with one batched call."""
+    missing = [c for c in cands if c.logprob is None]
+    if missing:
+        values = ctx.logprob([(c.parent.messages(c.agent), c.text) for c in missing])
+        for c, lp in zip(missing, values):
+            c.logprob = lp
+
+
+def softmax(values: Sequence[float]) -> list[float]:
+    top = max(values)
+    exps = [math.exp(v - top) for v in values]
+    total = sum(exps)
+    return [e / total for e in exps]
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def separator(scorer: object) -> str:
+    return getattr(scorer, "separator", DEFAULT_SEPARATOR)
+
+
+def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> list[float]:
+    """PRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
+    sep = separator(ctx.prm)
+    view = ctx.settings.view_mode
+    return ctx.score("prm", [state_text(s, view, a, sep) for s, a in zip(states, agents)])
+
+
+def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> list[float]:
+    """ORM value of each state's full routed transcript, one forward."""
+    sep = separator(ctx.orm)
+    return ctx.score("orm", [full_state_text(s, sep) for s in states])
+
+
+def _score_prm(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
+    for c, v in zip(cands, prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])):
+        c.score = v
+
+
+def _score_logprob(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
+    ensure_logprobs(ctx, cands)
+    for c in cands:
+        c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
+
+
+def _score_zero(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
+    # The ORM only judges finished transcripts; intermediate steps start neutral.
+    for c in cands:
+        c.score = 0.0
+
+
+STEP_SCORERS: dict[str, Callable[[EvalContext, Sequence[Candidate]], None]] = {
+    "prm": _score_prm,
+    "logprob": _score_logprob,
+    "orm": _score_zero,
+}
+
+
+def score_candidates(ctx: EvalContext, kind: str, cands: Sequence[Candidate]) -> None:
+    """Set `score` on every candidate with one batched call of the `kind` scorer."""
+    if cands:
+        STEP_SCORERS[kind](ctx, cands)

@@ -1,0 +1,236 @@
+"""Per-condition log files of SPEC §9: names, fingerprints, text, sidecars, resume.
+
+One condition (a method with its settings, on one dataset, with one seed) owns
+    logs/{dataset}_{method}_{fingerprint}_{model}_{seed}.txt    the text log (read by the aggregator)
+    <same>.jsonl           one record per example, sorted by index
+    <same>.manifest.json   everything that defines the run
+    <same>.summary.json    the condition's metrics
+    <same>.partial.jsonl   finished records while the condition runs (resume after a crash)
+The fingerprint hashes the manifest without the seed, so the seeds of one
+experiment share a name up to the trailing `_<seed>`. The text log ends with
+COMPLETED (or FAILED) only once the sidecars are in place. Pure Python.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from masprm.runs import model_tag
+
+COMPLETED = "COMPLETED"
+FAILED = "FAILED"
+_SRC = Path(__file__).resolve().parents[1]   # src/masprm
+# The code that decides what every evaluation computes; editing it changes the fingerprint.
+# A method's own package (e.g. handoff/) is added for its conditions only.
+_CORE_CODE = ("eval/*.py", "search/*.py", "graph.py", "state_text.py", "answers.py", "interfaces.py")
+_HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
+
+
+def stable_hash(obj: Any, length: int = 10) -> str:
+    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
+
+
+_identity_cache: dict[tuple, str] = {}
+
+
+def path_identity(path: str | os.PathLike | None) -> str | None:
+    """A content hash of a local file or folder (None when the path is not local, e.g. a hub id).
+
+    Hidden files are ignored; files over 256 MB count by name and size only.
+    Hashes are cached per (path, file sizes and modification times).
+    """
+    if not path:
+        return None
+    root = Path(path).expanduser()
+    if not root.exists():
+        return None
+    files = [(root.name, root)] if root.is_file() else sorted(
+        (p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
+    files = [(rel, f, f.stat()) for rel, f in files if not (rel.startswith(".") or "/." in rel)]
+    key = (str(root.resolve()), tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files))
+    if key not in _identity_cache:
+        digest = hashlib.sha1()
+        for rel, f, st in files:
+            digest.update(f"{rel}\0{st.st_size}\0".encode())
+            if st.st_size <= _HASH_WHOLE_FILE_BYTES:
+                with open(f, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        digest.update(block)
+        _identity_cache[key] = digest.hexdigest()[:16]
+    return _identity_cache[key]
+
+
+_code_version_cache: dict[str, str] = {}
+
+
+def code_version(module_file: str | None = None) -> str:
+    """A hash of the core evaluation code plus the package of the file that defines a method."""
+    key = module_file or ""
+    if key not in _code_version_cache:
+        files = {f for pattern in _CORE_CODE for f in _SRC.glob(pattern)}
+        if module_file:
+            files |= set(Path(module_file).resolve().parent.glob("*.py"))
+        digest = hashlib.sha1()
+        for f in sorted(files):
+            name = f.relative_to(_SRC).as_posix() if f.is_relative_to(_SRC) else f.name
+            digest.update(name.encode() + b"\0" + f.read_bytes())
+        _code_version_cache[key] = digest.hexdigest()[:12]
+    return _code_version_cache[key]
+
+
+# --------------------------------------------------------------------------- file names
+
+
+@dataclass(frozen=True)
+class LogFiles:
+    stem: Path   # logs/<name>, no suffix
+
+    @classmethod
+    def for_condition(cls, logs_dir: str | os.PathLike, dataset: str, method: str, fingerprint: str,
+                      model_id: str, seed: int) -> "LogFiles":
+        return cls(Path(logs_dir) / f"{dataset}_{method}_{fingerprint}_{model_tag(model_id)}_{seed}")
+
+    def _with(self, suffix: str) -> Path:
+        return self.stem.with_name(self.stem.name + suffix)
+
+    @property
+    def log(self) -> Path:
+        return self._with(".txt")
+
+    @property
+    def records(self) -> Path:
+        return self._with(".jsonl")
+
+    @property
+    def manifest(self) -> Path:
+        return self._with(".manifest.json")
+
+    @property
+    def summary(self) -> Path:
+        return self._with(".summary.json")
+
+    @property
+    def partial(self) -> Path:
+        return self._with(".partial.jsonl")
+
+
+def log_status(path: Path) -> str | None:
+    """COMPLETED / FAILED from the log's last non-empty line, else None (unfinished or missing)."""
+    try:
+        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
+    except OSError:
+        return None
+    last = lines[-1] if lines else ""
+    return COMPLETED if last == COMPLETED else FAILED if last.startswith(FAILED) else None
+
+
+def is_completed(files: LogFiles) -> bool:
+    return (log_status(files.log) == COMPLETED and files.records.is_file()
+            and files.manifest.is_file() and files.summary.is_file())
+
+
+# --------------------------------------------------------------------------- log text
+
+
+def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:
+    return f"=== START {condition} | dataset={dataset} | N={n} | manifest={manifest_hash} ==="
+
+
+def progress_line(summary: dict, seen: int, n: int) -> str:
+    return (f"[progress] {seen}/{n} acc={summary['accuracy']:.4f} "
+            + " ".join(f"p@{k}={summary[f'pass@{k}']:.4f}" for k in (1, 3, 5))
+            + f" tokens={summary['tokens_mean']:.1f}±{summary['tokens_std']:.1f}"
+            + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}")
+
+
+def metric_lines(summary: dict) -> list[str]:
+    lines = [f"Accuracy (pass@1): {summary['pass@1']:.4f}"]
+    lines += [f"Pass@{k}: {summary[f'pass@{k}']:.4f}" for k in range(2, 11)]
+    lines += [
+        f"Tokens: {summary['tokens_mean']:.1f} ± {summary['tokens_std']:.1f} ({summary['tokens_n']} examples)",
+        f"Total PRM calls: {summary['scorer_calls_total']}",
+        f"Total Agent runs: {summary['agent_runs_total']}",
+        f"Mean PRM calls per example: {summary['prm_calls_mean']:.2f}",
+        f"Mean Agent runs per example: {summary['agent_runs_mean']:.2f}",
+    ]
+    for key, value in sorted((summary.get("extra") or {}).items()):
+        lines.append(f"[extra] {key}: {json.dumps(value, sort_keys=True)}")
+    return lines
+
+
+def status_line(summary: dict) -> str:
+    errors = summary.get("errors", 0)
+    return f"{FAILED} ({errors} of {summary['n']} examples raised errors)" if errors else COMPLETED
+
+
+def render_log(header: list[str], progress: Iterable[str], summary: dict) -> str:
+    return "\n".join([*header, *progress, *metric_lines(summary), status_line(summary)]) + "\n"
+
+
+# --------------------------------------------------------------------------- writing and resuming
+
+
+def write_condition(files: LogFiles, text: str, records: list[dict], manifest: dict, summary: dict) -> None:
+    """Sidecars first, then the text log (which says COMPLETED/FAILED), then drop the partial file."""
+    atomic_write_jsonl(files.records, records)
+    atomic_write_json(files.manifest, manifest)
+    atomic_write_json(files.summary, summary)
+    atomic_write_text(files.log, text)
+    files.partial.unlink(missing_ok=True)
+
+
+def read_records(path: Path) -> list[dict]:
+    """Records of a JSONL file; a line cut short by a crash (or any bad line) is dropped."""
+    out = []
+    try:
+        with open(path, encoding="utf-8") as fh:
+            for line in fh:
+                try:
+                    rec = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if isinstance(rec, dict):
+                    out.append(rec)
+    except OSError:
+        pass
+    return out
+
+
+def resumable_records(files: LogFiles, manifest_hash: str) -> dict[int, dict]:
+    """Finished, error-free records of an earlier interrupted or FAILED run of the same manifest."""
+    partial = read_records(files.partial)
+    if partial and partial[0].get("manifest") == manifest_hash:
+        found = partial[1:]
+    else:
+        try:
+            same = stable_hash(json.loads(files.manifest.read_text(encoding="utf-8"))) == manifest_hash
+        except (OSError, json.JSONDecodeError):
+            same = False
+        found = read_records(files.records) if same and log_status(files.log) == FAILED else []
+    return {r["index"]: r for r in found if "index" in r and not r.get("error")}
+
+
+class PartialLog:
+    """Appends each finished record (and a progress line to the text log) as it arrives."""
+
+    def __init__(self, files: LogFiles, manifest_hash: str, header: list[str], resumed: list[dict]):
+        files.stem.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_jsonl(files.partial, [{"manifest": manifest_hash}, *resumed])
+        atomic_write_text(files.log, "\n".join(header) + "\n")
+        self.files = files
+
+    def add(self, record: dict) -> None:
+        with open(self.files.partial, "a", encoding="utf-8") as fh:
+            fh.write(json.dumps(record, ensure_ascii=False) + "\n")
+            fh.flush()
+
+    def progress(self, line: str) -> None:
+        with open(self.files.log, "a", encoding="utf-8") as fh:
+            fh.write(line + "\n")

@@ -1,0 +1,293 @@
+"""The static evaluation methods of SPEC §9, registered in the method registry.
+
+single_pass, step-level beam search (sbs_*), inference MCTS (mcts_*) and
+voters (voter_*) all grow trajectories through `masprm.eval.expand`; they
+differ in what they keep. Importing this module also registers the handoff
+methods when that package is present, so the registry is complete for the CLI.
+Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import importlib
+import math
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from masprm.answers import answers_equal
+from masprm.eval.expand import (Candidate, aggregate_logprob, drop_duplicate_texts, ensure_logprobs,
+                                orm_values, prm_values, propose, score_candidates, softmax)
+from masprm.eval.registry import EvalContext, MethodResult, register_method
+from masprm.graph import RoutingState
+from masprm.search.node import Node, argmax_child, backup, puct, uct_inference
+
+# Settings that define each condition (they go into the log fingerprint). Methods not
+# listed here (e.g. handoff ones) are fingerprinted with every experiment setting.
+_COMMON = ("top_p", "max_new_tokens")
+_SBS = _COMMON + ("b1", "b2", "sbs_temperature")
+_MCTS = _COMMON + ("n_simulations", "max_children", "c_uct", "uct_type", "mcts_temperature")
+_VOTER = _COMMON + ("voter_k", "sbs_temperature")
+CONDITION_SETTINGS: dict[str, tuple[str, ...]] = {
+    "single_pass": _COMMON + ("sbs_temperature",),
+    "sbs_prm": _SBS + ("view_mode",),
+    "sbs_logprob": _SBS + ("logprob_agg",),
+    "mcts_prm": _MCTS + ("view_mode", "orm_leaf"),
+    "mcts_logprob": _MCTS + ("logprob_agg",),
+    "mcts_orm": _MCTS,
+    "voter_plain": _VOTER,
+    "voter_prm": _VOTER + ("view_mode",),
+    "voter_logprob": _VOTER + ("logprob_agg",),
+    "voter_orm": _VOTER,
+}
+
+
+def scorers_needed(method: str, settings: Any) -> set[str]:
+    """Scorer roles beyond the registry's static `needs` (`--orm_leaf` adds the ORM to mcts_prm)."""
+    return {"orm"} if method == "mcts_prm" and getattr(settings, "orm_leaf", False) else set()
+
+
+# --------------------------------------------------------------------------- step-level beam search
+
+
+@dataclass(frozen=True)
+class Beam:
+    state: RoutingState
+    score: float = 0.0
+    trail: tuple[Candidate, ...] = ()    # the candidates chosen so far, in order
+
+
+def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: int,
+                scorer: str | None, temperature: float) -> list[Beam]:
+    """Decide the agents in topological order, `branching` candidates per beam, keep `width`.
+
+    Beams for which the agent is not runnable are carried forward with their
+    score. A candidate's score replaces its beam's score. Without a scorer
+    only each beam's first candidate is kept and nothing is re-ranked.
+    """
+    for agent in ctx.graph.topo_order:
+        active = [i for i, b in enumerate(beams) if b.state.is_runnable(agent)]
+        if not active:
+            continue
+        proposals = propose(ctx, [beams[i].state for i in active], agent, branching, temperature=temperature)
+        if scorer:
+            score_candidates(ctx, scorer, [c for group in proposals for c in group])
+        grown = dict(zip(active, proposals))
+        next_beams: list[Beam] = []
+        for i, beam in enumerate(beams):
+            if i not in grown:
+                next_beams.append(beam)
+                continue
+            kept = grown[i] if scorer else grown[i][:1]
+            next_beams.extend(Beam(c.state, c.score if scorer else beam.score, beam.trail + (c,))
+                              for c in kept)
+        if scorer:
+            next_beams.sort(key=lambda b: -b.score)   # stable: earlier beams win ties
+        beams = next_beams[:width]
+    return beams
+
+
+def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: str | None) -> MethodResult:
+    start = Beam(ctx.graph.start(example.question))
+    beams = beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
+                        temperature=ctx.settings.sbs_temperature)
+    answers = [b.state.final_answer() for b in beams]
+    return MethodResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
+
+
+@register_method("single_pass")
+def single_pass(ctx: EvalContext, example: Any) -> MethodResult:
+    return sbs(ctx, example, width=1, branching=1, scorer=None)
+
+
+@register_method("sbs_prm", needs=("prm",))
+def sbs_prm(ctx: EvalContext, example: Any) -> MethodResult:
+    return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="prm")
+
+
+@register_method("sbs_logprob")
+def sbs_logprob(ctx: EvalContext, example: Any) -> MethodResult:
+    return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="logprob")
+
+
+# --------------------------------------------------------------------------- inference MCTS
+
+
+def expand(ctx: EvalContext, node: Node, step_scorer: str) -> None:
+    """Children for the next runnable agent: sample, drop duplicate texts, score, set priors."""
+    s = ctx.settings
+    agent = node.state.next_runnable()
+    cands = drop_duplicate_texts(propose(ctx, [node.state], agent, s.max_children,
+                                         temperature=s.mcts_temperature)[0])
+    score_candidates(ctx, step_scorer, cands)
+    if s.uct_type == "puct":
+        ensure_logprobs(ctx, cands)
+        priors = softmax([c.logprob.avg_token for c in cands])
+    else:
+        priors = [1.0 / len(cands)] * len(cands)
+    for c, prior in zip(cands, priors):
+        node.add_child(agent, c.text, init_value=c.score, init_visits=1,
+                       info={"score": c.score, "logprob": c.logprob, "prior": prior})
+
+
+SELECTION_RULES: dict[str, Callable[[Node, Node, float], float]] = {
+    "uct": lambda parent, child, c: uct_inference(child.q_mean, parent.visits, child.visits, c),
+    "puct": lambda parent, child, c: puct(child.q_mean, parent.visits, child.visits, c, child.info["prior"]),
+}
+
+
+def select_child(node: Node, rule: str, c: float) -> Node:
+    score = SELECTION_RULES[rule]
+    return argmax_child(node, lambda child: score(node, child, c))
+
+
+def _leaf_orm(ctx: EvalContext, path: list[Node]) -> float:
+    leaf = path[-1]
+    if "orm" not in leaf.info:   # a terminal leaf is revisited; score it once
+        leaf.info["orm"] = orm_values(ctx, [leaf.state])[0]
+    return leaf.info["orm"]
+
+
+LEAF_VALUES: dict[str, Callable[[EvalContext, list[Node]], float]] = {
+    "prm": lambda ctx, path: path[-1].info.get("score", 0.0),
+    # Every node of a log-prob tree got its step log-prob when it was created.
+    "logprob": lambda ctx, path: aggregate_logprob([n.info["logprob"] for n in path[1:]],
+                                                   ctx.settings.logprob_agg),
+    "orm": _leaf_orm,
+}
+
+
+def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value: str) -> Node:
+    """n_simulations simulations: descend (expanding childless nodes) to a terminal, back up its value."""
+    s = ctx.settings
+    root = Node(ctx.graph.start(question), init_visits=1)
+    for _ in range(s.n_simulations):
+        path = [root]
+        while not path[-1].is_terminal:
+            if not path[-1].children:
+                expand(ctx, path[-1], step_scorer)
+            path.append(select_child(path[-1], s.uct_type, s.c_uct))
+        backup(path, LEAF_VALUES[leaf_value](ctx, path))
+    return root
+
+
+def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -> MethodResult:
+    root = search_tree(ctx, example.question, step_scorer=step_scorer, leaf_value=leaf_value)
+    # The answer: follow the highest q_mean down; finish a branch that was never simulated.
+    node = root
+    while not node.is_terminal:
+        if not node.children:
+            expand(ctx, node, step_scorer)
+        node = argmax_child(node, lambda child: child.q_mean)
+    visited = [n for n in root.walk() if n.is_terminal and n.visits > 0]
+    visited.sort(key=lambda n: -n.q_mean)
+    nodes = sum(1 for _ in root.walk())
+    return MethodResult(node.final_answer, [n.final_answer for n in visited],
+                        {"tree_nodes": nodes, "terminal_visited": len(visited)})
+
+
+@register_method("mcts_prm", needs=("prm",))
+def mcts_prm(ctx: EvalContext, example: Any) -> MethodResult:
+    return mcts(ctx, example, step_scorer="prm", leaf_value="orm" if ctx.settings.orm_leaf else "prm")
+
+
+@register_method("mcts_logprob")
+def mcts_logprob(ctx: EvalContext, example: Any) -> MethodResult:
+    return mcts(ctx, example, step_scorer="logprob", leaf_value="logprob")
+
+
+@register_method("mcts_orm", needs=("orm",))
+def mcts_orm(ctx: EvalContext, example: Any) -> MethodResult:
+    return mcts(ctx, example, step_scorer="orm", leaf_value="orm")
+
+
+# --------------------------------------------------------------------------- voters
+
+
+def _log_weights_prm(ctx: EvalContext, beams: list[Beam]) -> list[float]:
+    # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
+    steps = [c for b in beams for c in b.trail]
+    values = iter(prm_values(ctx, [c.state for c in steps], [c.agent for c in steps]))
+    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in b.trail) for b in beams]
+
+
+def _log_weights_logprob(ctx: EvalContext, beams: list[Beam]) -> list[float]:
+    ensure_logprobs(ctx, [c for b in beams for c in b.trail])
+    return [aggregate_logprob([c.logprob for c in b.trail], ctx.settings.logprob_agg) for b in beams]
+
+
+def _log_weights_orm(ctx: EvalContext, beams: list[Beam]) -> list[float]:
+    values = orm_values(ctx, [b.state for b in beams])
+    return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
+
+
+VOTER_WEIGHTS: dict[str, Callable[[EvalContext, list[Beam]], list[float]]] = {
+    "plain": lambda ctx, beams: [0.0] * len(beams),
+    "prm": _log_weights_prm,
+    "logprob": _log_weights_logprob,
+    "orm": _log_weights_orm,
+}
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def vote(answers: Sequence[str], log_weights: Sequence[float],
+         same: Callable[[str, str], bool] = answers_equal) -> tuple[int, list[list[int]]]:
+    """Index of the winning answer, and the groups (lists of run indices).
+
+    Answers are grouped by `same` against each group's first member. The
+    group with the largest total weight wins; ties go to the larger group,
+    then the shorter representative (shortest member), then the earlier group.
+    The prediction is the winning group's shortest member.
+    """
+    groups: list[list[int]] = []
+    for i, answer in enumerate(answers):
+        for group in groups:
+            if same(answer, answers[group[0]]):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+
+    def shortest(group: list[int]) -> int:
+        return min(group, key=lambda i: (len(answers[i]), i))
+
+    def rank(g: int) -> tuple:
+        group = groups[g]
+        return (_logsumexp([log_weights[i] for i in group]), len(group), -len(answers[shortest(group)]), -g)
+
+    best = max(range(len(groups)), key=rank)
+    return shortest(groups[best]), groups
+
+
+def voter(ctx: EvalContext, example: Any, weighting: str) -> MethodResult:
+    k = ctx.settings.voter_k
+    start = Beam(ctx.graph.start(example.question))
+    # k independent single passes, advanced together so each agent is one policy call.
+    runs = beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
+                       temperature=ctx.settings.sbs_temperature)
+    answers = [b.state.final_answer() for b in runs]
+    winner, groups = vote(answers, VOTER_WEIGHTS[weighting](ctx, runs))
+    return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
+
+
+for _weighting, _needs in (("plain", ()), ("prm", ("prm",)), ("logprob", ()), ("orm", ("orm",))):
+    register_method(f"voter_{_weighting}", needs=_needs)(
+        lambda ctx, example, _w=_weighting: voter(ctx, example, _w))
+
+
+# --------------------------------------------------------------------------- handoff methods
+
+
+def _register_handoff_methods() -> None:
+    """The handoff package registers its methods on import; it is optional."""
+    try:
+        importlib.import_module("masprm.handoff.methods")
+    except ModuleNotFoundError as err:
+        if not (err.name or "").startswith("masprm.handoff"):
+            raise
+
+
+_register_handoff_methods()

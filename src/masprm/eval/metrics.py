@@ -1,0 +1,67 @@
+"""Per-example and per-condition evaluation metrics (SPEC §9). Pure Python.
+
+pass@k: the candidate list is the prediction first, then the other candidates
+whose answer differs from every answer already listed; an example counts for
+pass@k when any of the first k is correct. Accuracy is pass@1.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Callable, Iterable, Sequence
+
+MAX_K = 10
+USAGE_KEYS = ("prompt_tokens", "generated_tokens", "scorer_tokens", "scorer_calls", "agent_runs")
+
+
+def distinct_candidates(prediction: str, candidates: Iterable[str],
+                        same: Callable[[str, str], bool]) -> list[str]:
+    """The prediction, then each candidate whose answer is new (first occurrence kept)."""
+    kept = [prediction]
+    for cand in candidates:
+        if not any(same(cand, k) for k in kept):
+            kept.append(cand)
+    return kept
+
+
+def pass_at_k_hits(prediction: str, candidates: Iterable[str], gold: str | None, *,
+                   is_correct: Callable[[str, str | None], bool],
+                   same: Callable[[str, str], bool], max_k: int = MAX_K) -> list[int]:
+    """hits[k-1] = 1 when one of the first k distinct candidates is correct, for k = 1..max_k."""
+    hits, found = [], False
+    ranked = distinct_candidates(prediction, candidates, same)
+    for k in range(1, max_k + 1):
+        if k <= len(ranked) and not found:
+            found = is_correct(ranked[k - 1], gold)
+        hits.append(int(found))
+    return hits
+
+
+def mean_std(values: Sequence[float]) -> tuple[float, float]:
+    """Mean and population standard deviation (0, 0 for no values)."""
+    if not values:
+        return 0.0, 0.0
+    mean = sum(values) / len(values)
+    return mean, math.sqrt(sum((v - mean) ** 2 for v in values) / len(values))
+
+
+def summarize_records(records: Sequence[dict], max_k: int = MAX_K) -> dict:
+    """Condition metrics from per-example records.
+
+    Every example counts in the denominator of accuracy and pass@k (a crashed
+    example counts as wrong); token statistics use the examples that finished.
+    """
+    n = len(records)
+    ok = [r for r in records if not r.get("error")]
+    out: dict = {"n": n, "errors": n - len(ok)}
+    for k in range(1, max_k + 1):
+        out[f"pass@{k}"] = sum(r["metrics"][f"pass@{k}"] for r in ok) / n if n else 0.0
+    out["accuracy"] = out["pass@1"]
+    tokens = [r["metrics"]["generated_tokens"] for r in ok]
+    out["tokens_mean"], out["tokens_std"] = mean_std(tokens)
+    out["tokens_n"] = len(tokens)
+    for key in USAGE_KEYS:
+        out[f"{key}_total"] = sum(r["metrics"][key] for r in ok)
+    out["prm_calls_mean"] = out["scorer_calls_total"] / len(ok) if ok else 0.0
+    out["agent_runs_mean"] = out["agent_runs_total"] / len(ok) if ok else 0.0
+    return out

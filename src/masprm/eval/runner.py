@@ -1,0 +1,264 @@
+"""The per-condition evaluation loop: plan, skip/resume, run on workers, write logs.
+
+A condition is one method under the run's settings. For each condition the
+runner names its log files (`masprm.eval.logs`), skips it when its log says
+COMPLETED, and otherwise resumes from the records it already has. The
+examples of every pending condition go to `masprm.parallel.map_examples` as
+one stream of (condition, example) items, so each worker loads a model once
+and keeps it for every condition of the run (only the models a condition
+needs are loaded, on first use). Each example is seeded with `seed + idx`
+before decoding, so the records do not depend on the number of workers.
+"""
+
+from __future__ import annotations
+
+import inspect
+import random
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from functools import partial
+from typing import Any, Callable, Sequence
+
+from masprm.answers import answers_equal, is_correct
+from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
+from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, path_identity, progress_line,
+                              render_log, resumable_records, stable_hash, start_line, write_condition)
+from masprm.eval.methods import CONDITION_SETTINGS, scorers_needed
+from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, summarize_records
+from masprm.eval.registry import METHODS, EvalContext
+from masprm.graph import MASGraph
+from masprm.io import read_json
+from masprm.parallel import describe_error, map_examples
+
+# Flags that never change what a condition computes (or enter the manifest another way).
+HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
+                "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
+                "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit"}
+PROGRESS_STEPS = 10   # progress lines per condition in the text log
+
+
+# --------------------------------------------------------------------------- models
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    kind: str                         # "policy" or "scorer"
+    model_id: str                     # hub id / model folder, or the scorer's adapter folder
+    base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
+    options: Any = None               # masprm.models.loading.ModelOptions
+
+
+def _load_policy(spec: ModelSpec) -> Any:
+    from masprm.models.policy import HFPolicy
+    return HFPolicy(spec.model_id, spec.options, flag="--gen_model_id")
+
+
+def _load_scorer(spec: ModelSpec) -> Any:
+    from masprm.models.scorer import load_scorer
+    return load_scorer(spec.model_id, spec.base_model_id, spec.options)
+
+
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
+_LOADED: dict[tuple, Any] = {}   # this process's models, kept across conditions and runs
+
+
+def load_model(spec: ModelSpec) -> Any:
+    key = (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options))
+    if key not in _LOADED:
+        _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
+    return _LOADED[key]
+
+
+class WorkerModels:
+    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use."""
+
+    def __init__(self, specs: dict[str, ModelSpec], loader: Callable[[ModelSpec], Any] = load_model):
+        self.specs = specs
+        self.loader = loader
+
+    def get(self, role: str) -> Any:
+        return self.loader(self.specs[role])
+
+
+# --------------------------------------------------------------------------- one example
+
+
+@dataclass(frozen=True)
+class WorkItem:
+    condition: int        # index into the run's pending conditions
+    method: str
+    roles: tuple[str, ...]  # scorer roles this condition needs
+    example: Any          # masprm.data.Example
+
+
+def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
+    """Run one method on one example; a crash becomes a record with its error."""
+    ex = item.example
+    seed = settings.seed + ex.idx
+    # Load (on first use) before seeding: loading initialises weights and would move the RNG.
+    policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
+    policy.reseed(seed)
+    ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed), **scorers)
+    record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
+    try:
+        result = METHODS[item.method].run(ctx, ex)
+    except Exception as err:  # one bad example must not stop the condition
+        return {**record, "prediction": None, "correct": False, "candidates": [],
+                "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
+    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct,
+                          same=answers_equal)
+    metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
+    return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
+            "candidates": list(result.candidates), "metrics": metrics, "extra": result.extra, "error": None}
+
+
+def error_record(item: WorkItem, error: str) -> dict:
+    """A record for an example whose worker failed outside the method (e.g. the worker died)."""
+    ex = item.example
+    return {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold,
+            "prediction": None, "correct": False, "candidates": [],
+            "metrics": {k: 0 for k in USAGE_KEYS}, "extra": {}, "error": error}
+
+
+# --------------------------------------------------------------------------- conditions
+
+
+@dataclass
+class Condition:
+    method: str
+    files: LogFiles
+    manifest: dict
+    n: int
+    records: dict[int, dict] = field(default_factory=dict)
+    summary: dict | None = None       # set once finished (or loaded from a COMPLETED log)
+    reused: bool = False              # loaded from an earlier COMPLETED run
+    log: PartialLog | None = None
+
+    @property
+    def manifest_hash(self) -> str:
+        return stable_hash(self.manifest)
+
+
+def condition_roles(method: str, settings: Any) -> tuple[str, ...]:
+    return tuple(sorted(METHODS[method].needs | scorers_needed(method, settings)))
+
+
+def _model_identity(spec: ModelSpec) -> dict:
+    return {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id),
+            "base_content": path_identity(spec.base_model_id),
+            "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
+
+
+def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
+                       specs: dict[str, ModelSpec]) -> dict:
+    """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
+    names = CONDITION_SETTINGS.get(method) or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
+    data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
+                "data_file": path_identity(settings.data_file)}
+    if settings.dataset == "competition_math":
+        data_def.update(levels=settings.math_levels, stratify_by=settings.math_stratify_by)
+    roles = ("policy",) + condition_roles(method, settings)
+    definition = {
+        "method": method,
+        "settings": {k: getattr(settings, k, None) for k in names},
+        "data": data_def,
+        "mas_config": path_identity(graph.source),
+        "models": {role: _model_identity(specs[role]) for role in roles},
+        "code_version": code_version(inspect.getsourcefile(METHODS[method].run)),
+    }
+    examples = data.examples
+    return {"condition": method, "fingerprint": stable_hash(definition), "seed": settings.seed,
+            "definition": definition, "mas_config_path": str(graph.source),
+            "selection": {"n": len(examples), "skipped_no_gold": data.skipped,
+                          "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
+
+
+def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
+                   logs_dir: str | Path) -> Condition:
+    manifest = condition_manifest(method, settings, graph, data, specs)
+    files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
+                                   settings.gen_model_id, settings.seed)
+    cond = Condition(method, files, manifest, len(data.examples))
+    if is_completed(files):
+        cond.summary, cond.reused = read_json(files.summary), True
+        return cond
+    wanted = {e.idx for e in data.examples}
+    cond.records = {i: r for i, r in resumable_records(files, cond.manifest_hash).items() if i in wanted}
+    resumed = [f"[resume] {len(cond.records)} examples kept from an earlier run"] if cond.records else []
+    cond.log = PartialLog(files, cond.manifest_hash, log_header(cond) + resumed, list(cond.records.values()))
+    return cond
+
+
+def log_header(cond: Condition) -> list[str]:
+    selection = cond.manifest["selection"]
+    return [start_line(cond.method, cond.manifest["definition"]["data"]["dataset"], cond.n, cond.manifest_hash),
+            f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
+
+
+def finish_condition(cond: Condition) -> None:
+    records = [cond.records[i] for i in sorted(cond.records)]
+    step = max(1, -(-cond.n // PROGRESS_STEPS))
+    marks = sorted({*range(step, cond.n, step), cond.n}) if cond.n else []
+    progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in marks]
+    summary = summarize_records(records)
+    method = METHODS[cond.method]
+    ok = [r for r in records if not r.get("error")]
+    summary["extra"] = method.summarize(ok) if method.summarize else {}
+    summary.update(condition=cond.method, dataset=cond.manifest["definition"]["data"]["dataset"],
+                   seed=cond.manifest["seed"], fingerprint=cond.manifest["fingerprint"],
+                   manifest=cond.manifest_hash, log=cond.files.log.name,
+                   status="FAILED" if summary["errors"] else "COMPLETED")
+    write_condition(cond.files, render_log(log_header(cond), progress, summary), records, cond.manifest, summary)
+    cond.summary = summary
+
+
+def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data: Any,
+                   specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int = 1,
+                   use_ray: bool = False, num_gpus_per_worker: float = 0.0,
+                   loader: Callable[[ModelSpec], Any] = load_model,
+                   announce: Callable[[str], None] = print) -> list[Condition]:
+    """Run every condition (skipping COMPLETED ones); returns them with their summaries."""
+    conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
+    for cond in conditions:
+        if cond.reused:
+            announce(f"{cond.method}: already COMPLETED in {cond.files.log}, loading it")
+        elif cond.records:
+            announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
+    pending = [c for c in conditions if not c.reused]
+    items = [WorkItem(k, c.method, condition_roles(c.method, settings), ex)
+             for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
+    left = Counter(it.condition for it in items)
+    for k, cond in enumerate(pending):
+        if left[k] == 0:
+            finish_condition(cond)
+    setup = partial(WorkerModels, specs, loader)
+    task = partial(evaluate_example, settings=settings, graph=graph)
+    step = max(1, -(-len(data.examples) // PROGRESS_STEPS))
+    for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
+                                            num_gpus_per_worker=num_gpus_per_worker, desc="evaluating"):
+        cond = pending[item.condition]
+        record = record if error is None else error_record(item, error)
+        cond.records[record["index"]] = record
+        cond.log.add(record)
+        left[item.condition] -= 1
+        if len(cond.records) % step == 0:
+            cond.log.progress(progress_line(summarize_records(list(cond.records.values())),
+                                            len(cond.records), cond.n))
+        if left[item.condition] == 0:
+            finish_condition(cond)
+    return conditions
+
+
+# --------------------------------------------------------------------------- the printed table
+
+
+def results_table(conditions: Sequence[Condition]) -> str:
+    header = f"{'condition':<18} " + " ".join(f"{f'p@{k}':>7}" for k in range(1, 6)) + f" {'tokens':>18}  status"
+    lines = [header, "-" * len(header)]
+    for c in conditions:
+        s = c.summary
+        tokens = f"{s['tokens_mean']:.1f}±{s['tokens_std']:.1f}"
+        lines.append(f"{c.method:<18} " + " ".join(f"{s[f'pass@{k}']:7.4f}" for k in range(1, 6))
+                     + f" {tokens:>18}  {s.get('status', 'COMPLETED')}")
+    return "\n".join(lines)

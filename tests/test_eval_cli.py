@@ -1,0 +1,143 @@
+"""The seed README's evaluation command on the tiny model with a stage-3 adapter, then the aggregator."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from masprm.cli import UsageError
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
+GSM8K_ROWS = [("Tom has 3 apples and buys 4 more. How many apples does he have?", 7),
+              ("A box holds 6 pens. How many pens are in 2 boxes?", 12),
+              ("Sara had 10 coins and lost 3. How many are left?", 7)]
+FAST = ["--max_new_tokens", "6", "--device_map", "cpu", "--no_compile"]   # the random tiny model never stops
+
+
+def write_gsm8k(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"question": q, "answer": f"So it is {a}.\n#### {a}"}) + "\n"
+                            for q, a in GSM8K_ROWS))
+    return path
+
+
+def trained_adapter(tmp_path_factory, tiny_model_dir) -> Path:
+    """A ppm adapter from src/train/trainer.py (a couple of steps), built once per test session."""
+    out = tmp_path_factory.getbasetemp() / "eval_prm_adapter"
+    if (out / "adapter_config.json").is_file():
+        return out
+    pairs = tmp_path_factory.getbasetemp() / "eval_pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?",
+                                         "chosen_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i}"],
+                                         "rejected_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i + 1}"]}) + "\n"
+                             for i in range(6)))
+    done = subprocess.run([sys.executable, str(ROOT / "src" / "train" / "trainer.py"), "--mode", "ppm",
+                           "--data_dir", str(pairs), "--model-id", str(tiny_model_dir), "--output-dir", str(out),
+                           "--max-steps", "1", "--train-batch-size", "4", "--grad-accum", "1", "--lora-r", "4",
+                           "--lora-alpha", "8", "--seed", "0", "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+@pytest.fixture(scope="module")
+def prm_dir(tmp_path_factory, tiny_model_dir):
+    return trained_adapter(tmp_path_factory, tiny_model_dir)
+
+
+def run(*argv, cwd=ROOT):
+    return subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], cwd=cwd, capture_output=True,
+                          text=True, timeout=400)
+
+
+def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, prm_dir, tmp_path):
+    data, logs = write_gsm8k(tmp_path / "gsm8k.jsonl"), tmp_path / "logs"
+    readme = ["--dataset", "gsm8k", "--split", "test", "--seed", "14", "--prm_dir", prm_dir,
+              "--prm_base_model_id", tiny_model_dir, "--gen_model_id", tiny_model_dir,
+              "--mas_config", "configs/gsm8k.yaml",
+              "--methods", "single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm",
+              "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3", "--c_uct", "2",
+              "--sbs_temperature", "0.7", "--mcts_temperature", "0.7", "--top_p", "0.95"]
+    done = run(*readme, "--data_file", data, "--sample_n", 1, "--logs_dir", logs, *FAST)
+    assert done.returncode == 0, done.stderr[-3000:]
+    texts = sorted(logs.glob("*.txt"))
+    assert len(texts) == 5
+    for method in ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm"):
+        (log,) = [p for p in texts if p.name.startswith(f"gsm8k_{method}_")]
+        assert log.name.endswith(f"_{Path(tiny_model_dir).name}_14.txt")
+        lines = log.read_text().splitlines()
+        assert lines[-1] == "COMPLETED" and any(ln.startswith("Accuracy (pass@1): ") for ln in lines)
+        records = [json.loads(ln) for ln in log.with_suffix(".jsonl").read_text().splitlines()]
+        assert [r["index"] for r in records] == [0] and not any(r["error"] for r in records)
+        usage = [r["metrics"] for r in records]
+        # Four agents, one output each per trajectory at least; every output is capped at 6 tokens.
+        assert all(u["agent_runs"] >= 4 and 0 < u["generated_tokens"] <= 6 * u["agent_runs"] for u in usage)
+        if method.endswith("_prm"):
+            assert all(u["scorer_calls"] > 0 and u["scorer_tokens"] > 0 for u in usage)
+        else:
+            assert all(u["scorer_calls"] == 0 for u in usage)
+    sbs = [json.loads(ln) for ln in next(p for p in texts if "_sbs_prm_" in p.name)
+           .with_suffix(".jsonl").read_text().splitlines()]
+    assert all(r["metrics"]["agent_runs"] == 5 + 3 * 5 * 3 for r in sbs)   # B2, then B1 x B2 per agent
+    assert "p@1" in done.stdout and "sbs_prm" in done.stdout                  # the printed table
+
+    agg = subprocess.run([sys.executable, str(ROOT / "aggregator.py"), "--logs_dir", logs,
+                          "--out", tmp_path / "aggregated_results.csv"], capture_output=True, text=True,
+                         timeout=120)
+    assert agg.returncode == 0, agg.stderr
+    rows = (tmp_path / "aggregated_results.csv").read_text().splitlines()
+    assert len(rows) == 1 + 5 and all(row.split(",")[1] == "1" for row in rows[1:])
+    assert (tmp_path / "aggregated_results.png").is_file()
+
+
+def _cli():
+    sys.path.insert(0, str(SCRIPT.parent))
+    try:
+        import compare_sbs_mcts as cli
+    finally:
+        sys.path.pop(0)
+    return cli
+
+
+def _validate(argv):
+    cli = _cli()
+    return cli.validate(cli.build_parser().parse_args(argv))
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--top_p", "0"], "--top_p must be in (0, 1]"),
+    (["--b1", "0", "--methods", "single_pass"], "--b1 must be at least 1"),
+    (["--c_uct", "-1", "--methods", "single_pass"], "--c_uct must be >= 0"),
+    (["--mcts_temperature", "0", "--methods", "single_pass"], "--mcts_temperature must be > 0"),
+    (["--methods", "mcts_prm"], "mcts_prm needs --prm_dir"),
+    (["--methods", "mcts_orm", "voter_orm"], "mcts_orm, voter_orm need --orm_dir"),
+    (["--methods", "single_pass", "--orm_leaf"], "--orm_leaf needs mcts_prm"),
+    (["--methods", "mcts_prm", "--orm_leaf", "--prm_dir", "."], "mcts_prm needs --orm_dir"),
+    (["--methods", "sbs_prm", "--prm_dir", "/no/such/adapter"], "--prm_dir /no/such/adapter: no such folder"),
+    (["--methods", "beam_magic"], "--methods: unknown beam_magic"),
+    (["--methods", "single_pass", "handoff_fixed"], "cannot be mixed"),
+])
+def test_bad_flags_are_named(argv, message):
+    with pytest.raises(UsageError) as err:
+        _validate(argv)
+    assert message in str(err.value)
+
+
+def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, monkeypatch):
+    cli = _cli()
+    monkeypatch.chdir(ROOT)
+    base = ["compare_sbs_mcts.py", "--methods", "single_pass", "--dataset", "gsm8k",
+            "--mas_config", "configs/gsm8k.yaml", "--logs_dir", str(tmp_path / "logs")]
+    monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tmp_path / "missing_model"),
+                                             "--data_file", str(write_gsm8k(tmp_path / "d.jsonl"))])
+    with pytest.raises(UsageError, match="--gen_model_id .*missing_model"):
+        cli.main()
+    monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tiny_model_dir),
+                                             "--data_file", str(tmp_path / "missing.jsonl")])
+    with pytest.raises(UsageError, match="missing.jsonl"):
+        cli.main()
+    assert not (tmp_path / "logs").exists()    # nothing was started

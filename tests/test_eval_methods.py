@@ -1,0 +1,226 @@
+"""Search methods on the scripted world: scorers steer SBS, MCTS and voters; batching; selection rules."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from conftest import FakePolicy
+from masprm.eval import methods as M
+from masprm.eval.expand import aggregate_logprob
+from masprm.eval.registry import METHODS
+from masprm.graph import MASGraph
+from masprm.interfaces import LogProb
+from masprm.search.node import Node
+from test_eval_fakes import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
+                             scripted_solver)
+
+# --------------------------------------------------------------------------- SBS
+
+
+def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
+    prm = FakeScorer(prefers_good)
+    policy = FakePolicy(respond)
+    ctx = make_ctx(policy, prm=prm, b1=3, b2=5)
+    result = M.sbs_prm(ctx, example())
+    assert result.prediction == "Answer: 7"
+    # The top beams are the good plans; all surviving beams answer 7.
+    assert result.candidates == ["Answer: 7"] * 3
+    # One policy call and one scorer forward per agent, covering every beam's candidates.
+    assert policy.calls == [("sample", 1), ("sample", 3)]
+    assert prm.batches == [5, 15]
+    assert ctx.usage.agent_runs == 20 and ctx.usage.scorer_calls == 20
+    assert ctx.usage.scorer_tokens == prm.tokens_seen
+    # The scorer sees the routed transcript: question + step + SEP.
+    assert prm.texts[0] == "What is 3 + 4?bad</step>"
+
+
+def test_sbs_prm_fails_with_a_scorer_that_prefers_wrong_steps():
+    ctx = make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad), b1=3, b2=5)
+    assert M.sbs_prm(ctx, example()).prediction == "Answer: 5"
+
+
+def test_sbs_logprob_prefers_the_likely_short_wrong_step():
+    policy = FakePolicy(respond)
+    ctx = make_ctx(policy, b1=2, b2=3)
+    result = M.sbs_logprob(ctx, example())
+    assert result.prediction == "Answer: 5"
+    assert ("logprob", 3) in policy.calls
+
+
+def test_sbs_local_view_scores_the_agents_inbox_and_output():
+    prm = FakeScorer(prefers_good)
+    ctx = make_ctx(FakePolicy(respond), prm=prm, b1=1, b2=2, view_mode="local")
+    M.sbs_prm(ctx, example())
+    assert prm.texts[:2] == ["What is 3 + 4?bad</step>", "What is 3 + 4?good plan 1</step>"]
+    assert prm.texts[2] == "good plan 1Answer: 7</step>"   # Finisher's inbox + its output
+
+
+def test_sbs_carries_forward_beams_whose_agent_is_skipped():
+    # Agent 1 runs only when agent 0 says "go"; agent 2 always follows agent 0.
+    graph = MASGraph.from_dict({
+        "agents": [{"name": "a", "system_prompt": "a"}, {"name": "b", "system_prompt": "b"},
+                   {"name": "c", "system_prompt": "c"}],
+        "edges": [[-1, 0], [0, 1, "contains:go"], [0, 2]],
+    })
+    outputs = {"a": ["go", "stop"], "b": ["B"], "c": ["C"]}
+    policy = FakePolicy(lambda m, k, rng: outputs[m[0]["content"]][k % len(outputs[m[0]["content"]])])
+    prm = FakeScorer(lambda t: 0.5 if "stop" in t else 0.1)
+    ctx = make_ctx(policy, prm=prm, b1=2, b2=2)
+    ctx.graph = graph
+    beams = M.beam_search(ctx, [M.Beam(graph.start("q"))], width=3, branching=2, scorer="prm", temperature=1.0)
+    # "stop" scored higher and skips agent b (carried forward); the "go" beam ran b. Both then ran c.
+    assert [b.state.outputs for b in beams] == [{0: "stop", 2: "C"}, {0: "stop", 2: "C"},
+                                                {0: "go", 1: "B", 2: "C"}]
+    assert [b.score for b in beams] == [0.5, 0.5, 0.1]
+    assert policy.calls == [("sample", 1), ("sample", 1), ("sample", 3)]   # a: 1 beam; b: the go beam; c: all 3
+
+
+# --------------------------------------------------------------------------- MCTS
+
+
+def test_mcts_prm_answers_correctly_with_a_good_scorer_and_wrongly_with_a_bad_one():
+    good = M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_good)), example())
+    bad = M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad)), example())
+    assert good.prediction == "Answer: 7"
+    assert bad.prediction == "Answer: 5"
+    assert good.candidates[0] == "Answer: 7"
+
+
+def test_mcts_logprob_picks_the_likely_wrong_branch_and_mcts_orm_finds_the_right_one():
+    assert M.mcts_logprob(make_ctx(FakePolicy(respond)), example()).prediction == "Answer: 5"
+    orm = FakeScorer(orm_prefers_seven)
+    result = M.mcts_orm(make_ctx(FakePolicy(respond), orm=orm, n_simulations=10), example())
+    assert result.prediction == "Answer: 7"
+    # ORM texts are full transcripts of finished trajectories only.
+    assert all(t.endswith("</step>") and "Answer" in t for t in orm.texts)
+
+
+def test_mcts_tree_statistics_and_batching():
+    prm = FakeScorer(prefers_good)
+    policy = FakePolicy(respond)
+    ctx = make_ctx(policy, prm=prm, n_simulations=4, max_children=3, c_uct=0.0)
+    root = M.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm")
+    assert root.init_visits == 1 and root.visits == 4
+    bad, good1, good2 = root.children
+    assert (bad.text, good1.text, good2.text) == ("bad", "good plan 1", "good plan 2")
+    assert [c.init_value for c in root.children] == [-0.9, 0.9, 0.9]
+    assert all(c.init_visits == 1 for c in root.children)
+    # c = 0: greedy on q_mean; ties go to the first child, so every simulation takes good1.
+    assert (bad.visits, good1.visits, good2.visits) == (0, 4, 0)
+    assert good1.q_sum == pytest.approx(4 * 0.9)     # leaf value = the leaf's PRM score
+    # Duplicate Finisher outputs were dropped: one terminal child.
+    assert len(good1.children) == 1 and good1.children[0].is_terminal
+    # Two expansions: one policy call and one scorer forward each.
+    assert policy.calls == [("sample", 1), ("sample", 1)]
+    assert prm.batches == [3, 1]    # duplicates are dropped before scoring
+
+
+def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
+    prm, orm = FakeScorer(lambda t: 0.0), FakeScorer(orm_prefers_seven)
+    ctx = make_ctx(FakePolicy(respond), prm=prm, orm=orm, orm_leaf=True, n_simulations=6)
+    root = M.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm")
+    leaves = [n for n in root.walk() if n.is_terminal and n.visits]
+    assert leaves and all(n.q_sum == pytest.approx(n.visits * orm_prefers_seven(n.text)) for n in leaves)
+    assert M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
+                               orm_leaf=True), example()).prediction == "Answer: 7"
+
+
+def _hand_tree(priors):
+    graph = MASGraph.from_dict({"agents": [{"name": "a", "system_prompt": "a"}], "edges": [[-1, 0]]})
+    root = Node(graph.start("q"), init_visits=1)
+    root.visits = 10
+    spec = [("A", 5, 2.5, 0.0), ("B", 1, 0.2, 0.1), ("C", 0, 0.0, 0.0)]
+    for (text, visits, q_sum, init), prior in zip(spec, priors):
+        child = root.add_child(0, text, init_value=init, init_visits=1, info={"prior": prior})
+        child.visits, child.q_sum = visits, q_sum
+    return root
+
+
+def test_uct_selection_on_a_hand_built_tree():
+    root = _hand_tree([1 / 3] * 3)
+    q = {"A": 2.5 / 6, "B": 0.3 / 2, "C": 0.0}
+    n = {"A": 5, "B": 1, "C": 0}
+    for c in (0.0, 0.2, 2.0):
+        by_hand = {k: q[k] + c * math.sqrt(math.log(10 + 1) / (n[k] + 1)) for k in q}
+        assert M.select_child(root, "uct", c).text == max(by_hand, key=by_hand.get)
+    assert M.select_child(root, "uct", 0.0).text == "A"      # exploitation only
+    assert M.select_child(root, "uct", 2.0).text == "C"      # the unvisited child
+
+
+def test_puct_selection_follows_the_priors():
+    q = {"A": 2.5 / 6, "B": 0.15, "C": 0.0}
+    n = {"A": 5, "B": 1, "C": 0}
+    for priors, expected in (([0.7, 0.2, 0.1], "A"), ([0.1, 0.1, 0.8], "C"), ([0.05, 0.9, 0.05], "B")):
+        root = _hand_tree(priors)
+        by_hand = {k: q[k] + 1.0 * p * math.sqrt(10) / (1 + n[k]) for k, p in zip("ABC", priors)}
+        assert max(by_hand, key=by_hand.get) == expected
+        assert M.select_child(root, "puct", 1.0).text == expected
+
+
+def test_puct_priors_are_the_softmax_of_per_token_logprobs():
+    policy = FakePolicy(respond, score=lambda m, c: -2.0 * len(c.split()))
+    ctx = make_ctx(policy, prm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
+    root = M.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm")
+    priors = [c.info["prior"] for c in root.children]
+    assert priors == pytest.approx([1 / 3] * 3)        # equal per-token log-probs -> uniform
+    assert sum(priors) == pytest.approx(1.0)
+
+
+def test_logprob_aggregation():
+    steps = [LogProb(-4.0, 0, 2), LogProb(-2.0, 0, 6)]
+    assert aggregate_logprob(steps, "sum") == -6.0
+    assert aggregate_logprob(steps, "avg_token") == pytest.approx(-6.0 / 8)
+    assert aggregate_logprob(steps, "avg_step") == pytest.approx(-3.0)
+
+
+# --------------------------------------------------------------------------- voters
+
+
+def test_vote_majority_and_tie_rules():
+    # Grouped by numeric equality; the shortest member represents the group.
+    winner, groups = M.vote(["Answer: 3", "so the answer is 5", "Answer: 5"], [0.0] * 3)
+    assert winner == 2 and groups == [[0], [1, 2]]
+    # Equal group sizes: the shorter representative wins.
+    assert M.vote(["the final answer is 12", "Answer: 3"], [0.0, 0.0])[0] == 1
+    # Equal sizes and lengths: the earlier group wins.
+    assert M.vote(["Answer: 4", "Answer: 3"], [0.0, 0.0])[0] == 0
+
+
+def test_vote_weights_beat_the_majority_and_ties_fall_back_to_size():
+    answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
+    assert M.vote(answers, [math.log(0.1), math.log(0.1), math.log(0.9)])[0] == 2
+    assert M.vote(answers, [math.log(0.5), math.log(0.4), math.log(0.8)])[0] == 0   # 0.9 > 0.8
+    # Equal total weight: the larger group wins.
+    assert M.vote(answers, [math.log(0.25), math.log(0.25), math.log(0.5)])[0] == 0
+
+
+PATTERN = ["bad", "good plan", "bad", "bad", "good plan"]   # 3 runs answer 5, 2 answer 7
+
+
+def test_voters_on_the_scripted_world():
+    plain = METHODS["voter_plain"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5), example())
+    assert plain.prediction == "Answer: 5" and len(plain.candidates) == 5
+    prm = FakeScorer(prefers_good)
+    policy = FakePolicy(scripted_solver(PATTERN))
+    weighted = METHODS["voter_prm"].run(make_ctx(policy, prm=prm, voter_k=5), example())
+    assert weighted.prediction == "Answer: 7"
+    assert prm.batches == [10]                              # every step of every run in one forward
+    assert policy.calls == [("sample", 5), ("sample", 5)]   # the 5 runs advance together
+    logprob = METHODS["voter_logprob"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5), example())
+    assert logprob.prediction == "Answer: 5"
+    orm = METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), orm=FakeScorer(orm_prefers_seven),
+                                              voter_k=5), example())
+    assert orm.prediction == "Answer: 7"   # 2 x sigmoid(0.9) = 1.42 > 3 x sigmoid(-0.9) = 0.87
+
+
+def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
+    prm = FakeScorer(lambda t: {"bad": -0.5}.get(t.split("</step>")[-2][-3:], 0.2))
+    ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), prm=prm, voter_k=1)
+    runs = M.beam_search(ctx, [M.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None, temperature=1.0)
+    (log_w,) = M.VOTER_WEIGHTS["prm"](ctx, runs)
+    assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
+    floor = FakeScorer(lambda t: -1.0)
+    ctx.prm = floor
+    assert math.exp(M.VOTER_WEIGHTS["prm"](ctx, runs)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step

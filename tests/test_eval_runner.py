@@ -1,0 +1,174 @@
+"""The per-condition loop: log names and content, sidecars, skipping, FAILED, resume after a crash."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from conftest import FakePolicy
+from masprm.data import Example, LoadedData
+from masprm.eval.logs import COMPLETED, LogFiles, log_status
+from masprm.eval.runner import ModelSpec, run_conditions
+from test_eval_fakes import FakeScorer, chain_graph, prefers_good, respond, settings
+
+N = 4
+
+
+def data(n=N):
+    return LoadedData([Example(i, f"What is 3 + 4? (#{i})", "7", {}) for i in range(n)], skipped=1)
+
+
+SPECS = {"policy": ModelSpec("policy", "fake-policy"), "prm": ModelSpec("scorer", "fake-prm")}
+
+
+class World:
+    """Fake models handed out by spec, with a count of the examples each condition ran."""
+
+    def __init__(self, respond_fn=respond):
+        self.policy = FakePolicy(respond_fn)
+        self.prm = FakeScorer(prefers_good)
+        self.loaded: list[str] = []
+
+    def loader(self, spec):
+        self.loaded.append(spec.model_id)
+        return {"fake-policy": self.policy, "fake-prm": self.prm}[spec.model_id]
+
+    def run(self, tmp_path, methods, messages=None, **overrides):
+        s = settings(**{"dataset": "chain", "split": "test", "gen_model_id": "fake-policy", "prm_dir": "fake-prm",
+                        "seed": 14, "methods": methods, **overrides})
+        announce = (messages.append if messages is not None else lambda m: None)
+        return run_conditions(methods, s, chain_graph(), data(), SPECS, logs_dir=tmp_path, loader=self.loader,
+                              announce=announce)
+
+
+def test_conditions_write_named_logs_with_sidecars(tmp_path):
+    conds = World().run(tmp_path, ["single_pass", "sbs_prm", "mcts_prm"])
+    by = {c.method: c for c in conds}
+    for c in conds:
+        fp = c.manifest["fingerprint"]
+        assert c.files.log.name == f"chain_{c.method}_{fp}_fake-policy_14.txt"
+        for path in (c.files.log, c.files.records, c.files.manifest, c.files.summary):
+            assert path.is_file()
+        assert not c.files.partial.exists()
+        lines = c.files.log.read_text().splitlines()
+        assert lines[0] == f"=== START {c.method} | dataset=chain | N={N} | manifest={c.manifest_hash} ==="
+        assert lines[1] == f"[data] examples={N} skipped_no_gold=1"
+        assert lines[-1] == COMPLETED
+        assert sum(ln.startswith("[progress]") for ln in lines) == N   # one per example for N < 10
+        records = [json.loads(ln) for ln in c.files.records.read_text().splitlines()]
+        assert [r["index"] for r in records] == list(range(N))
+        assert {"index", "condition", "prediction", "gold", "correct", "candidates", "metrics"} <= set(records[0])
+    assert by["single_pass"].summary["accuracy"] == 0.0
+    assert by["sbs_prm"].summary["accuracy"] == 1.0 and by["mcts_prm"].summary["accuracy"] == 1.0
+    text = by["sbs_prm"].files.log.read_text()
+    assert "Accuracy (pass@1): 1.0000" in text and "Total Agent runs: 80" in text and "Total PRM calls: 80" in text
+    assert "Mean PRM calls per example: 20.00" in text
+
+
+def test_fingerprint_ignores_the_seed_but_not_the_condition_settings(tmp_path):
+    def names(**kw):
+        return {c.method: c.files.log.name for c in World().run(tmp_path / "x", ["sbs_prm", "mcts_prm"], **kw)}
+
+    a, b = names(), names(seed=24)
+    assert a["sbs_prm"].removesuffix("_14.txt") == b["sbs_prm"].removesuffix("_24.txt")
+    c = names(b1=2)
+    assert c["sbs_prm"] != a["sbs_prm"]          # b1 defines SBS ...
+    assert c["mcts_prm"] == a["mcts_prm"]        # ... but not MCTS
+
+
+def test_completed_conditions_are_loaded_instead_of_rerun(tmp_path):
+    first = World().run(tmp_path, ["single_pass", "sbs_prm"])
+    world, messages = World(), []
+    again = world.run(tmp_path, ["single_pass", "sbs_prm"], messages=messages)
+    assert world.policy.calls == [] and world.loaded == []
+    assert [c.summary for c in again] == [c.summary for c in first]
+    assert all("already COMPLETED" in m for m in messages) and len(messages) == 2
+
+
+def _crash_on(marker, exc):
+    def fn(messages, k, rng):
+        if marker in messages[-1]["content"]:
+            raise exc
+        return respond(messages, k, rng)
+    return fn
+
+
+def test_crashing_examples_mark_the_condition_failed_and_are_retried(tmp_path):
+    (cond,) = World(_crash_on("(#2)", ValueError("model broke"))).run(tmp_path, ["single_pass"])
+    assert log_status(cond.files.log) == "FAILED" and cond.summary["errors"] == 1
+    assert cond.files.log.read_text().splitlines()[-1] == "FAILED (1 of 4 examples raised errors)"
+    bad = [json.loads(ln) for ln in cond.files.records.read_text().splitlines()][2]
+    assert bad["error"].startswith("ValueError: model broke") and bad["correct"] is False
+    # A rerun retries only the crashed example.
+    world = World()
+    (again,) = world.run(tmp_path, ["single_pass"])
+    assert again.summary["status"] == COMPLETED and again.summary["errors"] == 0
+    assert world.policy.calls == [("sample", 1), ("sample", 1)]
+
+
+def test_an_interrupted_condition_resumes_where_it_stopped(tmp_path):
+    with pytest.raises(KeyboardInterrupt):
+        World(_crash_on("(#2)", KeyboardInterrupt())).run(tmp_path / "a", ["sbs_prm"])
+    (partial,) = (tmp_path / "a").glob("*.partial.jsonl")
+    files = LogFiles(partial.with_name(partial.name.removesuffix(".partial.jsonl")))
+    assert log_status(files.log) is None                       # unfinished: not COMPLETED
+    assert len(files.partial.read_text().splitlines()) == 1 + 2  # header + examples 0 and 1
+    world, messages = World(), []
+    (resumed,) = world.run(tmp_path / "a", ["sbs_prm"], messages=messages)
+    assert "resuming, 2/4" in messages[0]
+    assert sum(1 for call in world.policy.calls if call == ("sample", 1)) == 2   # examples 2 and 3 only
+    (clean,) = World().run(tmp_path / "b", ["sbs_prm"])
+    assert resumed.files.records.read_text() == clean.files.records.read_text()
+    assert resumed.files.log.read_text() == clean.files.log.read_text()
+
+
+def test_results_do_not_depend_on_when_a_worker_loads_its_models(tmp_path):
+    # Loading a model initialises weights from the global RNG; it must not shift an example's sampling.
+    def random_solver(messages, k, rng):
+        if messages[0]["content"] == "solve":
+            return f"good plan {rng.randint(0, 9)}" if rng.random() < 0.5 else f"bad {rng.randint(0, 9)}"
+        return respond(messages, k, rng)
+
+    class RngEatingWorld(World):
+        def loader(self, spec):
+            self.policy.rng.random()          # what weight initialisation does to a real RNG
+            return super().loader(spec)
+
+    fresh = RngEatingWorld(random_solver)
+    (a,) = fresh.run(tmp_path / "a", ["sbs_prm"])
+    warm = RngEatingWorld(random_solver)
+    for spec in SPECS.values():                # a worker that already holds its models
+        warm.loader(spec)
+    (b,) = warm.run(tmp_path / "b", ["sbs_prm"])
+    assert a.files.records.read_text() == b.files.records.read_text()
+
+
+def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
+    from masprm.eval.runner import condition_manifest
+
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights-1")
+    specs = {**SPECS, "prm": ModelSpec("scorer", str(adapter))}
+    s = settings(dataset="chain", split="test", gen_model_id="fake-policy", seed=14)
+
+    def fp(graph=None):
+        return condition_manifest("sbs_prm", s, graph or chain_graph(), data(), specs)["fingerprint"]
+
+    before = fp()
+    copy = tmp_path / "elsewhere"
+    copy.mkdir()
+    (copy / "adapter_model.safetensors").write_bytes(b"weights-1")
+    specs["prm"] = ModelSpec("scorer", str(copy))
+    assert fp() != before           # the path is part of the identity ...
+    specs["prm"] = ModelSpec("scorer", str(adapter))
+    assert fp() == before
+    (adapter / "adapter_model.safetensors").write_bytes(b"weights-2")
+    assert fp() != before           # ... and so is the content
+    config = tmp_path / "team.yaml"
+    config.write_text(json.dumps({"agents": [{"name": "a", "system_prompt": "x"}], "edges": [[-1, 0]]}))
+    from masprm.graph import load_mas_config
+    one = fp(load_mas_config(config))
+    config.write_text(json.dumps({"agents": [{"name": "a", "system_prompt": "y"}], "edges": [[-1, 0]]}))
+    assert fp(load_mas_config(config)) != one
