@@ -1,0 +1,1 @@
+"""Pictures of the pipeline's outputs (matplotlib is imported only when drawing)."""

@@ -1,0 +1,252 @@
+"""Training-time MAS-MCTS: one search tree per example, labelled by outcome (SPEC §5).
+
+Each rollout walks from the question down to a finished trajectory. A node
+without children is expanded by sampling ``n_candidates`` outputs of the next
+runnable agent in one batched policy call; a node with children picks the
+child with the best UCT value. The finished path earns +1 when its final
+answer is correct and -1 otherwise (also for a dead end), and every node on
+it gets that reward backed up. When an expansion produces several terminal
+children, the rollout continues into one of them and the others are graded
+on the spot, so no finished trajectory is left without a label.
+
+``TreeJob`` wraps one example's search with its outputs (``<idx>.json`` and
+``<idx>.png``) so any worker, local or a Ray actor, can run it. The random
+choices come from ``random.Random(seed + idx)`` and the policy is reseeded
+with ``seed + idx`` first, so a tree does not depend on which worker made it.
+``run_trees`` runs the jobs of the examples whose tree is not on disk yet,
+which is what makes an interrupted run resumable. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable
+
+from masprm.graph import MASGraph
+from masprm.interfaces import Policy
+from masprm.cli import UsageError
+from masprm.io import atomic_write_json, read_json
+from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
+
+Grader = Callable[[str, "str | None"], bool]
+
+# Early stop (SPEC §5): the root value must move by more than MOVE_TOL to count
+# as progress, a value within SATURATION_TOL of +-1 is settled anyway, and the
+# search ends after STALE_LIMIT rollouts without progress.
+MOVE_TOL = 0.01
+SATURATION_TOL = 0.05
+STALE_LIMIT = 24
+
+
+@dataclass(frozen=True)
+class SearchSettings:
+    n_rollouts: int = 64
+    c: float = 4.0
+    n_candidates: int = 3
+    temperature: float = 0.7
+    top_p: float = 0.95
+    max_new_tokens: int | None = None  # cap on each agent's own max_new_tokens; None = no cap
+
+    def as_meta(self) -> dict[str, Any]:
+        return {"n_rollouts": self.n_rollouts, "c": self.c, "n_candidates": self.n_candidates,
+                "temperature": self.temperature, "top_p": self.top_p,
+                "max_new_tokens": self.max_new_tokens}
+
+
+@dataclass
+class EarlyStop:
+    """Counts rollouts after which the root value did not really move."""
+
+    last: float | None = None
+    stale: int = 0
+
+    def update(self, root_q: float) -> bool:
+        """Record the root value after a rollout; True when the search should stop."""
+        if self.last is None or abs(root_q - self.last) > MOVE_TOL:
+            self.last = root_q
+            self.stale = self.stale + 1 if abs(root_q) >= 1.0 - SATURATION_TOL else 0
+        else:
+            self.stale += 1
+        return self.stale >= STALE_LIMIT
+
+
+def default_grader() -> Grader:
+    from masprm.answers import is_correct  # imported late: answer checking is its own module
+    return is_correct
+
+
+@dataclass
+class TreeSearch:
+    """The search state of one example: its tree, its RNG and what it has cost."""
+
+    graph: MASGraph
+    policy: Policy
+    settings: SearchSettings
+    gold: str | None
+    rng: random.Random
+    grade: Grader
+    policy_calls: int = 0
+    agent_runs: int = 0          # candidates sampled
+    prompt_tokens: int = 0       # each call's prompt, counted once whatever n is
+    generated_tokens: int = 0
+
+    def reward(self, leaf: Node) -> float:
+        """+1 for a terminal leaf with a correct final answer, else -1 (cached on the node)."""
+        if "reward" not in leaf.info:
+            correct = leaf.is_terminal and self.grade(leaf.final_answer, self.gold)
+            leaf.info["reward"] = 1.0 if correct else -1.0
+        return leaf.info["reward"]
+
+    def expand(self, node: Node) -> list[Node]:
+        """One child per sampled output of the next runnable agent (no de-duplication)."""
+        agent = node.state.next_runnable()
+        cap = self.graph.agents[agent].max_new_tokens
+        if self.settings.max_new_tokens is not None:
+            cap = min(cap, self.settings.max_new_tokens)
+        [gens] = self.policy.sample([node.state.messages(agent)], self.settings.n_candidates,
+                                    temperature=self.settings.temperature,
+                                    top_p=self.settings.top_p, max_new_tokens=cap)
+        self.policy_calls += 1
+        self.agent_runs += len(gens)
+        self.prompt_tokens += gens[0].prompt_tokens if gens else 0
+        self.generated_tokens += sum(g.new_tokens for g in gens)
+        return [node.add_child(agent, g.text) for g in gens]
+
+    def rollout(self, root: Node) -> None:
+        path = [root]
+        node = root
+        while not node.is_terminal:
+            if node.children:
+                parent_visits = node.visits
+                node = argmax_child(node, lambda ch: uct_training(ch.q_mean, parent_visits,
+                                                                  ch.visits, self.settings.c))
+            else:
+                new = self.expand(node)
+                if not new:  # the policy returned nothing: a dead end
+                    break
+                terminal = [ch for ch in new if ch.is_terminal]
+                node = self.rng.choice(terminal or new)
+                for sibling in terminal:
+                    if sibling is not node:
+                        backup(path + [sibling], self.reward(sibling))
+            path.append(node)
+        backup(path, self.reward(node))
+
+    def run(self, root: Node) -> dict[str, Any]:
+        """All rollouts (or until the root value settles); returns the search statistics."""
+        stop = EarlyStop()
+        rollouts, settled = 0, False
+        while rollouts < self.settings.n_rollouts and not settled:
+            self.rollout(root)
+            rollouts += 1
+            settled = bool(root.children) and stop.update(root.q_mean)
+        return {"rollouts": rollouts, "early_stopped": settled and rollouts < self.settings.n_rollouts,
+                "nodes": sum(1 for _ in root.walk()), "policy_calls": self.policy_calls,
+                "agent_runs": self.agent_runs, "prompt_tokens": self.prompt_tokens,
+                "generated_tokens": self.generated_tokens}
+
+
+def build_tree(graph: MASGraph, question: str, gold: str | None, policy: Policy,
+               settings: SearchSettings, rng: random.Random,
+               grade: Grader | None = None) -> tuple[Node, dict[str, Any]]:
+    """Search one example; returns the root and the search statistics."""
+    search = TreeSearch(graph, policy, settings, gold, rng, grade or default_grader())
+    root = Node(graph.start(question))
+    stats = search.run(root)
+    return root, stats
+
+
+# --------------------------------------------------------------------------- one example's job
+
+
+def tree_path(out_dir: str | Path, idx: int) -> Path:
+    return Path(out_dir) / f"{idx}.json"
+
+
+@dataclass(frozen=True)
+class TreeJob:
+    """Search one example and write ``<idx>.json`` (and ``<idx>.png``); picklable for Ray.
+
+    ``run_meta`` holds what every tree of the run shares (dataset, split,
+    config, model); the example's own fields are added per tree.
+    """
+
+    graph: MASGraph
+    settings: SearchSettings
+    out_dir: str
+    seed: int
+    run_meta: dict[str, Any]
+    plot: bool = True
+    verbose: bool = False
+    grade: Grader | None = None
+
+    def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
+        example_seed = self.seed + example.idx
+        policy.reseed(example_seed)
+        root, stats = build_tree(self.graph, example.question, example.gold, policy, self.settings,
+                                 random.Random(example_seed), self.grade)
+        tree = node_to_json(root)
+        tree["meta"] = {
+            **self.run_meta, "index": example.idx, "gold": example.gold,
+            "example_meta": example.meta, "search": self.settings.as_meta(),
+            "seed": self.seed, "example_seed": example_seed, "stats": stats,
+        }
+        json_path = tree_path(self.out_dir, example.idx)
+        if self.plot:  # the picture first: the JSON marks the example as finished
+            from masprm.plots.tree_plot import save_tree_png
+            save_tree_png(tree, json_path.with_suffix(".png"))
+        atomic_write_json(json_path, tree)
+        summary = {"idx": example.idx, "path": str(json_path), "root_q": root.q_mean, **stats}
+        if self.verbose:
+            from masprm.plots.tree_plot import tree_report
+            summary["report"] = tree_report(tree)
+        return summary
+
+
+# --------------------------------------------------------------------------- a whole run
+
+
+def check_same_selection(out_dir: str | Path, example: Any) -> None:
+    """An existing tree must be of the same example: the folder name records no seed or data file.
+
+    Checking one tree is enough: another --seed or data file reorders the whole selection.
+    """
+    path = tree_path(out_dir, example.idx)
+    if read_json(path).get("node_text") != example.question:
+        raise UsageError(f"{path} was built for another question than example {example.idx} of this "
+                         "run (another --seed or data file?); use another --out_root or move the folder")
+
+
+def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *, workers: int | None = 1,
+              use_ray: bool = False, gpus_per_worker: float = 0.0,
+              log: Callable[[str], None] | None = None) -> tuple[int, list[tuple[int, str]]]:
+    """Build the trees not yet on disk; returns (trees written, [(idx, error), ...]).
+
+    A tree already written is never redone, so a run that was interrupted
+    resumes where it stopped; an example that failed is simply retried by
+    the next run.
+    """
+    from tqdm.auto import tqdm
+
+    from masprm.parallel import map_examples
+
+    log = log or tqdm.write
+    pending, done = [], []
+    for example in examples:
+        (done if tree_path(job.out_dir, example.idx).exists() else pending).append(example)
+    if done:
+        check_same_selection(job.out_dir, done[0])
+    log(f"{len(examples)} examples, {len(done)} trees already in {job.out_dir}, {len(pending)} to build")
+    written, failed = 0, []
+    for example, summary, error in map_examples(setup, job, pending, workers=workers, use_ray=use_ray,
+                                                num_gpus_per_worker=gpus_per_worker, desc="trees"):
+        if error is not None:
+            failed.append((example.idx, error))
+            log(f"example {example.idx} failed: {error}")
+            continue
+        written += 1
+        if "report" in summary:
+            log(summary["report"])
+    return written, failed

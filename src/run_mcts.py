@@ -1,0 +1,109 @@
+"""Stage 1: MAS-MCTS search trees for training (SPEC §5).
+
+    python src/run_mcts.py --dataset gsm8k --split train --n 2 --seed 42 \
+        --n_rollouts 2 --search_c 4 --n_candidates 3 --mas_config configs/gsm8k.yaml \
+        --load_in_4bit --no_compile
+
+writes one tree per example to
+``results/<dataset>_res_<split>_<model>_r<R>_c<C>_cand<K>_t<T>_p<P>/<idx>.json``
+(and ``<idx>.png`` unless ``--no_plot``). Trees already there are kept, so
+rerunning the same command resumes an interrupted run. ``--ray`` spreads the
+examples over local Ray actors, each with its own copy of the model.
+"""
+
+import sys, pathlib  # noqa: E401
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from functools import partial  # noqa: E402
+
+from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
+from masprm.graph import load_mas_config  # noqa: E402
+from masprm.runs import default_config_path, run_folder_name  # noqa: E402
+from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees  # noqa: E402
+
+
+def build_parser() -> ArgumentParser:
+    from masprm.models.loading import add_model_args
+
+    ap = ArgumentParser(description="Generate MAS-MCTS search trees labelled by final-answer correctness.")
+    ap.add_argument("--dataset", default="gsm8k",
+                    help="dataset name: gsm8k (default), competition_math, mmlu, toy, ...")
+    ap.add_argument("--split", default="train", help="dataset split (default: train)")
+    ap.add_argument("--n", type=int, default=None, help="number of examples (default: all)")
+    ap.add_argument("--seed", type=int, default=42,
+                    help="data selection and per-example sampling seed (default: 42)")
+    ap.add_argument("--data_file", default=None, help="local JSON/JSONL/Parquet file in the hub schema")
+    ap.add_argument("--mas_config", default=None, help="MAS config YAML (default: configs/<dataset>.yaml)")
+    ap.add_argument("--model_id", default="Qwen/Qwen2.5-1.5B-Instruct",
+                    help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
+    add_model_args(ap)
+    ap.add_argument("--n_rollouts", type=int, default=64, help="rollouts per example (default: 64; paper: 40)")
+    ap.add_argument("--search_c", type=float, default=4.0, help="UCT exploration constant (default: 4)")
+    ap.add_argument("--n_candidates", type=int, default=3, help="samples per expansion (default: 3)")
+    ap.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default: 0.7)")
+    ap.add_argument("--top_p", type=float, default=0.95, help="nucleus sampling (default: 0.95)")
+    ap.add_argument("--max_new_tokens", type=int, default=None,
+                    help="cap on every agent's max_new_tokens (default: the config's values)")
+    ap.add_argument("--ray", action="store_true", help="spread examples over local Ray actors")
+    ap.add_argument("--actors", type=int, default=None,
+                    help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
+    ap.add_argument("--gpus_per_actor", type=float, default=1.0,
+                    help="GPU share of each Ray actor (default: 1; without GPUs actors use CPUs)")
+    ap.add_argument("--out_root", default="results", help="folder that holds the run folders (default: results)")
+    ap.add_argument("--no_plot", action="store_true", help="do not draw <idx>.png next to each tree")
+    ap.add_argument("--verbose", action="store_true",
+                    help="print the top of each tree and its three most visited rollouts")
+    return ap
+
+
+def validate(args) -> None:
+    check(args.n is None or args.n >= 1, f"--n must be >= 1, got {args.n}")
+    check(args.n_rollouts >= 1, f"--n_rollouts must be >= 1, got {args.n_rollouts}")
+    check(args.n_candidates >= 1, f"--n_candidates must be >= 1, got {args.n_candidates}")
+    check(args.search_c >= 0, f"--search_c must be >= 0, got {args.search_c}")
+    check(args.temperature > 0, f"--temperature must be > 0, got {args.temperature}")
+    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
+    check(args.max_new_tokens is None or args.max_new_tokens >= 1,
+          f"--max_new_tokens must be >= 1, got {args.max_new_tokens}")
+    check(args.actors is None or args.actors >= 1, f"--actors must be >= 1, got {args.actors}")
+    check(args.gpus_per_actor >= 0, f"--gpus_per_actor must be >= 0, got {args.gpus_per_actor}")
+    check(args.actors is None or args.ray, "--actors needs --ray")
+
+
+def main() -> int:
+    args = build_parser().parse_args()
+    validate(args)
+    from masprm.data import dataset_names, load_examples
+    from masprm.models.loading import options_from_args
+    from masprm.models.policy import HFPolicy
+
+    # The cheap checks first: a bad name or config must not wait for the data.
+    check(args.dataset in dataset_names(),
+          f"--dataset: unknown dataset {args.dataset!r} (known: {', '.join(dataset_names())})")
+    config = args.mas_config or default_config_path(args.dataset)
+    graph = load_mas_config(config)
+    loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
+    if loaded.skipped:
+        print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
+
+    settings = SearchSettings(n_rollouts=args.n_rollouts, c=args.search_c, n_candidates=args.n_candidates,
+                              temperature=args.temperature, top_p=args.top_p,
+                              max_new_tokens=args.max_new_tokens)
+    out_dir = pathlib.Path(args.out_root) / run_folder_name(
+        args.dataset, args.split, args.model_id, args.n_rollouts, args.search_c, args.n_candidates,
+        args.temperature, args.top_p, config)
+    run_meta = {"dataset": args.dataset, "split": args.split, "config": config, "model": args.model_id,
+                "data_file": args.data_file}
+    job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
+                  verbose=args.verbose)
+    setup = partial(HFPolicy, args.model_id, options_from_args(args))
+    written, failed = run_trees(job, setup, loaded.examples, workers=args.actors if args.ray else 1,
+                                use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0)
+    print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "
+                                                    "(rerun the same command to retry them)" if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

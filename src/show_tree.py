@@ -1,0 +1,53 @@
+"""Show a stage-1 search tree: a PNG picture and/or indented text.
+
+    python src/show_tree.py results/<run>/0.json              # writes results/<run>/0.png
+    python src/show_tree.py results/<run>/0.json --text       # prints the tree
+    python src/show_tree.py results/<run>/0.json --text --out tree.png --max_depth 3
+"""
+
+import pathlib
+import sys
+
+sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+
+from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
+from masprm.io import read_json  # noqa: E402
+from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text  # noqa: E402
+
+
+def main() -> int:
+    ap = ArgumentParser(description="Render a stage-1 tree JSON as a PNG and/or indented text.")
+    ap.add_argument("tree", help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
+    ap.add_argument("--out", default=None,
+                    help="PNG to write (default: next to the tree, same name; with --text only when given)")
+    ap.add_argument("--text", action="store_true", help="print the tree as indented text")
+    ap.add_argument("--max_depth", type=int, default=None, help="text: deepest level shown")
+    ap.add_argument("--max_children", type=int, default=None, help="text: children shown per node")
+    ap.add_argument("--rollouts", type=int, default=0,
+                    help="text: also list the N most visited finished rollouts with their reward")
+    args = ap.parse_args()
+    for flag in ("max_depth", "max_children"):
+        value = getattr(args, flag)
+        check(value is None or value >= 0, f"--{flag} must be >= 0, got {value}")
+    check(args.rollouts >= 0, f"--rollouts must be >= 0, got {args.rollouts}")
+
+    tree = read_json(args.tree)
+    check(isinstance(tree, dict) and "visits" in tree and isinstance(tree.get("children"), list),
+          f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
+
+    if args.text:
+        if args.rollouts:
+            print(tree_report(tree, k=args.rollouts, max_depth=args.max_depth,
+                              max_children=args.max_children))
+        else:
+            print(tree_text(tree, args.max_depth, args.max_children))
+    if args.out or not args.text:
+        out = pathlib.Path(args.out) if args.out else pathlib.Path(args.tree).with_suffix(".png")
+        check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
+        save_tree_png(tree, out)
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

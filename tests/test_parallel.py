@@ -1,0 +1,146 @@
+"""The shared example runner: in-process and on local Ray actors (CPU only)."""
+
+from __future__ import annotations
+
+import json
+import logging
+from dataclasses import dataclass, field
+from functools import partial
+
+import pytest
+
+from masprm.cli import UsageError
+from masprm.graph import MASGraph
+from masprm.parallel import map_examples
+from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+
+ITEMS = list(range(8))
+
+
+# Module-level, so Ray actors can unpickle them by reference.
+def make_state(offset: int) -> dict:
+    return {"offset": offset, "setups": 1}
+
+
+def add_offset(state: dict, item: int) -> int:
+    if item == 3:
+        raise ValueError(f"item {item} is broken")
+    return item + state["offset"]
+
+
+def bad_setup() -> None:
+    raise UsageError("--model_id nowhere: no such model folder")
+
+
+def crashing_setup() -> None:
+    raise RuntimeError("out of memory")
+
+
+def collect(outcomes):
+    return {item: (result, error) for item, result, error in outcomes}
+
+
+def check_outcomes(got: dict) -> None:
+    assert sorted(got) == ITEMS  # every item exactly once
+    assert all(got[i] == (i + 100, None) for i in ITEMS if i != 3)
+    result, error = got[3]
+    assert result is None and error.startswith("ValueError: item 3 is broken (at test_parallel.py:")
+
+
+def test_local_runs_setup_once_and_reports_failures_per_item():
+    setups = []
+
+    def setup():
+        setups.append(1)
+        return make_state(100)
+
+    outcomes = list(map_examples(setup, add_offset, ITEMS, progress=False))
+    assert [item for item, _, _ in outcomes] == ITEMS  # in order, in this process
+    check_outcomes(collect(outcomes))
+    assert len(setups) == 1
+
+
+def test_local_setup_usage_error_stops_the_run():
+    with pytest.raises(UsageError, match="no such model folder"):
+        list(map_examples(bad_setup, add_offset, ITEMS, progress=False))
+
+
+def test_nothing_to_do_starts_nothing():
+    assert list(map_examples(bad_setup, add_offset, [], use_ray=True)) == []
+
+
+@pytest.fixture(scope="module")
+def local_ray():
+    ray = pytest.importorskip("ray")
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             object_store_memory=100 * 1024 * 1024)
+    yield ray
+    ray.shutdown()
+
+
+def test_ray_two_workers_same_outcomes(local_ray):
+    got = collect(map_examples(partial(make_state, 100), add_offset, ITEMS, workers=2, use_ray=True,
+                               num_gpus_per_worker=1.0, progress=False))  # no GPU here: CPU actors
+    check_outcomes(got)
+
+
+def test_ray_setup_errors_reach_the_driver(local_ray):
+    with pytest.raises(UsageError, match="^--model_id nowhere: no such model folder$"):
+        list(map_examples(bad_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
+    with pytest.raises(RuntimeError, match="worker setup failed: RuntimeError: out of memory"):
+        list(map_examples(crashing_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
+
+
+def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
+    monkeypatch.setattr(local_ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
+    with pytest.raises(UsageError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
+        list(map_examples(partial(make_state, 0), add_offset, ITEMS, workers=2, use_ray=True,
+                          num_gpus_per_worker=1.0, progress=False))
+
+
+# --------------------------------------------------------------------------- trees on the tiny model
+
+
+@dataclass(frozen=True)
+class Example:
+    idx: int
+    question: str
+    gold: str
+    meta: dict = field(default_factory=dict)
+
+
+TEAM = MASGraph.from_dict({
+    "agents": [{"name": "reader", "system_prompt": "Read the question.", "max_new_tokens": 6},
+               {"name": "solver", "system_prompt": "Solve it. End with Answer: <number>.", "max_new_tokens": 6}],
+    "edges": [[-1, 0], [-1, 1], [0, 1]],
+})
+
+
+def one_thread_policy(model_dir: str):
+    """The tiny model with one torch thread in every process, so float sums match bit for bit."""
+    import torch
+
+    from masprm.models.loading import ModelOptions
+    from masprm.models.policy import HFPolicy
+
+    torch.set_num_threads(1)
+    return HFPolicy(model_dir, ModelOptions(device_map="cpu"))
+
+
+def test_ray_trees_equal_single_process_trees(tmp_path, tiny_model_dir, local_ray):
+    examples = [Example(i, f"Tom has {i} apples and buys 3 more. How many now?", str(i + 3)) for i in range(3)]
+    setup = partial(one_thread_policy, str(tiny_model_dir))
+    settings = SearchSettings(n_rollouts=3, n_candidates=2, temperature=1.0, top_p=0.95)
+    meta = {"dataset": "toy", "split": "train", "config": "team", "model": str(tiny_model_dir)}
+    quiet = lambda line: None  # noqa: E731
+    for name, kw in (("single", {}), ("ray", {"use_ray": True, "workers": 2})):
+        job = TreeJob(TEAM, settings, str(tmp_path / name), 7, meta, plot=False)
+        assert run_trees(job, setup, examples, log=quiet, **kw) == (3, [])
+    for i in range(3):
+        single = json.loads((tmp_path / "single" / f"{i}.json").read_text())
+        assert single == json.loads((tmp_path / "ray" / f"{i}.json").read_text())
+        assert single["meta"]["stats"]["policy_calls"] >= 2
+    # Sampling really depends on the example seed: not every tree is the same.
+    texts = {json.dumps([c["node_text"] for c in json.loads((tmp_path / "single" / f"{i}.json").read_text())["children"]])
+             for i in range(3)}
+    assert len(texts) > 1

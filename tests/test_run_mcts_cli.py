@@ -1,0 +1,169 @@
+"""`src/run_mcts.py` and `src/show_tree.py` as a user runs them (tiny model, local data, CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+RUN_MCTS = REPO / "src" / "run_mcts.py"
+SHOW_TREE = REPO / "src" / "show_tree.py"
+
+GSM8K_ROWS = [
+    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "3 + 4 = 7\n#### 7"},
+    {"question": "A box holds 6 pens. How many pens are in 2 boxes?", "answer": "6 * 2 = 12\n#### 12"},
+    {"question": "Ann had 9 cards and gave away 5. How many are left?", "answer": "no final answer here"},
+]
+TEAM = {  # the shape of configs/gsm8k.yaml, used if that file is not in the repo
+    "agents": [{"name": n, "system_prompt": f"You are the {n}."} for n in ("Reader", "Planner", "Solver", "Verifier")],
+    "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2], [-1, 3], [2, 3]],
+}
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    """A folder laid out like the repo: configs/gsm8k.yaml (short outputs, so the test is quick) and data."""
+    shipped = REPO / "configs" / "gsm8k.yaml"
+    config = yaml.safe_load(shipped.read_text()) if shipped.is_file() else TEAM
+    for agent in config["agents"]:
+        agent["max_new_tokens"] = 6
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "gsm8k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
+    return tmp_path
+
+
+def run(script: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+
+
+SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "--n_rollouts", "2",
+         "--search_c", "4", "--n_candidates", "3", "--mas_config", "configs/gsm8k.yaml", "--load_in_4bit",
+         "--no_compile"]  # the seed README's smoke test, verbatim
+
+
+def test_readme_smoke_command_writes_the_documented_folder_and_resumes(workdir, tiny_model_dir, monkeypatch,
+                                                                        capsys):
+    args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "gsm8k.jsonl"]
+    proc = run(RUN_MCTS, args, workdir)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    folder = workdir / "results" / f"gsm8k_res_train_{Path(tiny_model_dir).name}_r2_c4_cand3_t0p7_p0p95"
+    assert sorted(p.name for p in folder.iterdir()) == ["0.json", "0.png", "1.json", "1.png"]
+    golds = set()
+    for i in range(2):
+        tree = json.loads((folder / f"{i}.json").read_text())
+        meta = tree["meta"]
+        assert meta["index"] == i and meta["dataset"] == "gsm8k" and meta["split"] == "train"
+        assert meta["config"] == "configs/gsm8k.yaml" and meta["model"] == str(tiny_model_dir)
+        assert meta["search"]["n_rollouts"] == 2 and meta["search"]["c"] == 4 and meta["seed"] == 42
+        assert tree["visits"] >= 2 and len(tree["children"]) == 3  # three candidates for the first agent
+        golds.add(meta["gold"])
+    assert golds == {"7", "12"}  # the row without a gold answer was skipped
+    assert "skipped 1" in proc.stderr and "trees" in proc.stderr  # the count and the progress bar
+
+    stamps = {p.name: p.stat().st_mtime_ns for p in folder.iterdir()}
+    monkeypatch.chdir(workdir)
+    code, out, _ = call_main(monkeypatch, capsys, args)  # the rerun loads no model: nothing to do
+    assert code == 0 and "2 trees already" in out and "0 to build" in out
+    assert {p.name: p.stat().st_mtime_ns for p in folder.iterdir()} == stamps
+
+    code, out, _ = call_main(monkeypatch, capsys, [str(folder / "0.json"), "--text", "--max_depth", "1"],
+                             script="show_tree")
+    assert code == 0 and out.startswith("ROOT [N=")
+    assert out.count("-> agent 0") == 3 and "-> agent 1" not in out
+    code, _, _ = call_main(monkeypatch, capsys, [str(folder / "1.json"), "--out", "pic.png"], script="show_tree")
+    assert code == 0 and (workdir / "pic.png").read_bytes()[:4] == b"\x89PNG"
+
+
+def test_bad_input_subprocess_is_one_line(workdir):
+    proc = run(RUN_MCTS, ["--dataset", "nosuchset"], workdir)
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "unknown dataset 'nosuchset'" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") -> tuple[int, str, str]:
+    """Run a CLI in this process: fast, and run_mcts loads no model before the input is checked."""
+    import importlib
+
+    from masprm.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(importlib.import_module(script).main)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--n", "0"], "--n must be >= 1, got 0"),
+    (["--top_p", "1.5"], "--top_p must be in (0, 1]"),
+    (["--n_candidates", "0"], "--n_candidates must be >= 1"),
+    (["--actors", "2"], "--actors needs --ray"),
+    (["--data_file", "missing.jsonl"], "missing.jsonl"),
+    (["--data_file", "broken.jsonl"], "broken.jsonl"),
+    (["--mas_config", "configs/nothere.yaml"], "configs/nothere.yaml: MAS config not found"),
+    (["--mas_config", "configs/cycle.yaml"], "cycle among agents"),
+    (["--dataset", "svamp"], "svamp.yaml: MAS config not found"),  # default config: configs/<dataset>.yaml
+    (["--n_rollouts", "many"], "invalid int value"),
+])
+def test_bad_input_is_one_clear_line_and_exit_2(workdir, monkeypatch, capsys, args, message):
+    monkeypatch.chdir(workdir)
+    (workdir / "broken.jsonl").write_text('{"question": "unterminated\n')
+    (workdir / "configs" / "cycle.yaml").write_text(yaml.safe_dump({
+        "agents": [{"name": "a", "system_prompt": "x"}, {"name": "b", "system_prompt": "y"}],
+        "edges": [[-1, 0], [0, 1], [1, 0]]}))
+    (workdir / "svamp.json").write_text(json.dumps([{"Body": "Sam has 2 cats.", "Question": "How many?",
+                                                     "Answer": 2}]))
+    if "--data_file" not in args:
+        args = args + ["--data_file", "svamp.json" if "svamp" in args else "gsm8k.jsonl"]
+    (workdir / "results" / "keep").mkdir(parents=True)
+    (workdir / "results" / "keep" / "0.json").write_text("{}")
+    code, _, err = call_main(monkeypatch, capsys, args)
+    assert code == 2
+    # The last line is ours; above it, `datasets` may log its own complaint about a malformed file.
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("run_mcts.py: error: ") and message in last, err
+    if "broken.jsonl" not in args:
+        assert err.strip() == last
+    assert (workdir / "results" / "keep" / "0.json").read_text() == "{}"  # nothing already written is touched
+
+
+def test_show_tree_rejects_what_is_not_a_tree(tmp_path):
+    (tmp_path / "x.json").write_text('{"pairs": []}')
+    proc = run(SHOW_TREE, [str(tmp_path / "x.json")], tmp_path)
+    assert proc.returncode == 2 and "not a search tree" in proc.stderr and "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- run-folder names (SPEC §1)
+
+
+def test_run_folder_name_of_the_seed_readme():
+    from masprm.runs import run_folder_name
+
+    assert run_folder_name("gsm8k", "train", "Qwen/Qwen2.5-1.5B-Instruct", 40, 4.0, 3, 0.7, 0.95,
+                           "configs/gsm8k.yaml") == "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
+
+
+def test_run_folder_name_parts(tmp_path):
+    from masprm.runs import dataset_tag, dataset_tag_of_run, format_number, model_tag
+
+    assert [format_number(x) for x in (4.0, 0.7, 0.95, 1, 1e-5, 2.5)] == ["4", "0p7", "0p95", "1", "1e-05", "2p5"]
+    local = tmp_path / "models" / "tiny-policy"
+    local.mkdir(parents=True)
+    assert model_tag(str(local) + "/") == "tiny-policy"  # a local folder: its last component
+    assert model_tag("Qwen/Qwen2.5-7B-Instruct") == "Qwen_Qwen2.5-7B-Instruct"
+    assert dataset_tag("gsm8k", None) == "gsm8k"
+    assert dataset_tag("gsm8k", "configs/gsm8k.yaml") == "gsm8k"
+    assert dataset_tag("gsm8k", "configs/gsm8k_refine.yaml") == "gsm8k_refine"
+    assert dataset_tag("gsm8k", "other/single.yaml") == "gsm8k_single"
+    assert dataset_tag_of_run("results/gsm8k_refine_res_train_m_r4_c4_cand3_t0p7_p0p95") == "gsm8k_refine"
+    with pytest.raises(ValueError):
+        dataset_tag_of_run("results/whatever")
