@@ -167,6 +167,15 @@ def _one_line(err: BaseException) -> str:
     return ": ".join(parts)[:300]
 
 
+def _quiet_datasets():
+    """Import ``datasets`` with its progress bars and error logs off: failures become one UsageError line."""
+    import datasets
+
+    datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
+    datasets.utils.logging.disable_progress_bar()
+    return datasets
+
+
 def read_data_file(path: str | Path) -> list[dict]:
     """Every record of a local JSON / JSONL / Parquet file, through ``datasets``."""
     path = Path(path)
@@ -176,8 +185,7 @@ def read_data_file(path: str | Path) -> list[dict]:
     if fmt is None:
         raise UsageError(f"{path}: unsupported data file type {path.suffix!r} "
                          f"(expected one of {', '.join(FILE_FORMATS)})")
-    import datasets
-
+    datasets = _quiet_datasets()
     try:
         ds = datasets.load_dataset(fmt, data_files=str(path), split="train")
     except Exception as err:  # datasets reports parse errors with many exception types
@@ -186,8 +194,7 @@ def read_data_file(path: str | Path) -> list[dict]:
 
 
 def read_hub_split(hub_id: str, config: str | None, split: str, name: str) -> list[dict]:
-    import datasets
-
+    datasets = _quiet_datasets()
     try:
         ds = datasets.load_dataset(hub_id, config, split=split)
     except Exception as err:  # offline, gated, renamed: all mean "use a local copy"

@@ -21,24 +21,11 @@ from masprm.eval.registry import EvalContext, MethodResult, register_method
 from masprm.graph import RoutingState
 from masprm.search.node import Node, argmax_child, backup, puct, uct_inference
 
-# Settings that define each condition (they go into the log fingerprint). Methods not
-# listed here (e.g. handoff ones) are fingerprinted with every experiment setting.
+# The flags that define each condition: they go into the log fingerprint.
 _COMMON = ("top_p", "max_new_tokens")
 _SBS = _COMMON + ("b1", "b2", "sbs_temperature")
 _MCTS = _COMMON + ("n_simulations", "max_children", "c_uct", "uct_type", "mcts_temperature")
 _VOTER = _COMMON + ("voter_k", "sbs_temperature")
-CONDITION_SETTINGS: dict[str, tuple[str, ...]] = {
-    "single_pass": _COMMON + ("sbs_temperature",),
-    "sbs_prm": _SBS + ("view_mode",),
-    "sbs_logprob": _SBS + ("logprob_agg",),
-    "mcts_prm": _MCTS + ("view_mode", "orm_leaf"),
-    "mcts_logprob": _MCTS + ("logprob_agg",),
-    "mcts_orm": _MCTS,
-    "voter_plain": _VOTER,
-    "voter_prm": _VOTER + ("view_mode",),
-    "voter_logprob": _VOTER + ("logprob_agg",),
-    "voter_orm": _VOTER,
-}
 
 
 def scorers_needed(method: str, settings: Any) -> set[str]:
@@ -94,17 +81,17 @@ def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: s
     return MethodResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
 
 
-@register_method("single_pass")
+@register_method("single_pass", settings=_COMMON + ("sbs_temperature",))
 def single_pass(ctx: EvalContext, example: Any) -> MethodResult:
     return sbs(ctx, example, width=1, branching=1, scorer=None)
 
 
-@register_method("sbs_prm", needs=("prm",))
+@register_method("sbs_prm", needs=("prm",), settings=_SBS + ("view_mode",))
 def sbs_prm(ctx: EvalContext, example: Any) -> MethodResult:
     return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="prm")
 
 
-@register_method("sbs_logprob")
+@register_method("sbs_logprob", settings=_SBS + ("logprob_agg",))
 def sbs_logprob(ctx: EvalContext, example: Any) -> MethodResult:
     return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="logprob")
 
@@ -185,17 +172,17 @@ def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -
                         {"tree_nodes": nodes, "terminal_visited": len(visited)})
 
 
-@register_method("mcts_prm", needs=("prm",))
+@register_method("mcts_prm", needs=("prm",), settings=_MCTS + ("view_mode", "orm_leaf"))
 def mcts_prm(ctx: EvalContext, example: Any) -> MethodResult:
     return mcts(ctx, example, step_scorer="prm", leaf_value="orm" if ctx.settings.orm_leaf else "prm")
 
 
-@register_method("mcts_logprob")
+@register_method("mcts_logprob", settings=_MCTS + ("logprob_agg",))
 def mcts_logprob(ctx: EvalContext, example: Any) -> MethodResult:
     return mcts(ctx, example, step_scorer="logprob", leaf_value="logprob")
 
 
-@register_method("mcts_orm", needs=("orm",))
+@register_method("mcts_orm", needs=("orm",), settings=_MCTS)
 def mcts_orm(ctx: EvalContext, example: Any) -> MethodResult:
     return mcts(ctx, example, step_scorer="orm", leaf_value="orm")
 
@@ -273,8 +260,9 @@ def voter(ctx: EvalContext, example: Any, weighting: str) -> MethodResult:
     return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
 
 
-for _weighting, _needs in (("plain", ()), ("prm", ("prm",)), ("logprob", ()), ("orm", ("orm",))):
-    register_method(f"voter_{_weighting}", needs=_needs)(
+for _weighting, _needs, _extra in (("plain", (), ()), ("prm", ("prm",), ("view_mode",)),
+                                   ("logprob", (), ("logprob_agg",)), ("orm", ("orm",), ())):
+    register_method(f"voter_{_weighting}", needs=_needs, settings=_VOTER + _extra)(
         lambda ctx, example, _w=_weighting: voter(ctx, example, _w))
 
 

@@ -71,13 +71,14 @@ class Method:
     needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
     family: str = "static"                # "static" or "handoff": the two cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
+    settings: tuple[str, ...] = ()        # the flags that define a condition (its log fingerprint)
 
 
 METHODS: dict[str, Method] = {}
 
 
 def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
-                    summarize: Callable[[list[dict]], dict] | None = None):
+                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = ()):
     unknown = set(needs) - set(SCORER_ROLES)
     if unknown:
         raise ValueError(f"unknown scorer roles {sorted(unknown)}")
@@ -85,7 +86,7 @@ def register_method(name: str, *, needs: Sequence[str] = (), family: str = "stat
     def decorator(fn: Callable[[EvalContext, Any], MethodResult]):
         if name in METHODS:
             raise ValueError(f"method {name!r} registered twice")
-        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize)
+        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize, tuple(settings))
         return fn
 
     return decorator

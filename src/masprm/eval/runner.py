@@ -24,7 +24,7 @@ from masprm.answers import answers_equal, is_correct
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, path_identity, progress_line,
                               render_log, resumable_records, stable_hash, start_line, write_condition)
-from masprm.eval.methods import CONDITION_SETTINGS, scorers_needed
+from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
 from masprm.graph import MASGraph
@@ -153,7 +153,7 @@ def _model_identity(spec: ModelSpec) -> dict:
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
     """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
-    names = CONDITION_SETTINGS.get(method) or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
+    names = METHODS[method].settings or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
     data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
                 "data_file": path_identity(settings.data_file)}
     if settings.dataset == "competition_math":

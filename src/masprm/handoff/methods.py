@@ -28,7 +28,7 @@ PAIRED = ("handoff_policy", "handoff_prm")   # (baseline, treatment) of the pair
 # section is part of the MAS config, which the fingerprint covers by content.
 _COMMON = ("handoff_candidates", "min_turns", "max_turns", "allow_self_handoff", "handoff_temperature",
            "sbs_temperature", "top_p", "max_new_tokens")
-CONDITION_SETTINGS: dict[str, tuple[str, ...]] = {
+_SETTINGS: dict[str, tuple[str, ...]] = {
     "handoff_fixed": _COMMON + ("handoff_logprob_agg",),
     "handoff_random": _COMMON + ("handoff_logprob_agg", "random_fixed_horizon"),
     "handoff_policy": _COMMON + ("handoff_logprob_agg",),
@@ -112,7 +112,7 @@ def format_paired_comparison(result: dict) -> list[str]:
 
 def _register(name: str, mode: str, scorer: str) -> None:
     needs = ("handoff_prm",) if scorer == "prm" else ()
-    register_method(name, needs=needs, family="handoff", summarize=summarize)(
+    register_method(name, needs=needs, family="handoff", summarize=summarize, settings=_SETTINGS[name])(
         lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer))
 
 
