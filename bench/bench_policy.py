@@ -15,7 +15,6 @@ import pathlib
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
 
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -23,6 +22,7 @@ from masprm.cli import ArgumentParser, run_cli  # noqa: E402
 from masprm.models.loading import ModelOptions  # noqa: E402
 from masprm.models.policy import HFPolicy  # noqa: E402
 from masprm.models.tiny import build_tiny_model  # noqa: E402
+from _timing import timed  # noqa: E402  (bench/ is on the path when run as a script)
 
 SIZES = {  # name -> build_tiny_model arguments
     "tiny (h64, 2 layers)": dict(hidden_size=64, num_layers=2, intermediate_size=128),
@@ -39,14 +39,6 @@ QUESTIONS = [
 ]
 PROMPTS = [[{"role": "system", "content": SYSTEM}, {"role": "user", "content": q}] for q in QUESTIONS]
 COMPLETION = "23 - 7 = 16. 16 + 12 = 28. Answer: 28"
-
-
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 @torch.no_grad()

@@ -17,7 +17,6 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
 import json  # noqa: E402
 import random  # noqa: E402
 import tempfile  # noqa: E402
-import time  # noqa: E402
 
 import torch  # noqa: E402
 
@@ -26,6 +25,7 @@ from masprm.models.scorer import load_scorer  # noqa: E402
 from masprm.models.tiny import build_tiny_model  # noqa: E402
 from masprm.state_text import DEFAULT_SEPARATOR, join_steps  # noqa: E402
 from masprm.train import TrainConfig, train_scorer  # noqa: E402
+from _timing import timed  # noqa: E402  (bench/ is on the path when run as a script)
 
 STEP_TEMPLATES = [
     "Numbers: {a} and {b}.",
@@ -59,14 +59,6 @@ def make_scorer(folder: pathlib.Path):
     train_scorer(TrainConfig(mode="ppm", data_file=str(pairs), output_dir=str(folder / "scorer"),
                              model_id=str(model), max_steps=1, grad_accum=1, lora_r=8, progress=False))
     return load_scorer(folder / "scorer")
-
-
-def timed(fn, repeats: int) -> float:
-    fn()  # warm-up
-    start = time.perf_counter()
-    for _ in range(repeats):
-        fn()
-    return (time.perf_counter() - start) / repeats
 
 
 def main() -> int:

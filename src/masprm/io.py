@@ -10,25 +10,35 @@ import json
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, Iterable, Iterator
+from contextlib import contextmanager
+from typing import Any, Iterable, Iterator, TextIO
 
 from masprm.cli import UsageError
 
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+@contextmanager
+def atomic_open(path: str | os.PathLike) -> Iterator[TextIO]:
+    """Open a temporary file next to `path` for writing; rename it into place on a clean exit.
+
+    On an exception the temporary file is removed and any existing `path` is untouched.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+            yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        raise
+
+
+def atomic_write_text(path: str | os.PathLike, text: str) -> None:
+    with atomic_open(path) as fh:
+        fh.write(text)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
@@ -41,23 +51,10 @@ def atomic_write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
     Records are streamed into the temporary file, so memory does not grow
     with their number.
     """
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    count = 0
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            for rec in records:
-                fh.write(json.dumps(rec, ensure_ascii=False) + "\n")
-                count += 1
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return count
+    with AtomicJsonlWriter(path) as out:
+        for rec in records:
+            out.write(rec)
+    return out.count
 
 
 def read_json(path: str | os.PathLike) -> Any:
@@ -89,11 +86,10 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
 
 
 class AtomicJsonlWriter:
-    """Stream records into a temporary JSONL file; rename it into place on a clean exit.
+    """Stream records into a JSONL file that appears (atomically) only on a clean exit.
 
-    For a stage that fills several output files in one pass (so a single
-    ``atomic_write_jsonl`` call does not fit). On an exception the temporary
-    file is removed and any existing output is left untouched.
+    For a stage that fills several output files in one pass, so a single
+    ``atomic_write_jsonl`` call does not fit.
 
         with AtomicJsonlWriter(path) as out:
             out.write(record)
@@ -102,27 +98,16 @@ class AtomicJsonlWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.count = 0
-        self._fh = None
-        self._tmp = ""
+        self._ctx = atomic_open(self.path)
+        self._fh: TextIO | None = None
 
     def __enter__(self) -> "AtomicJsonlWriter":
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        fd, self._tmp = tempfile.mkstemp(prefix=f".{self.path.name}.", suffix=".tmp", dir=self.path.parent)
-        self._fh = os.fdopen(fd, "w", encoding="utf-8")
+        self._fh = self._ctx.__enter__()
         return self
 
     def write(self, record: dict) -> None:
         self._fh.write(json.dumps(record, ensure_ascii=False) + "\n")
         self.count += 1
 
-    def __exit__(self, exc_type, exc, tb) -> None:
-        try:
-            if exc_type is None:
-                self._fh.flush()
-                os.fsync(self._fh.fileno())
-            self._fh.close()
-            if exc_type is None:
-                os.replace(self._tmp, self.path)
-        finally:
-            if os.path.exists(self._tmp):
-                os.unlink(self._tmp)
+    def __exit__(self, exc_type, exc, tb) -> bool | None:
+        return self._ctx.__exit__(exc_type, exc, tb)
