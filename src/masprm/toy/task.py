@@ -1,0 +1,199 @@
+"""The toy task: short GSM8K-style word problems the project generates itself.
+
+A problem is a story about one person's items: a starting amount, then two
+or three events, each one arithmetic operation on the running total (buys 5
+more, gives away 4, the number doubles, splits them into 3 equal piles and
+keeps one). Some stories also mention an irrelevant number about someone
+else, so reading the question is real work. The gold answer is written in
+GSM8K's ``#### N`` form.
+
+Numbers stay small (every running total is a whole number in 1..50) so that
+a model of a few hundred thousand parameters can learn the task on a CPU in
+minutes, and still make mistakes. Everything is a pure function of a fixed world seed: the same questions on
+every machine, no network. Questions are assigned to the splits by a hash of
+their text, so ``sft`` (the policy's training transcripts), ``train`` (search
+trees for the scorer) and ``test`` (evaluation) never share a question.
+
+Registers the dataset ``toy`` with ``masprm.data`` (``--dataset toy``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from dataclasses import dataclass
+from functools import lru_cache
+from itertools import islice
+from pathlib import Path
+from typing import Iterator
+
+from masprm.cli import UsageError
+from masprm.data import (LoadedData, _check_fields, gsm8k_gold, read_data_file, register_dataset,
+                         seeded_order, select_examples)
+
+WORLD_SEED = 20251028
+SPLITS = ("sft", "train", "test")
+SPLIT_SIZES = {"sft": 24000, "train": 400, "test": 60}
+MAX_VALUE = 50          # every running total stays in 1..MAX_VALUE
+
+# (name, subject pronoun, object pronoun)
+PEOPLE = [("Tom", "He", "him"), ("Mia", "She", "her"), ("Ali", "He", "him"), ("Sara", "She", "her"),
+          ("Ben", "He", "him"), ("Lena", "She", "her"), ("Omar", "He", "him"), ("Ivy", "She", "her"),
+          ("Ken", "He", "him"), ("Zoe", "She", "her"), ("Max", "He", "him"), ("Ada", "She", "her")]
+ITEMS = ["apples", "books", "coins", "eggs", "cards", "pens", "cakes", "shells", "toys", "stamps",
+         "marbles", "stickers"]
+
+# Each event kind: (op, how the story says it). {n} is the operand, {P} the subject
+# pronoun, {o} the object pronoun, {items} the item.
+EVENTS = {
+    "buy": ("+", "{P} buys {n} more."),
+    "find": ("+", "{P} finds {n} more {items}."),
+    "gift": ("+", "A friend gives {o} {n} {items}."),
+    "give": ("-", "{P} gives away {n}."),
+    "lose": ("-", "{P} loses {n} {items}."),
+    "sell": ("-", "{P} sells {n} of them."),
+    "double": ("*", "Then the number of {items} doubles."),
+    "triple": ("*", "Then the number of {items} triples."),
+    "times": ("*", "{P} ends up with {n} times as many."),
+    "half": ("/", "{P} gives away half of them."),
+    "split": ("/", "{P} splits them into {n} equal piles and keeps one."),
+}
+FIXED_OPERAND = {"double": 2, "triple": 3, "half": 2}
+STARTS = ["{name} has {a} {items}.", "{name} starts with {a} {items}.", "{name} owns {a} {items}."]
+DISTRACTORS = ["{other} has {m} {other_items}.", "{other} buys {m} {other_items}.",
+               "{name}'s bag can hold {m} more."]
+ASKS = ["How many {items} does {name} have now?", "How many {items} does {name} have in the end?"]
+
+
+@dataclass(frozen=True)
+class Problem:
+    question: str
+    start: int
+    ops: tuple[tuple[str, int], ...]   # (op symbol, operand), applied left to right
+    answer: int
+    distractor: bool
+
+    @property
+    def gold(self) -> str:
+        return f"#### {self.answer}"
+
+    def row(self) -> dict:
+        """The problem as a record in GSM8K's schema (question, worked answer ending in ``#### N``)."""
+        total, lines = self.start, []
+        for op, n in self.ops:
+            new = apply_op(total, op, n)
+            lines.append(f"{total} {op} {n} = {new}")
+            total = new
+        return {"question": self.question, "answer": "\n".join(lines + [self.gold])}
+
+
+def apply_op(total: int, op: str, n: int) -> int:
+    if op == "+":
+        return total + n
+    if op == "-":
+        return total - n
+    if op == "*":
+        return total * n
+    return total // n
+
+
+def _legal_operand(kind: str, total: int, rng: random.Random) -> int | None:
+    """An operand for this event that keeps the running total a whole number in 1..MAX_VALUE."""
+    op = EVENTS[kind][0]
+    if kind in FIXED_OPERAND:
+        choices = [FIXED_OPERAND[kind]]
+    elif op == "+":
+        choices = list(range(2, 10))
+    elif op == "-":
+        choices = list(range(1, min(9, total - 1) + 1))
+    elif op == "*":
+        choices = [2, 3, 4]
+    else:
+        choices = [2, 3]
+    choices = [n for n in choices if 1 <= apply_op(total, op, n) <= MAX_VALUE
+               and (op != "/" or total % n == 0)]
+    return rng.choice(choices) if choices else None
+
+
+def make_problem(rng: random.Random) -> Problem:
+    """One random problem: 2 or 3 events, maybe one distractor sentence."""
+    while True:
+        name, pronoun, obj = rng.choice(PEOPLE)
+        items = rng.choice(ITEMS)
+        start = rng.randint(2, 12)
+        n_events = rng.choice((2, 3))
+        total, ops, sentences = start, [], []
+        for _ in range(n_events):
+            kinds = list(EVENTS)
+            rng.shuffle(kinds)
+            for kind in kinds:
+                n = _legal_operand(kind, total, rng)
+                if n is not None:
+                    break
+            else:
+                break
+            op, story = EVENTS[kind]
+            total = apply_op(total, op, n)
+            ops.append((op, n))
+            sentences.append(story.format(n=n, P=pronoun, o=obj, items=items))
+        if len(ops) < n_events:
+            continue
+        sentences.insert(0, rng.choice(STARTS).format(name=name, a=start, items=items))
+        distractor = rng.random() < 0.5
+        if distractor:
+            other = rng.choice([p[0] for p in PEOPLE if p[0] != name])
+            other_items = rng.choice([i for i in ITEMS if i != items])
+            text = rng.choice(DISTRACTORS).format(other=other, m=rng.randint(2, 12), other_items=other_items,
+                                                 name=name)
+            # first or last, so a pronoun never follows the other person's sentence
+            sentences.insert(rng.choice((0, len(sentences))), text)
+        sentences.append(rng.choice(ASKS).format(items=items, name=name))
+        return Problem(" ".join(sentences), start, tuple(ops), total, distractor)
+
+
+def split_of(question: str) -> str:
+    """Which split a question belongs to, from a hash of its text (so splits are disjoint)."""
+    bucket = int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % 100
+    if bucket < 2:
+        return "test"
+    if bucket < 6:
+        return "train"
+    return "sft"
+
+
+def iter_split(split: str) -> Iterator[Problem]:
+    """The problems of one split, in generation order, without end (identical on every machine)."""
+    if split not in SPLITS:
+        raise ValueError(f"unknown toy split {split!r} (expected one of {', '.join(SPLITS)})")
+    rng = random.Random(WORLD_SEED)
+    seen: set[str] = set()
+    while True:
+        problem = make_problem(rng)
+        if problem.question not in seen:
+            seen.add(problem.question)
+            if split_of(problem.question) == split:
+                yield problem
+
+
+@lru_cache(maxsize=None)
+def generate_split(split: str) -> tuple[Problem, ...]:
+    """The fixed problems of one split (SPLIT_SIZES of them)."""
+    return tuple(islice(iter_split(split), SPLIT_SIZES[split]))
+
+
+@register_dataset("toy")
+def load_toy(split: str, *, n: int | None = None, seed: int = 42, data_file: str | Path | None = None,
+             **options) -> LoadedData:
+    """``--dataset toy``: the generated split (or a local file in GSM8K's schema), in seeded order."""
+    if options:
+        raise UsageError(f"the toy dataset takes no {', '.join(sorted(options))} option")
+    if data_file:
+        rows = read_data_file(data_file)
+        _check_fields(rows, ("question", "answer"), str(data_file), "toy")
+    elif split in SPLITS:
+        rows = [problem.row() for problem in generate_split(split)]
+    else:
+        raise UsageError(f"toy has splits {', '.join(SPLITS)} (got --split {split!r})")
+    return select_examples(rows, seeded_order(len(rows), seed), n=n, gold=gsm8k_gold,
+                           question=lambda row: str(row.get("question") or "").strip(),
+                           meta=lambda i, row: {"dataset": "toy", "split": split, "source_index": i})

@@ -1,0 +1,61 @@
+"""`make demo` drives the five stages with the README's commands on --dataset toy."""
+
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def dry_run(*flags: str) -> list[list[str]]:
+    proc = subprocess.run([sys.executable, "src/demo.py", "--dry_run", *flags], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return [line[2:].split() for line in proc.stdout.splitlines() if line.startswith("$ ")]
+
+
+def flag(cmd: list[str], name: str) -> list[str]:
+    i = cmd.index(name)
+    out = []
+    for value in cmd[i + 1:]:
+        if value.startswith("--"):
+            break
+        out.append(value)
+    return out
+
+
+def test_demo_runs_every_stage_with_the_readme_flags():
+    cmds = dry_run()
+    scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
+    assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
+                       "src/train/trainer.py", "src/train/trainer.py",
+                       "src/experiments/compare_sbs_mcts.py", "src/experiments/compare_sbs_mcts.py",
+                       "src/experiments/compare_sbs_mcts.py", "aggregator.py"]
+    trees, pairs, ppm, orm, *evals, agg = cmds[1:]
+    assert flag(trees, "--dataset") == ["toy"] and flag(trees, "--split") == ["train"]
+    assert flag(trees, "--model_id") == ["artifacts/toy/policy"]
+    for name in ("--n_rollouts", "--search_c", "--n_candidates", "--temperature", "--top_p", "--mas_config"):
+        assert flag(trees, name)
+    run = flag(pairs, "--input")[0]
+    assert run == "results/toy_res_train_policy_r40_c4_cand3_t0p7_p0p95"
+    assert "--make-ppm" in pairs and flag(pairs, "--view") == ["full"]
+    assert flag(ppm, "--mode") == ["ppm"] and flag(ppm, "--data_dir") == [f"results/ppm_pairs_{Path(run).name}.jsonl"]
+    assert flag(orm, "--mode") == ["orm"] and flag(orm, "--data_dir") == [f"results/prm_samples_{Path(run).name}.jsonl"]
+    assert [flag(e, "--seed") for e in evals] == [["14"], ["24"], ["42"]]
+    for e in evals:
+        assert flag(e, "--dataset") == ["toy"] and flag(e, "--split") == ["test"]
+        assert flag(e, "--methods") == ["single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm",
+                                        "mcts_orm"]
+        assert flag(e, "--prm_dir") == flag(ppm, "--output-dir") and flag(e, "--orm_dir") == flag(orm, "--output-dir")
+        assert flag(e, "--prm_base_model_id") == flag(e, "--gen_model_id") == ["artifacts/toy/policy"]
+        assert flag(e, "--logs_dir") == flag(agg, "--logs_dir")
+
+
+def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
+    cmds = dry_run("--seeds", "7", "--n_train", "5", "--jobs", "1")
+    trees = next(c for c in cmds if c[1] == "src/run_mcts.py")
+    assert flag(trees, "--n") == ["5"] and "--ray" not in trees
+    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["7"]]
+    proc = subprocess.run([sys.executable, "src/demo.py", "--n_train", "0"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--n_train" in proc.stderr
