@@ -75,10 +75,13 @@ def test_running_totals_stay_small_whole_numbers():
         assert total == p.answer
 
 
-def test_about_half_the_stories_have_a_distractor_that_does_not_matter():
+def test_some_stories_have_a_distractor_and_written_numbers_never_repeat():
     problems = generate_split("train")
     share = sum(p.distractor for p in problems) / len(problems)
-    assert 0.35 < share < 0.65
+    assert abs(share - task.DISTRACTOR_SHARE) < 0.1
+    for p in problems:
+        written = [int(w) for w in re.findall(r"\d+", p.question)]
+        assert len(written) == len(set(written)), p.question
     # every kind of event and both lengths occur
     assert {op for p in problems for op, _ in p.ops} == {"+", "-", "*", "/"}
 

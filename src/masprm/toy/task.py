@@ -35,6 +35,7 @@ WORLD_SEED = 20251028
 SPLITS = ("sft", "train", "test")
 SPLIT_SIZES = {"sft": 24000, "train": 400, "test": 60}
 MAX_VALUE = 50          # every running total stays in 1..MAX_VALUE
+DISTRACTOR_SHARE = 0.35  # stories that also mention someone else's number
 
 # (name, subject pronoun, object pronoun)
 PEOPLE = [("Tom", "He", "him"), ("Mia", "She", "her"), ("Ali", "He", "him"), ("Sara", "She", "her"),
@@ -97,8 +98,12 @@ def apply_op(total: int, op: str, n: int) -> int:
     return total // n
 
 
-def _legal_operand(kind: str, total: int, rng: random.Random) -> int | None:
-    """An operand for this event that keeps the running total a whole number in 1..MAX_VALUE."""
+def _legal_operand(kind: str, total: int, used: set[int], rng: random.Random) -> int | None:
+    """An operand that keeps the running total a whole number in 1..MAX_VALUE.
+
+    A number the story writes out differs from every number already written
+    (``used``), so "which number belongs here" always has one answer.
+    """
     op = EVENTS[kind][0]
     if kind in FIXED_OPERAND:
         choices = [FIXED_OPERAND[kind]]
@@ -111,7 +116,7 @@ def _legal_operand(kind: str, total: int, rng: random.Random) -> int | None:
     else:
         choices = [2, 3]
     choices = [n for n in choices if 1 <= apply_op(total, op, n) <= MAX_VALUE
-               and (op != "/" or total % n == 0)]
+               and (op != "/" or total % n == 0) and (kind in FIXED_OPERAND or n not in used)]
     return rng.choice(choices) if choices else None
 
 
@@ -122,29 +127,31 @@ def make_problem(rng: random.Random) -> Problem:
         items = rng.choice(ITEMS)
         start = rng.randint(2, 12)
         n_events = rng.choice((2, 3))
-        total, ops, sentences = start, [], []
+        total, ops, sentences, used = start, [], [], {start}
         for _ in range(n_events):
             kinds = list(EVENTS)
             rng.shuffle(kinds)
             for kind in kinds:
-                n = _legal_operand(kind, total, rng)
+                n = _legal_operand(kind, total, used, rng)
                 if n is not None:
                     break
             else:
                 break
             op, story = EVENTS[kind]
+            if kind not in FIXED_OPERAND:
+                used.add(n)
             total = apply_op(total, op, n)
             ops.append((op, n))
             sentences.append(story.format(n=n, P=pronoun, o=obj, items=items))
         if len(ops) < n_events:
             continue
         sentences.insert(0, rng.choice(STARTS).format(name=name, a=start, items=items))
-        distractor = rng.random() < 0.5
+        distractor = rng.random() < DISTRACTOR_SHARE
         if distractor:
             other = rng.choice([p[0] for p in PEOPLE if p[0] != name])
             other_items = rng.choice([i for i in ITEMS if i != items])
-            text = rng.choice(DISTRACTORS).format(other=other, m=rng.randint(2, 12), other_items=other_items,
-                                                 name=name)
+            m = rng.choice([m for m in range(2, 13) if m not in used])
+            text = rng.choice(DISTRACTORS).format(other=other, m=m, other_items=other_items, name=name)
             # first or last, so a pronoun never follows the other person's sentence
             sentences.insert(rng.choice((0, len(sentences))), text)
         sentences.append(rng.choice(ASKS).format(items=items, name=name))
