@@ -10,10 +10,12 @@ Runs the README's five stages as a user would, with ``--dataset toy``:
                                                      (src/experiments/compare_sbs_mcts.py)
   5. mean / std over seeds, table and plot           (aggregator.py)
 
-Every command is printed before it runs. A stage whose outputs already
-exist is skipped, and every stage resumes by itself, so an interrupted demo
-continues where it stopped. Independent commands (the two scorers, the three
-seeds) run side by side, one process per CPU core. ``make clean-demo`` starts over.
+Every command is printed before it runs. The conditions that need no
+scorer (single_pass, sbs_logprob, mcts_logprob) are evaluated while stages
+1-3 run, on the other core; the final evaluation command of each seed then
+finds them COMPLETED and runs only the scorer conditions. Stages whose
+outputs exist are skipped and every stage resumes by itself, so an
+interrupted demo continues where it stopped; ``make clean-demo`` starts over.
 """
 
 import sys, pathlib  # noqa: E401
@@ -22,10 +24,10 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 import os
 import shlex
 import subprocess
+import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 
@@ -37,24 +39,18 @@ TOY = "artifacts/toy"
 POLICY = f"{TOY}/policy"
 CONFIG = "configs/toy.yaml"
 SEEDS = (14, 24, 42)
-N_TRAIN = 160                      # train-split questions searched in stage 1
+N_TRAIN = 400                      # train-split questions searched in stage 1 (the whole split)
 ROLLOUTS, SEARCH_C, CANDIDATES, TEMPERATURE, TOP_P = 40, 4, 3, 0.7, 0.95
 TARGET_NODES = 3                   # question + Planner + Solver
 PPM_DIR, ORM_DIR = "checkpoints/toy-ppm", "checkpoints/toy-orm"
 LOGS = "logs/toy_demo"
 TABLE = "results/toy_demo_aggregated_results.csv"
 METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
-SCORER_TRAINING = ("--epochs", "4", "--lr", "2e-3", "--train-batch-size", "16", "--grad-accum", "1",
+NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
+SCORER_TRAINING = ("--epochs", "3", "--lr", "2e-3", "--train-batch-size", "16", "--grad-accum", "1",
                    "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--seed", "42", "--quiet")
-
-
-@dataclass
-class Stage:
-    name: str
-    commands: list[list[str]]
-    done: Callable[[], bool] = lambda: False     # outputs already there: skip the stage
-    env: dict[str, str] = field(default_factory=dict)
+CPU = ("--no_compile", "--device_map", "cpu")
 
 
 def run_folder() -> str:
@@ -64,119 +60,209 @@ def run_folder() -> str:
                                         TEMPERATURE, TOP_P, CONFIG)
 
 
-def scorer_ready(folder: str) -> bool:
-    return (ROOT / folder / "adapter_config.json").is_file() or (ROOT / folder / "config.json").is_file()
+@dataclass
+class Commands:
+    """Every command of the demo, in the order a user would type them."""
+
+    build: list[str]
+    trees: list[str]
+    pairs: list[str]
+    scorers: list[list[str]]
+    early_evals: list[list[str]]   # the conditions that need no scorer
+    evals: list[list[str]]         # the README's evaluation command, one per seed
+    aggregate: list[str]
 
 
-def plan(args) -> list[Stage]:
+def commands(args) -> Commands:
     run = run_folder()
-    run_name = Path(run).name
-    model = ["--no_compile", "--device_map", "cpu"]
-    trees = [PY, "src/run_mcts.py", "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
-             "--seed", "42", "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
-             "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
-             "--mas_config", CONFIG, "--model_id", POLICY, "--no_plot", *model]
-    if args.jobs > 1:
-        trees += ["--ray", "--actors", str(args.jobs)]
-    pairs = [PY, "src/train/preprocess_data.py", "--input", run, "--target-nodes", str(TARGET_NODES),
-             "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
-             "--view", "full", "--config", CONFIG]
-    ppm = [PY, "src/train/trainer.py", "--mode", "ppm", "--data_dir", f"results/ppm_pairs_{run_name}.jsonl",
-           "--model-id", POLICY, "--output-dir", PPM_DIR, *SCORER_TRAINING]
-    orm = [PY, "src/train/trainer.py", "--mode", "orm", "--data_dir", f"results/prm_samples_{run_name}.jsonl",
-           "--model-id", POLICY, "--output-dir", ORM_DIR, *SCORER_TRAINING]
-    evals = [[PY, "src/experiments/compare_sbs_mcts.py", "--dataset", "toy", "--split", "test",
-              "--seed", str(seed), "--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
-              "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY, "--gen_model_id", POLICY,
-              "--mas_config", CONFIG, "--methods", *METHODS, "--b1", "3", "--b2", "5",
-              "--n_simulations", "10", "--max_children", "3", "--c_uct", "2",
-              "--sbs_temperature", "0.7", "--mcts_temperature", "0.7", "--top_p", "0.95",
-              "--logs_dir", LOGS, "--workers", "1", *model] for seed in args.seeds]
-    aggregate = [PY, "aggregator.py", "--logs_dir", LOGS, "--out", TABLE]
-    return [
-        Stage("build the toy world", [[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG]],
-              env={"PYTHONPATH": "src"}),
-        Stage("1 trees", [trees], done=lambda: len(list((ROOT / run).glob("*.json"))) >= args.n_train),
-        Stage("2 pairs", [pairs], done=lambda: (ROOT / f"results/ppm_pairs_{run_name}.jsonl").is_file()
-              and (ROOT / f"results/prm_samples_{run_name}.jsonl").is_file()),
-        Stage("3 scorers", [ppm, orm], done=lambda: scorer_ready(PPM_DIR) and scorer_ready(ORM_DIR)),
-        Stage("4 evaluation", evals),
-        Stage("5 aggregate", [aggregate]),
-    ]
+    name = Path(run).name
+
+    def evaluation(seed: int, methods, scorers: bool) -> list[str]:
+        cmd = [PY, "src/experiments/compare_sbs_mcts.py", "--dataset", "toy", "--split", "test",
+               "--seed", str(seed)]
+        if scorers:
+            cmd += ["--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
+                    "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY]
+        return cmd + ["--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
+                      "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
+                      "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
+                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1", *CPU]
+
+    def scorer(mode: str, data: str, out: str) -> list[str]:
+        return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
+                "--output-dir", out, *SCORER_TRAINING]
+
+    return Commands(
+        build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
+        trees=[PY, "src/run_mcts.py", "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
+               "--seed", "42", "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
+               "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
+               "--mas_config", CONFIG, "--model_id", POLICY, "--no_plot", *CPU],
+        pairs=[PY, "src/train/preprocess_data.py", "--input", run, "--target-nodes", str(TARGET_NODES),
+               "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
+               "--view", "full", "--config", CONFIG],
+        scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
+                 scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
+        early_evals=[evaluation(s, NO_SCORER, scorers=False) for s in args.seeds],
+        evals=[evaluation(s, METHODS, scorers=True) for s in args.seeds],
+        aggregate=[PY, "aggregator.py", "--logs_dir", LOGS, "--out", TABLE],
+    )
+
+
+# --------------------------------------------------------------------------- running
 
 
 def show(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c if c != PY else "python") for c in cmd)
 
 
-def run_stage(stage: Stage, jobs: int) -> None:
-    """Run a stage's commands, up to `jobs` at a time; quiet side-by-side runs log to files."""
-    threads = str(max(1, (os.cpu_count() or 1) // min(jobs, len(stage.commands))))
-    env = {**os.environ, **stage.env}
-    if len(stage.commands) > 1 and jobs > 1:
-        env.update(OMP_NUM_THREADS=threads, MKL_NUM_THREADS=threads)
-    pending = list(stage.commands)
-    running: list[tuple[list[str], subprocess.Popen, Path | None]] = []
-    while pending or running:
-        while pending and len(running) < max(1, jobs):
-            cmd = pending.pop(0)
-            print(f"$ {show(cmd)}", flush=True)
-            log = None
-            if len(stage.commands) > 1 and jobs > 1:  # keep interleaved progress bars off the screen
-                log = ROOT / LOGS / "demo_output" / f"{stage.name.split()[0]}_{len(running) + len(pending)}.out"
-                log.parent.mkdir(parents=True, exist_ok=True)
-                proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=log.open("w"), stderr=subprocess.STDOUT)
-            else:
-                proc = subprocess.Popen(cmd, cwd=ROOT, env=env)
-            running.append((cmd, proc, log))
-        for item in list(running):
-            cmd, proc, log = item
-            if proc.poll() is None:
-                continue
-            running.remove(item)
-            if log is not None:
-                tail = log.read_text(errors="replace").strip().splitlines()[-12:]
-                print("\n".join(f"  | {line}" for line in tail), flush=True)
-            if proc.returncode != 0:
-                for _, other, _ in running:
-                    other.terminate()
-                raise UsageError(f"stage '{stage.name}' failed (exit {proc.returncode}): {show(cmd)}"
-                                 + (f"; see {log}" if log else ""))
-        time.sleep(0.2)
+class Job:
+    """One command in a subprocess; quiet jobs write their output to a file and print its tail at the end."""
+
+    def __init__(self, cmd: list[str], *, threads: int | None = 1, log: Path | None = None,
+                 env: dict[str, str] | None = None):
+        self.cmd, self.log = cmd, log
+        full_env = {**os.environ, **(env or {})}
+        if threads:  # tiny models decode fastest on one thread; side-by-side jobs share the cores
+            full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        print(f"$ {show(cmd)}" + (f"   [output: {log.relative_to(ROOT)}]" if log else ""), flush=True)
+        if log is None:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("w") as out:
+                self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+
+    def wait(self) -> None:
+        code = self.proc.wait()
+        if self.log is not None:
+            lines = [ln for ln in self.log.read_text(errors="replace").replace("\r", "\n").splitlines()
+                     if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
+            print("\n".join(f"  | {line}" for line in lines[-10:]), flush=True)
+        if code != 0:
+            raise UsageError(f"command failed (exit {code}): {show(self.cmd)}"
+                             + (f"; its output is in {self.log}" if self.log else ""))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
+
+def quiet_log(name: str) -> Path:
+    return ROOT / LOGS / "demo_output" / f"{name}.out"
+
+
+def run_side_by_side(cmds: list[list[str]], names: list[str], jobs: int) -> None:
+    pending = list(zip(cmds, names))
+    while pending:
+        batch, pending = pending[:jobs], pending[jobs:]
+        started = [Job(c, log=quiet_log(n)) for c, n in batch]
+        try:
+            for job in started:
+                job.wait()
+        finally:
+            for job in started:
+                job.stop()
+
+
+class Background:
+    """Commands run one after another by a helper thread, alongside the main track."""
+
+    def __init__(self, cmds: list[list[str]], names: list[str]):
+        self.error: BaseException | None = None
+        self.current: Job | None = None
+        self.stopped = False
+
+        def target():
+            try:
+                for cmd, name in zip(cmds, names):
+                    if self.stopped:
+                        return
+                    self.current = Job(cmd, log=quiet_log(name))
+                    self.current.wait()
+            except BaseException as err:  # noqa: BLE001 - re-raised by join()
+                self.error = err
+
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.current is not None:
+            self.current.stop()
+
+
+def stage(title: str) -> float:
+    print(f"\n=== {title} ===", flush=True)
+    return time.time()
 
 
 def main() -> int:
     p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="evaluation seeds")
     p.add_argument("--n_train", type=int, default=N_TRAIN, help="train questions searched in stage 1")
-    p.add_argument("--jobs", type=int, default=min(3, os.cpu_count() or 1),
-                   help="commands run side by side (default: one per CPU core, at most 3)")
+    p.add_argument("--jobs", type=int, default=len(SEEDS),
+                   help=f"evaluation commands run side by side, one thread each (default {len(SEEDS)})")
     p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
-    p.add_argument("--seed", type=int, default=42, help="accepted like every stage's; the demo's seeds "
-                   "are fixed above (--seeds for evaluation)")
+    p.add_argument("--seed", type=int, default=42, help="accepted like every stage's; the demo's "
+                   "evaluation seeds are --seeds")
     args = p.parse_args()
     check(args.n_train >= 1, f"--n_train must be at least 1, got {args.n_train}")
     check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
-
-    started = time.time()
-    timings = []
-    for stage in plan(args):
-        if args.dry_run:
-            print(f"# {stage.name}\n" + "\n".join(f"$ {show(c)}" for c in stage.commands))
-            continue
-        print(f"\n=== {stage.name} ===", flush=True)
-        t0 = time.time()
-        if stage.done():
-            print("outputs already there: skipped (make clean-demo to start over)")
-        else:
-            run_stage(stage, args.jobs)
-        timings.append((stage.name, time.time() - t0))
+    c = commands(args)
     if args.dry_run:
+        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals, *c.evals, c.aggregate]:
+            print(f"$ {show(cmd)}")
         return 0
+
+    run = ROOT / run_folder()
+    pairs_done = all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
+    scorers_done = all((ROOT / cmd[cmd.index("--output-dir") + 1] / "masprm_scorer.json").is_file()
+                       for cmd in c.scorers)
+    started, timings = time.time(), []
+
+    t = stage("0 build the toy world (cached)")
+    Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    timings.append(("0 build", time.time() - t))
+
+    t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
+    background = Background(c.early_evals, [f"eval_no_scorer_seed_{s}" for s in args.seeds])
+    try:
+        if len(list(run.glob("*.json"))) >= args.n_train:
+            print(f"stage 1: {run.relative_to(ROOT)} has its trees: skipped")
+        else:
+            Job(c.trees).wait()
+        if pairs_done:
+            print("stage 2: pairs already there: skipped")
+        else:
+            Job(c.pairs).wait()
+        if scorers_done:
+            print("stage 3: scorers already there: skipped")
+        else:
+            run_side_by_side(c.scorers, ["train_ppm", "train_orm"], jobs=2)
+    except BaseException:
+        background.stop()
+        raise
+    background.join()
+    timings.append(("1-3 trees+pairs+scorers", time.time() - t))
+
+    t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)))
+    run_side_by_side(c.evals, [f"eval_seed_{s}" for s in args.seeds], jobs=args.jobs)
+    timings.append(("4 evaluation", time.time() - t))
+
+    t = stage("5 aggregate")
+    Job(c.aggregate).wait()
+    timings.append(("5 aggregate", time.time() - t))
+
     print("\n=== demo finished ===")
     for name, seconds in timings:
-        print(f"{name:<22} {seconds:7.1f} s")
-    print(f"{'total':<22} {time.time() - started:7.1f} s")
+        print(f"{name:<26} {seconds:7.1f} s")
+    print(f"{'total':<26} {time.time() - started:7.1f} s")
     print(f"table: {TABLE}\nplot:  {Path(TABLE).with_suffix('.png')}")
     return 0
 

@@ -24,14 +24,29 @@ def flag(cmd: list[str], name: str) -> list[str]:
     return out
 
 
+def without(cmd: list[str], *names: str) -> list[str]:
+    out, skipping = [], False
+    for x in cmd:
+        if x.startswith("--"):
+            skipping = x in names
+        if not skipping:
+            out.append(x)
+    return out
+
+
 def test_demo_runs_every_stage_with_the_readme_flags():
     cmds = dry_run()
     scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
     assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
-                       "src/train/trainer.py", "src/train/trainer.py",
-                       "src/experiments/compare_sbs_mcts.py", "src/experiments/compare_sbs_mcts.py",
-                       "src/experiments/compare_sbs_mcts.py", "aggregator.py"]
+                       "src/train/trainer.py", "src/train/trainer.py"] + \
+        ["src/experiments/compare_sbs_mcts.py"] * 6 + ["aggregator.py"]
     trees, pairs, ppm, orm, *evals, agg = cmds[1:]
+    early, evals = evals[:3], evals[3:]
+    for e, full in zip(early, evals):   # the no-scorer conditions first, then the README command
+        assert flag(e, "--methods") == ["single_pass", "sbs_logprob", "mcts_logprob"]
+        assert "--prm_dir" not in e and flag(e, "--seed") == flag(full, "--seed")
+        scorer_flags = ("--prm_dir", "--prm_base_model_id", "--orm_dir", "--orm_base_model_id")
+        assert without(e, "--methods") == without(full, "--methods", *scorer_flags)
     assert flag(trees, "--dataset") == ["toy"] and flag(trees, "--split") == ["train"]
     assert flag(trees, "--model_id") == ["artifacts/toy/policy"]
     for name in ("--n_rollouts", "--search_c", "--n_candidates", "--temperature", "--top_p", "--mas_config"):
@@ -54,8 +69,8 @@ def test_demo_runs_every_stage_with_the_readme_flags():
 def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
     cmds = dry_run("--seeds", "7", "--n_train", "5", "--jobs", "1")
     trees = next(c for c in cmds if c[1] == "src/run_mcts.py")
-    assert flag(trees, "--n") == ["5"] and "--ray" not in trees
-    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["7"]]
+    assert flag(trees, "--n") == ["5"]
+    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["7"], ["7"]]
     proc = subprocess.run([sys.executable, "src/demo.py", "--n_train", "0"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--n_train" in proc.stderr

@@ -49,20 +49,20 @@ class PolicySpec:
     """Everything that defines the trained policy (also its cache key)."""
 
     vocab_size: int = 640
-    hidden_size: int = 128
+    hidden_size: int = 96
     num_layers: int = 3
-    num_heads: int = 4
+    num_heads: int = 6
     num_kv_heads: int = 2
-    intermediate_size: int = 384
-    steps: int = 1200
+    intermediate_size: int = 288
+    steps: int = 2000
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 100
     weight_decay: float = 0.01
     prompt_loss_weight: float = 0.25  # the prompt's share of the loss, relative to the output
-    turn_repeats: tuple[int, ...] = (2, 1)  # copies of each agent's turns per epoch (reading is the hard part)
+    turn_repeats: tuple[int, ...] = (3, 1)  # copies of each agent's turns per epoch (reading is the hard part)
     drill_every: int = 3              # every n-th batch is an arithmetic drill (0: none)
-    drill_batch_size: int = 256
+    drill_batch_size: int = 128
     n_problems: int = 24000
     seed: int = 0
 

@@ -28,7 +28,7 @@ from masprm.toy.task import Problem, apply_op
 
 SOLVER_STYLES = ("worked", "direct")
 # Worked solutions are phrased in several ways, as in real worked-solution data:
-WORKED_OPENERS = ("Steps:", "Work:", "Compute:")
+WORKED_OPENERS = ("Steps:", "Work:")
 CONNECTORS = (", ", "; ", ", then ", " and ")
 PLANNER, SOLVER = 0, 1
 TEAM = ("planner", "solver")

@@ -14,6 +14,7 @@ stays fp32. Shared by the trainer and the scorer loader.
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import contextmanager
 from typing import Any
 
@@ -166,7 +167,9 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
         modules_to_save=modules_to_save(model),
     )
     try:
-        return get_peft_model(model, config)
+        with warnings.catch_warnings():  # peft reads transformers' deprecated alias; not ours to fix
+            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+            return get_peft_model(model, config)
     except ValueError as err:  # e.g. an architecture without these projection names
         raise UsageError(f"cannot attach LoRA ({_first_line(err)}); the targets are {', '.join(LORA_TARGET_MODULES)}"
                          "; use --no-lora for a full fine-tune") from None
