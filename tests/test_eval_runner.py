@@ -166,6 +166,15 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     assert fp() == before
     (adapter / "adapter_model.safetensors").write_bytes(b"weights-2")
     assert fp() != before           # ... and so is the content
+    # ... of what loads: a finished scorer's training checkpoints (with their run times) do not count
+    (adapter / "adapter_config.json").write_text("{}")
+    (adapter / "checkpoint-4").mkdir()
+    (adapter / "checkpoint-4" / "trainer_state.json").write_text('{"eval_runtime": 0.3}')
+    trained = fp()
+    (adapter / "checkpoint-4" / "trainer_state.json").write_text('{"eval_runtime": 0.4}')
+    assert fp() == trained
+    (adapter / "adapter_config.json").write_text('{"r": 8}')
+    assert fp() != trained
     config = tmp_path / "team.yaml"
     config.write_text(json.dumps({"agents": [{"name": "a", "system_prompt": "x"}], "edges": [[-1, 0]]}))
     from masprm.graph import load_mas_config

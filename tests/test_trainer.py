@@ -305,6 +305,13 @@ def test_training_is_seeded_and_resumes_after_a_crash(tmp_path, tiny_model_dir):
     a, b, c = adapter("a"), adapter("b"), adapter("c")
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], c[k]) for k in a)
+    # the rest of the folder repeats too: module lists in sorted order, no wall-clock figures
+    read = lambda name, file: (tmp_path / name / file).read_text()  # noqa: E731
+    assert read("a", "adapter_config.json") == read("b", "adapter_config.json")
+    modules = json.loads(read("a", "adapter_config.json"))["target_modules"]
+    assert modules == sorted(modules) and len(modules) == 7
+    metrics = [json.loads(read(name, "masprm_scorer.json"))["eval_metrics"] for name in "ab"]
+    assert metrics[0] == metrics[1] and "eval_loss" in metrics[0]
 
     class CrashAtStep3(TrainerCallback):
         def on_step_end(self, args, state, control, **kwargs):

@@ -40,10 +40,12 @@ def stable_hash(obj: Any, length: int = 10) -> str:
 _identity_cache: dict[tuple, str] = {}
 
 
-def path_identity(path: str | os.PathLike | None) -> str | None:
+def path_identity(path: str | os.PathLike | None, *, model: bool = False) -> str | None:
     """A content hash of a local file or folder (None when the path is not local, e.g. a hub id).
 
     Hidden files are ignored; files over 256 MB count by name and size only.
+    With `model`, a folder that holds a model at its top level is identified by
+    what loads: its training checkpoints (checkpoint-*/, with their run times) are left out.
     Hashes are cached per (path, file sizes and modification times).
     """
     if not path:
@@ -54,6 +56,8 @@ def path_identity(path: str | os.PathLike | None) -> str | None:
     files = [(root.name, root)] if root.is_file() else sorted(
         (p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
     files = [(rel, f, f.stat()) for rel, f in files if not (rel.startswith(".") or "/." in rel)]
+    if model and any((root / name).is_file() for name in ("config.json", "adapter_config.json")):
+        files = [item for item in files if not item[0].startswith("checkpoint-")]
     key = (str(root.resolve()), tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files))
     if key not in _identity_cache:
         digest = hashlib.sha1()

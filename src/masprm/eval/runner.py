@@ -145,8 +145,8 @@ def condition_roles(method: str, settings: Any) -> tuple[str, ...]:
 
 
 def _model_identity(spec: ModelSpec) -> dict:
-    return {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id),
-            "base_content": path_identity(spec.base_model_id),
+    return {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
+            "base_content": path_identity(spec.base_model_id, model=True),
             "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
 
 

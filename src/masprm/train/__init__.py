@@ -230,7 +230,9 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
 
     metrics = trainer.evaluate()  # the best model, now loaded
     trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
-    _write_meta(cfg, out, status="completed", separator_id=sep_id, eval_metrics=metrics,
+    timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
+    _write_meta(cfg, out, status="completed", separator_id=sep_id,
+                eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                 train_examples=len(train_examples), eval_examples=len(eval_examples),
                 best_checkpoint=trainer.state.best_model_checkpoint)
     return TrainResult(trainer, train_examples, eval_examples, metrics, out)

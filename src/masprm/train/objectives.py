@@ -14,7 +14,9 @@ the collator names, and returns fixed-width prediction rows for the metrics:
 from __future__ import annotations
 
 import functools
+import json
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Callable
 
 import numpy as np
@@ -22,10 +24,27 @@ import torch
 import torch.nn.functional as F
 from transformers import EvalPrediction, Trainer
 
+from masprm.io import atomic_write_text
 from masprm.train import LOSSES
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
 
 ATANH_CLAMP = 0.95
+
+
+def sort_adapter_modules(folder: Path) -> None:
+    """Write adapter_config.json's module lists in sorted order.
+
+    peft keeps them as sets and saves them in hash order, which changes from
+    one process to the next; sorted, one seed gives byte-identical scorer folders.
+    """
+    path = folder / "adapter_config.json"
+    if not path.is_file():
+        return
+    config = json.loads(path.read_text())
+    for key in ("target_modules", "modules_to_save"):
+        if isinstance(config.get(key), list):
+            config[key] = sorted(config[key])
+    atomic_write_text(path, json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def step_loss(logit: torch.Tensor, y: torch.Tensor, loss: str = "bce", huber_beta: float = 0.1,
@@ -65,6 +84,7 @@ class ScorerTrainer(Trainer):
             super()._save(output_dir, state_dict)
         finally:
             self.model.__dict__.pop("save_pretrained", None)
+        sort_adapter_modules(Path(output_dir or self.args.output_dir))
 
     def prediction_step(self, model, inputs, prediction_loss_only, ignore_keys=None):
         inputs = self._prepare_inputs(inputs)
