@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -41,6 +42,14 @@ def warn_once(message: str) -> None:
     if message not in _warned:
         _warned.add(message)
         warnings.warn(message, RuntimeWarning, stacklevel=3)
+
+
+@contextmanager
+def peft_alias_warning_silenced():
+    """peft reads transformers' deprecated `is_gradient_checkpointing` alias; the warning is not ours to fix."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+        yield
 
 
 # ---------------------------------------------------------------------------

@@ -23,7 +23,8 @@ import torch
 from peft import PeftModel
 
 from masprm.cli import UsageError
-from masprm.models.loading import DTYPES, ModelOptions, load_tokenizer, resolve_device, warn_once
+from masprm.models.loading import (DTYPES, ModelOptions, load_tokenizer, peft_alias_warning_silenced, resolve_device,
+                                   warn_once)
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train import SCORER_META_FILE
 from masprm.train.data import TextEncoder, pad_right, score_position
@@ -152,7 +153,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                               pad_token_id=tokenizer.pad_token_id, flag=flag)
     if is_adapter:
         try:
-            model = PeftModel.from_pretrained(model, str(folder))
+            with peft_alias_warning_silenced():
+                model = PeftModel.from_pretrained(model, str(folder))
         except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
             detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
             raise UsageError(f"{flag} {folder}: the adapter does not fit base model {base}: {detail}") from None

@@ -14,7 +14,6 @@ stays fp32. Shared by the trainer and the scorer loader.
 from __future__ import annotations
 
 import os
-import warnings
 from contextlib import contextmanager
 from typing import Any
 
@@ -24,7 +23,7 @@ from transformers import AutoModelForTokenClassification, BitsAndBytesConfig
 from transformers.utils import logging as hf_logging
 
 from masprm.cli import UsageError
-from masprm.models.loading import check_model_id
+from masprm.models.loading import check_model_id, peft_alias_warning_silenced
 
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 SCORE_HEAD = "score"  # the head's attribute name in transformers' *ForTokenClassification
@@ -167,8 +166,7 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
         modules_to_save=modules_to_save(model),
     )
     try:
-        with warnings.catch_warnings():  # peft reads transformers' deprecated alias; not ours to fix
-            warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
+        with peft_alias_warning_silenced():
             return get_peft_model(model, config)
     except ValueError as err:  # e.g. an architecture without these projection names
         raise UsageError(f"cannot attach LoRA ({_first_line(err)}); the targets are {', '.join(LORA_TARGET_MODULES)}"
