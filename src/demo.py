@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.io import read_json
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -49,7 +50,7 @@ METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", 
 NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
 SCORER_TRAINING = ("--epochs", "3", "--lr", "2e-3", "--train-batch-size", "16", "--grad-accum", "1",
                    "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
-                   "--max-length", "256", "--seed", "42", "--quiet")
+                   "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
 
 
@@ -58,6 +59,17 @@ def run_folder() -> str:
     # the policy is a local folder, tagged by its last path component (it may not be built yet)
     return "results/" + run_folder_name("toy", "train", Path(POLICY).name, ROLLOUTS, SEARCH_C, CANDIDATES,
                                         TEMPERATURE, TOP_P, CONFIG)
+
+
+def trees_done(n_train: int, seed: int) -> bool:
+    """Stage 1 has its trees, made with this seed (run_mcts.py itself refuses to mix two seeds)."""
+    trees = sorted((ROOT / run_folder()).glob("*.json"))
+    if len(trees) < n_train:
+        return False
+    try:
+        return read_json(trees[0])["meta"]["seed"] == seed
+    except (OSError, ValueError, KeyError, TypeError):
+        return False  # unreadable: let stage 1 look at the folder and say what is wrong
 
 
 @dataclass
@@ -90,12 +102,12 @@ def commands(args) -> Commands:
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
         return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
-                "--output-dir", out, *SCORER_TRAINING]
+                "--output-dir", out, "--seed", str(args.seed), *SCORER_TRAINING]
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
         trees=[PY, "src/run_mcts.py", "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
-               "--seed", "42", "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
+               "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
                "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
                "--mas_config", CONFIG, "--model_id", POLICY, "--no_plot", *CPU],
         pairs=[PY, "src/train/preprocess_data.py", "--input", run, "--target-nodes", str(TARGET_NODES),
@@ -209,8 +221,8 @@ def main() -> int:
     p.add_argument("--jobs", type=int, default=len(SEEDS),
                    help=f"evaluation commands run side by side, one thread each (default {len(SEEDS)})")
     p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
-    p.add_argument("--seed", type=int, default=42, help="accepted like every stage's; the demo's "
-                   "evaluation seeds are --seeds")
+    p.add_argument("--seed", type=int, default=42,
+                   help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
     args = p.parse_args()
     check(args.n_train >= 1, f"--n_train must be at least 1, got {args.n_train}")
     check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
@@ -220,10 +232,6 @@ def main() -> int:
             print(f"$ {show(cmd)}")
         return 0
 
-    run = ROOT / run_folder()
-    pairs_done = all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
-    scorers_done = all((ROOT / cmd[cmd.index("--output-dir") + 1] / "masprm_scorer.json").is_file()
-                       for cmd in c.scorers)
     started, timings = time.time(), []
 
     t = stage("0 build the toy world (cached)")
@@ -233,18 +241,23 @@ def main() -> int:
     t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
     background = Background(c.early_evals, [f"eval_no_scorer_seed_{s}" for s in args.seeds])
     try:
-        if len(list(run.glob("*.json"))) >= args.n_train:
-            print(f"stage 1: {run.relative_to(ROOT)} has its trees: skipped")
-        else:
+        # A stage is skipped only when its outputs exist and nothing before it ran again.
+        fresh = not trees_done(args.n_train, args.seed)
+        if fresh:
             Job(c.trees).wait()
-        if pairs_done:
-            print("stage 2: pairs already there: skipped")
         else:
+            print(f"stage 1: {run_folder()} has its trees: skipped")
+        fresh = fresh or not all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
+        if fresh:
             Job(c.pairs).wait()
-        if scorers_done:
-            print("stage 3: scorers already there: skipped")
         else:
+            print("stage 2: pairs already there: skipped")
+        fresh = fresh or not all((ROOT / cmd[cmd.index("--output-dir") + 1] / "masprm_scorer.json").is_file()
+                                 for cmd in c.scorers)
+        if fresh:
             run_side_by_side(c.scorers, ["train_ppm", "train_orm"], jobs=2)
+        else:
+            print("stage 3: scorers already there: skipped")
     except BaseException:
         background.stop()
         raise

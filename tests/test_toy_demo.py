@@ -74,3 +74,25 @@ def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
     proc = subprocess.run([sys.executable, "src/demo.py", "--n_train", "0"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--n_train" in proc.stderr
+
+
+def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_path, monkeypatch):
+    import importlib.util
+    import json
+
+    cmds = dry_run("--seed", "3")
+    seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py")]
+    assert len(seeded) == 3 and all(flag(c, "--seed") == ["3"] for c in seeded)
+    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["14"], ["24"], ["42"]] * 2
+
+    spec = importlib.util.spec_from_file_location("demo_under_test", ROOT / "src" / "demo.py")
+    demo = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(demo)
+    monkeypatch.setattr(demo, "ROOT", tmp_path)
+    run = tmp_path / demo.run_folder()
+    run.mkdir(parents=True)
+    (run / "0.json").write_text(json.dumps({"meta": {"seed": 3}}))
+    assert not demo.trees_done(2, 3)                      # one tree missing: stage 1 runs (and resumes)
+    (run / "1.json").write_text(json.dumps({"meta": {"seed": 3}}))
+    assert demo.trees_done(2, 3)
+    assert not demo.trees_done(2, 4)                      # another seed's trees are not reused
