@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import json
 import logging
-from dataclasses import dataclass, field
 from functools import partial
 
 import pytest
 
 from masprm.cli import UsageError
+from masprm.data import Example
 from masprm.graph import MASGraph
 from masprm.parallel import map_examples
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
@@ -99,14 +99,6 @@ def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
 
 
 # --------------------------------------------------------------------------- trees on the tiny model
-
-
-@dataclass(frozen=True)
-class Example:
-    idx: int
-    question: str
-    gold: str
-    meta: dict = field(default_factory=dict)
 
 
 TEAM = MASGraph.from_dict({

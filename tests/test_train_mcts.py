@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import json
 import random
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import pytest
 
+from masprm.data import Example
 from masprm.graph import MASGraph
 from masprm.search.train_mcts import (STALE_LIMIT, EarlyStop, SearchSettings, TreeJob, build_tree,
                                       run_trees)
@@ -188,14 +188,6 @@ def test_default_grader_is_the_answer_checker(fake_policy):
 
 
 # --------------------------------------------------------------------------- tree files
-
-
-@dataclass(frozen=True)
-class Example:
-    idx: int
-    question: str
-    gold: str
-    meta: dict = field(default_factory=dict)
 
 
 EXAMPLES = [Example(i, f"What is {i} + 2?", str(i + 2), {"source": "test"}) for i in range(4)]
