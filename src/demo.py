@@ -31,6 +31,7 @@ from pathlib import Path
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.io import read_json
+from masprm.train import SCORER_META_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -68,8 +69,16 @@ def trees_done(n_train: int, seed: int) -> bool:
         return False
     try:
         return read_json(trees[0])["meta"]["seed"] == seed
-    except (OSError, ValueError, KeyError, TypeError):
+    except (UsageError, OSError, KeyError, TypeError):
         return False  # unreadable: let stage 1 look at the folder and say what is wrong
+
+
+def scorer_completed(folder: Path) -> bool:
+    """The trainer marks its folder "training" when it starts and "completed" when the scorer is saved."""
+    try:
+        return read_json(folder / SCORER_META_FILE).get("status") == "completed"
+    except (UsageError, OSError, AttributeError):  # missing or unreadable: not completed
+        return False
 
 
 @dataclass
@@ -102,7 +111,7 @@ def commands(args) -> Commands:
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
         return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
-                "--output-dir", out, "--seed", str(args.seed), *SCORER_TRAINING]
+                "--output-dir", out, "--seed", str(args.seed), "--resume", *SCORER_TRAINING]
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
@@ -252,10 +261,14 @@ def main() -> int:
             Job(c.pairs).wait()
         else:
             print("stage 2: pairs already there: skipped")
-        fresh = fresh or not all((ROOT / cmd[cmd.index("--output-dir") + 1] / "masprm_scorer.json").is_file()
-                                 for cmd in c.scorers)
-        if fresh:
-            run_side_by_side(c.scorers, ["train_ppm", "train_orm"], jobs=2)
+        folders = [ROOT / cmd[cmd.index("--output-dir") + 1] for cmd in c.scorers]
+        stale = [f for f in folders if fresh and f.exists()]
+        check(not stale, f"{stale[0].relative_to(ROOT) if stale else ''} holds a scorer trained on earlier "
+                         "pairs; run `make clean-demo` to start over")
+        todo = [(cmd, name) for cmd, name, folder in zip(c.scorers, ("train_ppm", "train_orm"), folders)
+                if not scorer_completed(folder)]  # an interrupted training resumes (--resume)
+        if todo:
+            run_side_by_side([cmd for cmd, _ in todo], [name for _, name in todo], jobs=2)
         else:
             print("stage 3: scorers already there: skipped")
     except BaseException:

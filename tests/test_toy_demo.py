@@ -96,3 +96,14 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     (run / "1.json").write_text(json.dumps({"meta": {"seed": 3}}))
     assert demo.trees_done(2, 3)
     assert not demo.trees_done(2, 4)                      # another seed's trees are not reused
+    (run / "0.json").write_text("{")
+    assert not demo.trees_done(2, 3)                      # unreadable: stage 1 runs and names the file
+
+    scorer = tmp_path / "scorer"
+    assert not demo.scorer_completed(scorer)
+    scorer.mkdir()
+    (scorer / "masprm_scorer.json").write_text(json.dumps({"status": "training"}))
+    assert not demo.scorer_completed(scorer)              # interrupted: stage 3 runs it again, with --resume
+    (scorer / "masprm_scorer.json").write_text(json.dumps({"status": "completed"}))
+    assert demo.scorer_completed(scorer)
+    assert all("--resume" in c for c in cmds if c[1] == "src/train/trainer.py")
