@@ -90,8 +90,9 @@ def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model
         extra = summary["extra"]
         assert extra["handoff_examples"] == 2 and 0.0 <= extra["hit_at_8"] <= 1.0
         assert extra["agent_proposals_mean"] == pytest.approx(2 * extra["realized_depth_mean"])
-    assert "Dynamic-handoff prefix results" in done.stdout
-    assert re.search(r"^handoff_prm +\d\.\d{3} +\d\.\d{3} +\d\.\d{3} +\d\.\d\d$", done.stdout, re.M)
+    table = done.stdout.split("Dynamic-handoff prefix results\n", 1)[1].splitlines()
+    assert re.fullmatch(r"Condition +Hit@4 +Hit@8 +Hit@12 +Depth", table[0])
+    assert all(re.fullmatch(r".*\S +\d\.\d{3} +\d\.\d{3} +\d\.\d{3} +\d\.\d\d", row) for row in table[1:4])
     assert re.search(r"^T=12 dynamic MASPRM \u2212 policy: \u0394=-?\d\.\d{3}, 95% CI \[", done.stdout, re.M)
     # a second run finds every condition COMPLETED (the paired lines after COMPLETED included)
     again = run_cli(*argv, cwd=tmp_path)

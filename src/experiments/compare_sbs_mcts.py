@@ -179,8 +179,9 @@ def handoff_report(conditions: list) -> None:
     from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
     from masprm.io import atomic_write_json
 
+    names = [getattr(c, "label", "") or c.method for c in handoff]   # the readable label where there is one
     print()
-    print("\n".join(prefix_table([(c.method, c.summary) for c in handoff], max(len(c.method) for c in handoff) + 2)))
+    print("\n".join(prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)))
     by_method = {c.method: c for c in handoff}
     if not {"handoff_policy", "handoff_prm"} <= set(by_method):
         return

@@ -35,8 +35,7 @@ METRIC_LINES = {
 }
 NO_STD = {"pass@3", "pass@5"}
 _PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
-# The condition's name may hold spaces (the original's "SBS + PRM (B1=3, B2=5)").
-_START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)
+_START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)   # labels have spaces
 _SEED = re.compile(r"^(.*)_(\d+)$")
 
 
