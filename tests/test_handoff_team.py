@@ -212,6 +212,23 @@ def test_random_mode_is_seeded_and_draws_only_permitted_recipients(fake_policy):
     assert any(finals)                                 # FINAL can be drawn without the fixed horizon
 
 
+def test_random_mode_draws_what_the_originals_rng_draws(fake_policy):
+    # The original: random.Random(seed + idx) for the example, one choice per turn from the other
+    # roles in config order, plus FINAL from turn min_turns on. The context's rng is that seed.
+    obey = lambda turn, speaker, permitted, k: action(speaker, permitted[0], "m", f"A{turn}")
+    for seed in (3, 11, 14):
+        run, _, _, _ = play(fake_policy, obey, mode="random", seed=seed, min_turns=3, max_turns=8)
+        rng, speaker, expected = random.Random(seed), "Analyst", []
+        for turn in range(1, 9):
+            choices = [r for r in ROLES if r != speaker] + ([FINAL] if turn >= 3 else [])
+            to = rng.choice(choices)
+            expected.append((speaker, to))
+            if to == FINAL:
+                break
+            speaker = to
+        assert [(t.speaker, t.recipient) for t in run.turns] == expected
+
+
 def test_prefix_answers_carry_early_stops_forward(fake_policy):
     route = {t: ROLES[t % 4] for t in range(1, 6)} | {6: FINAL}
     run, _, _, _ = play(fake_policy, route_plan(route))
