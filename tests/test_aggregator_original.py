@@ -101,3 +101,12 @@ def test_the_cli_writes_that_csv_byte_for_byte(tmp_path):
     assert done.returncode == 0, done.stderr
     assert (tmp_path / "aggregated_results.csv").read_bytes() == EXPECTED.encode()
     assert "skipped 2 log(s)" in done.stdout
+
+
+def test_rows_follow_the_sorted_file_names_not_the_experiment_ids(tmp_path):
+    # "a-x_1.txt" sorts before "a_1.txt" ('-' < '_'), while the id "a" sorts before "a-x"
+    for name in ("a", "a-x"):
+        (tmp_path / f"{name}_1.txt").write_text("\n".join([start(name, "d"), *summary(0.5, [0.5] * 4, 1.0, 0, 1),
+                                                           "COMPLETED"]) + "\n")
+    rows, _ = aggregate(read_logs(tmp_path))
+    assert [r.experiment for r in rows] == ["a-x", "a"]
