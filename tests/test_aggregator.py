@@ -54,16 +54,17 @@ def test_three_seeds_make_one_row_and_bad_logs_are_skipped(logs):
     assert mcts.mean("pass@1") == pytest.approx(0.6)
     assert mcts.std("pass@1") == pytest.approx(statistics.stdev([0.5, 0.6, 0.7]))   # sample std
     assert mcts.mean("pass@3") == pytest.approx(0.62) and mcts.mean("tokens") == pytest.approx(110.0)
-    assert mcts.mean("prm_calls_per_example") == pytest.approx(22.0)
+    assert mcts.mean("prm_calls") == pytest.approx(22.0)
     assert len(single.seeds) == 1 and single.std("pass@1") == 0.0
     assert sorted(skipped) == ["gsm8k_single_pass_99ff_Qwen_Qwen2.5-1.5B-Instruct_24 (FAILED)",
                                "gsm8k_single_pass_99ff_Qwen_Qwen2.5-1.5B-Instruct_42 (unfinished)"]
 
 
 def test_csv_layout_and_missing_values(tmp_path, logs):
+    # the original aggregator's column names
     assert columns() == ["Experiment", "Seeds", "pass@1_mean", "pass@1_std", "pass@3_mean", "pass@5_mean",
-                         "agent_runs_per_example_mean", "agent_runs_per_example_std",
-                         "prm_calls_per_example_mean", "prm_calls_per_example_std", "tokens_mean", "tokens_std"]
+                         "agent_runs_mean", "agent_runs_std", "prm_calls_mean", "prm_calls_std",
+                         "tokens_mean", "tokens_std"]
     (logs / "old_exp_7.txt").write_text("=== START old | dataset=x | N=1 | manifest=a ===\n"
                                         "Accuracy (pass@1): 1.0000\nCOMPLETED\n")
     rows, _ = aggregate(read_logs(logs))

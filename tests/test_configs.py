@@ -127,12 +127,14 @@ def test_upstream_roles_do_not_answer():
 def test_handoff_section():
     graph = config("math_handoff8")
     roles = [a.name for a in graph.agents]
-    assert roles == ["Planner", "Solver", "Calculator", "Verifier", "Critic", "Explainer", "Summarizer",
-                     "Finalizer"]
+    # the original's eight roles, token caps and schedule
+    assert roles == ["Problem Analyst", "Algebraist", "Geometer", "Number Theorist", "Combinatorialist",
+                     "Independent Solver", "Critic", "Finalizer"]
+    assert [a.max_new_tokens for a in graph.agents] == [512] * 7 + [256]
     section = graph.handoff
     schedule = section["fixed_schedule"]
-    assert section["initial_role"] == schedule[0] == "Planner"
-    assert len(schedule) == 12 and schedule[-1] == "Finalizer"
+    assert section["initial_role"] == schedule[0] == "Problem Analyst"
+    assert schedule == roles[:7] + roles[:4] + ["Finalizer"]
     assert set(schedule) == set(roles)                                  # every role gets a turn
     assert all(a != b for a, b in zip(schedule, schedule[1:]))         # no self-handoff in the schedule
     assert 1 <= section["min_turns"] <= section["max_turns"] == 12
@@ -152,6 +154,6 @@ def test_handoff_section_is_accepted_by_the_handoff_team():
     team_module = pytest.importorskip("masprm.handoff.team")
     graph = config("math_handoff8")
     team = team_module.HandoffTeam.from_graph(graph)
-    assert team.initial_role == "Planner"
+    assert team.initial_role == "Problem Analyst"
     assert len(team.fixed_schedule) == 12 and team.fixed_schedule[-1] == "Finalizer"
     assert (team.min_turns, team.max_turns) == (graph.handoff["min_turns"], graph.handoff["max_turns"])

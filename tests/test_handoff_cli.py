@@ -51,8 +51,20 @@ def test_bad_values_name_the_flag(argv, needle):
 
 
 def test_config_checks_name_the_file():
-    with pytest.raises(UsageError, match=r"h.yaml: handoff_fixed needs a non-empty handoff.fixed_schedule"):
+    # no schedule: the default one (Solver x 11, then the last role) would hand the Solver to itself
+    with pytest.raises(UsageError, match=r"h.yaml: the default fixed schedule .* hands Solver to itself after turn 1"):
         check_handoff_config(parse(), graph(), ["handoff_fixed", "handoff_policy"])
+    check_handoff_config(parse("--allow_self_handoff"), graph(), ["handoff_fixed"])
+    # the original's rule: a schedule must cover --max_turns
+    short = graph(fixed_schedule=["Solver", "Critic", "Solver"])
+    with pytest.raises(UsageError, match=r"h.yaml: handoff.fixed_schedule has 3 roles, fewer than the "
+                                         r"--max_turns \(4\) turns"):
+        check_handoff_config(parse("--min_turns", "2", "--max_turns", "4"), short, ["handoff_fixed"])
+    check_handoff_config(parse("--min_turns", "2", "--max_turns", "3"), short, ["handoff_fixed"])
+    check_handoff_config(parse("--min_turns", "2", "--max_turns", "4"), short, ["handoff_policy"])
+    with pytest.raises(UsageError, match=r"handoff.fixed_schedule hands Critic to itself after turn 2"):
+        check_handoff_config(parse("--min_turns", "2", "--max_turns", "3"),
+                             graph(fixed_schedule=["Solver", "Critic", "Critic"]), ["handoff_fixed"])
     with pytest.raises(UsageError, match=r"h.yaml: max_turns \(3\) is below min_turns \(4\)"):
         check_handoff_config(parse(), graph(max_turns=3), ["handoff_policy"])
     s = check_handoff_config(parse(), graph(min_turns=2, max_turns=3), ["handoff_policy"])

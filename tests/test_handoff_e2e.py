@@ -33,26 +33,54 @@ def run_cli(*argv, cwd):
                           text=True, timeout=240)
 
 
-def test_handoff_fixed_and_policy_on_the_tiny_model(tiny_model_dir, handoff_setup, tmp_path):
+ORIGINAL_LINES = [r"Hit@1 at 4 messages: \d\.\d{4}", r"Hit@1 at 8 messages: \d\.\d{4}",
+                  r"Hit@1 at 12 messages: \d\.\d{4}", r"Realized depth \(mean/median\): \d\.\d\d/\d\.\d\d",
+                  r"Unique agents / directed edges \(mean\): \d\.\d\d/\d\.\d\d",
+                  r"Role revisit rate \(mean\): \d\.\d{4}", r"Route entropy H\(recipient\|speaker\), bits: \d\.\d{4}",
+                  r"PRM context tokens \(median/p95\): \d+\.\d/\d+\.\d", r"PRM truncation rate: \d\.\d{4}",
+                  r"Action parse-failure rate: \d\.\d{4}",
+                  r"Batched policy calls / proposals per example: \d\.\d\d/\d\.\d\d"]
+
+
+def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model_dir, handoff_setup, tmp_path):
+    import re
+
     config, data = handoff_setup
-    argv = ["--methods", "handoff_fixed", "handoff_policy", "--gen_model_id", tiny_model_dir,
-            "--mas_config", config, "--data_file", data, "--sample_n", 2, "--seed", 3,
-            "--min_turns", 2, "--max_turns", 3, "--handoff_candidates", 2, "--max_new_tokens", 6,
-            "--device_map", "cpu", "--no_compile", "--workers", 1, "--logs_dir", tmp_path / "logs"]
+    argv = ["--methods", "handoff_fixed", "handoff_policy", "handoff_prm", "--gen_model_id", tiny_model_dir,
+            "--handoff_prm_dir", tiny_model_dir, "--mas_config", config, "--data_file", data,
+            "--sample_n", 2, "--seed", 3, "--min_turns", 2, "--max_turns", 3, "--handoff_candidates", 2,
+            "--max_new_tokens", 6, "--device_map", "cpu", "--no_compile", "--workers", 1,
+            "--logs_dir", tmp_path / "logs"]
     done = run_cli(*argv, cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-3000:]
     logs = {p.name.split("_")[3]: p for p in (tmp_path / "logs").glob("*.txt")}   # competition_math_handoff_<m>_...
-    assert set(logs) == {"fixed", "policy"}
+    assert set(logs) == {"fixed", "policy", "prm"}
     for mode, log in logs.items():
-        assert log.read_text().rstrip().endswith("COMPLETED")
+        lines = log.read_text().splitlines()
+        end = lines.index("COMPLETED")
+        # the original's handoff lines, in its order, right before COMPLETED
+        body = lines[end - len(ORIGINAL_LINES) - sum(ln.startswith("[extra]") for ln in lines):end]
+        assert [ln for ln in body if not ln.startswith("[extra]")] and all(
+            re.fullmatch(pat, ln) for pat, ln in zip(ORIGINAL_LINES, [b for b in body if not b.startswith("[extra]")]))
+        # handoff_prm's log carries the paired comparison after COMPLETED, as the original's does
+        tail = lines[end + 1:]
+        if mode == "prm":
+            assert [ln.split(" ", 2)[:2] for ln in tail] == [["T=8", "paired"], ["T=8", "McNemar"],
+                                                              ["T=12", "paired"], ["T=12", "McNemar"]]
+        else:
+            assert tail == []
         records = [json.loads(line) for line in log.with_suffix(".jsonl").read_text().splitlines()]
         assert [r["index"] for r in records] == [0, 1] and not any(r["error"] for r in records)
         for r in records:
             entry = r["extra"]["handoff"]
-            # each turn is one batched call of 2 proposals; the tiny model's noise mostly falls back
-            assert entry["proposals"] == 2 * entry["depth"] == r["metrics"]["agent_runs"]
+            # each turn is one batched call of 2 proposals: one agent run (and one PRM call) per turn
+            assert entry["agent_proposals"] == 2 * entry["depth"] == 2 * r["metrics"]["agent_runs"]
+            assert r["metrics"]["scorer_calls"] == (entry["depth"] if mode == "prm" else 0)
+            assert entry["prm_evaluations"] == (entry["agent_proposals"] - entry["parse_failures"]
+                                                + entry["fallback_turns"] if mode == "prm" else 0)
             assert set(entry["prefix_answers"]) == {"4", "8", "12"}
             assert r["prediction"] == entry["turns"][-1]["current_answer"]
+            assert all("raw" in t for t in entry["turns"])
             if mode == "fixed":
                 assert [t["speaker"] for t in entry["turns"]] == ["Analyst", "Solver", "Analyst"]
                 assert [t["recipient"] for t in entry["turns"]] == ["Solver", "Analyst", "FINAL"]
@@ -61,10 +89,25 @@ def test_handoff_fixed_and_policy_on_the_tiny_model(tiny_model_dir, handoff_setu
         summary = json.loads(log.with_suffix(".summary.json").read_text())
         extra = summary["extra"]
         assert extra["handoff_examples"] == 2 and 0.0 <= extra["hit_at_8"] <= 1.0
-        assert extra["proposals_per_example"] == pytest.approx(2 * extra["depth_mean"])
-    # a second run finds both conditions COMPLETED and only reloads them
+        assert extra["agent_proposals_mean"] == pytest.approx(2 * extra["realized_depth_mean"])
+    table = done.stdout.split("Dynamic-handoff prefix results\n", 1)[1].splitlines()
+    assert re.fullmatch(r"Condition +Hit@4 +Hit@8 +Hit@12 +Depth", table[0])
+    assert all(re.fullmatch(r".*\S +\d\.\d{3} +\d\.\d{3} +\d\.\d{3} +\d\.\d\d", row) for row in table[1:4])
+    assert re.search(r"^T=12 dynamic MASPRM \u2212 policy: \u0394=-?\d\.\d{3}, 95% CI \[", done.stdout, re.M)
+    # a second run finds every condition COMPLETED (the paired lines after COMPLETED included)
     again = run_cli(*argv, cwd=tmp_path)
-    assert again.returncode == 0 and again.stdout.count("already COMPLETED") == 2, again.stderr[-2000:]
+    assert again.returncode == 0 and again.stdout.count("already COMPLETED") == 3, again.stderr[-2000:]
+    assert logs["prm"].read_text().count("T=12 McNemar exact") == 1
+    # the aggregator reads all three, handoff_prm's log with its trailing lines too
+    agg = subprocess.run([sys.executable, str(ROOT / "aggregator.py"), "--logs_dir", tmp_path / "logs",
+                          "--out", tmp_path / "agg.csv", "--no_plot"], capture_output=True, text=True, timeout=120)
+    assert agg.returncode == 0 and "skipped" not in agg.stdout, agg.stdout + agg.stderr
+    rows = {r["Experiment"]: r for r in __import__("csv").DictReader((tmp_path / "agg.csv").open())}
+    assert len(rows) == 3 and all(r["Seeds"] == "1" for r in rows.values())
+    prm_row = next(r for name, r in rows.items() if "_handoff_prm_" in name)
+    prm_summary = json.loads(logs["prm"].with_suffix(".summary.json").read_text())
+    assert prm_row["prm_calls_mean"] == f"{round(prm_summary['prm_calls_mean'], 2):.4f}"
+    assert prm_row["agent_runs_mean"] == f"{round(prm_summary['agent_runs_mean'], 2):.4f}"
 
 
 def test_handoff_flag_errors_are_one_line(tiny_model_dir, handoff_setup, tmp_path):
@@ -115,4 +158,4 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
     assert seen[0] == question + "".join(pieces)
     assert "work 3" not in seen[2] and "work 4" in seen[2] and "work 5" in seen[2]   # oldest dropped first
     assert "work 5" not in seen[4] and "work" not in seen[6]
-    assert ctx.usage.scorer_calls == 8 and ctx.usage.scorer_tokens == scorer.tokens_seen > 0
+    assert ctx.usage.scorer_calls == 4 and ctx.usage.scorer_tokens == scorer.tokens_seen > 0   # one per batch

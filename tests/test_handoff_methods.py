@@ -9,8 +9,8 @@ import pytest
 from masprm.eval.registry import METHODS, EvalContext
 from masprm.graph import MASGraph
 from masprm.handoff.methods import (compare_handoff_conditions, format_paired_comparison, paired_comparison,
-                                    summarize)
-from masprm.handoff.stats import mcnemar_exact_p
+                                    paired_log_lines, summarize)
+from masprm.handoff.stats import mcnemar_exact_p, paired_bootstrap_ci
 
 ROLES = ["Analyst", "Solver", "Critic", "Finalizer"]
 GRAPH = MASGraph.from_dict({
@@ -79,12 +79,15 @@ def test_handoff_prm_follows_the_scorer_and_records_route_metrics(fake_policy):
     assert entry["prefix_answers"] == {"4": "2", "8": "2", "12": "2"}
     assert entry["prefix_correct"] == {"4": False, "8": False, "12": False}
     assert entry["depth"] == 2 and entry["stop_reason"] == "final"
-    assert len(entry["prm_context_tokens"]) == 6 and entry["proposals"] == 6
-    assert ctx.usage.scorer_calls == 6 and ctx.usage.agent_runs == 6
+    assert len(entry["prm_context_tokens"]) == 6 and entry["agent_proposals"] == 6 and entry["prm_evaluations"] == 6
+    # the original's counts: one agent run and one PRM call per batched turn (2 turns x 3 proposals)
+    assert ctx.usage.scorer_calls == 2 and ctx.usage.agent_runs == 2
+    assert entry["prefix_depths"] == {"4": 2, "8": 2, "12": 2}
+    assert entry["turns"][0]["raw"].startswith("SPEAKER: Analyst\nRECIPIENT: Critic\nMESSAGE: step 1 GOOD1")
 
 
 def test_fixed_condition_runs_the_schedule(fake_policy):
-    result, _ = run("handoff_fixed", fake_policy, gold="4")
+    result, _ = run("handoff_fixed", fake_policy, gold="4", max_turns=4)
     entry = result.extra["handoff"]
     assert [t["speaker"] for t in entry["turns"]] == ROLES
     assert entry["turns"][-1]["recipient"] == "FINAL" and result.prediction == "4"
@@ -100,8 +103,9 @@ def test_policy_condition_is_reproducible_under_the_same_seed(fake_policy):
 
 def record(idx, c8, c12, **extra):
     entry = {"depth": 12, "stop_reason": "max_turns", "transitions": [["A", "B"]] * 12, "unique_agents": 2,
-             "unique_edges": 1, "role_revisits": 10, "role_revisit_rate": 10 / 12, "proposals": 36,
-             "parse_failures": 0, "fallback_turns": 0, "prm_context_tokens": [], "prm_truncated": 0,
+             "unique_directed_role_edges": 1, "role_revisits": 10, "role_revisit_rate": 10 / 12,
+             "route_entropy_bits": 0.0, "agent_proposals": 36, "parse_failures": 0, "fallback_turns": 0,
+             "prm_context_tokens": [], "prm_truncations": 0,
              "prefix_correct": {"4": False, "8": c8, "12": c12}, **extra}
     return {"index": idx, "correct": c12, "extra": {"handoff": entry}, "error": None}
 
@@ -122,8 +126,20 @@ def test_paired_comparison_matches_hand_counts():
     assert r["t12_mcnemar_exact_p"] == 1.0
     assert r["t8_paired_bootstrap_ci_low"] <= 0.4 <= r["t8_paired_bootstrap_ci_high"]
     assert paired_comparison(policy, prm, seed=0) == r
-    lines = format_paired_comparison(r)
-    assert lines[0].startswith("T=8 handoff_prm - handoff_policy: delta=+0.400") and "p=0.625" in lines[0]
+    # each T's bootstrap is seeded seed + T, as in the original
+    a8, b8 = [1, 0, 0, 0, 1], [0, 1, 1, 1, 1]
+    assert (r["t8_paired_bootstrap_ci_low"], r["t8_paired_bootstrap_ci_high"]) == \
+        paired_bootstrap_ci(a8, b8, seed=8)[1:]
+    assert paired_comparison(policy, prm, seed=5)["t12_paired_bootstrap_ci_low"] == \
+        paired_bootstrap_ci([1, 0, 1, 0, 1], [1, 0, 1, 1, 0], seed=17)[1]
+    assert format_paired_comparison(r)[0] == (
+        f"T=8 dynamic MASPRM \u2212 policy: \u0394=0.400, 95% CI [{r['t8_paired_bootstrap_ci_low']:.3f}, "
+        f"{r['t8_paired_bootstrap_ci_high']:.3f}], McNemar p=0.625")
+    log = paired_log_lines(r)
+    assert log[0] == ("T=8 paired dynamic PRM-policy accuracy delta (95% bootstrap CI): 0.4000 "
+                      f"[{r['t8_paired_bootstrap_ci_low']:.4f}, {r['t8_paired_bootstrap_ci_high']:.4f}]")
+    assert log[1] == "T=8 McNemar exact: policy-only=1, prm-only=3, p=0.625000"
+    assert log[3] == "T=12 McNemar exact: policy-only=1, prm-only=1, p=1.000000" and len(log) == 4
     assert compare_handoff_conditions({"handoff_policy": policy}) is None
     assert compare_handoff_conditions({"handoff_policy": policy, "handoff_prm": prm}, seed=0) == r
 

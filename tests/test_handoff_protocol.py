@@ -86,7 +86,22 @@ def test_fallback_salvages_fields_else_raw_text_and_previous_answer():
         ("Critic", "Finalizer", "try x = 3", "9", False)
     plain = fallback_turn("just prose", speaker="Critic", recipient="Algebraist", previous_answer="7")
     assert (plain.message, plain.current_answer) == ("just prose", "7")
+    # turn 1 has no previous answer: the original's "UNKNOWN"
     first = fallback_turn("the answer is 5", speaker="Critic", recipient="Algebraist", previous_answer=None)
-    assert first.current_answer == "the answer is 5"
+    assert first.current_answer == "UNKNOWN" and first.message == "the answer is 5"
     empty = fallback_turn("MESSAGE:\nCURRENT_ANSWER:", speaker="Critic", recipient=FINAL, previous_answer="3")
     assert empty.message and empty.current_answer == "3" and empty.is_final
+
+
+def test_fallback_reads_fields_as_the_original():
+    # CURRENT_ANSWER is its label's line only; MESSAGE runs to the CURRENT_ANSWER label, other
+    # labels included (the original's rule, not the strict parser's field split)
+    text = "MESSAGE: part one\nSPEAKER: Critic\npart two\nCURRENT_ANSWER: 12\nbecause 3 * 4\nCURRENT_ANSWER: 13"
+    turn = fallback_turn(text, speaker="Critic", recipient="Algebraist", previous_answer="7")
+    assert turn.message == "part one\nSPEAKER: Critic\npart two" and turn.current_answer == "12"
+    # an empty CURRENT_ANSWER line takes the next non-blank line; labels match in any case
+    turn = fallback_turn("current_answer:\n\n  42 apples\nmore", speaker="Critic", recipient="A", previous_answer="7")
+    assert turn.current_answer == "42 apples" and turn.message == "current_answer:\n\n  42 apples\nmore"
+    # a MESSAGE label with nothing after it gives the placeholder message
+    turn = fallback_turn("MESSAGE:   ", speaker="Critic", recipient="A", previous_answer=None)
+    assert turn.message == "(no valid structured proposal was generated)" and turn.current_answer == "UNKNOWN"

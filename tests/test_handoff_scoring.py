@@ -102,19 +102,21 @@ def test_prm_selector_scores_the_whole_transcript_plus_each_candidate_in_one_bat
     assert scores == [-1.0, 1.0, -1.0]
     assert len(scorer.batches) == 1
     assert scorer.batches[0][1] == "Q?" + run.turns[0].render() + SEP + props[1].turn.render() + SEP
-    assert ctx.usage.scorer_calls == 3 and ctx.usage.scorer_tokens == scorer.tokens_seen
+    # one PRM call for the turn's batch (the original's count), three evaluations
+    assert ctx.usage.scorer_calls == 1 and ctx.usage.scorer_tokens == scorer.tokens_seen
     assert [s["truncated"] for s in run.scored] == [False] * 3
     prm_selector(ctx, limit=10)(run, props[:1])           # 15 words: the first turn is dropped
     assert run.scored[-1]["truncated"] and run.scored[-1]["tokens"] == 8
     assert "first" not in scorer.batches[-1][0]
 
 
-def test_the_budget_is_capped_at_the_scorers_own_length():
+def test_the_budget_is_the_flag_never_the_scorers_training_length():
+    # the original loads the handoff scorer with max_length = --prm_context_length: no silent cap
     scorer = FakeScorer()
     scorer.max_length = 10
     run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
     prm_selector(make_ctx(scorer), limit=1000)(run, [Proposal(RoutedTurn("B", "A", "x", "2"), "raw", [])])
-    assert run.scored[0]["truncated"] and run.scored[0]["tokens"] == 8 and "first" not in scorer.batches[0][0]
+    assert not run.scored[0]["truncated"] and run.scored[0]["tokens"] == 15 and "first" in scorer.batches[0][0]
 
 
 def test_prm_selector_needs_a_scorer():

@@ -69,33 +69,60 @@ def known_route():
     run = HandoffRun("q", turns=[RoutedTurn("A", "B", "1", "1"), RoutedTurn("B", "A", "2", "2"),
                                  RoutedTurn("A", "B", "3", "3"), RoutedTurn("B", FINAL, "4", "4")],
                      stop_reason="final", proposals=8, parse_failures=2, fallback_turns=1)
-    run.scored = [{"tokens": 10, "truncated": False}, {"tokens": 20, "truncated": True},
-                  {"tokens": 30, "truncated": False}]
+    run.scored = [{"tokens": 10, "full_tokens": 10, "truncated": False},
+                  {"tokens": 20, "full_tokens": 25, "truncated": True},
+                  {"tokens": 30, "full_tokens": 40, "truncated": False}]
     return run
 
 
+H_21 = -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3))    # entropy of (2/3, 1/3)
+
+
 def test_route_metrics_of_a_known_route():
-    m = route_metrics(known_route())
-    assert (m["depth"], m["unique_agents"], m["unique_edges"], m["role_revisits"]) == (4, 2, 2, 2)
+    # the original's per-example metrics for this route in a team of 3 (its own test's numbers)
+    m = route_metrics(known_route(), n_roles=3)
+    assert (m["depth"], m["unique_agents"], m["unique_directed_role_edges"], m["role_revisits"]) == (4, 2, 2, 2)
+    assert m["active_roles"] == ["A", "B"] and m["directed_role_edges"] == ["A -> B", "B -> A", "A -> B"]
     assert m["role_revisit_rate"] == 0.5
+    assert m["route_entropy_bits"] == pytest.approx(H_21)                 # edges A->B x2, B->A
+    assert m["route_entropy_normalized"] == pytest.approx(H_21 / math.log2(6))
     assert m["transitions"] == [["A", "B"], ["B", "A"], ["A", "B"], ["B", FINAL]]
-    assert (m["prm_context_tokens"], m["prm_truncated"]) == ([10, 20, 30], 1)
+    assert (m["agent_proposals"], m["parse_failures"], m["parse_failure_rate"]) == (8, 2, 0.25)
+    assert m["prm_evaluations"] == 3 and m["prm_original_context_tokens"] == [10, 25, 40]
+    assert (m["prm_context_tokens"], m["prm_truncations"]) == ([10, 20, 30], 1)
+    assert (m["prm_context_token_median"], m["prm_context_token_p95"]) == (20.0, 30.0)
+    assert m["prm_truncation_rate"] == pytest.approx(1 / 3)
 
 
 def test_summarize_routes_pools_a_condition():
-    first = {**route_metrics(known_route()), "prefix_correct": {"4": True, "8": True, "12": False}}
+    first = {**route_metrics(known_route(), 3), "prefix_correct": {"4": True, "8": True, "12": False}}
     run = HandoffRun("q", turns=[RoutedTurn("C", "A", "1", "1"), RoutedTurn("A", "C", "2", "2")],
                      stop_reason="max_turns", proposals=4)
-    second = {**route_metrics(run), "prefix_correct": {"4": False, "8": True, "12": True}}
+    second = {**route_metrics(run, 3), "prefix_correct": {"4": False, "8": True, "12": True}}
     s = summarize_routes([first, second], n_examples=4)          # two more examples crashed
     assert (s["hit_at_4"], s["hit_at_8"], s["hit_at_12"]) == (0.25, 0.5, 0.25)
-    assert (s["depth_mean"], s["depth_median"]) == (3.0, 3.0)
-    assert (s["unique_agents_mean"], s["unique_edges_mean"]) == (2.0, 2.0)
-    assert s["role_revisit_rate"] == pytest.approx(2 / 6)
-    # transitions: A->B x2, A->C, B->A, B->FINAL, C->A: H = 3/6*H(2/3,1/3) + 2/6*1 + 0
-    h = 0.5 * -(2 / 3 * math.log2(2 / 3) + 1 / 3 * math.log2(1 / 3)) + 2 / 6
-    assert s["route_entropy_bits"] == pytest.approx(h)
-    assert (s["prm_context_tokens_median"], s["prm_context_tokens_p95"]) == (20.0, 30.0)
+    assert (s["realized_depth_mean"], s["realized_depth_median"]) == (3.0, 3.0)
+    assert (s["unique_agents_mean"], s["unique_directed_role_edges_mean"]) == (2.0, 2.0)
+    # the original's revisit rate: the mean of the per-example rates 2/4 and 0/2 (pooled would be 2/6)
+    assert s["role_revisit_rate_mean"] == pytest.approx(0.25)
+    # routed turns only (FINAL is no route): A->B x2, A->C, B->A, C->A; only A has a choice
+    assert s["route_entropy_bits"] == pytest.approx(3 / 5 * H_21)
+    assert s["within_trajectory_edge_entropy_bits_mean"] == pytest.approx((H_21 + 1.0) / 2)
+    assert (s["prm_context_token_median"], s["prm_context_token_p95"]) == (20.0, 30.0)
     assert s["prm_truncation_rate"] == pytest.approx(1 / 3)
     assert s["parse_failure_rate"] == pytest.approx(2 / 12)
-    assert s["proposals_per_example"] == 6.0 and s["final_stop_rate"] == 0.5
+    assert (s["agent_proposals_total"], s["agent_proposals_mean"]) == (12.0, 6.0) and s["final_stop_rate"] == 0.5
+
+
+def test_bootstrap_reproduces_the_originals_resampling():
+    # The original: random.Random(seed); each resample draws len(d) indices with randrange and
+    # averages; the sorted means are read at floor(0.025 (B-1)) and ceil(0.975 (B-1)).
+    a, b = [1, 0, 0, 1, 0], [1, 1, 1, 0, 0]
+    d = [0, 1, 1, -1, 0]
+    rng = __import__("random").Random(50)
+    means = sorted(sum(d[rng.randrange(5)] for _ in d) / 5 for _ in range(41))
+    assert paired_bootstrap_ci(a, b, n_resamples=41, seed=50) == (0.2, means[1], means[39])   # 0.025*40 -> 1
+    # one resample: both ends are that resample's mean
+    rng = __import__("random").Random(7)
+    only = sum(d[rng.randrange(5)] for _ in d) / 5
+    assert paired_bootstrap_ci(a, b, n_resamples=1, seed=7) == (0.2, only, only)

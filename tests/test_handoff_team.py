@@ -10,7 +10,7 @@ from masprm.eval.registry import EvalContext
 from masprm.graph import ConfigError, MASGraph
 from masprm.handoff.protocol import FINAL
 from masprm.handoff.scoring import logprob_selector
-from masprm.handoff.team import HandoffSettings, HandoffTeam, run_handoff, user_content
+from masprm.handoff.team import HandoffSettings, HandoffTeam, default_schedule, run_handoff, user_content
 
 ROLES = ["Analyst", "Algebraist", "Critic", "Finalizer"]
 QUESTION = "What is 2 + 2?"
@@ -122,7 +122,10 @@ def test_log_prob_selection_picks_the_best_proposal(fake_policy):
     assert all(t.message == "short" for t in run.turns)
     assert [t.recipient for t in run.turns][:2] == ["Critic", "Algebraist"]  # permitted[1] of each speaker
     assert run.stop_reason == "max_turns" and len(run.turns) == 4
-    assert ctx.usage.agent_runs == 8
+    # the original counts one agent run per batched turn (4 turns x 2 proposals = 4 runs, 8 proposals)
+    assert ctx.usage.agent_runs == 4 and run.proposals == 8
+    # and scores every turn, a lone proposal or a fallback turn included
+    assert [c[0] for c in policy.calls].count("logprob") == 4
 
 
 def test_self_handoff_needs_the_flag(fake_policy):
@@ -140,7 +143,7 @@ def test_fixed_mode_forces_the_schedule_and_ends_with_final(fake_policy):
     # a disobedient policy always hands to the Critic; the schedule wins through fallback turns
     def plan(turn, speaker, permitted, k):
         return action(speaker, "Critic" if k == 0 else permitted[0], f"T{turn}", f"A{turn}")
-    run, script, _, _ = play(fake_policy, plan, mode="fixed")
+    run, script, _, _ = play(fake_policy, plan, mode="fixed", max_turns=5)
     schedule = ["Analyst", "Algebraist", "Critic", "Analyst", "Finalizer"]
     assert [t.speaker for t in run.turns] == schedule
     assert [t.recipient for t in run.turns] == schedule[1:] + [FINAL]
@@ -154,10 +157,38 @@ def test_fixed_mode_forces_the_schedule_and_ends_with_final(fake_policy):
 
 def test_fixed_mode_fallback_uses_the_forced_recipient(fake_policy):
     plan = lambda turn, speaker, permitted, k: action(speaker, "Critic", "m", "1") if k else "garbled"
-    run, _, _, _ = play(fake_policy, plan, mode="fixed")
+    run, _, _, _ = play(fake_policy, plan, mode="fixed", max_turns=5)
     assert [t.recipient for t in run.turns] == ["Algebraist", "Critic", "Analyst", "Finalizer", FINAL]
     assert [t.parsed for t in run.turns] == [False, True, False, False, False]
     assert run.turns[0].message == "garbled"
+
+
+def test_default_schedule_is_round_robin_with_the_finalizer_last():
+    # the original's rule: the role named "finalizer" (any case, else the last role) speaks last,
+    # the others take turns before it
+    assert default_schedule(["X", "finalizer", "Y"], 4) == ("X", "Y", "X", "finalizer")
+    assert default_schedule(["A", "B", "C"], 3) == ("A", "B", "C")
+    assert default_schedule(["A", "B", "C"], 1) == ("C",)
+
+
+def test_fixed_mode_without_a_schedule_uses_the_default_one(fake_policy):
+    obey = lambda turn, speaker, permitted, k: action(speaker, permitted[0], f"T{turn}", f"A{turn}")
+    graph = MASGraph.from_dict({
+        "agents": [{"name": r, "system_prompt": f"You are the {r}."} for r in ROLES],
+        "handoff": {"initial_role": "Critic"}}, source="team.yaml")
+    run, _, _, _ = play(fake_policy, obey, mode="fixed", graph=graph, max_turns=6)
+    assert [t.speaker for t in run.turns] == ["Analyst", "Algebraist", "Critic", "Analyst", "Algebraist",
+                                              "Finalizer"]
+    assert run.turns[-1].recipient == FINAL and run.stop_reason == "final"
+    with pytest.raises(ConfigError, match=r"5 roles; handoff_fixed needs at least --max_turns \(6\)"):
+        play(fake_policy, obey, mode="fixed", max_turns=6)      # make_graph's schedule has 5 roles
+
+
+def test_a_first_turn_fallback_answers_unknown(fake_policy):
+    run, _, _, _ = play(fake_policy, lambda turn, speaker, permitted, k: "no fields at all", max_turns=4)
+    assert [t.parsed for t in run.turns] == [False] * 4
+    assert [t.current_answer for t in run.turns] == ["UNKNOWN"] * 4    # carried forward from turn 1
+    assert run.turns[0].message == "no fields at all"
 
 
 def test_random_mode_is_seeded_and_draws_only_permitted_recipients(fake_policy):
@@ -179,6 +210,23 @@ def test_random_mode_is_seeded_and_draws_only_permitted_recipients(fake_policy):
         run, _, _, _ = play(fake_policy, obey, mode="random", seed=seed)
         finals.append(run.turns[-1].is_final)
     assert any(finals)                                 # FINAL can be drawn without the fixed horizon
+
+
+def test_random_mode_draws_what_the_originals_rng_draws(fake_policy):
+    # The original: random.Random(seed + idx) for the example, one choice per turn from the other
+    # roles in config order, plus FINAL from turn min_turns on. The context's rng is that seed.
+    obey = lambda turn, speaker, permitted, k: action(speaker, permitted[0], "m", f"A{turn}")
+    for seed in (3, 11, 14):
+        run, _, _, _ = play(fake_policy, obey, mode="random", seed=seed, min_turns=3, max_turns=8)
+        rng, speaker, expected = random.Random(seed), "Analyst", []
+        for turn in range(1, 9):
+            choices = [r for r in ROLES if r != speaker] + ([FINAL] if turn >= 3 else [])
+            to = rng.choice(choices)
+            expected.append((speaker, to))
+            if to == FINAL:
+                break
+            speaker = to
+        assert [(t.speaker, t.recipient) for t in run.turns] == expected
 
 
 def test_prefix_answers_carry_early_stops_forward(fake_policy):

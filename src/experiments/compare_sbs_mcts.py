@@ -157,27 +157,40 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
         if folder:
-            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), options)
+            # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
+            # loader setting); the static scorers keep their training length.
+            max_length = getattr(args, "prm_context_length", None) if role == "handoff_prm" else None
+            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), options,
+                                    max_length)
     return specs
 
 
 # --------------------------------------------------------------------------- main
 
 
-def paired_handoff_report(conditions: list) -> None:
-    """handoff_prm vs handoff_policy when both ran (SPEC §10): printed, and kept in handoff_prm's summary."""
-    by_method = {c.method: c for c in conditions}
-    if handoff_cli is None or not {"handoff_policy", "handoff_prm"} <= set(by_method):
+def handoff_report(conditions: list) -> None:
+    """The printed prefix table of the handoff conditions and, when both handoff_policy and
+    handoff_prm ran, their paired comparison (SPEC §10): printed, kept in handoff_prm's summary
+    and written after COMPLETED in its text log, as the original does."""
+    handoff = [c for c in conditions if METHODS[c.method].family == "handoff"]
+    if handoff_cli is None or not handoff:
         return
-    from masprm.eval.logs import read_records
-    from masprm.handoff.methods import format_paired_comparison, paired_comparison
+    from masprm.eval.logs import read_records, set_trailer
+    from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
     from masprm.io import atomic_write_json
 
+    names = [getattr(c, "label", "") or c.method for c in handoff]   # the readable label where there is one
+    print()
+    print("\n".join(prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)))
+    by_method = {c.method: c for c in handoff}
+    if not {"handoff_policy", "handoff_prm"} <= set(by_method):
+        return
     policy, prm = by_method["handoff_policy"], by_method["handoff_prm"]
     result = paired_comparison(read_records(policy.files.records), read_records(prm.files.records),
                                seed=policy.manifest["seed"])
     prm.summary["paired_comparison"] = {"baseline": policy.files.log.name, **result}
     atomic_write_json(prm.files.summary, prm.summary)
+    set_trailer(prm.files.log, paired_log_lines(result))
     print("\n".join(format_paired_comparison(result)))
 
 
@@ -207,7 +220,7 @@ def main() -> int:
     print(results_table(conditions))
     for c in conditions:
         print(f"  {c.method}: {c.files.log}")
-    paired_handoff_report(conditions)
+    handoff_report(conditions)
     failed = [c.method for c in conditions if c.summary.get("status") == "FAILED"]
     if failed:
         print(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}",

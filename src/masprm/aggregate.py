@@ -2,10 +2,12 @@
 
 An experiment id is a log's file name without `.txt` and without its trailing
 `_<seed>`; the logs of one experiment differ only in that seed. Only logs
-that end with COMPLETED count. Per metric the CSV has the mean and (except
-pass@3 and pass@5) the sample standard deviation across seeds (0 for one
-seed), 4 decimals; missing values are `N/A`. Pure Python (matplotlib is
-imported only to draw the plot).
+whose status line says COMPLETED count (handoff_prm's paired lines may follow
+it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
+standard deviation across seeds (0 for one seed), 4 decimals; missing values
+are `N/A`. Column names, row order (first appearance in the sorted file names)
+and CSV dialect are the original aggregator's, so its logs give its CSV. Pure
+Python (matplotlib is imported only to draw the plot).
 """
 
 from __future__ import annotations
@@ -19,19 +21,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from masprm.eval.logs import text_status
+
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
-# metric key -> the log line it is read from
+# metric key (the CSV's column stem, as the original names it) -> the log line it is read from
 METRIC_LINES = {
     "pass@1": r"Accuracy \(pass@1\):",
     "pass@3": r"Pass@3:",
     "pass@5": r"Pass@5:",
     "tokens": r"Tokens:",
-    "prm_calls_per_example": r"Mean PRM calls per example:",
-    "agent_runs_per_example": r"Mean Agent runs per example:",
+    "prm_calls": r"Mean PRM calls per example:",
+    "agent_runs": r"Mean Agent runs per example:",
 }
 NO_STD = {"pass@3", "pass@5"}
 _PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
-_START = re.compile(r"^=== START (\S+) \| dataset=(\S+)", re.MULTILINE)
+_START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)   # labels have spaces
 _SEED = re.compile(r"^(.*)_(\d+)$")
 
 
@@ -67,9 +71,7 @@ def split_experiment(stem: str) -> tuple[str, int | None]:
 
 
 def parse_log(stem: str, text: str) -> ParsedLog:
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    last = lines[-1] if lines else ""
-    status = "COMPLETED" if last == "COMPLETED" else "FAILED" if last.startswith("FAILED") else None
+    status = text_status(text)
     metrics = {k: float(m.group(1)) for k, pat in _PATTERNS.items() if (m := pat.search(text))}
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
@@ -93,7 +95,11 @@ class Row:
 
 
 def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
-    """Rows of COMPLETED logs grouped by experiment (sorted), and the names of skipped logs."""
+    """Rows of COMPLETED logs grouped by experiment, and the names of skipped logs.
+
+    Rows come in the order their experiment first appears in ``logs`` (the
+    original's order for logs read in sorted file-name order).
+    """
     rows: dict[str, Row] = {}
     skipped = []
     for log in logs:
@@ -105,12 +111,13 @@ def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
         row.seeds.append(log.seed)
         for key, value in log.metrics.items():
             row.values.setdefault(key, []).append(value)
-    return [rows[k] for k in sorted(rows)], skipped
+    return list(rows.values()), skipped
 
 
 def read_logs(logs_dir: str | Path) -> list[ParsedLog]:
-    return [parse_log(p.stem, p.read_text(encoding="utf-8", errors="replace"))
-            for p in sorted(Path(logs_dir).glob("*.txt"))]
+    """The folder's `*.txt` logs in sorted file-name order."""
+    paths = sorted(Path(logs_dir).glob("*.txt"), key=lambda p: p.name)
+    return [parse_log(p.stem, p.read_text(encoding="utf-8", errors="replace")) for p in paths]
 
 
 def _fmt(value: float | None) -> str:
@@ -128,7 +135,7 @@ def row_cells(row: Row) -> list[str]:
 
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
-    writer = csv.writer(buf, lineterminator="\n")
+    writer = csv.writer(buf)   # the csv module's default dialect (CRLF rows), as the original wrote
     writer.writerow(columns())
     for row in rows:
         writer.writerow(row_cells(row))

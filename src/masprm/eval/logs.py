@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -125,14 +126,35 @@ class LogFiles:
         return self._with(".partial.jsonl")
 
 
-def log_status(path: Path) -> str | None:
-    """COMPLETED / FAILED from the log's last non-empty line, else None (unfinished or missing)."""
-    try:
-        lines = [ln.strip() for ln in path.read_text(encoding="utf-8").splitlines() if ln.strip()]
-    except OSError:
-        return None
+# Lines a finished log may carry after its status: handoff_prm's paired comparison with
+# handoff_policy ("T=8 paired ...", "T=8 McNemar ..."), written once both conditions are done,
+# after COMPLETED as in the original's logs.
+_TRAILER = re.compile(r"^T=\d+ ")
+
+
+def text_status(text: str) -> str | None:
+    """COMPLETED / FAILED from a log text's last non-empty line before any trailer, else None."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    while lines and _TRAILER.match(lines[-1]):
+        lines.pop()
     last = lines[-1] if lines else ""
     return COMPLETED if last == COMPLETED else FAILED if last.startswith(FAILED) else None
+
+
+def log_status(path: Path) -> str | None:
+    """COMPLETED / FAILED of a log file, else None (unfinished or missing)."""
+    try:
+        return text_status(path.read_text(encoding="utf-8"))
+    except OSError:
+        return None
+
+
+def set_trailer(path: Path, lines: list[str]) -> None:
+    """Replace the trailer lines after a finished log's status with ``lines`` (atomically)."""
+    kept = path.read_text(encoding="utf-8").splitlines()
+    while kept and (not kept[-1].strip() or _TRAILER.match(kept[-1].strip())):
+        kept.pop()
+    atomic_write_text(path, "\n".join([*kept, *lines]) + "\n")
 
 
 def is_completed(files: LogFiles) -> bool:
@@ -154,7 +176,8 @@ def progress_line(summary: dict, seen: int, n: int) -> str:
             + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}")
 
 
-def metric_lines(summary: dict) -> list[str]:
+def metric_lines(summary: dict, report: Iterable[str] = ()) -> list[str]:
+    """The summary lines the aggregator reads, then a method's own ``report`` lines, then [extra]."""
     lines = [f"Accuracy (pass@1): {summary['pass@1']:.4f}"]
     lines += [f"Pass@{k}: {summary[f'pass@{k}']:.4f}" for k in range(2, 11)]
     lines += [
@@ -163,6 +186,7 @@ def metric_lines(summary: dict) -> list[str]:
         f"Total Agent runs: {summary['agent_runs_total']}",
         f"Mean PRM calls per example: {summary['prm_calls_mean']:.2f}",
         f"Mean Agent runs per example: {summary['agent_runs_mean']:.2f}",
+        *report,
     ]
     for key, value in sorted((summary.get("extra") or {}).items()):
         lines.append(f"[extra] {key}: {json.dumps(value, sort_keys=True)}")
@@ -174,8 +198,8 @@ def status_line(summary: dict) -> str:
     return f"{FAILED} ({errors} of {summary['n']} examples raised errors)" if errors else COMPLETED
 
 
-def render_log(header: list[str], progress: Iterable[str], summary: dict) -> str:
-    return "\n".join([*header, *progress, *metric_lines(summary), status_line(summary)]) + "\n"
+def render_log(header: list[str], progress: Iterable[str], summary: dict, report: Iterable[str] = ()) -> str:
+    return "\n".join([*header, *progress, *metric_lines(summary, report), status_line(summary)]) + "\n"
 
 
 # --------------------------------------------------------------------------- writing and resuming

@@ -32,11 +32,12 @@ class EvalContext:
     usage: Usage = field(default_factory=Usage)
 
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float, top_p: float,
-               max_new_tokens: int) -> list[list[Generation]]:
+               max_new_tokens: int, batched: bool = False) -> list[list[Generation]]:
+        """n samples per prompt; each sample is one agent run, or each prompt with `batched` (handoff)."""
         out = self.policy.sample(prompts, n, temperature=temperature, top_p=top_p,
                                  max_new_tokens=max_new_tokens)
         for gens in out:
-            self.usage.agent_runs += len(gens)
+            self.usage.agent_runs += 1 if batched else len(gens)
             for g in gens:
                 self.usage.generated_tokens += g.new_tokens
             if gens:  # the prompt is processed once per prompt, whatever n is
@@ -46,13 +47,14 @@ class EvalContext:
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
         return self.policy.logprob(requests)
 
-    def score(self, role: str, texts: Sequence[str]) -> list[float]:
+    def score(self, role: str, texts: Sequence[str], *, batched: bool = False) -> list[float]:
+        """One scorer call per text, or one for the whole batch with `batched` (handoff)."""
         scorer = getattr(self, role)
         if scorer is None:
             raise RuntimeError(f"method needs a {role} scorer but none is loaded")
         before = getattr(scorer, "tokens_seen", 0)
         values = scorer.score_batch(list(texts))
-        self.usage.scorer_calls += len(texts)
+        self.usage.scorer_calls += 1 if batched else len(texts)
         self.usage.scorer_tokens += getattr(scorer, "tokens_seen", 0) - before
         return values
 
@@ -72,13 +74,15 @@ class Method:
     family: str = "static"                # "static" or "handoff": the two cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
     settings: tuple[str, ...] = ()        # the flags that define a condition (its log fingerprint)
+    report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
 
 
 METHODS: dict[str, Method] = {}
 
 
 def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
-                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = ()):
+                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = (),
+                    report: Callable[[dict], list[str]] | None = None):
     unknown = set(needs) - set(SCORER_ROLES)
     if unknown:
         raise ValueError(f"unknown scorer roles {sorted(unknown)}")
@@ -86,7 +90,7 @@ def register_method(name: str, *, needs: Sequence[str] = (), family: str = "stat
     def decorator(fn: Callable[[EvalContext, Any], MethodResult]):
         if name in METHODS:
             raise ValueError(f"method {name!r} registered twice")
-        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize, tuple(settings))
+        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report)
         return fn
 
     return decorator

@@ -47,6 +47,7 @@ class ModelSpec:
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
+    max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
@@ -56,7 +57,7 @@ def _load_policy(spec: ModelSpec) -> Any:
 
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer
-    return load_scorer(spec.model_id, spec.base_model_id, spec.options)
+    return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length)
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
@@ -64,7 +65,7 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept across conditions
 
 
 def load_model(spec: ModelSpec) -> Any:
-    key = (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options))
+    key = (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length)
     if key not in _LOADED:
         _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
     return _LOADED[key]
@@ -203,13 +204,15 @@ def finish_condition(cond: Condition) -> None:
     progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in marks]
     summary = summarize_records(records)
     method = METHODS[cond.method]
-    ok = [r for r in records if not r.get("error")]
-    summary["extra"] = method.summarize(ok) if method.summarize else {}
+    # Every record, crashed ones included: a method's summary may count them (e.g. Hit@T as misses).
+    summary["extra"] = method.summarize(records) if method.summarize else {}
     summary.update(condition=cond.method, dataset=cond.manifest["definition"]["data"]["dataset"],
                    seed=cond.manifest["seed"], fingerprint=cond.manifest["fingerprint"],
                    manifest=cond.manifest_hash, log=cond.files.log.name,
                    status="FAILED" if summary["errors"] else "COMPLETED")
-    write_condition(cond.files, render_log(log_header(cond), progress, summary), records, cond.manifest, summary)
+    report = method.report(summary) if method.report else []
+    write_condition(cond.files, render_log(log_header(cond), progress, summary, report), records, cond.manifest,
+                    summary)
     cond.summary = summary
 
 

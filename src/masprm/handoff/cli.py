@@ -14,7 +14,9 @@ from typing import Any, Sequence
 from masprm.cli import UsageError, check
 from masprm.graph import MASGraph
 from masprm.handoff.scoring import LOGPROB_AGGS
-from masprm.handoff.team import DEFAULT_MAX_TURNS, DEFAULT_MIN_TURNS, HandoffSettings, HandoffTeam
+from masprm.handoff.protocol import role_key
+from masprm.handoff.team import (DEFAULT_MAX_TURNS, DEFAULT_MIN_TURNS, HandoffSettings, HandoffTeam,
+                                  default_schedule)
 
 HANDOFF_DATASET = "competition_math"
 HANDOFF_CONFIG = "configs/math_handoff8.yaml"
@@ -61,8 +63,23 @@ def check_handoff_config(args: Any, graph: MASGraph, methods: Sequence[str]) -> 
     if settings.max_turns < settings.min_turns:
         raise UsageError(f"{graph.source}: max_turns ({settings.max_turns}) is below min_turns "
                          f"({settings.min_turns}) after applying the config's handoff section and the flags")
-    if "handoff_fixed" in methods and not team.fixed_schedule:
-        raise UsageError(f"{graph.source}: handoff_fixed needs a non-empty handoff.fixed_schedule")
+    if "handoff_fixed" in methods:
+        check_schedule(graph.source, team, settings)
     if len(team.roles) < 2 and not settings.allow_self:
         raise UsageError(f"{graph.source}: a handoff team needs two roles, or --allow_self_handoff")
     return settings
+
+
+def check_schedule(source: Any, team: HandoffTeam, settings: HandoffSettings) -> None:
+    """handoff_fixed's schedule (the config's, else the default one) must fill --max_turns turns
+    and, without --allow_self_handoff, never hand a role to itself."""
+    planned = team.fixed_schedule or default_schedule(team.roles, settings.max_turns)
+    where = "handoff.fixed_schedule" if team.fixed_schedule else "the default fixed schedule (no handoff.fixed_schedule)"
+    if len(planned) < settings.max_turns:
+        raise UsageError(f"{source}: handoff.fixed_schedule has {len(planned)} roles, fewer than the "
+                         f"--max_turns ({settings.max_turns}) turns of handoff_fixed")
+    planned = planned[:settings.max_turns]
+    for turn, (a, b) in enumerate(zip(planned, planned[1:]), start=1):
+        if role_key(a) == role_key(b) and not settings.allow_self:
+            raise UsageError(f"{source}: {where} hands {a} to itself after turn {turn}; "
+                             "change it or pass --allow_self_handoff")

@@ -45,11 +45,12 @@ def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> 
     prefix = run.prefix_answers(PREFIX_TURNS)
     entry = {
         "route_mode": mode,
-        **route_metrics(run),
+        **route_metrics(run, len(team.roles)),
         "prefix_answers": {str(t): a for t, a in prefix.items()},
+        "prefix_depths": {str(t): min(t, len(run.turns)) for t in PREFIX_TURNS},
         "prefix_correct": {str(t): is_correct(a, example.gold) for t, a in prefix.items()},
         "turns": [{"speaker": t.speaker, "recipient": t.recipient, "message": t.message,
-                   "current_answer": t.current_answer, "parsed": t.parsed} for t in run.turns],
+                   "current_answer": t.current_answer, "raw": t.raw, "parsed": t.parsed} for t in run.turns],
     }
     return MethodResult(prediction=run.answer, candidates=[run.answer], extra={EXTRA_KEY: entry})
 
@@ -63,9 +64,29 @@ def handoff_entry(record: dict) -> dict | None:
 
 
 def summarize(records: Sequence[dict]) -> dict:
-    """Per-condition route metrics; Hit@T counts a crashed example as a miss."""
+    """Per-condition route metrics of all records; Hit@T counts a crashed example as a miss."""
     entries = [e for e in map(handoff_entry, records) if e is not None]
     return summarize_routes(entries, n_examples=len(records))
+
+
+def report_lines(summary: dict) -> list[str]:
+    """The original's handoff lines of a condition's text log (none when no example finished)."""
+    x = summary.get("extra") or {}
+    if not x.get("handoff_examples"):
+        return []
+    return [
+        *(f"Hit@1 at {t} messages: {x[f'hit_at_{t}']:.4f}" for t in PREFIX_TURNS),
+        f"Realized depth (mean/median): {x['realized_depth_mean']:.2f}/{x['realized_depth_median']:.2f}",
+        f"Unique agents / directed edges (mean): {x['unique_agents_mean']:.2f}/"
+        f"{x['unique_directed_role_edges_mean']:.2f}",
+        f"Role revisit rate (mean): {x['role_revisit_rate_mean']:.4f}",
+        f"Route entropy H(recipient|speaker), bits: {x['route_entropy_bits']:.4f}",
+        f"PRM context tokens (median/p95): {x['prm_context_token_median']:.1f}/{x['prm_context_token_p95']:.1f}",
+        f"PRM truncation rate: {x['prm_truncation_rate']:.4f}",
+        f"Action parse-failure rate: {x['parse_failure_rate']:.4f}",
+        f"Batched policy calls / proposals per example: {summary['agent_runs_mean']:.2f}/"
+        f"{x['agent_proposals_mean']:.2f}",
+    ]
 
 
 def _prefix_correct(records: Sequence[dict], t: int) -> dict[Any, bool]:
@@ -80,13 +101,14 @@ def paired_comparison(records_policy: Sequence[dict], records_prm: Sequence[dict
                       n_resamples: int = 10_000) -> dict:
     """handoff_prm minus handoff_policy at T = 8 and 12, paired by example index.
 
-    Gives the accuracy difference with a paired percentile-bootstrap 95% CI
-    (``n_resamples`` resamples from ``seed``) and the exact McNemar p-value.
+    Gives the accuracy difference with a paired bootstrap 95% CI
+    (``n_resamples`` resamples seeded ``seed + T``, as the original) and the
+    exact McNemar p-value.
     """
     out: dict[str, float] = {}
     for t in PAIRED_TURNS:
         r = paired_accuracy(_prefix_correct(records_policy, t), _prefix_correct(records_prm, t),
-                            n_resamples=n_resamples, seed=seed)
+                            n_resamples=n_resamples, seed=seed + t)
         out["n_pairs"] = r["n_pairs"]
         out.update({f"t{t}_policy_accuracy": r["accuracy_a"], f"t{t}_prm_accuracy": r["accuracy_b"],
                     f"t{t}_paired_accuracy_delta": r["delta"], f"t{t}_paired_bootstrap_ci_low": r["ci_low"],
@@ -102,17 +124,41 @@ def compare_handoff_conditions(records_by_method: dict[str, Sequence[dict]], *, 
     return paired_comparison(*(records_by_method[m] for m in PAIRED), seed=seed)
 
 
+def paired_log_lines(result: dict) -> list[str]:
+    """The original's paired lines, which follow COMPLETED in handoff_prm's text log."""
+    lines = []
+    for t in PAIRED_TURNS:
+        lines += [f"T={t} paired dynamic PRM-policy accuracy delta (95% bootstrap CI): "
+                  f"{result[f't{t}_paired_accuracy_delta']:.4f} [{result[f't{t}_paired_bootstrap_ci_low']:.4f}, "
+                  f"{result[f't{t}_paired_bootstrap_ci_high']:.4f}]",
+                  f"T={t} McNemar exact: policy-only={result[f't{t}_policy_only']}, "
+                  f"prm-only={result[f't{t}_prm_only']}, p={result[f't{t}_mcnemar_exact_p']:.6f}"]
+    return lines
+
+
 def format_paired_comparison(result: dict) -> list[str]:
-    """Printable lines, one per T."""
-    return [f"T={t} handoff_prm - handoff_policy: delta={result[f't{t}_paired_accuracy_delta']:+.3f} "
-            f"95% CI [{result[f't{t}_paired_bootstrap_ci_low']:+.3f}, {result[f't{t}_paired_bootstrap_ci_high']:+.3f}] "
-            f"McNemar p={result[f't{t}_mcnemar_exact_p']:.4g} (n={result['n_pairs']})"
+    """Printable lines, one per T, as the original prints them."""
+    return [f"T={t} dynamic MASPRM \u2212 policy: \u0394={result[f't{t}_paired_accuracy_delta']:.3f}, "
+            f"95% CI [{result[f't{t}_paired_bootstrap_ci_low']:.3f}, {result[f't{t}_paired_bootstrap_ci_high']:.3f}], "
+            f"McNemar p={result[f't{t}_mcnemar_exact_p']:.4g}"
             for t in PAIRED_TURNS]
+
+
+def prefix_table(rows: Sequence[tuple[str, dict]], width: int) -> list[str]:
+    """The printed "Dynamic-handoff prefix results" table: (condition name, summary) per row."""
+    lines = ["Dynamic-handoff prefix results",
+             f"{'Condition':<{width}}  {'Hit@4':>7}  {'Hit@8':>7}  {'Hit@12':>7}  {'Depth':>7}"]
+    for name, summary in rows:
+        x = summary.get("extra") or {}
+        lines.append(f"{name:<{width}}  {x.get('hit_at_4', 0.0):>7.3f}  {x.get('hit_at_8', 0.0):>7.3f}  "
+                     f"{x.get('hit_at_12', 0.0):>7.3f}  {x.get('realized_depth_mean', 0.0):>7.2f}")
+    return lines
 
 
 def _register(name: str, mode: str, scorer: str) -> None:
     needs = ("handoff_prm",) if scorer == "prm" else ()
-    register_method(name, needs=needs, family="handoff", summarize=summarize, settings=_SETTINGS[name])(
+    register_method(name, needs=needs, family="handoff", summarize=summarize, settings=_SETTINGS[name],
+                    report=report_lines)(
         lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer))
 
 

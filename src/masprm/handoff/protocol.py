@@ -111,18 +111,26 @@ def parse_turn(text: str, *, speaker: str, roles: Sequence[str], permitted: Sequ
                       values["CURRENT_ANSWER"], raw=raw)
 
 
+# The fallback salvages the first raw text the way the original code did: CURRENT_ANSWER is
+# the rest of its label's line (the next non-blank line when that is empty), MESSAGE runs from
+# its label to a CURRENT_ANSWER label or the end of the text. Labels may be anywhere in the text.
+_FALLBACK_ANSWER = re.compile(r"^\s*CURRENT_ANSWER\s*:\s*(.+?)\s*$", re.I | re.M | re.S)
+_FALLBACK_MESSAGE = re.compile(r"^\s*MESSAGE\s*:\s*(.*?)(?=^\s*CURRENT_ANSWER\s*:|\Z)", re.I | re.M | re.S)
+NO_ANSWER = "UNKNOWN"                 # the previous answer on turn 1
+NO_MESSAGE = "(no valid structured proposal was generated)"
+
+
 def fallback_turn(text: str, *, speaker: str, recipient: str, previous_answer: str | None) -> RoutedTurn:
     """The turn used when no proposal parses: salvage what the first raw text offers.
 
-    MESSAGE and CURRENT_ANSWER come from the text's own fields when present and
-    non-empty; otherwise the message is the raw text and the answer is the
-    previous turn's answer (the raw text on the first turn).
+    CURRENT_ANSWER comes from the text's first CURRENT_ANSWER label, else it is
+    the previous turn's answer ("UNKNOWN" on the first turn); MESSAGE comes from
+    the first MESSAGE label, else it is the whole raw text.
     """
     raw = (text or "").strip()
-    found: dict[str, str] = {}
-    for name, value in split_fields(raw):
-        if value and name not in found:
-            found[name] = value
-    message = found.get("MESSAGE") or raw or "(no message)"
-    answer = found.get("CURRENT_ANSWER") or previous_answer or raw or "(no answer)"
-    return RoutedTurn(speaker, recipient, message, answer, raw=raw, parsed=False)
+    previous = previous_answer or NO_ANSWER
+    answer_match = _FALLBACK_ANSWER.search(raw)
+    answer = answer_match.group(1).strip() if answer_match else ""
+    message_match = _FALLBACK_MESSAGE.search(raw)
+    message = message_match.group(1).strip() if message_match else raw
+    return RoutedTurn(speaker, recipient, message or NO_MESSAGE, answer or previous, raw=raw, parsed=False)

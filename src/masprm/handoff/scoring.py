@@ -80,24 +80,22 @@ def token_counter(scorer: Any) -> TokenCounter:
 def prm_selector(ctx: Any, limit: int) -> Callable[[HandoffRun, list[Proposal]], list[float]]:
     """Score each proposal as the newest turn of the full transcript with the handoff PRM.
 
-    ``limit`` is --prm_context_length, capped at the scorer's own maximum length.
+    ``limit`` is --prm_context_length, used as given: the handoff scorer is
+    loaded with that maximum length (as the original loads it), so the cut made
+    here is the only one. A turn's proposals are one batched PRM call.
     """
     scorer = ctx.handoff_prm
     if scorer is None:
         raise RuntimeError("handoff_prm needs a handoff PRM scorer (--handoff_prm_dir)")
     count = token_counter(scorer)
     sep = getattr(scorer, "separator", DEFAULT_SEPARATOR)
-    # A scorer that keeps only the end of longer texts would silently drop the question:
-    # cut to its own length here instead, the SPEC's way.
-    own = getattr(scorer, "max_length", None) or getattr(getattr(scorer, "encoder", None), "max_length", None)
-    limit = min(limit, own) if own else limit
 
     def select(run: HandoffRun, proposals: list[Proposal]) -> list[float]:
         texts = [prm_text(run.question, [*run.turns, p.turn], count_tokens=count, limit=limit, sep=sep)
                  for p in proposals]
         run.scored.extend({"tokens": t.tokens, "full_tokens": t.full_tokens, "truncated": t.truncated}
                           for t in texts)
-        return ctx.score("handoff_prm", [t.text for t in texts])
+        return ctx.score("handoff_prm", [t.text for t in texts], batched=True)
 
     return select
 

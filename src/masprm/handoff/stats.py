@@ -1,43 +1,73 @@
 """Route metrics of handoff runs and the paired policy-vs-PRM comparison (SPEC §10).
 
-Per example (``route_metrics``): depth, roles that spoke, directed edges,
-role revisits, the (speaker, recipient) transitions, parse failures, PRM
-context sizes. Per condition (``summarize_routes``): Hit@T, depth mean and
-median, unique agents and edges, revisit rate, route entropy
-H(recipient | speaker) pooled over all turns of the condition, PRM context
-tokens (median / p95), truncation and parse-failure rates, proposals per
-example. Paired comparison: accuracy difference with a paired bootstrap CI
-and the exact McNemar p-value. Pure Python + numpy.
+Per example (``route_metrics``), with the original's names: depth, the roles
+that spoke, directed edges, role revisits, within-trajectory edge entropy
+(plain and normalised by log2 of the possible edges), parse failures, PRM
+evaluations and context sizes (kept and untruncated), plus the (speaker,
+recipient) transitions and fallback turns. Per condition (``summarize_routes``):
+Hit@T, depth mean and median, unique agents and edges, the mean of the
+per-example revisit rates, route entropy H(recipient | speaker) pooled over the
+routed (non-FINAL) turns, PRM context tokens (median / p95), truncation and
+parse-failure rates, proposals. Paired comparison: accuracy difference with a
+paired bootstrap CI (Python's seeded ``random``, nearest-index percentiles, so
+it reproduces the original's numbers) and the exact McNemar p-value. Pure
+Python + numpy.
 """
 
 from __future__ import annotations
 
 import math
+import random
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Sequence
 
 import numpy as np
 
+from masprm.handoff.protocol import FINAL
 from masprm.handoff.team import PREFIX_TURNS, HandoffRun
 
 
-def route_metrics(run: HandoffRun) -> dict[str, Any]:
+def edge_entropy_bits(edges: Sequence[tuple[str, str]]) -> float:
+    """Entropy in bits of the directed edges' empirical distribution (0 for none)."""
+    counts = Counter(edges)
+    total = sum(counts.values())
+    return -sum(c / total * math.log2(c / total) for c in counts.values()) + 0.0 if total else 0.0
+
+
+def route_metrics(run: HandoffRun, n_roles: int) -> dict[str, Any]:
+    """One run's route metrics; ``n_roles`` is the team size (for the normalised entropy)."""
     speakers = [t.speaker for t in run.turns]
+    active = list(dict.fromkeys(speakers))
     edges = [(t.speaker, t.recipient) for t in run.turns if not t.is_final]
     depth = len(run.turns)
+    revisits = max(0, depth - len(active))
+    entropy = edge_entropy_bits(edges)
+    possible = max(1, n_roles * max(1, n_roles - 1))
+    context = [s["tokens"] for s in run.scored]
+    truncations = sum(1 for s in run.scored if s["truncated"])
     return {
         "depth": depth,
         "stop_reason": run.stop_reason,
+        "active_roles": active,
+        "unique_agents": len(active),
+        "directed_role_edges": [f"{a} -> {b}" for a, b in edges],
+        "unique_directed_role_edges": len(set(edges)),
         "transitions": [[t.speaker, t.recipient] for t in run.turns],   # FINAL included
-        "unique_agents": len(set(speakers)),
-        "unique_edges": len(set(edges)),
-        "role_revisits": depth - len(set(speakers)),                     # turns by a role that spoke before
-        "role_revisit_rate": (depth - len(set(speakers))) / depth if depth else 0.0,
-        "proposals": run.proposals,
+        "role_revisits": revisits,                                       # turns by a role that spoke before
+        "role_revisit_rate": revisits / depth if depth else 0.0,
+        "route_entropy_bits": entropy,                                   # within this trajectory
+        "route_entropy_normalized": entropy / math.log2(possible) if possible > 1 else 0.0,
+        "agent_proposals": run.proposals,
         "parse_failures": run.parse_failures,
+        "parse_failure_rate": run.parse_failures / run.proposals if run.proposals else 0.0,
         "fallback_turns": run.fallback_turns,
-        "prm_context_tokens": [s["tokens"] for s in run.scored],
-        "prm_truncated": sum(1 for s in run.scored if s["truncated"]),
+        "prm_evaluations": len(run.scored),
+        "prm_context_tokens": context,
+        "prm_original_context_tokens": [s.get("full_tokens", s["tokens"]) for s in run.scored],
+        "prm_context_token_median": float(np.median(context)) if context else 0.0,
+        "prm_context_token_p95": nearest_rank(context, 0.95),
+        "prm_truncations": truncations,
+        "prm_truncation_rate": truncations / len(context) if context else 0.0,
     }
 
 
@@ -78,20 +108,23 @@ def summarize_routes(entries: Sequence[dict], n_examples: int | None = None) -> 
         return out
     depths = [e["depth"] for e in entries]
     context = [tok for e in entries for tok in e["prm_context_tokens"]]
-    proposals = sum(e["proposals"] for e in entries)
+    proposals = sum(e["agent_proposals"] for e in entries)
+    routed = (tr for e in entries for tr in e["transitions"] if tr[1] != FINAL)
     out.update({
-        "depth_mean": float(np.mean(depths)),
-        "depth_median": float(np.median(depths)),
+        "realized_depth_mean": float(np.mean(depths)),
+        "realized_depth_median": float(np.median(depths)),
         "unique_agents_mean": float(np.mean([e["unique_agents"] for e in entries])),
-        "unique_edges_mean": float(np.mean([e["unique_edges"] for e in entries])),
-        "role_revisit_rate": sum(e["role_revisits"] for e in entries) / max(1, sum(depths)),
-        "route_entropy_bits": conditional_entropy_bits(tr for e in entries for tr in e["transitions"]),
-        "prm_context_tokens_median": float(np.median(context)) if context else 0.0,
-        "prm_context_tokens_p95": nearest_rank(context, 0.95),
-        "prm_truncation_rate": sum(e["prm_truncated"] for e in entries) / len(context) if context else 0.0,
-        "parse_failure_rate": sum(e["parse_failures"] for e in entries) / max(1, proposals),
+        "unique_directed_role_edges_mean": float(np.mean([e["unique_directed_role_edges"] for e in entries])),
+        "role_revisit_rate_mean": float(np.mean([e["role_revisit_rate"] for e in entries])),
+        "route_entropy_bits": conditional_entropy_bits(routed),
+        "within_trajectory_edge_entropy_bits_mean": float(np.mean([e["route_entropy_bits"] for e in entries])),
+        "prm_context_token_median": float(np.median(context)) if context else 0.0,
+        "prm_context_token_p95": nearest_rank(context, 0.95),
+        "prm_truncation_rate": sum(e["prm_truncations"] for e in entries) / len(context) if context else 0.0,
+        "parse_failure_rate": sum(e["parse_failures"] for e in entries) / proposals if proposals else 0.0,
+        "agent_proposals_total": float(proposals),
+        "agent_proposals_mean": proposals / n,
         "fallback_turn_rate": sum(e["fallback_turns"] for e in entries) / max(1, sum(depths)),
-        "proposals_per_example": proposals / n,
         "final_stop_rate": sum(e["stop_reason"] == "final" for e in entries) / n,
     })
     return out
@@ -101,17 +134,21 @@ def summarize_routes(entries: Sequence[dict], n_examples: int | None = None) -> 
 
 
 def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000,
-                        seed: int = 0, level: float = 0.95) -> tuple[float, float, float]:
-    """mean(b - a) and its percentile bootstrap CI, resampling examples (pairs) with replacement."""
-    diff = np.asarray(b, dtype=float) - np.asarray(a, dtype=float)
-    if diff.size == 0:
+                        seed: int = 0) -> tuple[float, float, float]:
+    """mean(b - a) and its 95% bootstrap CI, resampling examples (pairs) with replacement.
+
+    The resampling is the original's exactly: ``random.Random(seed)``, one
+    ``randrange`` per drawn example, and the sorted means read at indices
+    floor(0.025 (B - 1)) and ceil(0.975 (B - 1)), so the interval reproduces.
+    """
+    diff = [int(y) - int(x) for x, y in zip(a, b)]
+    if not diff:
         return 0.0, 0.0, 0.0
-    rng = np.random.default_rng(seed)
-    picks = rng.integers(0, diff.size, size=(n_resamples, diff.size))
-    means = diff[picks].mean(axis=1)
-    tail = (1.0 - level) / 2 * 100
-    low, high = np.percentile(means, [tail, 100 - tail])
-    return float(diff.mean()), float(low), float(high)
+    rng = random.Random(seed)
+    n = len(diff)
+    means = sorted(sum(diff[rng.randrange(n)] for _ in range(n)) / n for _ in range(max(1, n_resamples)))
+    last = len(means) - 1
+    return sum(diff) / n, means[max(0, math.floor(0.025 * last))], means[min(last, math.ceil(0.975 * last))]
 
 
 def mcnemar_exact_p(only_a: int, only_b: int) -> float:

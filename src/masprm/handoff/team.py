@@ -162,10 +162,29 @@ class TurnInfo:
     final_allowed: bool
 
 
+def default_schedule(roles: Sequence[str], max_turns: int) -> tuple[str, ...]:
+    """The fixed schedule of a config without one: the other roles round-robin, the finalizer last.
+
+    The finalizer is the role named "Finalizer" (any case), else the last role.
+    """
+    finalizer = next((r for r in roles if r.casefold() == "finalizer"), roles[-1])
+    working = [r for r in roles if r != finalizer] or list(roles)
+    return tuple(working[i % len(working)] for i in range(max(0, max_turns - 1))) + (finalizer,)
+
+
+def schedule(team: HandoffTeam, settings: HandoffSettings) -> tuple[str, ...]:
+    """The speakers of handoff_fixed: the config's schedule (or the default one), cut to max_turns."""
+    planned = team.fixed_schedule or default_schedule(team.roles, settings.max_turns)
+    if len(planned) < settings.max_turns:
+        raise ConfigError(f"handoff.fixed_schedule has {len(planned)} roles; handoff_fixed needs at least "
+                          f"--max_turns ({settings.max_turns})")
+    return planned[:settings.max_turns]
+
+
 def fixed_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
-    """The schedule's first max_turns roles speak in order; the last one says FINAL."""
-    schedule = team.fixed_schedule[:settings.max_turns]
-    return schedule[info.turn] if info.turn < len(schedule) else FINAL
+    """The scheduled roles speak in order; the last one says FINAL."""
+    planned = schedule(team, settings)
+    return planned[info.turn] if info.turn < len(planned) else FINAL
 
 
 def random_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
@@ -181,22 +200,13 @@ def own_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, 
 
 @dataclass(frozen=True)
 class Route:
-    """Who speaks first, how many turns at most, and the forced recipient of each turn (None: free)."""
+    """Who speaks first and the forced recipient of each turn (None: free)."""
 
     recipient: Callable[[HandoffTeam, HandoffSettings, TurnInfo, random.Random], "str | None"]
     follows_schedule: bool = False
 
-    def first_speaker(self, team: HandoffTeam) -> str:
-        if not self.follows_schedule:
-            return team.initial_role
-        if not team.fixed_schedule:
-            raise ConfigError("the fixed route needs a non-empty handoff.fixed_schedule in the MAS config")
-        return team.fixed_schedule[0]
-
-    def horizon(self, team: HandoffTeam, settings: HandoffSettings) -> int:
-        if self.follows_schedule:
-            return min(len(team.fixed_schedule), settings.max_turns)
-        return settings.max_turns
+    def first_speaker(self, team: HandoffTeam, settings: HandoffSettings) -> str:
+        return schedule(team, settings)[0] if self.follows_schedule else team.initial_role
 
 
 ROUTE_MODES: dict[str, Route] = {
@@ -248,8 +258,8 @@ def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question
     """Play one routed conversation on ``question``; ``ctx`` is the evaluation context."""
     route = ROUTE_MODES[mode]
     run = HandoffRun(question)
-    speaker = route.first_speaker(team)
-    for turn_no in range(1, route.horizon(team, settings) + 1):
+    speaker = route.first_speaker(team, settings)
+    for turn_no in range(1, settings.max_turns + 1):
         final_allowed = turn_no >= settings.min_turns
         info = TurnInfo(turn_no, speaker,
                         team.permitted(speaker, allow_self=settings.allow_self, final_allowed=final_allowed),
@@ -259,8 +269,9 @@ def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question
         history = visible_turns(speaker, run.turns)
         messages = team.messages(question, speaker, history, shown)
         max_new = min(settings.max_new_tokens, team.max_new_tokens[team.index(speaker)])
+        # One batched call per turn counts as one agent run (and one PRM call below), as in the original.
         texts = [g.text for g in ctx.sample([messages], settings.candidates, temperature=settings.temperature,
-                                            top_p=settings.top_p, max_new_tokens=max_new)[0]]
+                                            top_p=settings.top_p, max_new_tokens=max_new, batched=True)[0]]
         run.proposals += len(texts)
         proposals = []
         for text in texts:
@@ -270,17 +281,17 @@ def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question
             except ParseError:
                 run.parse_failures += 1
                 continue
-            proposals.append(Proposal(turn, text, messages))
+            proposals.append(Proposal(turn, turn.raw, messages))
         if not proposals:
             fallback_to = forced if forced is not None else next((r for r in shown if r != FINAL), FINAL)
-            chosen = fallback_turn(texts[0] if texts else "", speaker=speaker, recipient=fallback_to,
-                                   previous_answer=run.answer or None)
+            turn = fallback_turn(texts[0] if texts else "", speaker=speaker, recipient=fallback_to,
+                                 previous_answer=run.answer or None)
+            proposals = [Proposal(turn, turn.raw or turn.render(), messages)]
             run.fallback_turns += 1
-        elif len(proposals) == 1:  # nothing to rank
-            chosen = proposals[0].turn
-        else:
-            scores = select(run, proposals)
-            chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
+        # Even a lone proposal is scored, as in the original: the scorer's calls and
+        # context statistics then count every turn.
+        scores = select(run, proposals)
+        chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
         run.turns.append(chosen)
         if chosen.is_final:
             run.stop_reason = "final"
