@@ -458,20 +458,12 @@ class Preprocessor:
 
     def malformed_summary(self) -> str | None:
         c = self.counts
-        if not c.malformed:
-            return None
-        more = c.malformed - len(c.malformed_named)
-        tail = f"; and {more} more" if more else ""
-        return f"skipped {c.malformed} unreadable tree(s): " + "; ".join(c.malformed_named) + tail
+        return _named_count(f"skipped {c.malformed} unreadable tree(s): ", c.malformed, c.malformed_named)
 
     def off_config_summary(self) -> str | None:
         c = self.counts
-        if not c.off_config:
-            return None
-        more = c.off_config - len(c.off_config_named)
-        tail = f"; and {more} more" if more else ""
-        return (f"left out {c.off_config} subtree(s) that do not follow the config (their paths only): "
-                + "; ".join(c.off_config_named) + tail)
+        return _named_count(f"left out {c.off_config} subtree(s) that do not follow the config "
+                            "(their paths only): ", c.off_config, c.off_config_named)
 
     def why_no_prm(self) -> str | None:
         c, o = self.counts, self.options
@@ -499,6 +491,14 @@ class Preprocessor:
             return f"no PPM pairs: every tree's root value is outside the window [{lo:g}, {hi:g}] (--ppm-root-window)"
         return ("no PPM pairs: no prefix node has two children with different texts and strictly "
                 "different values")
+
+
+def _named_count(head: str, count: int, named: list[str]) -> str | None:
+    """``head`` + the named reasons (the first MAX_NAMED_FAILURES) + how many more; None when count is 0."""
+    if not count:
+        return None
+    more = count - len(named)
+    return head + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
 def _prm_key(r: dict) -> list:
