@@ -6,13 +6,13 @@ trained:
 - ppm: one pair of texts, ``prompt + steps + SEP`` for the chosen and the
   rejected branch; the score is the logit at the last separator.
 - prm: one text with a label in [-1, 1] on every step's separator.
-- orm: like prm, but only the last step's label is used.
+- orm: like prm, but trained on the last step's label only; evaluated on
+  every separator, each labelled with the final outcome.
 
 Tokenisation is shared with the scorer loader (``TextEncoder``), so a text
-is cut and scored exactly the same way in training and at inference: the
-prompt part is first cut to ``max_prompt_length`` tokens (keeping its end),
-then the whole text to ``max_length`` tokens, keeping the end, so the last
-separator always survives.
+is tokenised and cut exactly the same way in training and at inference (ppm:
+the whole text; prm/orm: prompt and steps separately, as TRL's PRM trainer),
+always keeping the end, so the last separator survives.
 """
 
 from __future__ import annotations
