@@ -49,8 +49,10 @@ LOGS = "logs/toy_demo"
 TABLE = "results/toy_demo_aggregated_results.csv"
 METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
 NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
-SCORER_TRAINING = ("--epochs", "3", "--lr", "2e-3", "--train-batch-size", "16", "--grad-accum", "1",
-                   "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
+# --eval-steps 40: runs of 160-480 steps pick their best of several evaluations (the default of 200 would
+# leave the MASPRM's run with its final weights only).
+SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--train-batch-size", "16",
+                   "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
 

@@ -92,7 +92,7 @@ def main() -> int:
                               max_new_tokens=args.max_new_tokens)
     out_dir = pathlib.Path(args.out_root) / run_folder_name(
         args.dataset, args.split, args.model_id, args.n_rollouts, args.search_c, args.n_candidates,
-        args.temperature, args.top_p, config)
+        args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config, "model": args.model_id,
                 "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,

@@ -378,3 +378,20 @@ def test_import_is_cheap():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={"PYTHONPATH": "src"})
     assert out.stdout.strip() == "[]"
+
+
+def test_questions_and_prompts_reach_the_agents_unstripped(tmp_path):
+    """As the original: gsm8k/math/aqua/svamp fields verbatim; a YAML | prompt keeps its newline."""
+    from masprm.data import svamp_question
+    from masprm.graph import load_mas_config
+
+    rows = [{"question": "  Tom has 3 apples.\nHow many?\n", "answer": "#### 3"}]
+    data = tmp_path / "g.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (ex,) = load_examples("gsm8k", "train", data_file=str(data)).examples
+    assert ex.question == "  Tom has 3 apples.\nHow many?\n"
+    assert svamp_question({"Body": "Ann has 3. ", "Question": "How many?"}) == "Ann has 3.  How many?"
+    config = tmp_path / "team.yaml"
+    config.write_text("agents:\n  - name: Solver\n    system_prompt: |\n      Solve it.\n      Be brief.\n"
+                      "edges:\n  - [-1, 0]\n")
+    assert load_mas_config(config).agents[0].system_prompt == "Solve it.\nBe brief.\n"

@@ -166,11 +166,14 @@ def test_conditions(condition, text, fires):
     assert parse_condition(condition, "here").fires(text) is fires
 
 
-def test_question_edges_can_be_conditional():
-    g = make_graph([[-1, 0, "contains:math"], [-1, 1, "not_contains:math"]], 2)
-    assert g.start("a math question").next_runnable() == 0
-    assert not g.start("a math question").is_runnable(1)
-    assert g.start("poetry").next_runnable() == 1
+def test_the_question_reaches_every_child_of_the_root_and_its_edges_take_no_condition():
+    g = make_graph([[-1, 0], [-1, 1], [0, 1, "contains:math"]], 2)
+    state = g.start("poetry")
+    assert state.user_content(0) == "poetry" and state.inbox[1] == {QUESTION: "poetry"}
+    for cond in ("contains:math", "regex:x"):
+        with pytest.raises(ConfigError, match=r"edge \[-1, 1\]: a question edge .* cannot have a condition"):
+            make_graph([[-1, 0], [-1, 1, cond]], 2)
+    assert make_graph([[-1, 0, "always"], [-1, 1, ""]], 2).start("q").inbox[1] == {QUESTION: "q"}
 
 
 # --------------------------------------------------------------------------- final answers
@@ -204,10 +207,10 @@ def test_final_answer_no_sink_output_uses_last_agent_in_topological_order():
 
 
 def test_final_answer_nothing_produced_is_the_question():
-    g = make_graph([[-1, 0, "contains:zzz"]])
-    state = g.start("the question")
-    assert state.is_terminal
-    assert state.final_answer() == "the question"
+    # Question edges are unconditional, so a start state always has a runnable agent; only a state
+    # with nothing decided yet has no output to answer with.
+    state = make_graph([[-1, 0]]).start("the question")
+    assert not state.is_terminal and state.final_answer() == "the question"
 
 
 # --------------------------------------------------------------------------- incremental = replay

@@ -7,6 +7,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import re
+
 import pytest
 
 from masprm.graph import MASGraph
@@ -166,18 +168,35 @@ def test_variable_depth_local_view_routes_conditional_edges():
     }
 
 
-def test_local_view_rejects_a_tree_that_does_not_follow_the_config():
+def test_local_view_leaves_out_only_the_subtree_that_does_not_follow_the_config(tmp_path):
     t = dylan_tree()
     agree = t["children"][0]["children"][0]["children"][0]
     agree["is_terminal"] = False
     agree["children"] = [leaf(3, "refined anyway", 1.0)]  # the refiner cannot run after AGREE
-    with pytest.raises(TreeError, match="agent 3 .*no agent"):
-        parse_tree(t, "t.json", MASGraph.from_dict(DYLAN))
-    with pytest.raises(TreeError, match=r"action_text does not start with '\[agent i\]'"):
-        bad = gsm8k_tree()
-        bad["children"][0]["action_text"] = "read"
-        parse_tree(bad, "t.json", MASGraph.from_dict(GSM8K))
-    parse_tree(bad, "t.json")  # the full view does not need agent indices
+    tree = parse_tree(t, "t.json", MASGraph.from_dict(DYLAN))
+    assert len(tree.off_config) == 1 and re.search(r"t.json: root/0/0/0/0: .*agent 3 .*no agent", tree.off_config[0])
+    # The DISAGREE branch still gives its records and pairs; only the AGREE path is gone.
+    recs = prm_records(tree, 0, "local", Counts())
+    assert {r["completions"][0] for r in recs} == {"A says 3", "B says 4", "VERDICT: DISAGREE", "refined 4",
+                                                  "final 4", "final 3"}
+    bad = gsm8k_tree()
+    bad["children"][0]["children"][1]["action_text"] = "plan B"  # no [agent i]: that branch only
+    tree = parse_tree(bad, "t.json", MASGraph.from_dict(GSM8K))
+    assert "root/0/1: action_text does not start with '[agent i]'" in tree.off_config[0]
+    assert len(prm_records(tree, 5, "local", Counts())) == 8  # the two plan-A paths, 4 steps each
+    assert parse_tree(bad, "t.json").off_config == []  # the full view does not need agent indices
+    # Counted and named in the run's summary.
+    prm, _, prep = run_all(write_trees(tmp_path, [bad, gsm8k_tree()]), view="local")
+    assert prep.counts.off_config == 1 and prep.counts.trees == 2 and prep.counts.malformed == 0
+    assert "left out 1 subtree(s)" in prep.off_config_summary() and "0.json: root/0/1" in prep.off_config_summary()
+
+
+def test_variable_depth_meta_target_nodes_is_null():
+    local = pairs_of(dylan_tree(), DYLAN, target_nodes=0, view="local")
+    assert local and all(p["meta"]["target_nodes"] is None for p in local)
+    recs, _ = prm_of(dylan_tree(), DYLAN, target_nodes=0, view="local")
+    assert recs and all(r["meta"]["target_nodes"] is None for r in recs)
+    assert pairs_of(gsm8k_tree(), GSM8K, target_nodes=5)[0]["meta"]["target_nodes"] == 5
 
 
 @pytest.mark.parametrize("data, message", [
@@ -236,7 +255,7 @@ def test_variable_depth_pairs_mixed_and_final_prefixes():
         (["A says 3", "B says 4", "VERDICT: DISAGREE", "refined 4", "final 4"],
          ["A says 3", "B says 4", "VERDICT: DISAGREE", "refined 4", "final 3"], True),
     ]
-    assert pairs[0]["meta"]["target_nodes"] == 0
+    assert pairs[0]["meta"]["target_nodes"] is None  # variable depth: null, as the original
     local = pairs_of(dylan_tree(), DYLAN, target_nodes=0, view="local")
     assert [(p["prompt"], p["meta"]["agent_idx"]) for p in local] == [("A says 3\n\nB says 4", 2), ("refined 4", 4)]
 

@@ -225,6 +225,21 @@ def test_model_flags_and_prefix():
     assert prm.device_map == "cpu" and prm.compile and not prm.load_in_4bit
 
 
+def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    assert options_from_args(parser.parse_args([])).dtype is None
+    assert loading._dtype(ModelOptions(), on_cuda=True) is torch.float16  # the original's policy dtype
+    assert loading._dtype(ModelOptions(), on_cuda=False) is torch.float32
+    chosen = options_from_args(parser.parse_args(["--dtype", "bfloat16"]))
+    assert loading._dtype(chosen, on_cuda=True) is torch.bfloat16
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dtype", "int8"])
+    # 4-bit computes in the same dtype (fp16 unless bf16 is chosen)
+    assert loading.quantization_config(torch.float16).bnb_4bit_compute_dtype == torch.float16
+    assert loading.quantization_config(torch.bfloat16).bnb_4bit_compute_dtype == torch.bfloat16
+
+
 def test_device_resolution():
     assert loading.resolve_device("cpu").type == "cpu"
     assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")

@@ -152,6 +152,32 @@ def test_run_folder_name_of_the_seed_readme():
                            "configs/gsm8k.yaml") == "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 
 
+def test_a_max_new_tokens_cap_is_part_of_the_run_folder_name():
+    from masprm.runs import run_folder_name
+
+    base = ("gsm8k", "train", "Qwen/Qwen2.5-1.5B-Instruct", 40, 4.0, 3, 0.7, 0.95, "configs/gsm8k.yaml")
+    plain = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
+    assert run_folder_name(*base, max_new_tokens=None) == plain  # unset: the name is unchanged
+    assert run_folder_name(*base, max_new_tokens=256) == plain + "_mnt256"
+    assert run_folder_name(*base, max_new_tokens=64) != run_folder_name(*base, max_new_tokens=256)
+
+
+def test_run_mcts_writes_a_capped_run_to_its_own_folder(workdir, tiny_model_dir, monkeypatch, capsys):
+    import importlib
+
+    script = importlib.import_module("run_mcts")
+    seen = []
+    monkeypatch.setattr(script, "run_trees", lambda job, *a, **k: seen.append(job) or (0, []))
+    monkeypatch.chdir(workdir)
+    args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "gsm8k.jsonl"]
+    for extra in ([], ["--max_new_tokens", "32"]):
+        code, _, _ = call_main(monkeypatch, capsys, args + extra)
+        assert code == 0
+    plain = f"results/gsm8k_res_train_{Path(tiny_model_dir).name}_r2_c4_cand3_t0p7_p0p95"
+    assert [job.out_dir for job in seen] == [plain, plain + "_mnt32"]
+    assert seen[1].settings.max_new_tokens == 32
+
+
 def test_run_folder_name_parts(tmp_path):
     from masprm.runs import dataset_tag, dataset_tag_of_run, format_number, model_tag
 

@@ -21,7 +21,8 @@ from safetensors.torch import load_file
 
 from masprm.cli import UsageError
 from masprm.train import TrainConfig, train_scorer
-from masprm.train.data import TextEncoder, build_step_examples, load_records, split_eval
+from masprm.state_text import join_steps
+from masprm.train.data import TextEncoder, build_step_examples, eval_view, load_records, split_eval
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
 from masprm.train.model import separator_token_id
 from masprm.train.objectives import step_loss
@@ -150,33 +151,89 @@ def test_separator_becomes_one_special_token(tiny_model_dir, tokenizer):
         separator_token_id(fresh, "##END##")
 
 
-def test_truncation_keeps_the_end_and_cuts_the_prompt_first(tokenizer):
-    tok, sep_id = tokenizer
-    prompt = "Q: " + "apples and pens " * 20
-    text = prompt + "1 + 2 = 3." + SEP + "VERDICT: CORRECT" + SEP
-    full = TextEncoder(tok, sep_id, max_length=10_000).encode([text])[0]
-    n_steps = len(TextEncoder(tok, sep_id, max_length=10_000).encode(["1 + 2 = 3." + SEP + "VERDICT: CORRECT" + SEP])[0])
+def _ids(tok, text: str) -> list[int]:
+    return tok(text, add_special_tokens=False)["input_ids"]
 
-    # Prompt cut: only the prompt's last 5 tokens survive, the steps are intact.
-    cut = TextEncoder(tok, sep_id, max_length=10_000, max_prompt_length=5).encode([text], [len(prompt)])[0]
-    assert len(cut) == 5 + n_steps and cut == full[-len(cut):]
+
+def test_prm_orm_tokenise_prompt_and_each_step_separately_and_keep_the_end(tokenizer):
+    tok, sep_id = tokenizer
+    prompt, steps = "Q: " + "apples and pens " * 20, ["1 + 2 = 3.", "VERDICT: CORRECT"]
+    # TRL's PRM rule: prompt ids + (step ids + separator) per step; no BOS for this tokenizer.
+    expected = _ids(tok, prompt) + _ids(tok, steps[0]) + [sep_id] + _ids(tok, steps[1]) + [sep_id]
+    ids, ends = TextEncoder(tok, sep_id, max_length=10_000, style="steps").encode_steps(prompt, steps)
+    assert ids == expected and ends == [i for i, t in enumerate(expected) if t == sep_id]
+    # Prompt cut: its last 5 tokens survive, the steps are intact.
+    cut, _ = TextEncoder(tok, sep_id, max_length=10_000, max_prompt_length=5,
+                         style="steps").encode_steps(prompt, steps)
+    n_steps = len(expected) - len(_ids(tok, prompt))
+    assert cut == expected[-(5 + n_steps):]
     # Length cut: the end is kept, so the last separator is the last token.
-    short = TextEncoder(tok, sep_id, max_length=8).encode([text], [len(prompt)])[0]
-    assert short == full[-8:] and short[-1] == sep_id
+    short, ends = TextEncoder(tok, sep_id, max_length=8, style="steps").encode_steps(prompt, steps)
+    assert short == expected[-8:] and short[-1] == sep_id
+    assert ends == [i for i, t in enumerate(short) if t == sep_id]
+    # At inference a StepText is tokenised the same way; a ppm (whole) text in one piece.
+    text = join_steps(prompt, steps, SEP)
+    assert TextEncoder(tok, sep_id, max_length=10_000, style="steps").encode([text]) == [expected]
+    assert TextEncoder(tok, sep_id, max_length=10_000).encode([str(text)]) == [_ids(tok, str(text))]
+
+
+def test_a_bos_token_is_prepended_when_the_tokenizer_has_one(tiny_model_dir):
+    from masprm.models.loading import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_model_dir), padding_side="right")
+    tok.add_special_tokens({"bos_token": "<s>"})
+    tok.add_bos_token = True  # a Llama/Mistral/Gemma-style tokenizer
+    sep_id = separator_token_id(tok, SEP)
+    bos = tok.bos_token_id
+    ids, ends = TextEncoder(tok, sep_id, max_length=64, style="steps").encode_steps("Q: 1+1?", ["2"])
+    assert ids == [bos] + _ids(tok, "Q: 1+1?") + _ids(tok, "2") + [sep_id] and ends == [len(ids) - 1]
+    # ppm: the whole text with the tokenizer's special tokens, cut from the left after the BOS.
+    text = "Q: " + "apples " * 30 + "2" + SEP
+    whole = TextEncoder(tok, sep_id, max_length=10).encode([text])[0]
+    assert whole == [bos] + _ids(tok, text)[-9:]
 
 
 def test_truncated_step_examples_label_the_surviving_separators_from_the_end(tokenizer):
     tok, sep_id = tokenizer
     rec = {"prompt": "Q: 3 plus 4? ", "completions": ["3 + 4 = 7.", "VERDICT: CORRECT"], "labels": [0.5, 1.0]}
-    wide = TextEncoder(tok, sep_id, max_length=512)
+    wide = TextEncoder(tok, sep_id, max_length=512, style="steps")
     (ex,), _ = build_step_examples([rec], wide, SEP)
     assert ex["targets"] == [0.5, 1.0] and [ex["input_ids"][p] for p in ex["positions"]] == [sep_id, sep_id]
     # Keep only the last few tokens: the first separator is gone, the last label stays on the last one.
-    narrow = TextEncoder(tok, sep_id, max_length=6)
+    narrow = TextEncoder(tok, sep_id, max_length=6, style="steps")
     (ex,), _ = build_step_examples([rec], narrow, SEP)
     assert ex["targets"] == [1.0] and ex["positions"] == [5]
-    (orm,), _ = build_step_examples([rec], wide, SEP, last_only=True)
-    assert orm["targets"] == [1.0] and orm["positions"] == [len(orm["input_ids"]) - 1]
+
+
+def test_orm_trains_on_the_last_step_and_evaluates_every_step_with_the_final_outcome(tokenizer):
+    tok, sep_id = tokenizer
+    rec = {"prompt": "Q: 3 plus 4? ", "completions": ["3 + 4 = 7.", "VERDICT: CORRECT"], "labels": [-0.2, 1.0]}
+    (orm,), _ = build_step_examples([rec], TextEncoder(tok, sep_id, max_length=512, style="steps"), SEP,
+                                    last_only=True)
+    seps = [i for i, t in enumerate(orm["input_ids"]) if t == sep_id]
+    assert orm["positions"] == seps[-1:] and orm["targets"] == [1.0]
+    held = eval_view(orm)  # the original's ORM eval: TRL labels all steps, then the final label goes on each
+    assert held["positions"] == seps and held["targets"] == [1.0, 1.0]
+
+
+def test_a_separator_that_also_occurs_inside_a_step_is_refused_in_one_line(tmp_path, tiny_model_dir, capsys):
+    from masprm.models.loading import load_tokenizer
+
+    tok = load_tokenizer(str(tiny_model_dir), padding_side="right")
+    sep_id = separator_token_id(tok, "\n")
+    good = {"prompt": "Q: 3 plus 4? ", "completions": ["3 + 4 = 7.", "So 7."], "labels": [0.5, 1.0]}
+    bad = {"prompt": "Q: 3 plus 4? ", "completions": ["3 + 4\n= 7.", "So 7."], "labels": [0.5, 1.0]}
+    enc = TextEncoder(tok, sep_id, max_length=512, style="steps")
+    (ex,), _ = build_step_examples([good], enc, "\n")
+    assert [ex["input_ids"][p] for p in ex["positions"]] == [sep_id, sep_id]
+    with pytest.raises(UsageError, match=r"data.jsonl: record 2: the step separator '\\n' also occurs"):
+        build_step_examples([good, bad], enc, "\n", source="data.jsonl")
+    # The command line: one line, exit 2, before any model weights are loaded for training.
+    data = write_jsonl(tmp_path / "nl.jsonl", [good, bad] * 4)
+    proc = subprocess.run([sys.executable, str(REPO / "src/train/trainer.py"), "--mode", "prm", "--data_dir",
+                           str(data), "--model-id", str(tiny_model_dir), "--output-dir", str(tmp_path / "o"),
+                           "--step-separator", "\n", "--quiet"], capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "record 2" in proc.stderr
 
 
 # --------------------------------------------------------------------------- losses and metrics
@@ -198,18 +255,22 @@ def test_step_losses_follow_spec_targets():
     assert torch.allclose(huber, torch.nn.functional.smooth_l1_loss(logit, target, beta=0.1, reduction="none"))
 
 
-def test_pair_and_regression_metrics():
-    preds = np.array([[2.0, 1.0, 1, 1], [0.0, 1.0, 1, 0], [3.0, -1.0, 1, 1]])
+def test_pair_and_regression_metrics_have_the_original_names_and_values():
+    # rows: r_pos, r_neg (raw logits), pos_found, neg_found
+    preds = np.array([[2.0, 1.0, 1, 1], [0.0, 1.0, 1, 0], [3.0, -1.0, 0, 0]])
     m = pair_metrics(preds)
-    assert m["pair_accuracy"] == pytest.approx(2 / 3) and m["margin_mean"] == pytest.approx(4 / 3)
-    assert m["margin_median"] == 1.0 and m["no_separator_rate"] == pytest.approx(1 / 6) and m["pair_count"] == 3
-    assert m["pos_score_mean"] == pytest.approx(np.tanh([2.0, 0.0, 3.0]).mean())
+    assert m == pytest.approx({
+        "pair_acc": 2 / 3, "avg_margin": 4 / 3, "median_margin": 1.0, "std_margin": np.std([1.0, -1.0, 4.0]),
+        "avg_bt_prob": np.mean(1 / (1 + np.exp(-np.array([1.0, -1.0, 4.0])))),
+        "pos_mean": 5 / 3, "neg_mean": 1 / 3,  # raw logits, not tanh
+        "fallback_rate_pos": 1 / 3, "fallback_rate_neg": 2 / 3, "fallback_rate_any": 2 / 3, "num_pairs": 3})
 
     p = np.array([[0.5, PAD], [-0.5, 0.9], [0.3, PAD]])
     y = np.array([[1.0, PAD], [-1.0, 1.0], [0.0, PAD]])
     r = regression_metrics(p, y)
     err = np.array([0.5, -0.5, 0.9, 0.3]) - np.array([1.0, -1.0, 1.0, 0.0])
-    assert r["count"] == 4 and r["mse"] == pytest.approx(np.mean(err ** 2)) and r["bias"] == pytest.approx(err.mean())
+    assert set(r) == {"rmse", "pearson", "r2", "explained_variance", "mae", "mse", "bias"}
+    assert r["mse"] == pytest.approx(np.mean(err ** 2)) and r["bias"] == pytest.approx(err.mean())
     assert r["pearson"] == pytest.approx(np.corrcoef([0.5, -0.5, 0.9, 0.3], [1, -1, 1, 0])[0, 1])
     assert r["rmse"] == pytest.approx(np.sqrt(np.mean(err ** 2))) and r["mae"] == pytest.approx(np.abs(err).mean())
     assert regression_metrics(np.array([0.2, 0.2]), np.array([1.0, -1.0]))["pearson"] == 0.0  # undefined -> 0
@@ -240,7 +301,7 @@ def test_ppm_learns_a_property_of_the_chosen_step(tmp_path, tiny_model_dir):
     out = result.output_dir
     meta = json.loads((out / "masprm_scorer.json").read_text())
     assert meta["status"] == "completed" and meta["mode"] == "ppm" and meta["separator"] == SEP
-    assert meta["base_model_id"] == str(tiny_model_dir) and "eval_pair_accuracy" in meta["eval_metrics"]
+    assert meta["base_model_id"] == str(tiny_model_dir) and "eval_pair_acc" in meta["eval_metrics"]
     adapter = json.loads((out / "adapter_config.json").read_text())
     assert adapter["task_type"] == "TOKEN_CLS" and adapter["bias"] == "all"
     assert set(adapter["target_modules"]) == {"q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj",
@@ -261,7 +322,10 @@ def test_step_objectives_reduce_their_loss(tmp_path, tiny_model_dir, mode, loss)
     result = train_scorer(config(tmp_path, data, tiny_model_dir, mode, loss=loss, max_steps=40, eval_steps=40))
     losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
     assert np.mean(losses[-5:]) < 0.6 * np.mean(losses[:5])
-    assert result.metrics["eval_count"] == len(result.eval_examples) * (2 if mode == "prm" else 1)
+    # Both modes are judged on every step (orm: each labelled with the final outcome); orm trains on the last.
+    labels = result.trainer.predict(result.eval_examples).label_ids
+    assert (labels != PAD).sum() == 2 * len(result.eval_examples)
+    assert {len(ex["positions"]) for ex in result.train_examples} == {2 if mode == "prm" else 1}
     assert set(result.metrics) >= {"eval_rmse", "eval_pearson", "eval_r2", "eval_explained_variance",
                                    "eval_mae", "eval_mse", "eval_bias"}
 

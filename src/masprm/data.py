@@ -230,6 +230,11 @@ def _text(value: Any) -> str:
     return "" if value is None else str(value).strip()
 
 
+def _raw(value: Any) -> str:
+    """A field as stored: the original passed these questions and options to the agents unstripped."""
+    return "" if value is None else str(value)
+
+
 def number_gold(value: Any) -> str | None:
     """A gold number from a stored value: numbers as they are, strings through the answer normaliser."""
     if isinstance(value, bool) or value is None:
@@ -240,7 +245,7 @@ def number_gold(value: Any) -> str | None:
 
 
 def _lettered(question: str, options: Sequence[Any]) -> list[str]:
-    return ([question] if question else []) + [f"{LETTERS[i]}. {_text(o)}" for i, o in enumerate(options[:4])]
+    return ([question] if question else []) + [f"{LETTERS[i]}. {_raw(o)}" for i, o in enumerate(options[:4])]
 
 
 def _index_letter(value: Any) -> str | None:
@@ -345,7 +350,7 @@ def gpqa_permutation(row: Row) -> list[int]:
 
 
 def gpqa_question(row: Row) -> str:
-    options = [_text(row.get(f)) for f in GPQA_OPTION_FIELDS]
+    options = [_raw(row.get(f)) for f in GPQA_OPTION_FIELDS]
     return "\n".join(_lettered(_text(row.get("Question")), [options[i] for i in gpqa_permutation(row)]))
 
 
@@ -364,7 +369,7 @@ def aqua_gold(row: Row) -> str | None:
 
 
 def svamp_question(row: Row) -> str:
-    return f"{_text(row.get('Body'))} {_text(row.get('Question'))}".strip()
+    return f"{_raw(row.get('Body'))} {_raw(row.get('Question'))}"
 
 
 # --------------------------------------------------------------------------- hub datasets
@@ -430,10 +435,10 @@ def _hub(spec: HubDataset) -> HubDataset:
 
 GSM8K = _hub(HubDataset(
     "gsm8k", "gsm8k", "main", ("question", "answer"),
-    question=lambda row: _text(row.get("question")), gold=gsm8k_gold))
+    question=lambda row: _raw(row.get("question")), gold=gsm8k_gold))
 COMPETITION_MATH = _hub(HubDataset(
     "competition_math", "qwedsacf/competition_math", None, ("problem", "solution"),
-    question=lambda row: _text(row.get("problem")), gold=math_gold,
+    question=lambda row: _raw(row.get("problem")), gold=math_gold,
     test_size=2000, level=math_level, meta_fields=("level", "type")))
 MMLU = _hub(HubDataset(
     "mmlu", "cais/mmlu", "all", ("question", ("choices", "options"), ("answer", "target", "label")),
@@ -448,7 +453,7 @@ GPQA = _hub(HubDataset(
     question=gpqa_question, gold=gpqa_gold, test_size=100, meta_fields=("Record ID",)))
 AQUA_RAT = _hub(HubDataset(
     "aqua_rat", "aqua_rat", None, ("question", "options", "correct"),
-    question=lambda row: _text(row.get("question")), gold=aqua_gold))
+    question=lambda row: _raw(row.get("question")), gold=aqua_gold))
 SVAMP = _hub(HubDataset(
     "svamp", "svamp", None, ("Body", "Question", "Answer"),
     question=svamp_question, gold=lambda row: number_gold(row.get("Answer"))))

@@ -118,6 +118,9 @@ class MASGraph:
                 raise ConfigError(f"{where}: source {e.src} is outside -1..{n - 1}")
             if (e.src, e.dst) in seen:
                 raise ConfigError(f"{where}: duplicate edge")
+            if e.src == QUESTION and e.condition.kind != "always":
+                raise ConfigError(f"{where}: a question edge (from -1) cannot have a condition "
+                                  f"({e.condition}): the question always reaches every child of -1")
             seen.add((e.src, e.dst))
         self._parents = {a: tuple(sorted(e.src for e in self.edges if e.dst == a)) for a in range(n)}
         self._children = {a: tuple(sorted(e.dst for e in self.edges if e.src == a)) for a in range(-1, n)}
@@ -165,8 +168,7 @@ class MASGraph:
         """The empty trajectory: the question delivered to every child of the root."""
         inbox: dict[int, dict[int, str]] = {a: {} for a in range(self.n_agents)}
         for e in self._out_edges[QUESTION]:
-            if e.condition.fires(question):
-                inbox[e.dst][QUESTION] = question
+            inbox[e.dst][QUESTION] = question  # unconditionally (conditions on these edges are refused)
         return RoutingState(self, question, {}, inbox)
 
     def replay(self, question: str, decisions: list[tuple[int, str]]) -> "RoutingState":
@@ -199,7 +201,7 @@ class MASGraph:
             mnt = ra.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
             if not isinstance(mnt, int) or isinstance(mnt, bool) or mnt < 1:
                 raise ConfigError(f"{where} ({name}): 'max_new_tokens' must be a positive integer")
-            agents.append(Agent(i, name.strip(), prompt.strip(), mnt))
+            agents.append(Agent(i, name.strip(), prompt, mnt))  # as written: a YAML | block keeps its newline
         raw_edges = data.get("edges") or []
         if not isinstance(raw_edges, list):
             raise ConfigError(f"{source}: 'edges' must be a list")

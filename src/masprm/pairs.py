@@ -63,6 +63,7 @@ class Tree:
     name: str
     question: str
     root: Step
+    off_config: list[str] = field(default_factory=list)  # local view: subtrees skipped, and why
 
 
 def parse_agent_index(action_text: Any) -> int | None:
@@ -91,12 +92,14 @@ def node_value(d: dict, where: str = "node") -> float | None:
 
 
 def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state: Any,
-                agent: int | None, inbox: str) -> Step:
+                agent: int | None, inbox: str, off_config: list[str]) -> Step:
     """Build the Step for ``d`` and, recursively, its children.
 
     With a graph (local view) ``state`` is the routing state after this
-    node's decision; each child's agent must be the one the graph runs next,
-    which is also how a tree from another config is caught.
+    node's decision; each child's agent must be the one the graph runs next.
+    A child that is not (or names no agent) cannot be routed: it and its
+    subtree are left out and the reason is appended to ``off_config``, so
+    only the paths through it are lost, as in the original.
     """
     children_raw = d.get("children")
     if children_raw is None:
@@ -118,16 +121,18 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
         c_agent, c_inbox, c_state = parse_agent_index(c.get("action_text")), "", None
         if graph is not None:
             if c_agent is None:
-                raise TreeError(f"{cwhere}: action_text does not start with '[agent i]' "
-                                f"(needed for the local view)")
+                off_config.append(f"{cwhere}: action_text does not start with '[agent i]' "
+                                  f"(needed for the local view)")
+                continue
             expected = state.next_runnable()
             if c_agent != expected:
                 wanted = "no agent (the trajectory is terminal)" if expected is None else f"agent {expected}"
-                raise TreeError(f"{cwhere}: the tree runs agent {c_agent} but {graph.source} runs {wanted} "
-                                f"next (was the tree made with another config?)")
+                off_config.append(f"{cwhere}: the tree runs agent {c_agent} but {graph.source} runs {wanted} "
+                                  f"next (was the tree made with another config?)")
+                continue
             c_inbox = state.user_content(c_agent) or question
             c_state = state.decide(c_agent, raw_text)  # route the text as the agent produced it
-        child = _parse_node(c, cwhere, question, graph, c_state, c_agent, c_inbox)
+        child = _parse_node(c, cwhere, question, graph, c_state, c_agent, c_inbox, off_config)
         child.text = raw_text.strip()
         step.children.append(child)
     return step
@@ -141,9 +146,10 @@ def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
     if not isinstance(question, str):
         raise TreeError(f"{name}: the root has no 'node_text' (the question)")
     state = graph.start(question) if graph is not None else None
-    root = _parse_node(data, f"{name}: root", question.strip(), graph, state, None, "")
+    off_config: list[str] = []
+    root = _parse_node(data, f"{name}: root", question.strip(), graph, state, None, "", off_config)
     root.text = question.strip()
-    return Tree(name, question.strip(), root)
+    return Tree(name, question.strip(), root, off_config)
 
 
 def read_tree(path: str | Path, name: str | None = None, graph: MASGraph | None = None) -> Tree:
@@ -205,6 +211,11 @@ def clamp(x: float) -> float:
     return max(-1.0, min(1.0, x))
 
 
+def meta_target(target_nodes: int) -> int | None:
+    """``meta.target_nodes``: null in variable-depth mode (N <= 0), as the original wrote it."""
+    return target_nodes if target_nodes > 0 else None
+
+
 def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts") -> list[dict]:
     """PRM samples of one tree (root-window filter applied by the caller)."""
     out: list[dict] = []
@@ -222,7 +233,7 @@ def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts") -> l
             continue
         for i, s in enumerate(path):
             out.append({"prompt": s.inbox, "completions": [s.text], "labels": [clamp(s.value)],
-                        "meta": {"agent_idx": s.agent, "step_index": i, "target_nodes": target_nodes,
+                        "meta": {"agent_idx": s.agent, "step_index": i, "target_nodes": meta_target(target_nodes),
                                  "view": "local"}})
     return out
 
@@ -298,7 +309,7 @@ def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_to
 
 def _pair_record(tree: Tree, node: Step, prefix: list[Step], pos: Step, neg: Step, depth: int,
                  target_nodes: int, final: bool, view: str) -> dict:
-    meta = {"step_index": depth, "shared_prefix_len": depth, "target_nodes": target_nodes,
+    meta = {"step_index": depth, "shared_prefix_len": depth, "target_nodes": meta_target(target_nodes),
             "parent_visits": node.visits, "pos_q": pos.value, "neg_q": neg.value,
             "q_gap": pos.value - neg.value, "final_step_only_terminal": final}
     if view == "full":
@@ -356,6 +367,8 @@ class Counts:
     trees: int = 0                       # trees read without error
     malformed: int = 0
     malformed_named: list[str] = field(default_factory=list)  # the first MAX_NAMED_FAILURES reasons
+    off_config: int = 0                  # local view: subtrees left out because they do not follow --config
+    off_config_named: list[str] = field(default_factory=list)
     prm_outside_window: int = 0
     candidate_paths: int = 0
     r_pos: int = 0
@@ -393,6 +406,8 @@ class Preprocessor:
                 c.malformed_named.append(str(err))
             return [], []
         c.trees += 1
+        c.off_config += len(tree.off_config)
+        c.off_config_named.extend(tree.off_config[:MAX_NAMED_FAILURES - len(c.off_config_named)])
         root_value = tree.root.value
         prm: list[dict] = []
         if in_window(root_value, PRM_ROOT_WINDOW):
@@ -443,11 +458,12 @@ class Preprocessor:
 
     def malformed_summary(self) -> str | None:
         c = self.counts
-        if not c.malformed:
-            return None
-        more = c.malformed - len(c.malformed_named)
-        tail = f"; and {more} more" if more else ""
-        return f"skipped {c.malformed} unreadable tree(s): " + "; ".join(c.malformed_named) + tail
+        return _named_count(f"skipped {c.malformed} unreadable tree(s): ", c.malformed, c.malformed_named)
+
+    def off_config_summary(self) -> str | None:
+        c = self.counts
+        return _named_count(f"left out {c.off_config} subtree(s) that do not follow the config "
+                            "(their paths only): ", c.off_config, c.off_config_named)
 
     def why_no_prm(self) -> str | None:
         c, o = self.counts, self.options
@@ -475,6 +491,14 @@ class Preprocessor:
             return f"no PPM pairs: every tree's root value is outside the window [{lo:g}, {hi:g}] (--ppm-root-window)"
         return ("no PPM pairs: no prefix node has two children with different texts and strictly "
                 "different values")
+
+
+def _named_count(head: str, count: int, named: list[str]) -> str | None:
+    """``head`` + the named reasons (the first MAX_NAMED_FAILURES) + how many more; None when count is 0."""
+    if not count:
+        return None
+    more = count - len(named)
+    return head + "; ".join(named) + (f"; and {more} more" if more else "")
 
 
 def _prm_key(r: dict) -> list:

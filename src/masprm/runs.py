@@ -3,7 +3,7 @@
 A tree folder's name records what produced it, so a folder is never mixed
 up with another run's settings and later stages can read the dataset back:
 
-    {dataset_tag}_res_{split}_{model_tag}_r{n_rollouts}_c{c}_cand{n_candidates}_t{temperature}_p{top_p}
+    {dataset_tag}_res_{split}_{model_tag}_r{n_rollouts}_c{c}_cand{n_candidates}_t{temperature}_p{top_p}[_mnt{N}]
 
 e.g. ``gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95``.
 Pure Python.
@@ -55,9 +55,11 @@ def dataset_tag_of_run(folder: str | Path) -> str:
 
 def run_folder_name(dataset: str, split: str, model_id: str, n_rollouts: int, c: float,
                     n_candidates: int, temperature: float, top_p: float,
-                    mas_config: str | None = None) -> str:
+                    mas_config: str | None = None, max_new_tokens: int | None = None) -> str:
+    """The folder name; a ``--max_new_tokens`` cap changes the trees, so it is added (``_mnt256``) when set."""
     return (
         f"{dataset_tag(dataset, mas_config)}{RUN_MARKER}{split}_{model_tag(model_id)}"
         f"_r{n_rollouts}_c{format_number(c)}_cand{n_candidates}"
         f"_t{format_number(temperature)}_p{format_number(top_p)}"
+        + (f"_mnt{max_new_tokens}" if max_new_tokens is not None else "")
     )

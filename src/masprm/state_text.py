@@ -15,8 +15,24 @@ DEFAULT_SEPARATOR = "</step>"
 VIEWS = ("full", "local")
 
 
-def join_steps(prompt: str, steps: Sequence[str], sep: str = DEFAULT_SEPARATOR) -> str:
-    return prompt + "".join(step + sep for step in steps)
+class StepText(str):
+    """A scorer text that remembers its parts, ``prompt + step_1 + SEP + ...``.
+
+    It is an ordinary string everywhere else; a prm/orm scorer uses the parts
+    to tokenise exactly as it was trained (prompt and each step separately).
+    """
+
+    def __new__(cls, prompt: str, steps: Sequence[str], sep: str = DEFAULT_SEPARATOR):
+        text = super().__new__(cls, prompt + "".join(step + sep for step in steps))
+        text.prompt, text.steps, text.sep = prompt, tuple(steps), sep
+        return text
+
+    def __reduce__(self):  # pickles (worker processes) with its parts
+        return StepText, (self.prompt, self.steps, self.sep)
+
+
+def join_steps(prompt: str, steps: Sequence[str], sep: str = DEFAULT_SEPARATOR) -> StepText:
+    return StepText(prompt, steps, sep)
 
 
 def full_state_text(state: RoutingState, sep: str = DEFAULT_SEPARATOR) -> str:
@@ -33,16 +49,14 @@ def local_state_text(state: RoutingState, agent: int | None = None, sep: str = D
     if agent is None and state.outputs:
         agent = max(state.outputs, key=state.graph.topo_position.__getitem__)
     if agent is None:
-        return state.question + sep
+        return join_steps(state.question, [""], sep)
     user = state.user_content(agent)
     output = state.outputs.get(agent, "")
     if user and output:
-        return user + output + sep
-    if output:
-        return output + sep
-    if user:
-        return user + sep
-    return state.question + sep
+        return join_steps(user, [output], sep)  # the prompt/completion split of stage 2's local records
+    if output or user:
+        return join_steps("", [output or user], sep)
+    return join_steps(state.question, [""], sep)
 
 
 def state_text(state: RoutingState, view: str = "full", agent: int | None = None,

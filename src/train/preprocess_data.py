@@ -116,9 +116,9 @@ def main(argv: list[str] | None = None) -> int:
             raise UsageError(f"--input: none of the {len(files)} tree file(s) could be read "
                              f"({prep.counts.malformed_named[0]}); nothing was written")
 
-    bad = prep.malformed_summary()
-    if bad:
-        print(f"[preprocess] warning: {bad}", file=sys.stderr)
+    for bad in (prep.malformed_summary(), prep.off_config_summary()):
+        if bad:
+            print(f"[preprocess] warning: {bad}", file=sys.stderr)
     print(prep.prm_summary(prm_path))
     if args.make_ppm:
         print(prep.ppm_summary(ppm_path))

@@ -28,15 +28,17 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--model-id", "--model_id", dest="model_id", default=DEFAULT_BASE_MODEL,
                    help="base model (hub id or local folder)")
     p.add_argument("--output-dir", "--output_dir", dest="output_dir", required=True)
-    p.add_argument("--epochs", type=float, default=1.0)
+    p.add_argument("--epochs", type=float, default=10.0, help="training epochs (default: 10)")
     p.add_argument("--max-steps", type=int, default=-1, help="optimizer steps; > 0 overrides --epochs")
     p.add_argument("--lr", type=float, default=1e-5)
     p.add_argument("--train-batch-size", type=int, default=8)
     p.add_argument("--eval-batch-size", type=int, default=None, help="default: --train-batch-size")
     p.add_argument("--grad-accum", type=int, default=16)
-    p.add_argument("--eval-steps", type=int, default=None,
-                   help="default: --save-steps, else about 4 evaluations per run")
-    p.add_argument("--save-steps", type=int, default=None, help="default: --eval-steps")
+    p.add_argument("--eval-steps", type=int, default=200,
+                   help="optimizer steps between evaluations (default: 200); the best evaluated checkpoint is "
+                        "kept, and a run shorter than this keeps its final weights")
+    p.add_argument("--save-steps", type=int, default=None,
+                   help="optimizer steps between checkpoints, a multiple of --eval-steps (default: --eval-steps)")
     p.add_argument("--save-total-limit", type=int, default=2)
     p.add_argument("--logging-steps", type=int, default=10)
     p.add_argument("--seed", type=int, default=42)
@@ -50,7 +52,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--huber-beta", type=float, default=0.1)
     p.add_argument("--lora-r", type=int, default=256)
     p.add_argument("--lora-alpha", type=float, default=32)
-    p.add_argument("--lora-dropout", type=float, default=0.05)
+    p.add_argument("--lora-dropout", type=float, default=0.05,
+                   help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every dropout off")
     p.add_argument("--no-lora", dest="lora", action="store_false", help="full fine-tune instead of LoRA")
     p.add_argument("--load-in-4bit", action=argparse.BooleanOptionalAction, default=None,
                    help="QLoRA 4-bit NF4 base (default: on with CUDA, off on CPU)")
@@ -58,6 +61,8 @@ def build_parser() -> ArgumentParser:
     p.add_argument("--trust-remote-code", "--trust_remote_code", dest="trust_remote_code", action="store_true",
                    help="allow the base model's own code from the hub")
     p.add_argument("--resume", action="store_true", help="continue from the newest checkpoint in --output-dir")
+    p.add_argument("--hub-logs", dest="hub_logs", action=argparse.BooleanOptionalAction, default=True,
+                   help="write TensorBoard logs to --output-dir/runs (default: on, as in the original)")
     p.add_argument("--quiet", dest="progress", action="store_false", help="no progress bar or log lines")
     return p
 

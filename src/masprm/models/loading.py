@@ -19,6 +19,7 @@ import torch
 
 from masprm.cli import UsageError
 
+POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16, "auto": "auto"}
 
@@ -32,7 +33,7 @@ class ModelOptions:
     attn_impl: str = "sdpa"
     compile: bool = False
     trust_remote_code: bool = False
-    dtype: str | None = None  # None: the checkpoint's dtype on CUDA, float32 on CPU
+    dtype: str | None = None  # None: float16 on CUDA (the original's policy dtype), float32 on CPU
 
 
 _warned: set[str] = set()
@@ -69,13 +70,16 @@ def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
                        help="do not torch.compile the model (compiling is attempted otherwise)")
     group.add_argument(f"--{prefix}trust_remote_code", action="store_true",
                        help="allow model repositories to run their own code (off by default)")
+    group.add_argument(f"--{prefix}dtype", choices=POLICY_DTYPES, default=None,
+                       help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
+                            "float32 on CPU)")
 
 
 def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOptions:
     get = lambda name: getattr(args, prefix + name)  # noqa: E731
     return ModelOptions(device_map=get("device_map"), load_in_4bit=get("load_in_4bit"),
                         attn_impl=get("attn_impl"), compile=not get("no_compile"),
-                        trust_remote_code=get("trust_remote_code"))
+                        trust_remote_code=get("trust_remote_code"), dtype=get("dtype"))
 
 
 # ---------------------------------------------------------------------------
@@ -141,19 +145,19 @@ def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_si
     return tokenizer
 
 
-def quantization_config():
-    """bitsandbytes NF4 with double quantisation; bf16 compute on Ampere+ else fp16."""
+def quantization_config(dtype: torch.dtype = torch.float16):
+    """bitsandbytes NF4 with double quantisation, computing in the model's dtype (fp16 unless bf16 is asked)."""
     from transformers import BitsAndBytesConfig
 
-    major, _ = torch.cuda.get_device_capability()
-    compute_dtype = torch.bfloat16 if major >= 8 else torch.float16
+    compute_dtype = dtype if dtype in (torch.float16, torch.bfloat16) else torch.float16
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
                               bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute_dtype)
 
 
 def _dtype(options: ModelOptions, on_cuda: bool):
     if options.dtype is None:
-        return "auto" if on_cuda else torch.float32  # CPU kernels are fastest and exact in fp32
+        # fp16 on CUDA as the original loaded its policy; CPU kernels are fastest and exact in fp32
+        return torch.float16 if on_cuda else torch.float32
     if options.dtype not in DTYPES:
         raise UsageError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
     return DTYPES[options.dtype]
@@ -166,13 +170,14 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, fla
     model_id = check_model_id(model_id, flag)
     device = resolve_device(options.device_map)
     on_cuda = device.type == "cuda"
-    kwargs = dict(dtype=_dtype(options, on_cuda), attn_implementation=options.attn_impl,
+    dtype = _dtype(options, on_cuda)
+    kwargs = dict(dtype=dtype, attn_implementation=options.attn_impl,
                   trust_remote_code=options.trust_remote_code)
     if on_cuda:
         # "auto" lets accelerate spread a large model over every visible GPU.
         kwargs["device_map"] = "auto" if options.device_map == "auto" else {"": device.index or 0}
         if options.load_in_4bit:
-            kwargs["quantization_config"] = quantization_config()
+            kwargs["quantization_config"] = quantization_config(dtype)
     elif options.load_in_4bit:
         warn_once("--load_in_4bit needs CUDA; loading the model unquantised on CPU")
     try:

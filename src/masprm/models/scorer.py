@@ -5,10 +5,11 @@
 
 A folder from `src/train/trainer.py` holds a LoRA adapter (or a full model),
 the tokenizer with the separator and ``masprm_scorer.json``; a folder with
-neither adapter nor model uses its newest ``checkpoint-*``. Texts are cut and
-scored exactly as in training (`masprm.train.data.TextEncoder`): the end of
-the text is kept, and the value is tanh of the logit at the last separator
-(or at the last token when there is none).
+neither adapter nor model uses its newest ``checkpoint-*``. Texts are
+tokenised, cut and scored exactly as in training (`masprm.train.data.TextEncoder`;
+a prm/orm scorer tokenises a `StepText`'s prompt and steps separately): the
+end of the text is kept, and the value is tanh of the logit at the last
+separator (or at the last token when there is none).
 """
 
 from __future__ import annotations
@@ -161,5 +162,9 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if not quantized:
         model.to(device)
     model.eval()
-    encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048))
+    # prm/orm scorers were trained on prompt and steps tokenised separately; ppm on whole texts.
+    steps_style = meta.get("mode") in ("prm", "orm")
+    encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
+                          max_prompt_length=meta.get("max_prompt_length", 0) if steps_style else 0,
+                          style="steps" if steps_style else "whole")
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)

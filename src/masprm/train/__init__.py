@@ -39,14 +39,14 @@ class TrainConfig:
     data_file: str
     output_dir: str
     model_id: str = DEFAULT_BASE_MODEL
-    epochs: float = 1.0
+    epochs: float = 10.0              # the original's default
     max_steps: int = -1               # > 0 overrides epochs
     lr: float = 1e-5
     train_batch_size: int = 8
     eval_batch_size: int | None = None  # default: train_batch_size
     grad_accum: int = 16
-    eval_steps: int | None = None     # default: save_steps, else about 4 evaluations per run
-    save_steps: int | None = None     # default: eval_steps
+    eval_steps: int = 200             # optimiser steps between evaluations (the original's default)
+    save_steps: int | None = None     # default: eval_steps (a multiple of it, so the best checkpoint is kept)
     save_total_limit: int = 2
     logging_steps: int = 10
     seed: int = 42
@@ -59,11 +59,12 @@ class TrainConfig:
     lora: bool = True
     lora_r: int = 256
     lora_alpha: float = 32
-    lora_dropout: float = 0.05
+    lora_dropout: float = 0.05        # ppm only: prm/orm train with every dropout off, as the original
     load_in_4bit: bool | None = None  # None: 4-bit base on CUDA with LoRA, full precision otherwise
     attn_impl: str = "sdpa"
     trust_remote_code: bool = False
     resume: bool = False
+    hub_logs: bool = True             # TensorBoard event files in output_dir/runs (the original's --hub-logs)
     progress: bool = True
 
     def validate(self) -> None:
@@ -121,6 +122,16 @@ def _precision(quantized: bool) -> dict[str, Any]:
     return {"optim": "paged_adamw_8bit" if quantized else "adamw_torch", "bf16": bf16, "fp16": not bf16}
 
 
+def _report_to(cfg: TrainConfig) -> list[str] | str:
+    if not cfg.hub_logs:
+        return "none"
+    if importlib.util.find_spec("tensorboard") is None:
+        _log(cfg, "tensorboard is not installed, so no training logs are written "
+                  "(pip install -r requirements.txt)")
+        return "none"
+    return ["tensorboard"]
+
+
 def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
     from transformers.trainer_utils import get_last_checkpoint
 
@@ -144,7 +155,7 @@ def _write_meta(cfg: TrainConfig, out: Path, **extra: Any) -> None:
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
     """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
     cfg.validate()
-    from masprm.train.data import COLLATORS, EXAMPLE_BUILDERS, TextEncoder, load_records, split_eval
+    from masprm.train.data import COLLATORS, TextEncoder, eval_view, load_records, split_eval
 
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
 
@@ -152,7 +163,8 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
     from masprm.models.loading import load_tokenizer
-    from masprm.train.model import attach_lora, load_token_scorer, separator_token_id
+    from masprm.train.cache import cached_examples
+    from masprm.train.model import attach_lora, disable_dropout, load_token_scorer, separator_token_id
     from masprm.train.objectives import OBJECTIVES
 
     out = Path(cfg.output_dir)
@@ -161,13 +173,14 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
 
     tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", flag="--model-id")
     sep_id = separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
-    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length)
-    examples, skipped = EXAMPLE_BUILDERS[cfg.mode](records, encoder, cfg.separator)
+    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length,
+                          style="whole" if cfg.mode == "ppm" else "steps")
+    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     train_idx, eval_idx = split_eval(len(examples), cfg.seed)
     train_examples = [examples[i] for i in train_idx]
-    eval_examples = [examples[i] for i in eval_idx]
+    eval_examples = [eval_view(examples[i]) for i in eval_idx]
 
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     model = load_token_scorer(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized,
@@ -176,9 +189,11 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
                             quantized=quantized)
+    if cfg.mode != "ppm":
+        disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
 
     total_steps = _update_steps(len(train_examples), cfg)
-    eval_steps = cfg.eval_steps or cfg.save_steps or max(1, math.ceil(total_steps / 4))
+    eval_steps = cfg.eval_steps
     objective = OBJECTIVES[cfg.mode]
     args = TrainingArguments(
         output_dir=str(out),
@@ -189,18 +204,20 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         per_device_train_batch_size=cfg.train_batch_size,
         per_device_eval_batch_size=cfg.eval_batch_size or cfg.train_batch_size,
         gradient_accumulation_steps=cfg.grad_accum,
+        auto_find_batch_size=True,     # halve the batch on out-of-memory (ScorerTrainer), as the original
         eval_strategy="steps",
         eval_steps=eval_steps,
         save_strategy="steps",
         save_steps=cfg.save_steps or eval_steps,
         save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps,
-        load_best_model_at_end=True,
+        load_best_model_at_end=True,   # a run shorter than eval_steps keeps its final weights
         metric_for_best_model=objective.best_metric,
         greater_is_better=objective.greater_is_better,
+        train_sampling_strategy="random" if cfg.mode == "ppm" else "group_by_length",
         seed=cfg.seed,
         data_seed=cfg.seed,
-        report_to=["tensorboard"] if importlib.util.find_spec("tensorboard") else "none",
+        report_to=_report_to(cfg),
         remove_unused_columns=False,   # the collators build exactly the tensors the loss needs
         label_names=[],                # labels live in objective-specific keys, handled by prediction_step
         dataloader_num_workers=0,
@@ -221,7 +238,8 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     )
     if not cfg.progress:
         trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
-    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples, "
+    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
+              f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
               f"{total_steps} optimizer steps, eval every {eval_steps}, "
               f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
     out.mkdir(parents=True, exist_ok=True)

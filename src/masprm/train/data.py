@@ -6,30 +6,30 @@ trained:
 - ppm: one pair of texts, ``prompt + steps + SEP`` for the chosen and the
   rejected branch; the score is the logit at the last separator.
 - prm: one text with a label in [-1, 1] on every step's separator.
-- orm: like prm, but only the last step's label is used.
+- orm: like prm, but trained on the last step's label only; evaluated on
+  every separator, each labelled with the final outcome.
 
 Tokenisation is shared with the scorer loader (``TextEncoder``), so a text
-is cut and scored exactly the same way in training and at inference: the
-prompt part is first cut to ``max_prompt_length`` tokens (keeping its end),
-then the whole text to ``max_length`` tokens, keeping the end, so the last
-separator always survives.
+is tokenised and cut exactly the same way in training and at inference (ppm:
+the whole text; prm/orm: prompt and steps separately, as TRL's PRM trainer),
+always keeping the end, so the last separator survives.
 """
 
 from __future__ import annotations
 
 import json
 import math
-import random
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Iterator, Sequence
 
+import numpy as np
 import torch
 
 from masprm.cli import UsageError
 from masprm.io import iter_jsonl
 from masprm.pairs import ppm_texts
-from masprm.state_text import join_steps
+from masprm.state_text import StepText, join_steps
 
 EVAL_FRACTION = 0.04
 
@@ -105,13 +105,17 @@ def load_records(path: str | Path, mode: str) -> list[dict]:
 
 
 def split_eval(n: int, seed: int, fraction: float = EVAL_FRACTION) -> tuple[list[int], list[int]]:
-    """Seeded (train, eval) index split; the eval part is `fraction` of n, at least 1."""
+    """(train, eval) indices exactly as `datasets.Dataset.train_test_split(test_size=fraction, seed=seed)`.
+
+    The eval part is ceil(fraction * n) rows; both parts keep the order of the
+    seeded numpy permutation, so the original's held-out membership (and
+    training order before sampling) is reproduced.
+    """
     if n < 2:
         raise UsageError(f"need at least 2 usable records for a train/eval split, got {n}")
-    order = list(range(n))
-    random.Random(seed).shuffle(order)
-    n_eval = min(n - 1, max(1, round(fraction * n)))
-    return sorted(order[n_eval:]), sorted(order[:n_eval])
+    n_eval = math.ceil(fraction * n)
+    order = np.random.default_rng(seed).permutation(n).tolist()
+    return order[n_eval:], order[:n_eval]
 
 
 # --------------------------------------------------------------------------- tokenisation
@@ -127,25 +131,58 @@ def score_position(ids: Sequence[int], sep_id: int) -> int:
 
 @dataclass
 class TextEncoder:
-    """Token ids of scorer texts, cut the same way in training and at inference."""
+    """Token ids of scorer texts, built the same way in training and at inference.
+
+    ``whole`` (ppm): the text is tokenised in one piece with the tokenizer's
+    special tokens (a BOS where it has one) and cut from the left to
+    ``max_length``, as the original ppm trainer did.
+
+    ``steps`` (prm/orm): as TRL's PRM trainer, the prompt and every step are
+    tokenised separately and joined, each step followed by the separator's
+    ids; a BOS is prepended to the prompt when the tokenizer has one; the
+    prompt is cut to its last ``max_prompt_length`` tokens, then the whole
+    sequence to its last ``max_length`` tokens (so the last separator survives).
+    """
 
     tokenizer: Any
     sep_id: int
     max_length: int = 2048
-    max_prompt_length: int = 0  # <= 0: no separate cut of the prompt part
+    max_prompt_length: int = 0  # <= 0: no separate cut of the prompt part (steps style only)
+    style: str = "whole"        # "whole" (ppm) or "steps" (prm/orm)
 
-    def encode(self, texts: Sequence[str], prompt_chars: Sequence[int] | None = None) -> list[list[int]]:
-        """Ids of each text; `prompt_chars[i]` is the length of text i's prompt (for the prompt cut)."""
-        cut_prompt = prompt_chars is not None and self.max_prompt_length > 0
-        enc = self.tokenizer(list(texts), add_special_tokens=False, return_offsets_mapping=cut_prompt)
-        out = []
-        for i, ids in enumerate(enc["input_ids"]):
-            if cut_prompt:
-                n_prompt = sum(1 for start, _ in enc["offset_mapping"][i] if start < prompt_chars[i])
-                if n_prompt > self.max_prompt_length:
-                    ids = ids[n_prompt - self.max_prompt_length:]
-            out.append(list(ids[-self.max_length:]))
-        return out
+    def encode_whole(self, texts: Sequence[str]) -> list[list[int]]:
+        tok = self.tokenizer
+        side = tok.truncation_side
+        tok.truncation_side = "left"  # keep the end: the last separator carries the score
+        try:
+            enc = tok(list(texts), add_special_tokens=True, truncation=True, max_length=self.max_length)
+        finally:
+            tok.truncation_side = side
+        return [list(ids) for ids in enc["input_ids"]]
+
+    def encode_steps(self, prompt: str, steps: Sequence[str]) -> tuple[list[int], list[int]]:
+        """(ids, label positions): the positions are the last token of every surviving step chunk."""
+        tok = self.tokenizer
+        prompt_ids = list(tok(prompt, add_special_tokens=False)["input_ids"]) if prompt else []
+        if tok.bos_token_id is not None:
+            prompt_ids = [tok.bos_token_id] + prompt_ids
+        if self.max_prompt_length > 0:
+            prompt_ids = prompt_ids[-self.max_prompt_length:]
+        step_ids = tok(list(steps), add_special_tokens=False)["input_ids"] if steps else []
+        ids, ends = list(prompt_ids), []
+        for chunk in step_ids:
+            ids.extend(chunk)
+            ids.append(self.sep_id)
+            ends.append(len(ids) - 1)
+        cut = max(0, len(ids) - self.max_length)
+        return ids[cut:], [e - cut for e in ends if e >= cut]
+
+    def encode(self, texts: Sequence[str]) -> list[list[int]]:
+        """Inference: a StepText is tokenised in parts in the steps style; anything else whole."""
+        if self.style != "steps":
+            return self.encode_whole(texts)
+        return [self.encode_steps(t.prompt, t.steps)[0] if isinstance(t, StepText) else self.encode_whole([t])[0]
+                for t in texts]
 
 
 # --------------------------------------------------------------------------- examples
@@ -154,16 +191,12 @@ class TextEncoder:
 # texts, so the eval set can be re-scored by the scorer loader.
 
 
-def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str) -> tuple[list[dict], int]:
+def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
+                        source: str = "") -> tuple[list[dict], int]:
     """ppm examples and the number of records skipped (chosen == rejected)."""
-    pairs, prompt_chars = [], []
-    for rec in records:
-        if rec["chosen_actions"] == rec["rejected_actions"]:
-            continue  # nothing to prefer
-        pairs.append(ppm_texts(rec, sep))
-        prompt_chars.append(len(rec["prompt"]))
-    pos_ids = encoder.encode([p for p, _ in pairs], prompt_chars)
-    neg_ids = encoder.encode([n for _, n in pairs], prompt_chars)
+    pairs = [ppm_texts(rec, sep) for rec in records if rec["chosen_actions"] != rec["rejected_actions"]]
+    pos_ids = encoder.encode_whole([p for p, _ in pairs])
+    neg_ids = encoder.encode_whole([n for _, n in pairs])
     examples = [
         {"pos_text": pos, "neg_text": neg, "pos_ids": pi, "neg_ids": ni,
          "pos_index": score_position(pi, encoder.sep_id), "neg_index": score_position(ni, encoder.sep_id),
@@ -173,25 +206,53 @@ def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str)
     return examples, len(records) - len(examples)
 
 
-def build_step_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
-                        last_only: bool = False) -> tuple[list[dict], int]:
-    """prm (every step labelled) or orm (`last_only`) examples; nothing is skipped."""
-    texts = [join_steps(rec["prompt"], rec["completions"], sep) for rec in records]
-    all_ids = encoder.encode(texts, [len(rec["prompt"]) for rec in records])
+def check_labels_on_separators(ids: Sequence[int], positions: Sequence[int], sep_id: int, where: str,
+                               sep: str) -> None:
+    """Every label sits on a separator and every separator carries a label (the original's check)."""
+    n_seps = sum(1 for t in ids if t == sep_id)
+    if n_seps != len(positions) or any(ids[p] != sep_id for p in positions):
+        raise UsageError(f"{where}: the step separator {sep!r} also occurs inside the prompt or a step "
+                         f"({n_seps} separator tokens for {len(positions)} labels), so labels would not sit "
+                         "on the step ends; use a separator that never occurs in the text, e.g. </step>")
+
+
+def build_step_examples(records: Sequence[dict], encoder: TextEncoder, sep: str, last_only: bool = False,
+                        source: str = "") -> tuple[list[dict], int]:
+    """prm examples (every step labelled) or orm (`last_only`: the last step, with the final label).
+
+    Each example also carries ``eval_positions``/``eval_targets``: for orm
+    every surviving separator labelled with the final outcome, as the
+    original's ORM evaluation did; for prm the same as the training labels.
+    """
     examples = []
-    for rec, text, ids in zip(records, texts, all_ids):
+    for n, rec in enumerate(records):
+        ids, positions = encoder.encode_steps(rec["prompt"], rec["completions"])
         labels = [float(y) for y in rec["labels"]]
-        positions = [i for i, t in enumerate(ids) if t == encoder.sep_id] or [len(ids) - 1]
-        # Truncation drops early steps: pair separators and labels from the end.
-        k = 1 if last_only else min(len(positions), len(labels))
-        examples.append({"text": text, "input_ids": ids, "positions": positions[-k:], "targets": labels[-k:]})
+        check_labels_on_separators(ids, positions, encoder.sep_id, f"{source}: record {n + 1}".lstrip(": "), sep)
+        # Truncation drops early steps: the surviving separators carry the last labels.
+        targets = labels[len(labels) - len(positions):]
+        if last_only:
+            train_pos, train_y = positions[-1:], labels[-1:]
+            eval_pos, eval_y = positions, labels[-1:] * len(positions)
+        else:
+            train_pos, train_y = eval_pos, eval_y = positions, targets
+        examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": ids,
+                         "positions": train_pos, "targets": train_y,
+                         "eval_positions": eval_pos, "eval_targets": eval_y})
     return examples, 0
+
+
+def eval_view(example: dict) -> dict:
+    """The example as evaluation sees it (orm: every separator with the final outcome)."""
+    if "eval_positions" not in example:
+        return example
+    return {**example, "positions": example["eval_positions"], "targets": example["eval_targets"]}
 
 
 EXAMPLE_BUILDERS: dict[str, Callable[..., tuple[list[dict], int]]] = {
     "ppm": build_pair_examples,
     "prm": build_step_examples,
-    "orm": lambda records, encoder, sep: build_step_examples(records, encoder, sep, last_only=True),
+    "orm": lambda records, encoder, sep, **kw: build_step_examples(records, encoder, sep, last_only=True, **kw),
 }
 
 

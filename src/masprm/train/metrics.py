@@ -1,8 +1,10 @@
 """Evaluation metrics of the scorer objectives (SPEC §7). Pure numpy.
 
-The objectives hand over fixed-width prediction rows (see objectives.py):
-ppm rows are ``[r_pos, r_neg, pos_has_sep, neg_has_sep]`` (logits); prm/orm
-rows are tanh(logit) per labelled separator with ``PAD`` where there is none.
+Names and values are the original trainer's, so scripts that read
+trainer_state.json or TensorBoard keep working. The objectives hand over
+fixed-width prediction rows (see objectives.py): ppm rows are
+``[r_pos, r_neg, pos_has_sep, neg_has_sep]`` (raw logits); prm/orm rows are
+tanh(logit) per labelled separator with ``PAD`` where there is none.
 """
 
 from __future__ import annotations
@@ -18,19 +20,20 @@ def _sigmoid(x: np.ndarray) -> np.ndarray:
 
 def pair_metrics(preds: np.ndarray) -> dict[str, float]:
     preds = np.asarray(preds, dtype=np.float64).reshape(-1, 4)
-    r_pos, r_neg, pos_sep, neg_sep = preds.T
+    r_pos, r_neg, pos_found, neg_found = preds.T
     margin = r_pos - r_neg
-    return {
-        "pair_accuracy": float(np.mean(margin > 0)),
-        "margin_mean": float(np.mean(margin)),
-        "margin_median": float(np.median(margin)),
-        "margin_std": float(np.std(margin)),
-        "sigmoid_margin_mean": float(np.mean(_sigmoid(margin))),
-        "pos_score_mean": float(np.mean(np.tanh(r_pos))),
-        "neg_score_mean": float(np.mean(np.tanh(r_neg))),
-        "no_separator_rate": float(np.mean(np.concatenate([pos_sep, neg_sep]) < 0.5)),
-        "pair_count": float(len(margin)),
-    }
+    out: dict[str, float] = {}
+    if margin.size:
+        out.update(pair_acc=float(np.mean(margin > 0)), avg_margin=float(np.mean(margin)),
+                   median_margin=float(np.median(margin)), std_margin=float(np.std(margin)),
+                   avg_bt_prob=float(np.mean(_sigmoid(margin))),
+                   pos_mean=float(np.mean(r_pos)), neg_mean=float(np.mean(r_neg)),
+                   # "fallback": no separator survived, so the score was read at the last token
+                   fallback_rate_pos=float(np.mean(1.0 - pos_found)),
+                   fallback_rate_neg=float(np.mean(1.0 - neg_found)),
+                   fallback_rate_any=float(np.mean((pos_found < 0.5) | (neg_found < 0.5))))
+    out["num_pairs"] = int(margin.size)
+    return out
 
 
 def regression_metrics(preds: np.ndarray, targets: np.ndarray) -> dict[str, float]:
@@ -40,20 +43,19 @@ def regression_metrics(preds: np.ndarray, targets: np.ndarray) -> dict[str, floa
     keep = (targets != PAD) & (preds != PAD)
     p, y = preds[keep], targets[keep]
     if len(y) == 0:
-        return {"count": 0.0}
+        return dict.fromkeys(("rmse", "pearson", "r2", "explained_variance", "mae", "mse", "bias"), 0.0)
     err = p - y
     mse = float(np.mean(err ** 2))
-    var_y = float(np.var(y))
-    # Undefined correlations (constant predictions or labels) count as 0, so
+    ss_res, ss_tot = float(np.sum(err ** 2)), float(np.sum((y - y.mean()) ** 2))
+    if len(y) < 2:
+        r2 = explained = 0.0
+    elif ss_tot <= 1e-12:  # constant labels: perfect or nothing, as the original scores it
+        r2 = explained = 1.0 if ss_res <= 1e-12 else 0.0
+    else:
+        r2 = 1.0 - ss_res / ss_tot
+        explained = 1.0 - float(np.var(err)) / float(np.var(y))
+    # An undefined correlation (constant predictions or labels) counts as 0, so
     # best-model selection by pearson never compares against NaN.
     pearson = float(np.corrcoef(p, y)[0, 1]) if np.std(p) > 0 and np.std(y) > 0 else 0.0
-    return {
-        "rmse": mse ** 0.5,
-        "pearson": pearson,
-        "r2": 1.0 - mse / var_y if var_y > 0 else 0.0,
-        "explained_variance": 1.0 - float(np.var(err)) / var_y if var_y > 0 else 0.0,
-        "mae": float(np.mean(np.abs(err))),
-        "mse": mse,
-        "bias": float(np.mean(err)),
-        "count": float(len(y)),
-    }
+    return {"rmse": mse ** 0.5, "pearson": pearson, "r2": r2, "explained_variance": explained,
+            "mae": float(np.mean(np.abs(err))), "mse": mse, "bias": float(np.mean(err))}

@@ -149,6 +149,13 @@ def modules_to_save(model) -> list[str]:
     return sorted(names)
 
 
+def disable_dropout(model) -> None:
+    """Set every dropout module to p=0, LoRA's included (what TRL's disable_dropout=True does)."""
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+
+
 def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool):
     """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`)."""
     if quantized:

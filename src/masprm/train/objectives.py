@@ -8,7 +8,9 @@ the collator names, and returns fixed-width prediction rows for the metrics:
 - prm  (`StepTrainer`): a label y in [-1, 1] on every step's separator;
   mse/huber against atanh(clamp(y, ±0.95)) in logit space, or bce against
   the soft target (y + 1) / 2; best model by pearson.
-- orm  (`StepTrainer`, binary targets): the last step only; bce target y > 0.
+- orm  (`StepTrainer`, binary targets): trained on the last step only (bce
+  target y > 0); evaluated on every separator, each labelled with the final
+  outcome, as the original's ORM evaluation.
 """
 
 from __future__ import annotations
@@ -70,6 +72,17 @@ class ScorerTrainer(Trainer):
 
     def loss_and_predictions(self, model, inputs) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
         raise NotImplementedError
+
+    def _inner_training_loop(self, batch_size=None, *args, **kwargs):
+        # With auto_find_batch_size, accelerate retries the loop after an out-of-memory error with
+        # 0.9x the batch; the original's stack halved it, so every retry halves the batch here.
+        if self.args.auto_find_batch_size and batch_size is not None:
+            previous = getattr(self, "_oom_batch_size", None)
+            batch_size = batch_size if previous is None else previous // 2
+            if batch_size < 1:
+                raise RuntimeError("out of memory even with a training batch of 1")
+            self._oom_batch_size = batch_size
+        return super()._inner_training_loop(batch_size, *args, **kwargs)
 
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, preds, _ = self.loss_and_predictions(model, inputs)
