@@ -20,12 +20,12 @@ from pathlib import Path
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from masprm.answers import answers_equal, is_correct
+from masprm.answers import is_correct
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, path_identity, progress_line,
                               render_log, resumable_records, stable_hash, start_line, write_condition)
 from masprm.eval.methods import scorers_needed
-from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, summarize_records
+from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
 from masprm.graph import MASGraph
 from masprm.io import read_json
@@ -106,11 +106,12 @@ def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, gra
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
-    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct,
-                          same=answers_equal)
+    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct)
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
+    # The record keeps the list pass@k was computed over, as the original's records do.
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
-            "candidates": list(result.candidates), "metrics": metrics, "extra": result.extra, "error": None}
+            "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
+            "extra": result.extra, "error": None}
 
 
 def error_record(item: WorkItem, error: str) -> dict:
