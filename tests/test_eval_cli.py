@@ -141,3 +141,16 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
     with pytest.raises(UsageError, match="missing.jsonl"):
         cli.main()
     assert not (tmp_path / "logs").exists()    # nothing was started
+
+
+def test_math_levels_select_handoff_examples_only():
+    # The original passes --math_levels / --math_stratify_by to the loader for handoff runs only.
+    cli = _cli()
+    fixture = ROOT / "tests" / "fixtures" / "datasets" / "competition_math.jsonl"
+    rows = [json.loads(line) for line in fixture.read_text().splitlines() if line.strip()]
+    base = ["--dataset", "competition_math", "--data_file", str(fixture), "--seed", "3"]
+    static = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "single_pass"]), "static")
+    handoff = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "handoff_fixed"]), "handoff")
+    assert {"Level 1", "Level 2", "Level 4", "Level 5"} <= {e.meta["level"] for e in static.examples}
+    assert len(static.examples) + static.skipped == len(rows)      # every row of the split was read
+    assert {e.meta["level"] for e in handoff.examples} == {"Level 4", "Level 5"}

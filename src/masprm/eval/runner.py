@@ -151,14 +151,21 @@ def _model_identity(spec: ModelSpec) -> dict:
             "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
 
 
+def selection_options(settings: Any, family: str) -> dict:
+    """Extra data-selection options: --math_levels / --math_stratify_by pick competition_math
+    examples for handoff runs only; static runs use the whole split, as in the original."""
+    if settings.dataset == "competition_math" and family == "handoff":
+        return {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
+    return {}
+
+
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
     """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
     names = METHODS[method].settings or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
     data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
-                "data_file": path_identity(settings.data_file)}
-    if settings.dataset == "competition_math":
-        data_def.update(levels=settings.math_levels, stratify_by=settings.math_stratify_by)
+                "data_file": path_identity(settings.data_file),
+                **selection_options(settings, METHODS[method].family)}
     roles = ("policy",) + condition_roles(method, settings)
     definition = {
         "method": method,
