@@ -181,3 +181,49 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     one = fp(load_mas_config(config))
     config.write_text(json.dumps({"agents": [{"name": "a", "system_prompt": "y"}], "edges": [[-1, 0]]}))
     assert fp(load_mas_config(config)) != one
+
+
+def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from masprm.eval import logs
+
+    root = tmp_path / "masprm"
+    shutil.copytree(Path(logs.__file__).resolve().parents[1], root,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    method_file = str(root / "eval" / "methods.py")
+    names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
+    assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "train/data.py",
+            "answers.py", "graph.py", "state_text.py", "search/node.py", "eval/expand.py"} <= names
+    assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
+
+    def version():
+        logs._code_version_cache.clear()
+        return logs.code_version(method_file, root)
+
+    before = version()
+    for rel in ("models/policy.py", "data.py", "train/data.py"):
+        (root / rel).write_text((root / rel).read_text() + "\n# edited\n")
+        after = version()
+        assert after != before, rel
+        before = after
+    (root / "plots" / "tree_plot.py").write_text("# edited\n")
+    assert version() == before
+
+
+def test_a_completed_log_of_another_example_selection_is_rerun(tmp_path):
+    World().run(tmp_path, ["single_pass"])
+    s = settings(dataset="chain", split="test", gen_model_id="fake-policy", prm_dir="fake-prm", seed=14,
+                 methods=["single_pass"])
+    other = LoadedData([Example(i, f"What is 3 + 4? (other #{i})", "7", {}) for i in range(N)], skipped=1)
+    world = World()
+    (cond,) = run_conditions(["single_pass"], s, chain_graph(), other, SPECS, logs_dir=tmp_path,
+                             loader=world.loader, announce=lambda m: None)
+    assert not cond.reused and world.policy.calls               # same file name, new examples: rerun
+    records = [json.loads(ln) for ln in cond.files.records.read_text().splitlines()]
+    assert all("other" in r["question"] for r in records)
+    world = World()
+    (same,) = run_conditions(["single_pass"], s, chain_graph(), other, SPECS, logs_dir=tmp_path,
+                             loader=world.loader, announce=lambda m: None)
+    assert same.reused and world.policy.calls == []

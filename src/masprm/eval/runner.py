@@ -27,6 +27,7 @@ from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, 
 from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
+from masprm.cli import UsageError
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
@@ -188,7 +189,9 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
     files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
                                    settings.gen_model_id, settings.seed)
     cond = Condition(method, files, manifest, len(data.examples))
-    if is_completed(files):
+    # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
+    # selected examples and seed, which the full manifest records.
+    if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
         cond.summary, cond.reused = read_json(files.summary), True
         return cond
     wanted = {e.idx for e in data.examples}
@@ -196,6 +199,13 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
     resumed = [f"[resume] {len(cond.records)} examples kept from an earlier run"] if cond.records else []
     cond.log = PartialLog(files, cond.manifest_hash, log_header(cond) + resumed, list(cond.records.values()))
     return cond
+
+
+def _stored_manifest_hash(files: LogFiles) -> str | None:
+    try:
+        return stable_hash(read_json(files.manifest))
+    except (OSError, UsageError):   # missing or unreadable: not the same run
+        return None
 
 
 def log_header(cond: Condition) -> list[str]:
