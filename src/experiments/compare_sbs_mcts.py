@@ -135,21 +135,27 @@ def resolve_defaults(args: argparse.Namespace, family: str) -> None:
         args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
 
 
-def resolve_workers(flag: int | None) -> tuple[int, float]:
-    """(workers, GPUs per worker): --workers, else $RAY_NUM_WORKERS, else GPUs x $WORKERS_PER_GPU, else 1."""
-    import torch
+def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, float]:
+    """(workers, GPUs per worker), as the original sizes its Ray pool.
 
-    def env_int(name: str, default: int) -> int:
+    --workers (or $RAY_NUM_WORKERS) workers share the GPUs evenly (3 workers on one GPU get a third
+    each); otherwise one worker per GPU x $WORKERS_PER_GPU; on a CPU-only machine one worker.
+    """
+    def env_int(name: str) -> int | None:
         raw = os.environ.get(name, "")
         if not raw:
-            return default
+            return None
         check(raw.isdigit() and int(raw) >= 1, f"${name} must be a positive integer, got {raw!r}")
         return int(raw)
 
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    per_gpu = env_int("WORKERS_PER_GPU", 1)
-    workers = flag or env_int("RAY_NUM_WORKERS", gpus * per_gpu or 1)
-    return workers, (1.0 / per_gpu if gpus else 0.0)
+    if gpus is None:
+        import torch
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = flag or env_int("RAY_NUM_WORKERS")
+    if count:
+        return count, gpus / count
+    per_gpu = env_int("WORKERS_PER_GPU") or 1
+    return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
