@@ -227,3 +227,34 @@ def test_a_completed_log_of_another_example_selection_is_rerun(tmp_path):
     (same,) = run_conditions(["single_pass"], s, chain_graph(), other, SPECS, logs_dir=tmp_path,
                              loader=world.loader, announce=lambda m: None)
     assert same.reused and world.policy.calls == []
+
+
+def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, monkeypatch):
+    from masprm.eval import runner
+    from test_eval_fakes import orm_prefers_seven
+
+    events, live = [], set()   # a caching loader, like runner.load_model
+    world = World()
+    orm = FakeScorer(orm_prefers_seven)
+    specs = {**SPECS, "orm": ModelSpec("scorer", "fake-orm")}
+
+    def loader(spec):
+        if spec.model_id not in live:
+            live.add(spec.model_id)
+            events.append(("load", spec.model_id))
+        return {"fake-policy": world.policy, "fake-prm": world.prm, "fake-orm": orm}[spec.model_id]
+
+    def release(spec):
+        live.discard(spec.model_id)
+        events.append(("free", spec.model_id))
+
+    monkeypatch.setattr(runner, "release_model", release)
+    s = settings(dataset="chain", split="test", gen_model_id="fake-policy", prm_dir="fake-prm", orm_dir="fake-orm",
+                 seed=14, methods=["sbs_prm", "mcts_orm", "single_pass"])
+    conds = run_conditions(s.methods, s, chain_graph(), data(), specs, logs_dir=tmp_path, loader=loader,
+                           announce=lambda m: None)
+    assert [c.summary["status"] for c in conds] == ["COMPLETED"] * 3
+    # The PRM goes before the ORM comes; the policy stays; single_pass needs no scorer.
+    assert [e for e in events if e[1] != "fake-policy"] == [("load", "fake-prm"), ("free", "fake-prm"),
+                                                            ("load", "fake-orm"), ("free", "fake-orm")]
+    assert ("free", "fake-policy") not in events

@@ -12,8 +12,10 @@ before decoding, so the records do not depend on the number of workers.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,24 +63,54 @@ def _load_scorer(spec: ModelSpec) -> Any:
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
-_LOADED: dict[tuple, Any] = {}   # this process's models, kept across conditions and runs
+_LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
+
+
+def _model_key(spec: ModelSpec) -> tuple:
+    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options))
 
 
 def load_model(spec: ModelSpec) -> Any:
-    key = (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options))
+    key = _model_key(spec)
     if key not in _LOADED:
         _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
     return _LOADED[key]
 
 
-class WorkerModels:
-    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use."""
+def release_model(spec: ModelSpec) -> None:
+    """Drop this process's copy of a model and give its (GPU) memory back."""
+    if _LOADED.pop(_model_key(spec), None) is None:
+        return
+    gc.collect()
+    torch = sys.modules.get("torch")   # only when a model was loaded: the core never imports torch
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
-    def __init__(self, specs: dict[str, ModelSpec], loader: Callable[[ModelSpec], Any] = load_model):
+
+class WorkerModels:
+    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use.
+
+    `keep_only(roles)` frees the models no longer needed before a condition loads others, so a
+    worker never holds policy + PRM + ORM when a condition needs two of them. A worker's items come
+    condition by condition, so a model is loaded at most once per condition that needs it.
+    """
+
+    def __init__(self, specs: dict[str, ModelSpec], loader: Callable[[ModelSpec], Any] = load_model,
+                 release: Callable[[ModelSpec], None] | None = None):
         self.specs = specs
         self.loader = loader
+        self.release = release or release_model
+        self.held: set[str] = set()
+
+    def keep_only(self, roles: Sequence[str]) -> None:
+        keep = {_model_key(self.specs[r]) for r in roles}
+        for role in sorted(self.held - set(roles)):
+            self.held.discard(role)
+            if _model_key(self.specs[role]) not in keep:   # two roles may share one model
+                self.release(self.specs[role])
 
     def get(self, role: str) -> Any:
+        self.held.add(role)
         return self.loader(self.specs[role])
 
 
@@ -98,6 +130,7 @@ def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, gra
     ex = item.example
     seed = settings.seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
+    models.keep_only(("policy",) + item.roles)
     policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
     policy.reseed(seed)
     ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed), **scorers)
