@@ -258,3 +258,9 @@ def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, mo
     assert [e for e in events if e[1] != "fake-policy"] == [("load", "fake-prm"), ("free", "fake-prm"),
                                                             ("load", "fake-orm"), ("free", "fake-orm")]
     assert ("free", "fake-policy") not in events
+    # The real release drops the process's cached copy, so the next load builds it again.
+    monkeypatch.undo()
+    spec = ModelSpec("scorer", "fake-orm")
+    runner._LOADED[runner._model_key(spec)] = orm
+    runner.release_model(spec)
+    assert runner._model_key(spec) not in runner._LOADED
