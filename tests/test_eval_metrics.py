@@ -61,8 +61,11 @@ def test_log_text_has_the_spec_lines_and_status():
     assert lines[10] == "Tokens: 15.0 ± 5.0 (2 examples)"
     assert lines[11:] == ["Total PRM calls: 10", "Total Agent runs: 4", "Mean PRM calls per example: 5.00",
                           "Mean Agent runs per example: 2.00"]
-    assert progress_line(s, 2, 2).startswith("[progress] 2/2 acc=0.5000 p@1=0.5000 p@3=0.5000 p@5=0.5000 "
-                                             "tokens=15.0±5.0 prm_calls_total=10 agent_runs_total=4")
+    # The original's progress line: p@1..p@10, then totals and means so far.
+    assert progress_line(s, 2, 2) == ("[progress] 2/2 acc=0.5000 "
+                                      + ", ".join(f"p@{k}=0.5000" for k in range(1, 11))
+                                      + " tokens=15.0±5.0 prm_calls_total=10 agent_runs_total=4"
+                                      " prm_calls_mean=5.00 agent_runs_mean=2.00")
     assert render_log(["=== START x ==="], [], s).splitlines()[-1] == COMPLETED
     failed = summarize_records([_record(0, 1, 10), _record(1, None, 0, error="boom")])
     assert status_line(failed) == "FAILED (1 of 2 examples raised errors)"

@@ -52,13 +52,15 @@ def test_conditions_write_named_logs_with_sidecars(tmp_path):
             assert path.is_file()
         assert not c.files.partial.exists()
         lines = c.files.log.read_text().splitlines()
-        assert lines[0] == f"=== START {c.method} | dataset=chain | N={N} | manifest={c.manifest_hash} ==="
+        assert lines[0] == f"=== START {c.label} | dataset=chain | N={N} | manifest={c.manifest_hash} ==="
         assert lines[1] == f"[data] examples={N} skipped_no_gold=1"
         assert lines[-1] == COMPLETED
-        assert sum(ln.startswith("[progress]") for ln in lines) == N   # one per example for N < 10
+        assert not any(ln.startswith("[progress]") for ln in lines)   # every LOG_EVERY = 10 examples
         records = [json.loads(ln) for ln in c.files.records.read_text().splitlines()]
         assert [r["index"] for r in records] == list(range(N))
         assert {"index", "condition", "prediction", "gold", "correct", "candidates", "metrics"} <= set(records[0])
+    assert [c.label for c in conds] == ["DyLAN single pass (no scorer)", "SBS + PRM (B1=3, B2=5) [prm: fake-prm]",
+                                        "DyLAN MCTS + PPM (N=10, 3 children) [prm: fake-prm]"]
     assert by["single_pass"].summary["accuracy"] == 0.0
     assert by["sbs_prm"].summary["accuracy"] == 1.0 and by["mcts_prm"].summary["accuracy"] == 1.0
     text = by["sbs_prm"].files.log.read_text()
@@ -264,3 +266,43 @@ def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, mo
     runner._LOADED[runner._model_key(spec)] = orm
     runner.release_model(spec)
     assert runner._model_key(spec) not in runner._LOADED
+
+
+def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
+    from masprm.eval.labels import condition_label
+    from masprm.eval.runner import condition_roles
+
+    def label(method, **kw):
+        s = settings(prm_dir="ckpt/MASPRM-GSM8K-1.5B", orm_dir="ckpt/ORM-1.5B/", handoff_prm_dir="ckpt/H", **kw)
+        return condition_label(method, s, condition_roles(method, s))
+
+    assert label("single_pass") == "DyLAN single pass (no scorer)"
+    assert label("sbs_prm") == "SBS + PRM (B1=3, B2=5) [prm: MASPRM-GSM8K-1.5B]"
+    assert label("sbs_logprob", logprob_agg="avg_token") == "SBS + logprob (avg-token, B1=3, B2=5)"
+    assert label("mcts_prm", orm_leaf=True, uct_type="puct") == \
+        "DyLAN MCTS (PUCT) + PPM (ORM leaf, N=10, 3 children) [prm: MASPRM-GSM8K-1.5B, orm: ORM-1.5B]"
+    assert label("mcts_logprob", n_simulations=20, max_children=4) == "MCTS + logprob (N=20, 4 children)"
+    assert label("mcts_orm") == "MCTS + ORM (N=10, 3 children) [orm: ORM-1.5B]"
+    assert label("voter_plain") == "Greedy + Voter (policy only, no PRM)"
+    assert label("voter_logprob", logprob_agg="avg_step") == "Greedy + Voter (score-weighted, logprob) (avg-step)"
+    assert label("voter_orm") == "Greedy + Voter (score-weighted, ORM end) [orm: ORM-1.5B]"
+    assert label("handoff_prm") == "Agent-selected handoff + MASPRM [handoff_prm: H]"
+
+
+def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, monkeypatch):
+    from masprm.cli import UsageError
+    from masprm.eval.runner import results_table
+
+    monkeypatch.setenv("LOG_EVERY", "3")
+    (cond,) = World().run(tmp_path, ["sbs_prm"], b1=2)
+    progress = [ln for ln in cond.files.log.read_text().splitlines() if ln.startswith("[progress]")]
+    assert [ln.split()[1] for ln in progress] == ["3/4"]     # after 3 examples; 4 is not a multiple
+    table = results_table([cond]).splitlines()
+    assert table[1] == "Table-4 style results" and table[3].startswith("Condition ")
+    row = table[5]
+    assert row.startswith("SBS + PRM (B1=2, B2=5) [prm: fake-prm]  ") and " 1.000 " in row
+    from masprm.aggregate import parse_log   # the aggregator reads the label back for its plot
+    assert parse_log(cond.files.log.stem, cond.files.log.read_text()).label == cond.label
+    monkeypatch.setenv("LOG_EVERY", "0")
+    with pytest.raises(UsageError, match=r"\$LOG_EVERY must be a positive integer"):
+        World().run(tmp_path / "bad", ["sbs_prm"])

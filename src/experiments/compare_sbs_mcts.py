@@ -21,6 +21,7 @@ from pathlib import Path  # noqa: E402
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli  # noqa: E402
 from masprm.eval.expand import LOGPROB_AGGS  # noqa: E402
+from masprm.eval.logs import log_every  # noqa: E402
 from masprm.eval.registry import METHODS  # noqa: E402
 from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,  # noqa: E402
                                selection_options)
@@ -119,6 +120,7 @@ def validate(args: argparse.Namespace) -> str:
         if users:
             check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder")
     family = families.pop()
+    log_every()   # a bad $LOG_EVERY fails here, before any model loads
     if handoff_cli is not None:
         handoff_cli.check_handoff_args(args)
     return family

@@ -31,7 +31,7 @@ METRIC_LINES = {
 }
 NO_STD = {"pass@3", "pass@5"}
 _PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
-_START = re.compile(r"^=== START (\S+) \| dataset=(\S+)", re.MULTILINE)
+_START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)   # labels have spaces
 _SEED = re.compile(r"^(.*)_(\d+)$")
 
 

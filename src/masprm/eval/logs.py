@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from masprm.cli import UsageError
 from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.runs import model_tag
 
@@ -192,11 +193,21 @@ def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:
     return f"=== START {condition} | dataset={dataset} | N={n} | manifest={manifest_hash} ==="
 
 
+def log_every() -> int:
+    """Examples between progress lines: $LOG_EVERY (the original's variable), default 10."""
+    raw = os.environ.get("LOG_EVERY", "") or "10"
+    if not (raw.isdigit() and int(raw) >= 1):
+        raise UsageError(f"$LOG_EVERY must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
 def progress_line(summary: dict, seen: int, n: int) -> str:
+    """The original's progress line (pass@1..10, token mean±std, PRM calls and agent runs so far)."""
     return (f"[progress] {seen}/{n} acc={summary['accuracy']:.4f} "
-            + " ".join(f"p@{k}={summary[f'pass@{k}']:.4f}" for k in (1, 3, 5))
+            + ", ".join(f"p@{k}={summary[f'pass@{k}']:.4f}" for k in range(1, 11))
             + f" tokens={summary['tokens_mean']:.1f}±{summary['tokens_std']:.1f}"
-            + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}")
+            + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}"
+            + f" prm_calls_mean={summary['prm_calls_mean']:.2f} agent_runs_mean={summary['agent_runs_mean']:.2f}")
 
 
 def metric_lines(summary: dict) -> list[str]:

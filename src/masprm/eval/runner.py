@@ -24,8 +24,10 @@ from typing import Any, Callable, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
-from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, path_identity, progress_line,
-                              render_log, resumable_records, stable_hash, start_line, write_condition)
+from masprm.eval.labels import condition_label
+from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
+                              progress_line, render_log, resumable_records, stable_hash, start_line,
+                              write_condition)
 from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
@@ -38,7 +40,6 @@ from masprm.parallel import describe_error, map_examples
 HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit"}
-PROGRESS_STEPS = 10   # progress lines per condition in the text log
 
 
 # --------------------------------------------------------------------------- models
@@ -165,6 +166,7 @@ class Condition:
     files: LogFiles
     manifest: dict
     n: int
+    label: str = ""                   # readable name for the table and the log header
     records: dict[int, dict] = field(default_factory=dict)
     summary: dict | None = None       # set once finished (or loaded from a COMPLETED log)
     reused: bool = False              # loaded from an earlier COMPLETED run
@@ -221,7 +223,8 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
                                    settings.gen_model_id, settings.seed)
-    cond = Condition(method, files, manifest, len(data.examples))
+    cond = Condition(method, files, manifest, len(data.examples),
+                     condition_label(method, settings, condition_roles(method, settings)))
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
@@ -243,20 +246,19 @@ def _stored_manifest_hash(files: LogFiles) -> str | None:
 
 def log_header(cond: Condition) -> list[str]:
     selection = cond.manifest["selection"]
-    return [start_line(cond.method, cond.manifest["definition"]["data"]["dataset"], cond.n, cond.manifest_hash),
+    return [start_line(cond.label, cond.manifest["definition"]["data"]["dataset"], cond.n, cond.manifest_hash),
             f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
 
 
 def finish_condition(cond: Condition) -> None:
     records = [cond.records[i] for i in sorted(cond.records)]
-    step = max(1, -(-cond.n // PROGRESS_STEPS))
-    marks = sorted({*range(step, cond.n, step), cond.n}) if cond.n else []
-    progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in marks]
+    every = log_every()   # a progress line after every LOG_EVERY examples, as the original writes them
+    progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in range(every, cond.n + 1, every)]
     summary = summarize_records(records)
     method = METHODS[cond.method]
     ok = [r for r in records if not r.get("error")]
     summary["extra"] = method.summarize(ok) if method.summarize else {}
-    summary.update(condition=cond.method, dataset=cond.manifest["definition"]["data"]["dataset"],
+    summary.update(condition=cond.method, label=cond.label, dataset=cond.manifest["definition"]["data"]["dataset"],
                    seed=cond.manifest["seed"], fingerprint=cond.manifest["fingerprint"],
                    manifest=cond.manifest_hash, log=cond.files.log.name,
                    status="FAILED" if summary["errors"] else "COMPLETED")
@@ -285,7 +287,7 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
             finish_condition(cond)
     setup = partial(WorkerModels, specs, loader)
     task = partial(evaluate_example, settings=settings, graph=graph)
-    step = max(1, -(-len(data.examples) // PROGRESS_STEPS))
+    every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
                                             num_gpus_per_worker=num_gpus_per_worker, desc="evaluating"):
         cond = pending[item.condition]
@@ -293,7 +295,7 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         cond.records[record["index"]] = record
         cond.log.add(record)
         left[item.condition] -= 1
-        if len(cond.records) % step == 0:
+        if len(cond.records) % every == 0:
             cond.log.progress(progress_line(summarize_records(list(cond.records.values())),
                                             len(cond.records), cond.n))
         if left[item.condition] == 0:
@@ -305,11 +307,15 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
 
 
 def results_table(conditions: Sequence[Condition]) -> str:
-    header = f"{'condition':<18} " + " ".join(f"{f'p@{k}':>7}" for k in range(1, 6)) + f" {'tokens':>18}  status"
-    lines = [header, "-" * len(header)]
+    """The original's printed table: condition label, p@1..p@5, tokens mean±std (FAILED rows say so)."""
+    width = max([len(c.label or c.method) for c in conditions] + [len("Condition")]) + 2
+    passes = "  ".join(f"{f'p@{k}':>6}" for k in range(1, 6))
+    lines = ["#" * 80, "Table-4 style results", "#" * 80,
+             f"{'Condition':<{width}}  {passes}   {'Tokens (avg±std)':>22}", "-" * (width + 32 + 10 * 5)]
     for c in conditions:
         s = c.summary
-        tokens = f"{s['tokens_mean']:.1f}±{s['tokens_std']:.1f}"
-        lines.append(f"{c.method:<18} " + " ".join(f"{s[f'pass@{k}']:7.4f}" for k in range(1, 6))
-                     + f" {tokens:>18}  {s.get('status', 'COMPLETED')}")
+        row = "  ".join(f"{s[f'pass@{k}']:>6.3f}" for k in range(1, 6))
+        status = "  FAILED" if s.get("status") == "FAILED" else ""
+        lines.append(f"{c.label or c.method:<{width}}  {row}   {s['tokens_mean']:>8.1f}±{s['tokens_std']:<8.1f}{status}")
+    lines.append("#" * 80)
     return "\n".join(lines)
