@@ -253,6 +253,9 @@ def test_mcts_logprob_usage_is_counted_per_expansion():
     assert ctx.usage.agent_runs == 3 + 3 and ctx.usage.scorer_calls == 0
     # The leaf's path log-prob reuses the two step log-probs (the original rescored them: +11 tokens).
     assert ctx.usage.scorer_tokens == (3 * 6 + 7) + (2 + 2) == 29
+    # Generated tokens include the two Finisher samples dropped as duplicates (README: the original
+    # counted the kept candidates only, 7 + 2).
+    assert ctx.usage.generated_tokens == 7 + 3 * 2
 
 
 def test_voter_usage_matches_the_original():
@@ -300,3 +303,15 @@ def test_mcts_candidates_with_equal_values_keep_the_originals_order():
         child.visits, child.q_sum = (1, q_sum) if text != "D" else (0, 0.0)
     # q_mean: A = B = 0.25, C = 0.45; D unvisited. The original's stack visits B before A.
     assert [n.text for n in M.ranked_terminals(root)] == ["C", "B", "A"]
+
+
+def test_voters_group_option_letters_and_weigh_in_log_space():
+    # Kept from the project (README differences): the original's numeric grouping never grouped A-D,
+    # so this vote went to the shortest answer ("Final Answer: C" is not shorter; the first wins).
+    letters = ["Final Answer: C", "I pick B. Final Answer: B", "Final Answer: B"]
+    winner, groups = M.vote(letters, [0.0] * 3)
+    assert groups == [[0], [1, 2]] and winner == 2
+    # Path log-probs far below -700: the original's exp() made every weight 0 and fell back to the
+    # majority (answer 5); in log space the single likelier path (-750) wins.
+    answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
+    assert M.vote(answers, [-800.0, -800.0, -750.0])[0] == 2
