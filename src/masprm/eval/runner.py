@@ -23,6 +23,7 @@ from functools import partial
 from typing import Any, Callable, Sequence
 
 from masprm.answers import is_correct
+from masprm.cli import UsageError
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
 from masprm.eval.labels import condition_label
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
@@ -31,7 +32,6 @@ from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, 
 from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
-from masprm.cli import UsageError
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
