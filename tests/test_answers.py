@@ -90,6 +90,15 @@ CASES = [
     ("the final answer is definitely wrong", "D", False),
     ("Final Answer: C", "b", False),
     ("no letter at all", "A", False),
+    # lowercase letters: b-d as in the original (which upper-cased the text); the article "a" is no answer
+    ("I think b", "B", True),
+    ("the answer is c.", "C", True),
+    ("Final Answer: d", "D", True),
+    ("I'd go with b", "B", True),                          # the "d" of "I'd" is no letter
+    ("I think a good choice is C", "C", True),             # the original answered A (the article)
+    ("I think a good choice is C", "A", False),
+    ("(a) is right", "A", True),
+    ("a", "A", True),
     # text fallback (no number on one side)
     ("\\boxed{x^2+1}", "x^2+1", True),
     ("$x^2 + 1$", "x^2+1", True),

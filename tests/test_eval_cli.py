@@ -141,3 +141,35 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
     with pytest.raises(UsageError, match="missing.jsonl"):
         cli.main()
     assert not (tmp_path / "logs").exists()    # nothing was started
+
+
+def test_math_levels_select_handoff_examples_only():
+    # The original passes --math_levels / --math_stratify_by to the loader for handoff runs only.
+    cli = _cli()
+    fixture = ROOT / "tests" / "fixtures" / "datasets" / "competition_math.jsonl"
+    rows = [json.loads(line) for line in fixture.read_text().splitlines() if line.strip()]
+    base = ["--dataset", "competition_math", "--data_file", str(fixture), "--seed", "3"]
+    static = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "single_pass"]), "static")
+    handoff = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "handoff_fixed"]), "handoff")
+    assert {"Level 1", "Level 2", "Level 4", "Level 5"} <= {e.meta["level"] for e in static.examples}
+    assert len(static.examples) + static.skipped == len(rows)      # every row of the split was read
+    assert {e.meta["level"] for e in handoff.examples} == {"Level 4", "Level 5"}
+
+
+def test_workers_split_the_gpus_as_the_original(monkeypatch):
+    cli = _cli()
+    for name in ("RAY_NUM_WORKERS", "WORKERS_PER_GPU"):
+        monkeypatch.delenv(name, raising=False)
+    assert cli.resolve_workers(3, gpus=1) == (3, pytest.approx(1 / 3))   # three workers share one GPU
+    assert cli.resolve_workers(None, gpus=2) == (2, 1.0)                 # one per GPU
+    assert cli.resolve_workers(None, gpus=0) == (1, 0.0)                 # CPU only: one
+    assert cli.resolve_workers(2, gpus=0) == (2, 0.0)
+    monkeypatch.setenv("RAY_NUM_WORKERS", "4")
+    assert cli.resolve_workers(None, gpus=1) == (4, 0.25)
+    assert cli.resolve_workers(2, gpus=1) == (2, 0.5)                    # --workers wins over the variable
+    monkeypatch.delenv("RAY_NUM_WORKERS")
+    monkeypatch.setenv("WORKERS_PER_GPU", "2")
+    assert cli.resolve_workers(None, gpus=2) == (4, 0.5)
+    monkeypatch.setenv("WORKERS_PER_GPU", "two")
+    with pytest.raises(UsageError, match=r"\$WORKERS_PER_GPU must be a positive integer"):
+        cli.resolve_workers(None, gpus=1)

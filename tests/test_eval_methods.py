@@ -224,3 +224,94 @@ def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     floor = FakeScorer(lambda t: -1.0)
     ctx.prm = floor
     assert math.exp(M.VOTER_WEIGHTS["prm"](ctx, runs)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
+
+
+# --------------------------------------------------------------------------- the original's rules, by hand
+# The scripted world: the Solver's prompt is "solve" + "What is 3 + 4?" = 6 words (FakePolicy counts
+# words as tokens); its samples are "bad" (1), "good plan 1" (3), "good plan 2" (3). The Finisher's
+# prompt is "finish" + the Solver's output; it answers "Answer: 5" / "Answer: 7" (2 words).
+
+
+def test_sbs_logprob_usage_counts_scored_tokens_as_the_original():
+    # Original: agent_runs += B2 per beam and agent; each scored candidate adds its prompt + completion
+    # tokens to the scorer tokens; log-prob scoring is no PRM call.
+    ctx = make_ctx(FakePolicy(respond), b1=2, b2=3)
+    M.sbs_logprob(ctx, example())
+    solver = 3 * 6 + (1 + 3 + 3)                 # three candidates of the Solver
+    finisher = 3 * (2 + 2) + 3 * (4 + 2)         # beams "bad" and "good plan 1", three answers each
+    assert ctx.usage.scorer_tokens == solver + finisher == 55
+    assert ctx.usage.agent_runs == 3 + 2 * 3 and ctx.usage.scorer_calls == 0
+
+
+def test_mcts_logprob_usage_is_counted_per_expansion():
+    # One simulation, c = 2, all children unvisited: the likeliest ("bad", -3) is expanded; its three
+    # Finisher samples are one text after de-duplication. Original: agent_runs += max_children per
+    # expansion; scorer tokens per scored (de-duplicated) candidate.
+    ctx = make_ctx(FakePolicy(respond), n_simulations=1, max_children=3)
+    result = M.mcts_logprob(ctx, example())
+    assert result.prediction == "Answer: 5"
+    assert ctx.usage.agent_runs == 3 + 3 and ctx.usage.scorer_calls == 0
+    # The leaf's path log-prob reuses the two step log-probs (the original rescored them: +11 tokens).
+    assert ctx.usage.scorer_tokens == (3 * 6 + 7) + (2 + 2) == 29
+    # Generated tokens include the two Finisher samples dropped as duplicates (README: the original
+    # counted the kept candidates only, 7 + 2).
+    assert ctx.usage.generated_tokens == 7 + 3 * 2
+
+
+def test_voter_usage_matches_the_original():
+    # k = 5 single passes: one agent run per agent per pass.
+    ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5)
+    METHODS["voter_logprob"].run(ctx, example())
+    solver = 5 * 6 + (1 + 2 + 1 + 1 + 2)          # "bad" / "good plan" per PATTERN
+    finisher = 3 * (2 + 2) + 2 * (3 + 2)
+    assert ctx.usage.agent_runs == 10 and ctx.usage.scorer_tokens == solver + finisher == 59
+    prm_ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), prm=FakeScorer(prefers_good), voter_k=5)
+    METHODS["voter_prm"].run(prm_ctx, example())
+    assert prm_ctx.usage.scorer_calls == 10 and prm_ctx.usage.agent_runs == 10   # one PRM call per step
+
+
+def test_orm_scoring_follows_view_mode():
+    texts = {}
+    for view in ("full", "local"):
+        voter_orm, tree_orm = FakeScorer(orm_prefers_seven), FakeScorer(orm_prefers_seven)
+        METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(["bad", "good plan"])), orm=voter_orm,
+                                          voter_k=2, view_mode=view), example())
+        M.mcts_orm(make_ctx(FakePolicy(respond), orm=tree_orm, view_mode=view, n_simulations=1), example())
+        texts[view] = (voter_orm.texts, tree_orm.texts)
+    assert texts["full"][0] == ["What is 3 + 4?bad</step>Answer: 5</step>",
+                                "What is 3 + 4?good plan</step>Answer: 7</step>"]
+    # local: what the last agent received plus what it said (the original's render_state_text)
+    assert texts["local"][0] == ["badAnswer: 5</step>", "good planAnswer: 7</step>"]
+    assert texts["local"][1] == ["badAnswer: 5</step>"]
+    for method in ("voter_orm", "mcts_orm", "voter_prm", "sbs_prm", "mcts_prm"):
+        assert "view_mode" in METHODS[method].settings   # so it enters the log fingerprint
+
+
+def test_voter_ties_go_to_the_shorter_first_member():
+    # Two groups of two with equal weight: the original compares the groups' first members
+    # (22 vs 9 characters), not their shortest ones ("5" would win that).
+    answers = ["the answer is 5 indeed", "5", "Answer: 3", "Answer: 3"]
+    winner, groups = M.vote(answers, [0.0] * 4)
+    assert groups == [[0, 1], [2, 3]] and winner == 2
+
+
+def test_mcts_candidates_with_equal_values_keep_the_originals_order():
+    graph = MASGraph.from_dict({"agents": [{"name": "a", "system_prompt": "a"}], "edges": [[-1, 0]]})
+    root = Node(graph.start("q"), init_visits=1)
+    for text, q_sum in (("A", 0.5), ("B", 0.5), ("C", 0.9), ("D", 0.0)):
+        child = root.add_child(0, text, init_value=0.0, init_visits=1)
+        child.visits, child.q_sum = (1, q_sum) if text != "D" else (0, 0.0)
+    # q_mean: A = B = 0.25, C = 0.45; D unvisited. The original's stack visits B before A.
+    assert [n.text for n in M.ranked_terminals(root)] == ["C", "B", "A"]
+
+
+def test_voters_group_option_letters_and_weigh_in_log_space():
+    # Kept from the project (README differences): the original's numeric grouping never grouped A-D,
+    # so this vote went to the shortest answer ("Final Answer: C" is not shorter; the first wins).
+    letters = ["Final Answer: C", "I pick B. Final Answer: B", "Final Answer: B"]
+    winner, groups = M.vote(letters, [0.0] * 3)
+    assert groups == [[0], [1, 2]] and winner == 2
+    # Path log-probs far below -700: the original's exp() made every weight 0 and fell back to the
+    # majority (answer 5); in log space the single likelier path (-750) wins.
+    answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
+    assert M.vote(answers, [-800.0, -800.0, -750.0])[0] == 2

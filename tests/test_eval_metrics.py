@@ -4,23 +4,27 @@ from __future__ import annotations
 
 import pytest
 
-from masprm.answers import answers_equal, is_correct
+from masprm.answers import is_correct
 from masprm.eval.logs import COMPLETED, metric_lines, progress_line, render_log, status_line
-from masprm.eval.metrics import distinct_candidates, mean_std, pass_at_k_hits, summarize_records
+from masprm.eval.metrics import mean_std, pass_at_k_hits, pass_candidates, summarize_records
 
 
 def hits(prediction, candidates, gold="7"):
-    return pass_at_k_hits(prediction, candidates, gold, is_correct=is_correct, same=answers_equal)
+    return pass_at_k_hits(prediction, candidates, gold, is_correct=is_correct)
 
 
-def test_candidates_are_the_prediction_then_new_answers():
-    ranked = distinct_candidates("Answer: 5", ["5", "Answer: 6", "so 6", "Answer: 7", "Answer: 5"], answers_equal)
-    assert ranked == ["Answer: 5", "Answer: 6", "Answer: 7"]
+def test_pass_candidates_drop_only_the_prediction_text_and_keep_the_top_five():
+    # The original: [pred] + [c for c in top5 if c != pred]; equal answers in other words stay.
+    ranked = pass_candidates("Answer: 5", ["5", "Answer: 6", "so 6", "Answer: 5", "Answer: 7", "Answer: 8"])
+    assert ranked == ["Answer: 5", "5", "Answer: 6", "so 6", "Answer: 7"]   # "Answer: 8" is 6th
 
 
-def test_pass_at_k_counts_the_first_correct_distinct_candidate():
-    # Distinct answers: 5, 6, 7 -> first correct at k = 3.
-    assert hits("Answer: 5", ["Answer: 5", "Answer: 6", "6.0", "Answer: 7"]) == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+def test_pass_at_k_follows_the_originals_candidate_list():
+    # The example: prediction 5, candidates [5, 5.0, 7], gold 7 -> [5, 5.0, 7]: pass@2 = 0, pass@3 = 1.
+    assert hits("5", ["5", "5.0", "7"]) == [0, 0, 1, 1, 1, 1, 1, 1, 1, 1]
+    assert hits("Answer: 5", ["Answer: 5", "Answer: 6", "6.0", "Answer: 7"]) == [0, 0, 0, 1, 1, 1, 1, 1, 1, 1]
+    # A correct candidate beyond the method's top 5 never counts.
+    assert hits("1", ["2", "3", "4", "5", "6", "7"]) == [0] * 10
     assert hits("Answer: 7", []) == [1] * 10
     assert hits("Answer: 5", ["Answer: 6"]) == [0] * 10
     assert hits("Answer: 5", ["Answer: 7"], gold=None) == [0] * 10   # no gold is never correct
@@ -57,8 +61,11 @@ def test_log_text_has_the_spec_lines_and_status():
     assert lines[10] == "Tokens: 15.0 ± 5.0 (2 examples)"
     assert lines[11:] == ["Total PRM calls: 10", "Total Agent runs: 4", "Mean PRM calls per example: 5.00",
                           "Mean Agent runs per example: 2.00"]
-    assert progress_line(s, 2, 2).startswith("[progress] 2/2 acc=0.5000 p@1=0.5000 p@3=0.5000 p@5=0.5000 "
-                                             "tokens=15.0±5.0 prm_calls_total=10 agent_runs_total=4")
+    # The original's progress line: p@1..p@10, then totals and means so far.
+    assert progress_line(s, 2, 2) == ("[progress] 2/2 acc=0.5000 "
+                                      + ", ".join(f"p@{k}=0.5000" for k in range(1, 11))
+                                      + " tokens=15.0±5.0 prm_calls_total=10 agent_runs_total=4"
+                                      " prm_calls_mean=5.00 agent_runs_mean=2.00")
     assert render_log(["=== START x ==="], [], s).splitlines()[-1] == COMPLETED
     failed = summarize_records([_record(0, 1, 10), _record(1, None, 0, error="boom")])
     assert status_line(failed) == "FAILED (1 of 2 examples raised errors)"

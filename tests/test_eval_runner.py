@@ -52,13 +52,15 @@ def test_conditions_write_named_logs_with_sidecars(tmp_path):
             assert path.is_file()
         assert not c.files.partial.exists()
         lines = c.files.log.read_text().splitlines()
-        assert lines[0] == f"=== START {c.method} | dataset=chain | N={N} | manifest={c.manifest_hash} ==="
+        assert lines[0] == f"=== START {c.label} | dataset=chain | N={N} | manifest={c.manifest_hash} ==="
         assert lines[1] == f"[data] examples={N} skipped_no_gold=1"
         assert lines[-1] == COMPLETED
-        assert sum(ln.startswith("[progress]") for ln in lines) == N   # one per example for N < 10
+        assert not any(ln.startswith("[progress]") for ln in lines)   # every LOG_EVERY = 10 examples
         records = [json.loads(ln) for ln in c.files.records.read_text().splitlines()]
         assert [r["index"] for r in records] == list(range(N))
         assert {"index", "condition", "prediction", "gold", "correct", "candidates", "metrics"} <= set(records[0])
+    assert [c.label for c in conds] == ["DyLAN single pass (no scorer)", "SBS + PRM (B1=3, B2=5) [prm: fake-prm]",
+                                        "DyLAN MCTS + PPM (N=10, 3 children) [prm: fake-prm]"]
     assert by["single_pass"].summary["accuracy"] == 0.0
     assert by["sbs_prm"].summary["accuracy"] == 1.0 and by["mcts_prm"].summary["accuracy"] == 1.0
     text = by["sbs_prm"].files.log.read_text()
@@ -181,3 +183,126 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     one = fp(load_mas_config(config))
     config.write_text(json.dumps({"agents": [{"name": "a", "system_prompt": "y"}], "edges": [[-1, 0]]}))
     assert fp(load_mas_config(config)) != one
+
+
+def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
+    import shutil
+    from pathlib import Path
+
+    from masprm.eval import logs
+
+    root = tmp_path / "masprm"
+    shutil.copytree(Path(logs.__file__).resolve().parents[1], root,
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    method_file = str(root / "eval" / "methods.py")
+    names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
+    assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "train/data.py",
+            "answers.py", "graph.py", "state_text.py", "search/node.py", "eval/expand.py"} <= names
+    assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
+
+    def version():
+        logs._code_version_cache.clear()
+        return logs.code_version(method_file, root)
+
+    before = version()
+    for rel in ("models/policy.py", "data.py", "train/data.py"):
+        (root / rel).write_text((root / rel).read_text() + "\n# edited\n")
+        after = version()
+        assert after != before, rel
+        before = after
+    (root / "plots" / "tree_plot.py").write_text("# edited\n")
+    assert version() == before
+
+
+def test_a_completed_log_of_another_example_selection_is_rerun(tmp_path):
+    World().run(tmp_path, ["single_pass"])
+    s = settings(dataset="chain", split="test", gen_model_id="fake-policy", prm_dir="fake-prm", seed=14,
+                 methods=["single_pass"])
+    other = LoadedData([Example(i, f"What is 3 + 4? (other #{i})", "7", {}) for i in range(N)], skipped=1)
+    world = World()
+    (cond,) = run_conditions(["single_pass"], s, chain_graph(), other, SPECS, logs_dir=tmp_path,
+                             loader=world.loader, announce=lambda m: None)
+    assert not cond.reused and world.policy.calls               # same file name, new examples: rerun
+    records = [json.loads(ln) for ln in cond.files.records.read_text().splitlines()]
+    assert all("other" in r["question"] for r in records)
+    world = World()
+    (same,) = run_conditions(["single_pass"], s, chain_graph(), other, SPECS, logs_dir=tmp_path,
+                             loader=world.loader, announce=lambda m: None)
+    assert same.reused and world.policy.calls == []
+
+
+def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, monkeypatch):
+    from masprm.eval import runner
+    from test_eval_fakes import orm_prefers_seven
+
+    events, live = [], set()   # a caching loader, like runner.load_model
+    world = World()
+    orm = FakeScorer(orm_prefers_seven)
+    specs = {**SPECS, "orm": ModelSpec("scorer", "fake-orm")}
+
+    def loader(spec):
+        if spec.model_id not in live:
+            live.add(spec.model_id)
+            events.append(("load", spec.model_id))
+        return {"fake-policy": world.policy, "fake-prm": world.prm, "fake-orm": orm}[spec.model_id]
+
+    def release(spec):
+        live.discard(spec.model_id)
+        events.append(("free", spec.model_id))
+
+    monkeypatch.setattr(runner, "release_model", release)
+    s = settings(dataset="chain", split="test", gen_model_id="fake-policy", prm_dir="fake-prm", orm_dir="fake-orm",
+                 seed=14, methods=["sbs_prm", "mcts_orm", "single_pass"])
+    conds = run_conditions(s.methods, s, chain_graph(), data(), specs, logs_dir=tmp_path, loader=loader,
+                           announce=lambda m: None)
+    assert [c.summary["status"] for c in conds] == ["COMPLETED"] * 3
+    # The PRM goes before the ORM comes; the policy stays; single_pass needs no scorer.
+    assert [e for e in events if e[1] != "fake-policy"] == [("load", "fake-prm"), ("free", "fake-prm"),
+                                                            ("load", "fake-orm"), ("free", "fake-orm")]
+    assert ("free", "fake-policy") not in events
+    # The real release drops the process's cached copy, so the next load builds it again.
+    monkeypatch.undo()
+    spec = ModelSpec("scorer", "fake-orm")
+    runner._LOADED[runner._model_key(spec)] = orm
+    runner.release_model(spec)
+    assert runner._model_key(spec) not in runner._LOADED
+
+
+def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
+    from masprm.eval.labels import condition_label
+    from masprm.eval.runner import condition_roles
+
+    def label(method, **kw):
+        s = settings(prm_dir="ckpt/MASPRM-GSM8K-1.5B", orm_dir="ckpt/ORM-1.5B/", handoff_prm_dir="ckpt/H", **kw)
+        return condition_label(method, s, condition_roles(method, s))
+
+    assert label("single_pass") == "DyLAN single pass (no scorer)"
+    assert label("sbs_prm") == "SBS + PRM (B1=3, B2=5) [prm: MASPRM-GSM8K-1.5B]"
+    assert label("sbs_logprob", logprob_agg="avg_token") == "SBS + logprob (avg-token, B1=3, B2=5)"
+    assert label("mcts_prm", orm_leaf=True, uct_type="puct") == \
+        "DyLAN MCTS (PUCT) + PPM (ORM leaf, N=10, 3 children) [prm: MASPRM-GSM8K-1.5B, orm: ORM-1.5B]"
+    assert label("mcts_logprob", n_simulations=20, max_children=4) == "MCTS + logprob (N=20, 4 children)"
+    assert label("mcts_orm") == "MCTS + ORM (N=10, 3 children) [orm: ORM-1.5B]"
+    assert label("voter_plain") == "Greedy + Voter (policy only, no PRM)"
+    assert label("voter_logprob", logprob_agg="avg_step") == "Greedy + Voter (score-weighted, logprob) (avg-step)"
+    assert label("voter_orm") == "Greedy + Voter (score-weighted, ORM end) [orm: ORM-1.5B]"
+    assert label("handoff_prm") == "Agent-selected handoff + MASPRM [handoff_prm: H]"
+
+
+def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, monkeypatch):
+    from masprm.cli import UsageError
+    from masprm.eval.runner import results_table
+
+    monkeypatch.setenv("LOG_EVERY", "3")
+    (cond,) = World().run(tmp_path, ["sbs_prm"], b1=2)
+    progress = [ln for ln in cond.files.log.read_text().splitlines() if ln.startswith("[progress]")]
+    assert [ln.split()[1] for ln in progress] == ["3/4"]     # after 3 examples; 4 is not a multiple
+    table = results_table([cond]).splitlines()
+    assert table[1] == "Table-4 style results" and table[3].startswith("Condition ")
+    row = table[5]
+    assert row.startswith("SBS + PRM (B1=2, B2=5) [prm: fake-prm]  ") and " 1.000 " in row
+    from masprm.aggregate import parse_log   # the aggregator reads the label back for its plot
+    assert parse_log(cond.files.log.stem, cond.files.log.read_text()).label == cond.label
+    monkeypatch.setenv("LOG_EVERY", "0")
+    with pytest.raises(UsageError, match=r"\$LOG_EVERY must be a positive integer"):
+        World().run(tmp_path / "bad", ["sbs_prm"])

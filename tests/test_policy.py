@@ -38,9 +38,13 @@ def eos_biased_policy(tiny_model_dir):
     with torch.no_grad():
         head.weight.copy_(old.weight)
         head.bias.zero_()
-        head.bias[policy.turn_end_id] = 4.0
+        head.bias[im_end(policy)] = 4.0
     policy.model.lm_head = head
     return policy
+
+
+def im_end(policy) -> int:
+    return policy.tokenizer.convert_tokens_to_ids("<|im_end|>")
 
 
 def chat_ids(tokenizer, messages):
@@ -49,10 +53,12 @@ def chat_ids(tokenizer, messages):
 
 
 def manual_logprob(policy, messages, completion) -> float:
-    """Token by token, one un-batched full-model forward per completion token."""
+    """Token by token, one un-batched full-model forward per completion token.
+
+    The original scores the completion's own tokens only (no end-of-turn token)."""
     tok = policy.tokenizer
     prompt = list(chat_ids(tok, messages))
-    target = tok(completion, add_special_tokens=False)["input_ids"] + [tok.convert_tokens_to_ids("<|im_end|>")]
+    target = tok(completion, add_special_tokens=False)["input_ids"]
     total = 0.0
     with torch.no_grad():
         for j, token in enumerate(target):
@@ -100,7 +106,7 @@ def test_sample_is_one_generate_call_with_n_texts_per_prompt(eos_biased_policy, 
             assert row[width - len(prompt):width] == prompt
             assert set(row[:width - len(prompt)]) <= {policy.pad_id}
             new = row[width:]
-            stop = new.index(policy.turn_end_id) + 1 if policy.turn_end_id in new else len(new)
+            stop = new.index(im_end(policy)) + 1 if im_end(policy) in new else len(new)
             assert gen.prompt_tokens == len(prompt)
             assert gen.new_tokens == stop <= 12  # up to and including the end-of-turn token
             assert gen.text == policy.tokenizer.decode(new[:stop], skip_special_tokens=True).strip()
@@ -150,7 +156,9 @@ def test_logprob_matches_token_by_token_reference_in_a_mixed_batch(policy):
         expected = manual_logprob(policy, messages, completion)
         assert got.logprob == pytest.approx(expected, abs=1e-4)
         assert got.prompt_tokens == len(chat_ids(policy.tokenizer, messages))
-        assert got.completion_tokens == len(policy.tokenizer(completion, add_special_tokens=False)["input_ids"]) + 1
+        assert got.completion_tokens == len(policy.tokenizer(completion, add_special_tokens=False)["input_ids"])
+    # Only the completion's own tokens are scored (the original's rule): an empty one costs nothing.
+    assert (batched[2].logprob, batched[2].completion_tokens) == (0.0, 0)
     # the same pairs one at a time: padding must not change anything
     for request, got in zip(requests, batched):
         assert policy.logprob([request])[0].logprob == pytest.approx(got.logprob, abs=1e-4)

@@ -40,7 +40,7 @@ def test_build_writes_a_loadable_policy_and_the_data(built):
     [gens] = policy.sample([messages], 2, temperature=1.0, top_p=1.0, max_new_tokens=5)
     assert len(gens) == 2 and all(1 <= g.new_tokens <= 5 for g in gens)
     [lp] = policy.logprob([(messages, "3 +2")])
-    assert lp.logprob < 0 and lp.completion_tokens == 4  # "3", " +", "2", end of turn
+    assert lp.logprob < 0 and lp.completion_tokens == 3  # "3", " +", "2" (no end-of-turn token, as the original)
     # whole numbers are single tokens; text round-trips exactly
     text = "Steps: 12*3=36, 36-4=32. Answer: 32"
     assert "36" in policy.tokenizer.tokenize(text)

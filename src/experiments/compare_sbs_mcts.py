@@ -21,8 +21,10 @@ from pathlib import Path  # noqa: E402
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli  # noqa: E402
 from masprm.eval.expand import LOGPROB_AGGS  # noqa: E402
+from masprm.eval.logs import log_every  # noqa: E402
 from masprm.eval.registry import METHODS  # noqa: E402
-from masprm.eval.runner import ModelSpec, condition_roles, results_table, run_conditions  # noqa: E402
+from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,  # noqa: E402
+                               selection_options)
 from masprm.state_text import VIEWS  # noqa: E402
 
 try:  # the dynamic-routing flags come from the handoff package when it is installed
@@ -49,8 +51,10 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--sample_n", type=int, default=None, help="evaluate the first N examples after a "
                       "seeded shuffle (default: all; 200 for handoff methods)")
     data.add_argument("--data_file", default=None, help="local JSON/JSONL/Parquet file in the hub schema")
-    data.add_argument("--math_levels", type=int, nargs="+", default=[4, 5], help="competition_math levels")
-    data.add_argument("--math_stratify_by", default="type", help="competition_math field to stratify by")
+    data.add_argument("--math_levels", type=int, nargs="+", default=[4, 5],
+                      help="competition_math levels of handoff runs (static runs use the whole split)")
+    data.add_argument("--math_stratify_by", default="type",
+                      help="competition_math field handoff runs stratify by")
     data.add_argument("--seed", type=int, default=42, help="example i is decoded with seed + i")
 
     models = p.add_argument_group("models")
@@ -116,6 +120,7 @@ def validate(args: argparse.Namespace) -> str:
         if users:
             check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder")
     family = families.pop()
+    log_every()   # a bad $LOG_EVERY fails here, before any model loads
     if handoff_cli is not None:
         handoff_cli.check_handoff_args(args)
     return family
@@ -132,21 +137,27 @@ def resolve_defaults(args: argparse.Namespace, family: str) -> None:
         args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
 
 
-def resolve_workers(flag: int | None) -> tuple[int, float]:
-    """(workers, GPUs per worker): --workers, else $RAY_NUM_WORKERS, else GPUs x $WORKERS_PER_GPU, else 1."""
-    import torch
+def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, float]:
+    """(workers, GPUs per worker), as the original sizes its Ray pool.
 
-    def env_int(name: str, default: int) -> int:
+    --workers (or $RAY_NUM_WORKERS) workers share the GPUs evenly (3 workers on one GPU get a third
+    each); otherwise one worker per GPU x $WORKERS_PER_GPU; on a CPU-only machine one worker.
+    """
+    def env_int(name: str) -> int | None:
         raw = os.environ.get(name, "")
         if not raw:
-            return default
+            return None
         check(raw.isdigit() and int(raw) >= 1, f"${name} must be a positive integer, got {raw!r}")
         return int(raw)
 
-    gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    per_gpu = env_int("WORKERS_PER_GPU", 1)
-    workers = flag or env_int("RAY_NUM_WORKERS", gpus * per_gpu or 1)
-    return workers, (1.0 / per_gpu if gpus else 0.0)
+    if gpus is None:
+        import torch
+        gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    count = flag or env_int("RAY_NUM_WORKERS")
+    if count:
+        return count, gpus / count
+    per_gpu = env_int("WORKERS_PER_GPU") or 1
+    return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
@@ -194,24 +205,29 @@ def handoff_report(conditions: list) -> None:
     print("\n".join(format_paired_comparison(result)))
 
 
+def load_data(args: argparse.Namespace, family: str):
+    """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
+    from masprm.data import load_examples
+
+    data = load_examples(args.dataset, args.split, n=args.sample_n, seed=args.seed,
+                         data_file=args.data_file, **selection_options(args, family))
+    check(bool(data.examples), f"--dataset {args.dataset} --split {args.split}: no usable examples "
+                               f"({data.skipped} skipped without a gold answer)")
+    return data
+
+
 def main() -> int:
     args = build_parser().parse_args()
     family = validate(args)
     resolve_defaults(args, family)
 
-    from masprm.data import load_examples
     from masprm.graph import load_mas_config
 
     specs = model_specs(args)   # missing model folders fail here, before any data is read
     graph = load_mas_config(args.mas_config)
     if family == "handoff":
         handoff_cli.check_handoff_config(args, graph, args.methods)
-    options = {"levels": args.math_levels, "stratify_by": args.math_stratify_by} \
-        if args.dataset == "competition_math" else {}
-    data = load_examples(args.dataset, args.split, n=args.sample_n, seed=args.seed,
-                         data_file=args.data_file, **options)
-    check(bool(data.examples), f"--dataset {args.dataset} --split {args.split}: no usable examples "
-                               f"({data.skipped} skipped without a gold answer)")
+    data = load_data(args, family)
     workers, gpus_per_worker = resolve_workers(args.workers)
     print(f"{len(data.examples)} examples ({data.skipped} skipped without gold), "
           f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")

@@ -213,14 +213,17 @@ def _numbers_match(pred: Number, gold: Number) -> bool:
 
 # --------------------------------------------------------------------------- multiple-choice letters
 
-_LETTER = r"(?:([A-D])|\(([a-d])\))"
+# A lowercase b-d is a letter as in the original (which upper-cased the text); a lowercase
+# "a" only in parentheses or alone, since in a sentence it is the English article.
+_LETTER = r"(?:([A-D]|[b-d])|\(([a-d])\))"
 _FINAL_LETTER_RE = re.compile(
     r"(?:(?i:final\s*answer)\s*(?:\*\*)?\s*(?:(?i:is)\b\s*:?|[:\-\u2013\u2014])?"
     r"|(?i:answer)\s*(?:\*\*)?\s*(?:(?i:is)\b\s*:?|[:\-\u2013\u2014]))"
     rf"\s*(?:\*\*)?\s*(?i:option\s*)?[(\[]?\s*{_LETTER}\s*[)\]]?(?:\*\*)?(?![A-Za-z0-9])"
 )
 _LONE_LETTER_RE = re.compile(r"[(\[]?\s*([A-Da-d])\s*[)\]]?\.?")
-_FIRST_LETTER_RE = re.compile(r"\b([A-D])\b")
+# Not after an apostrophe: the "d" of "I'd" is no answer.
+_FIRST_LETTER_RE = re.compile(r"(?<!['\u2019])\b([A-D]|[b-d])\b|\(([a-d])\)")
 
 
 def _letter_markup_removed(text: str) -> str:
@@ -242,7 +245,8 @@ def extract_letter(text: str | None) -> str | None:
     First a "final answer" / "answer is" phrase followed by a letter (bold
     markers, a colon/dash or "is", parentheses tolerated; the last such
     phrase wins), else a text that is only one letter, else the first
-    standalone capital A-D.
+    standalone A-D or lowercase b-d ("I think b" answers B; "a" in a
+    sentence is the article, not option A).
     """
     if not text:
         return None
@@ -255,7 +259,7 @@ def extract_letter(text: str | None) -> str | None:
     if lone:
         return lone.group(1).upper()
     first = _FIRST_LETTER_RE.search(plain)
-    return first.group(1) if first else None
+    return (first.group(1) or first.group(2)).upper() if first else None
 
 
 def _is_letter(gold: str) -> bool:

@@ -16,7 +16,7 @@ from typing import Callable, Sequence
 from masprm.eval.registry import EvalContext
 from masprm.graph import RoutingState
 from masprm.interfaces import LogProb
-from masprm.state_text import DEFAULT_SEPARATOR, full_state_text, state_text
+from masprm.state_text import DEFAULT_SEPARATOR, state_text
 
 LOGPROB_AGGS = ("sum", "avg_token", "avg_step")
 
@@ -108,9 +108,9 @@ def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequenc
 
 
 def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> list[float]:
-    """ORM value of each state's full routed transcript, one forward."""
+    """ORM value of each finished state in --view_mode (local: the last decided agent's view), one forward."""
     sep = separator(ctx.orm)
-    return ctx.score("orm", [full_state_text(s, sep) for s in states])
+    return ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states])
 
 
 def _score_prm(ctx: EvalContext, cands: Sequence[Candidate]) -> None:

@@ -13,6 +13,7 @@ COMPLETED (or FAILED) only once the sidecars are in place. Pure Python.
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import json
 import os
@@ -21,15 +22,17 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
+from masprm.cli import UsageError
 from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.runs import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 _SRC = Path(__file__).resolve().parents[1]   # src/masprm
-# The code that decides what every evaluation computes; editing it changes the fingerprint.
-# A method's own package (e.g. handoff/) is added for its conditions only.
-_CORE_CODE = ("eval/*.py", "search/*.py", "graph.py", "state_text.py", "answers.py", "interfaces.py")
+# The code on every evaluation's path: the loop (which loads the policy and the scorers) and the
+# data loading; `code_version` follows their masprm imports, so policy, scorer, training-data
+# encoding, answers, graph, search and eval code all count. A method's own module is added per condition.
+_ENTRY_CODE = ("eval/runner.py", "data.py")
 _HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
 
 
@@ -72,19 +75,62 @@ def path_identity(path: str | os.PathLike | None, *, model: bool = False) -> str
     return _identity_cache[key]
 
 
-_code_version_cache: dict[str, str] = {}
+def _module_file(root: Path, module: str) -> Path | None:
+    """src/masprm/a/b.py (or a/b/__init__.py) for 'masprm.a.b', if it exists under root."""
+    parts = module.split(".")[1:]
+    base = root.joinpath(*parts)
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
 
 
-def code_version(module_file: str | None = None) -> str:
-    """A hash of the core evaluation code plus the package of the file that defines a method."""
-    key = module_file or ""
+def _masprm_imports(path: Path, root: Path) -> set[Path]:
+    """The masprm modules a file imports (function-level imports included), with their packages."""
+    found: set[Path] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            modules = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            # "from masprm.eval import methods" imports the submodule masprm.eval.methods
+            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
+        else:
+            continue
+        for module in modules:
+            if module == "masprm" or module.startswith("masprm."):
+                parts = module.split(".")
+                for i in range(1, len(parts) + 1):   # importing a.b.c runs a/__init__ and a/b/__init__
+                    f = _module_file(root, ".".join(parts[:i]))
+                    if f is not None:
+                        found.add(f)
+    return found
+
+
+_code_version_cache: dict[tuple, str] = {}
+
+
+def code_files(module_file: str | None = None, root: Path = _SRC) -> list[Path]:
+    """The package files an evaluation runs: the entry modules and everything they import from masprm."""
+    todo = [root / rel for rel in _ENTRY_CODE if (root / rel).is_file()]
+    if module_file:
+        todo.append(Path(module_file).resolve())
+    seen: set[Path] = set()
+    while todo:
+        f = todo.pop()
+        if f in seen:
+            continue
+        seen.add(f)
+        todo.extend(_masprm_imports(f, root) - seen)
+    return sorted(seen)
+
+
+def code_version(module_file: str | None = None, root: Path = _SRC) -> str:
+    """A hash of the code on the evaluation's path (`code_files`) for a method defined in `module_file`."""
+    key = (module_file or "", str(root))
     if key not in _code_version_cache:
-        files = {f for pattern in _CORE_CODE for f in _SRC.glob(pattern)}
-        if module_file:
-            files |= set(Path(module_file).resolve().parent.glob("*.py"))
         digest = hashlib.sha1()
-        for f in sorted(files):
-            name = f.relative_to(_SRC).as_posix() if f.is_relative_to(_SRC) else f.name
+        for f in code_files(module_file, root):
+            name = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
             digest.update(name.encode() + b"\0" + f.read_bytes())
         _code_version_cache[key] = digest.hexdigest()[:12]
     return _code_version_cache[key]
@@ -169,11 +215,21 @@ def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:
     return f"=== START {condition} | dataset={dataset} | N={n} | manifest={manifest_hash} ==="
 
 
+def log_every() -> int:
+    """Examples between progress lines: $LOG_EVERY (the original's variable), default 10."""
+    raw = os.environ.get("LOG_EVERY", "") or "10"
+    if not (raw.isdigit() and int(raw) >= 1):
+        raise UsageError(f"$LOG_EVERY must be a positive integer, got {raw!r}")
+    return int(raw)
+
+
 def progress_line(summary: dict, seen: int, n: int) -> str:
+    """The original's progress line (pass@1..10, token mean±std, PRM calls and agent runs so far)."""
     return (f"[progress] {seen}/{n} acc={summary['accuracy']:.4f} "
-            + " ".join(f"p@{k}={summary[f'pass@{k}']:.4f}" for k in (1, 3, 5))
+            + ", ".join(f"p@{k}={summary[f'pass@{k}']:.4f}" for k in range(1, 11))
             + f" tokens={summary['tokens_mean']:.1f}±{summary['tokens_std']:.1f}"
-            + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}")
+            + f" prm_calls_total={summary['scorer_calls_total']} agent_runs_total={summary['agent_runs_total']}"
+            + f" prm_calls_mean={summary['prm_calls_mean']:.2f} agent_runs_mean={summary['agent_runs_mean']:.2f}")
 
 
 def metric_lines(summary: dict, report: Iterable[str] = ()) -> list[str]:

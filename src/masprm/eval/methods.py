@@ -165,11 +165,25 @@ def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -
         if not node.children:
             expand(ctx, node, step_scorer)
         node = argmax_child(node, lambda child: child.q_mean)
-    visited = [n for n in root.walk() if n.is_terminal and n.visits > 0]
-    visited.sort(key=lambda n: -n.q_mean)
+    visited = ranked_terminals(root)
     nodes = sum(1 for _ in root.walk())
     return MethodResult(node.final_answer, [n.final_answer for n in visited],
                         {"tree_nodes": nodes, "terminal_visited": len(visited)})
+
+
+def ranked_terminals(root: Node) -> list[Node]:
+    """Visited terminal nodes by q_mean, best first (the pass@k candidates).
+
+    Ties keep the original's order: it collected nodes with a stack (the last
+    child is visited first) and then sorted stably.
+    """
+    found, stack = [], [root]
+    while stack:
+        node = stack.pop()
+        if node.is_terminal and node.visits > 0:
+            found.append(node)
+        stack.extend(node.children)
+    return sorted(found, key=lambda n: -n.q_mean)
 
 
 @register_method("mcts_prm", needs=("prm",), settings=_MCTS + ("view_mode", "orm_leaf"))
@@ -182,7 +196,7 @@ def mcts_logprob(ctx: EvalContext, example: Any) -> MethodResult:
     return mcts(ctx, example, step_scorer="logprob", leaf_value="logprob")
 
 
-@register_method("mcts_orm", needs=("orm",), settings=_MCTS)
+@register_method("mcts_orm", needs=("orm",), settings=_MCTS + ("view_mode",))
 def mcts_orm(ctx: EvalContext, example: Any) -> MethodResult:
     return mcts(ctx, example, step_scorer="orm", leaf_value="orm")
 
@@ -226,8 +240,9 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
 
     Answers are grouped by `same` against each group's first member. The
     group with the largest total weight wins; ties go to the larger group,
-    then the shorter representative (shortest member), then the earlier group.
-    The prediction is the winning group's shortest member.
+    then the shorter representative (the group's first member, as in the
+    original), then the earlier group. The prediction is the winning group's
+    shortest member.
     """
     groups: list[list[int]] = []
     for i, answer in enumerate(answers):
@@ -243,7 +258,7 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
 
     def rank(g: int) -> tuple:
         group = groups[g]
-        return (_logsumexp([log_weights[i] for i in group]), len(group), -len(answers[shortest(group)]), -g)
+        return (_logsumexp([log_weights[i] for i in group]), len(group), -len(answers[group[0]]), -g)
 
     best = max(range(len(groups)), key=rank)
     return shortest(groups[best]), groups
@@ -261,7 +276,7 @@ def voter(ctx: EvalContext, example: Any, weighting: str) -> MethodResult:
 
 
 for _weighting, _needs, _extra in (("plain", (), ()), ("prm", ("prm",), ("view_mode",)),
-                                   ("logprob", (), ("logprob_agg",)), ("orm", ("orm",), ())):
+                                   ("logprob", (), ("logprob_agg",)), ("orm", ("orm",), ("view_mode",))):
     register_method(f"voter_{_weighting}", needs=_needs, settings=_VOTER + _extra)(
         lambda ctx, example, _w=_weighting: voter(ctx, example, _w))
 

@@ -1,8 +1,10 @@
 """Per-example and per-condition evaluation metrics (SPEC §9). Pure Python.
 
-pass@k: the candidate list is the prediction first, then the other candidates
-whose answer differs from every answer already listed; an example counts for
-pass@k when any of the first k is correct. Accuracy is pass@1.
+pass@k, as the original computes it: the candidate list is the prediction,
+then every candidate among the method's top PASS_TOP (5) whose text differs
+from the prediction's (candidates are not deduplicated against each other);
+an example counts for pass@k when any of the first k is correct. Accuracy is
+pass@1.
 """
 
 from __future__ import annotations
@@ -11,25 +13,20 @@ import math
 from typing import Callable, Iterable, Sequence
 
 MAX_K = 10
+PASS_TOP = 5      # candidates a method contributes to pass@k (the original's pass_k)
 USAGE_KEYS = ("prompt_tokens", "generated_tokens", "scorer_tokens", "scorer_calls", "agent_runs")
 
 
-def distinct_candidates(prediction: str, candidates: Iterable[str],
-                        same: Callable[[str, str], bool]) -> list[str]:
-    """The prediction, then each candidate whose answer is new (first occurrence kept)."""
-    kept = [prediction]
-    for cand in candidates:
-        if not any(same(cand, k) for k in kept):
-            kept.append(cand)
-    return kept
+def pass_candidates(prediction: str, candidates: Iterable[str], top: int = PASS_TOP) -> list[str]:
+    """The prediction, then each of the first `top` candidates whose text is not the prediction's."""
+    return [prediction] + [c for c in list(candidates)[:top] if c != prediction]
 
 
 def pass_at_k_hits(prediction: str, candidates: Iterable[str], gold: str | None, *,
-                   is_correct: Callable[[str, str | None], bool],
-                   same: Callable[[str, str], bool], max_k: int = MAX_K) -> list[int]:
-    """hits[k-1] = 1 when one of the first k distinct candidates is correct, for k = 1..max_k."""
+                   is_correct: Callable[[str, str | None], bool], max_k: int = MAX_K) -> list[int]:
+    """hits[k-1] = 1 when one of the first k of `pass_candidates` is correct, for k = 1..max_k."""
     hits, found = [], False
-    ranked = distinct_candidates(prediction, candidates, same)
+    ranked = pass_candidates(prediction, candidates)
     for k in range(1, max_k + 1):
         if k <= len(ranked) and not found:
             found = is_correct(ranked[k - 1], gold)

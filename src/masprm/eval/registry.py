@@ -45,7 +45,10 @@ class EvalContext:
         return out
 
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
-        return self.policy.logprob(requests)
+        values = self.policy.logprob(requests)
+        # The original counts each scored completion's prompt and completion tokens as scorer tokens.
+        self.usage.scorer_tokens += sum(lp.prompt_tokens + lp.completion_tokens for lp in values)
+        return values
 
     def score(self, role: str, texts: Sequence[str], *, batched: bool = False) -> list[float]:
         """One scorer call per text, or one for the whole batch with `batched` (handoff)."""

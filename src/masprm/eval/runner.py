@@ -12,20 +12,25 @@ before decoding, so the records do not depend on the number of workers.
 
 from __future__ import annotations
 
+import gc
 import inspect
 import random
+import sys
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import partial
 from typing import Any, Callable, Sequence
 
-from masprm.answers import answers_equal, is_correct
+from masprm.answers import is_correct
+from masprm.cli import UsageError
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
-from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, path_identity, progress_line,
-                              render_log, resumable_records, stable_hash, start_line, write_condition)
+from masprm.eval.labels import condition_label
+from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
+                              progress_line, render_log, resumable_records, stable_hash, start_line,
+                              write_condition)
 from masprm.eval.methods import scorers_needed
-from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, summarize_records
+from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, EvalContext
 from masprm.graph import MASGraph
 from masprm.io import read_json
@@ -35,7 +40,6 @@ from masprm.parallel import describe_error, map_examples
 HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit"}
-PROGRESS_STEPS = 10   # progress lines per condition in the text log
 
 
 # --------------------------------------------------------------------------- models
@@ -61,24 +65,54 @@ def _load_scorer(spec: ModelSpec) -> Any:
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
-_LOADED: dict[tuple, Any] = {}   # this process's models, kept across conditions and runs
+_LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
+
+
+def _model_key(spec: ModelSpec) -> tuple:
+    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length)
 
 
 def load_model(spec: ModelSpec) -> Any:
-    key = (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length)
+    key = _model_key(spec)
     if key not in _LOADED:
         _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
     return _LOADED[key]
 
 
-class WorkerModels:
-    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use."""
+def release_model(spec: ModelSpec) -> None:
+    """Drop this process's copy of a model and give its (GPU) memory back."""
+    if _LOADED.pop(_model_key(spec), None) is None:
+        return
+    gc.collect()
+    torch = sys.modules.get("torch")   # only when a model was loaded: the core never imports torch
+    if torch is not None and torch.cuda.is_available():
+        torch.cuda.empty_cache()
 
-    def __init__(self, specs: dict[str, ModelSpec], loader: Callable[[ModelSpec], Any] = load_model):
+
+class WorkerModels:
+    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use.
+
+    `keep_only(roles)` frees the models no longer needed before a condition loads others, so a
+    worker never holds policy + PRM + ORM when a condition needs two of them. A worker's items come
+    condition by condition, so a model is loaded at most once per condition that needs it.
+    """
+
+    def __init__(self, specs: dict[str, ModelSpec], loader: Callable[[ModelSpec], Any] = load_model,
+                 release: Callable[[ModelSpec], None] | None = None):
         self.specs = specs
         self.loader = loader
+        self.release = release or release_model
+        self.held: set[str] = set()
+
+    def keep_only(self, roles: Sequence[str]) -> None:
+        keep = {_model_key(self.specs[r]) for r in roles}
+        for role in sorted(self.held - set(roles)):
+            self.held.discard(role)
+            if _model_key(self.specs[role]) not in keep:   # two roles may share one model
+                self.release(self.specs[role])
 
     def get(self, role: str) -> Any:
+        self.held.add(role)
         return self.loader(self.specs[role])
 
 
@@ -98,6 +132,7 @@ def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, gra
     ex = item.example
     seed = settings.seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
+    models.keep_only(("policy",) + item.roles)
     policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
     policy.reseed(seed)
     ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed), **scorers)
@@ -107,11 +142,12 @@ def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, gra
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
-    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct,
-                          same=answers_equal)
+    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct)
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
+    # The record keeps the list pass@k was computed over, as the original's records do.
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
-            "candidates": list(result.candidates), "metrics": metrics, "extra": result.extra, "error": None}
+            "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
+            "extra": result.extra, "error": None}
 
 
 def error_record(item: WorkItem, error: str) -> dict:
@@ -131,6 +167,7 @@ class Condition:
     files: LogFiles
     manifest: dict
     n: int
+    label: str = ""                   # readable name for the table and the log header
     records: dict[int, dict] = field(default_factory=dict)
     summary: dict | None = None       # set once finished (or loaded from a COMPLETED log)
     reused: bool = False              # loaded from an earlier COMPLETED run
@@ -151,14 +188,21 @@ def _model_identity(spec: ModelSpec) -> dict:
             "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
 
 
+def selection_options(settings: Any, family: str) -> dict:
+    """Extra data-selection options: --math_levels / --math_stratify_by pick competition_math
+    examples for handoff runs only; static runs use the whole split, as in the original."""
+    if settings.dataset == "competition_math" and family == "handoff":
+        return {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
+    return {}
+
+
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
     """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
     names = METHODS[method].settings or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
     data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
-                "data_file": path_identity(settings.data_file)}
-    if settings.dataset == "competition_math":
-        data_def.update(levels=settings.math_levels, stratify_by=settings.math_stratify_by)
+                "data_file": path_identity(settings.data_file),
+                **selection_options(settings, METHODS[method].family)}
     roles = ("policy",) + condition_roles(method, settings)
     definition = {
         "method": method,
@@ -180,8 +224,11 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
                                    settings.gen_model_id, settings.seed)
-    cond = Condition(method, files, manifest, len(data.examples))
-    if is_completed(files):
+    cond = Condition(method, files, manifest, len(data.examples),
+                     condition_label(method, settings, condition_roles(method, settings)))
+    # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
+    # selected examples and seed, which the full manifest records.
+    if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
         cond.summary, cond.reused = read_json(files.summary), True
         return cond
     wanted = {e.idx for e in data.examples}
@@ -191,22 +238,28 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
     return cond
 
 
+def _stored_manifest_hash(files: LogFiles) -> str | None:
+    try:
+        return stable_hash(read_json(files.manifest))
+    except (OSError, UsageError):   # missing or unreadable: not the same run
+        return None
+
+
 def log_header(cond: Condition) -> list[str]:
     selection = cond.manifest["selection"]
-    return [start_line(cond.method, cond.manifest["definition"]["data"]["dataset"], cond.n, cond.manifest_hash),
+    return [start_line(cond.label, cond.manifest["definition"]["data"]["dataset"], cond.n, cond.manifest_hash),
             f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
 
 
 def finish_condition(cond: Condition) -> None:
     records = [cond.records[i] for i in sorted(cond.records)]
-    step = max(1, -(-cond.n // PROGRESS_STEPS))
-    marks = sorted({*range(step, cond.n, step), cond.n}) if cond.n else []
-    progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in marks]
+    every = log_every()   # a progress line after every LOG_EVERY examples, as the original writes them
+    progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in range(every, cond.n + 1, every)]
     summary = summarize_records(records)
     method = METHODS[cond.method]
     # Every record, crashed ones included: a method's summary may count them (e.g. Hit@T as misses).
     summary["extra"] = method.summarize(records) if method.summarize else {}
-    summary.update(condition=cond.method, dataset=cond.manifest["definition"]["data"]["dataset"],
+    summary.update(condition=cond.method, label=cond.label, dataset=cond.manifest["definition"]["data"]["dataset"],
                    seed=cond.manifest["seed"], fingerprint=cond.manifest["fingerprint"],
                    manifest=cond.manifest_hash, log=cond.files.log.name,
                    status="FAILED" if summary["errors"] else "COMPLETED")
@@ -237,7 +290,7 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
             finish_condition(cond)
     setup = partial(WorkerModels, specs, loader)
     task = partial(evaluate_example, settings=settings, graph=graph)
-    step = max(1, -(-len(data.examples) // PROGRESS_STEPS))
+    every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
                                             num_gpus_per_worker=num_gpus_per_worker, desc="evaluating"):
         cond = pending[item.condition]
@@ -245,7 +298,7 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         cond.records[record["index"]] = record
         cond.log.add(record)
         left[item.condition] -= 1
-        if len(cond.records) % step == 0:
+        if len(cond.records) % every == 0:
             cond.log.progress(progress_line(summarize_records(list(cond.records.values())),
                                             len(cond.records), cond.n))
         if left[item.condition] == 0:
@@ -257,11 +310,15 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
 
 
 def results_table(conditions: Sequence[Condition]) -> str:
-    header = f"{'condition':<18} " + " ".join(f"{f'p@{k}':>7}" for k in range(1, 6)) + f" {'tokens':>18}  status"
-    lines = [header, "-" * len(header)]
+    """The original's printed table: condition label, p@1..p@5, tokens mean±std (FAILED rows say so)."""
+    width = max([len(c.label or c.method) for c in conditions] + [len("Condition")]) + 2
+    passes = "  ".join(f"{f'p@{k}':>6}" for k in range(1, 6))
+    lines = ["#" * 80, "Table-4 style results", "#" * 80,
+             f"{'Condition':<{width}}  {passes}   {'Tokens (avg±std)':>22}", "-" * (width + 32 + 10 * 5)]
     for c in conditions:
         s = c.summary
-        tokens = f"{s['tokens_mean']:.1f}±{s['tokens_std']:.1f}"
-        lines.append(f"{c.method:<18} " + " ".join(f"{s[f'pass@{k}']:7.4f}" for k in range(1, 6))
-                     + f" {tokens:>18}  {s.get('status', 'COMPLETED')}")
+        row = "  ".join(f"{s[f'pass@{k}']:>6.3f}" for k in range(1, 6))
+        status = "  FAILED" if s.get("status") == "FAILED" else ""
+        lines.append(f"{c.label or c.method:<{width}}  {row}   {s['tokens_mean']:>8.1f}±{s['tokens_std']:<8.1f}{status}")
+    lines.append("#" * 80)
     return "\n".join(lines)

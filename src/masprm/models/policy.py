@@ -12,10 +12,9 @@
   own generation config, as with a plain `generate` call.
 - `logprob` is one teacher-forced forward over all (prompt, completion) pairs
   (right padding, so every real token keeps its unpadded positions). The
-  completion is tokenised with `add_special_tokens=False` and, when the chat
-  template ends an assistant turn with a token the model stops on (ChatML's
-  `<|im_end|>`), that token is appended: the model choosing to stop is part of
-  the completion's probability, exactly as sampling counts it. Log-probs
+  completion is tokenised with `add_special_tokens=False` and only its own
+  tokens are scored, as in the original (no end-of-turn token is appended,
+  so every log-prob baseline compares with the original's). Log-probs
   come from the output embedding applied to the gathered completion positions
   (Qwen2/Llama-style heads; a model that post-processes its logits, e.g.
   Gemma 2's soft-capping, would need that step added here).
@@ -33,8 +32,6 @@ import torch
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
 
-_TURN_PROBE = "\x00turn-end-probe\x00"  # text that no template changes, to find what follows a turn
-
 
 class HFPolicy:
     """Implements `masprm.interfaces.Policy` on a local folder or hub id."""
@@ -47,7 +44,6 @@ class HFPolicy:
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.stop_ids = self._stop_ids()
-        self.turn_end_id = self._turn_end_id()
         self.max_batch_tokens = max_batch_tokens  # logprob: split bigger batches (results do not change)
         self._prompt_cache: OrderedDict[tuple, list[int]] = OrderedDict()
         self._prompt_cache_size = prompt_cache_size
@@ -66,17 +62,6 @@ class HFPolicy:
             raise ValueError(f"{self.model_id}: the model has no EOS token to end a turn with")
         return ids
 
-    def _turn_end_id(self) -> int | None:
-        """The token the chat template puts right after an assistant message, if the model stops on it."""
-        messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": _TURN_PROBE}]
-        try:
-            rendered = self.tokenizer.apply_chat_template(messages, tokenize=False)
-        except Exception:  # noqa: BLE001 - templates that refuse this probe: append nothing
-            return None
-        after = rendered.split(_TURN_PROBE, 1)[1] if _TURN_PROBE in rendered else ""
-        ids = self.tokenizer(after, add_special_tokens=False)["input_ids"] if after else []
-        return ids[0] if ids and ids[0] in self.stop_ids else None
-
     # -- prompts --------------------------------------------------------------
 
     def prompt_ids(self, messages: Messages) -> list[int]:
@@ -94,8 +79,7 @@ class HFPolicy:
         return ids
 
     def completion_ids(self, completion: str) -> list[int]:
-        ids = self.tokenizer(completion, add_special_tokens=False)["input_ids"]
-        return ids + [self.turn_end_id] if self.turn_end_id is not None else ids
+        return self.tokenizer(completion, add_special_tokens=False)["input_ids"]
 
     def _padded(self, rows: list[list[int]], left: bool) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)

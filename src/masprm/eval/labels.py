@@ -1,0 +1,59 @@
+"""Readable condition labels for the printed table and the log header. Pure Python.
+
+The labels are the original's condition names ("SBS + PRM (B1=3, B2=5)",
+"DyLAN MCTS + PPM (N=10, 3 children)", ...), followed by the scorer folders
+the condition reads, so a table row says what ran. Log file names keep the
+method and the fingerprint; the label is for people.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+HANDOFF_NAMES = {
+    "handoff_fixed": "Fixed schedule + policy likelihood",
+    "handoff_random": "Random handoff + policy likelihood",
+    "handoff_policy": "Agent-selected handoff + policy likelihood",
+    "handoff_prm": "Agent-selected handoff + MASPRM",
+}
+VOTER_NAMES = {
+    "plain": "policy only, no PRM",
+    "prm": "score-weighted, PRM-steps",
+    "logprob": "score-weighted, logprob",
+    "orm": "score-weighted, ORM end",
+}
+MCTS_SCORERS = {"prm": "PPM", "logprob": "logprob", "orm": "ORM"}
+SCORER_FOLDERS = (("prm", "prm_dir"), ("orm", "orm_dir"), ("handoff_prm", "handoff_prm_dir"))
+
+
+def base_label(method: str, s: Any) -> str:
+    """The original's name for a condition under the run's settings."""
+    if method in HANDOFF_NAMES:
+        return HANDOFF_NAMES[method]
+    if method == "single_pass":
+        return "DyLAN single pass (no scorer)"
+    family, scorer = method.split("_", 1)
+    details: list[str] = []
+    if family == "sbs":
+        name = f"SBS + {'PRM' if scorer == 'prm' else 'logprob'}"
+        details = [f"B1={s.b1}", f"B2={s.b2}"]
+    elif family == "mcts":
+        search = "MCTS" if s.uct_type == "uct" else "MCTS (PUCT)"
+        name = f"{'DyLAN ' if method == 'mcts_prm' else ''}{search} + {MCTS_SCORERS[scorer]}"
+        details = [f"N={s.n_simulations}", f"{s.max_children} children"]
+        if method == "mcts_prm" and getattr(s, "orm_leaf", False):
+            details.insert(0, "ORM leaf")
+    else:
+        name = f"Greedy + Voter ({VOTER_NAMES[scorer]})"
+    if scorer == "logprob" and s.logprob_agg != "sum":
+        details.insert(0, s.logprob_agg.replace("_", "-"))
+    return f"{name} ({', '.join(details)})" if details else name
+
+
+def condition_label(method: str, settings: Any, roles: tuple[str, ...] = ()) -> str:
+    """`base_label` plus the folder of each scorer the condition uses ("[prm: MASPRM-GSM8K-1.5B]")."""
+    folders = [f"{role}: {Path(getattr(settings, flag)).name}" for role, flag in SCORER_FOLDERS
+               if role in roles and getattr(settings, flag, None)]
+    label = base_label(method, settings)
+    return f"{label} [{', '.join(folders)}]" if folders else label
