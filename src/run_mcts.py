@@ -125,8 +125,11 @@ def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: pat
     from masprm.models.loading import options_from_args
     from masprm.models.policy import HFPolicy
 
-    run_meta = {"dataset": args.dataset, "split": args.split, "config": config, "model": args.model_id,
-                "data_file": args.data_file}
+    from masprm.checks import file_identity
+
+    # config_identity lets stage 2 tell whether a --config is the team that built the trees.
+    run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
+                "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
                   verbose=args.verbose)
     setup = partial(HFPolicy, args.model_id, options_from_args(args))

@@ -182,7 +182,6 @@ def pristine(tmp_path_factory, tiny_model_dir):
     (trees / "blocked_res_x").mkdir()
     (trees / "blocked_res_x" / "0.json").write_text(json.dumps(gsm8k_tree()))
     (trees / "ppm_pairs_blocked_res_x.jsonl").mkdir()   # a folder where stage 2 writes a file
-    (trees / "prm_samples_blocked_res_x.jsonl").mkdir()
 
     pairs = [ppm_pair(i) for i in range(6)]
     (root / "pairs.jsonl").write_text(jsonl(pairs))

@@ -209,8 +209,12 @@ def test_unreachable_hub_id_is_a_usage_error(monkeypatch):
     monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
     monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
     probes = []
-    monkeypatch.setattr(checks.socket, "create_connection",
-                        lambda address, timeout: probes.append((address, timeout)) or (_ for _ in ()).throw(OSError()))
+
+    def no_network(address, timeout):
+        probes.append((address, timeout))
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(checks.socket, "create_connection", no_network)
     checks.hub_reachable.cache_clear()
     started = time.monotonic()
     with pytest.raises(UsageError, match="the hub is unreachable"):

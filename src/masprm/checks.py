@@ -234,8 +234,11 @@ def _newest_checkpoint(folder: Path) -> Path | None:
 
 
 def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: str | None = None,
-                        base_flag: str = "--prm_base_model_id", allow_unfinished: bool = False) -> None:
-    """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model."""
+                        base_flag: str = "--prm_base_model_id", allow_unfinished: bool = False) -> str | None:
+    """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.
+
+    Returns a warning line when an unfinished training is used (``allow_unfinished``), else None.
+    """
     folder = Path(path).expanduser()
     if not folder.is_dir():
         raise UsageError(f"{flag} {path}: no such folder")
@@ -244,7 +247,8 @@ def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: st
     meta = _read_json_file(folder / SCORER_META_FILE, flag, folder) if (folder / SCORER_META_FILE).is_file() else {}
     unfinished = "--allow_unfinished_scorer to use its newest checkpoint, or finish it with trainer.py --resume"
     status = meta.get("status")
-    if status not in (None, "completed") and not allow_unfinished:
+    finished = status in (None, "completed")
+    if not finished and not allow_unfinished:
         raise UsageError(f"{flag} {path}: its training did not finish ({SCORER_META_FILE} says status "
                          f"{status!r}); pass {unfinished}")
     target = folder
@@ -256,6 +260,7 @@ def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: st
         if not allow_unfinished:
             raise UsageError(f"{flag} {path}: holds only training checkpoints (newest {target.name}), "
                              f"not a finished scorer; pass {unfinished}")
+        finished = False
     if (target / "adapter_config.json").is_file():
         adapter = _read_json_file(target / "adapter_config.json", flag, target)
         _check_weights(target, ADAPTER_WEIGHTS, flag, "adapter")
@@ -268,3 +273,4 @@ def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: st
         _check_weights(target, MODEL_WEIGHTS, flag, "model")
         if not has_tokenizer(target):
             raise UsageError(f"{flag} {path}: no tokenizer files next to the model")
+    return None if finished else f"warning: {flag} {path}: using an unfinished training ({target.name})"
