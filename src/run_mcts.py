@@ -89,14 +89,13 @@ def run_settings(args, config: str) -> dict:
 def main() -> int:
     args = build_parser().parse_args()
     validate(args)
-    from masprm.checks import check_local_model, check_output_dir, check_text_data_file
-    from masprm.data import dataset_names, load_examples
+    from masprm.checks import check_known_dataset, check_local_model, check_output_dir, check_text_data_file
+    from masprm.data import load_examples
     from masprm.run_folder import announce_holder, check_settings, locked_folder, write_settings
 
     # The cheap checks first: a bad name, config or output location must not wait for the data,
     # and no bad input (the model folder included) may wait for the model to load.
-    check(args.dataset in dataset_names(),
-          f"--dataset: unknown dataset {args.dataset!r} (known: {', '.join(dataset_names())})")
+    check_known_dataset(args.dataset)
     config = args.mas_config or default_config_path(args.dataset)
     graph = load_mas_config(config)
     out_dir = check_output_dir(args.out_root, "--out_root") / run_folder_name(

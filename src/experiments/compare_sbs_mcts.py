@@ -197,12 +197,11 @@ def main() -> int:
     family = validate(args)
     resolve_defaults(args, family)
 
-    from masprm.checks import check_output_dir, check_text_data_file
-    from masprm.data import dataset_names, load_examples
+    from masprm.checks import check_known_dataset, check_output_dir, check_text_data_file
+    from masprm.data import load_examples
     from masprm.graph import load_mas_config
 
-    check(args.dataset in dataset_names(),
-          f"--dataset: unknown dataset {args.dataset!r} (known: {', '.join(dataset_names())})")
+    check_known_dataset(args.dataset)
     check_output_dir(args.logs_dir, "--logs_dir")
     specs = model_specs(args)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(args.mas_config)

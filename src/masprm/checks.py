@@ -82,7 +82,15 @@ def check_output_file(path: str | os.PathLike, flag: str) -> Path:
     return path
 
 
-# --------------------------------------------------------------------------- text inputs
+# --------------------------------------------------------------------------- names and text inputs
+
+
+def check_known_dataset(name: str, flag: str = "--dataset") -> None:
+    from masprm.data import dataset_names
+
+    known = dataset_names()
+    if name not in known:
+        raise UsageError(f"{flag}: unknown dataset {name!r} (known: {', '.join(known)})")
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:

@@ -48,17 +48,17 @@ class ModelSpec:
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
-    flag: str = "--prm_dir"           # the command-line flag that named it (for error messages)
+    flag: str | None = None           # the flag that named it, for error messages (default by kind)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
     from masprm.models.policy import HFPolicy
-    return HFPolicy(spec.model_id, spec.options, flag=spec.flag)
+    return HFPolicy(spec.model_id, spec.options, flag=spec.flag or "--gen_model_id")
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer
-    return load_scorer(spec.model_id, spec.base_model_id, spec.options, flag=spec.flag)
+    return load_scorer(spec.model_id, spec.base_model_id, spec.options, flag=spec.flag or "--prm_dir")
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
