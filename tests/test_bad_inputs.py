@@ -17,6 +17,7 @@ import shutil
 import sys
 import traceback
 import warnings
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,7 @@ def pristine(tmp_path_factory, tiny_model_dir):
 
 STAGE1 = ["--dataset", "gsm8k", "--data_file", "gsm8k.jsonl", "--model_id", "models/a/tiny", "--n", "2",
           "--seed", "42", "--n_rollouts", "1", "--n_candidates", "2", "--max_new_tokens", "4", "--no_plot",
-          "--mas_config", "configs/gsm8k.yaml"]
+          "--no_compile", "--mas_config", "configs/gsm8k.yaml"]
 RUN = "results/{run}"
 TRAIN = ["--mode", "ppm", "--data_dir", "pairs.jsonl", "--model-id", "models/a/tiny", "--output-dir", "ckpt/new",
          "--max-steps", "1", "--quiet"]
@@ -236,35 +237,20 @@ EVAL = ["--methods", "single_pass", "--dataset", "gsm8k", "--data_file", "gsm8k.
 PRM = ["--methods", "sbs_prm", "--prm_dir"]
 
 
-def stage1(*changes: str) -> list[str]:
-    """STAGE1 with some flags replaced (flag, value pairs) or added."""
-    args = list(STAGE1)
-    it = iter(changes)
-    for flag in it:
-        if flag.startswith("--") and flag in args and flag not in ("--no_plot",):
-            args[args.index(flag) + 1] = next(it)
-        else:
-            args.append(flag)
-    return args
-
-
-def merged(base: list[str], *changes: str) -> list[str]:
+def with_flags(base: list[str], *changes: str) -> list[str]:
+    """`base` with some flags' values replaced (flag, value pairs); other flags are appended."""
     args = list(base)
     it = iter(changes)
     for flag in it:
-        if flag in args and args.index(flag) + 1 < len(args) and not args[args.index(flag) + 1].startswith("--"):
-            args[args.index(flag) + 1] = next(it)
+        at = args.index(flag) if flag in args else -1
+        if at >= 0 and at + 1 < len(args) and not args[at + 1].startswith("--"):
+            args[at + 1] = next(it)
         else:
             args.append(flag)
     return args
 
 
-def ev(*changes: str) -> list[str]:
-    return merged(EVAL, *changes)
-
-
-def tr(*changes: str) -> list[str]:
-    return merged(TRAIN, *changes)
+stage1, ev, tr = (partial(with_flags, base) for base in (STAGE1, EVAL, TRAIN))
 
 
 # (id, cli, argv, what the one line must name)
