@@ -138,6 +138,7 @@ def pristine(tmp_path_factory, tiny_model_dir):
     (root / "afile").write_text("a file, not a folder\n")
     (root / READONLY).mkdir()
     (root / "empty_dir").mkdir()
+    (root / "pic.png").mkdir()   # a folder where a picture goes
 
     models = root / "models"
     shutil.copytree(tiny_model_dir, models / "a" / "tiny")
@@ -367,7 +368,7 @@ CASES = [
     ("st-folder", "show_tree", ["trees"], "trees"),
     ("st-out-suffix", "show_tree", ["trees/noname/0.json", "--out", "tree.txt"], "--out"),
     ("st-out-under-file", "show_tree", ["trees/noname/0.json", "--out", "afile/tree.png"], "--out"),
-    ("st-out-folder", "show_tree", ["trees/noname/0.json", "--out", "empty_dir"], "--out"),
+    ("st-out-folder", "show_tree", ["trees/noname/0.json", "--out", "pic.png"], "--out pic.png: is a folder"),
     ("st-out-readonly", "show_tree", ["trees/noname/0.json", "--out", f"{READONLY}/tree.png"], "--out"),
     ("st-depth", "show_tree", ["trees/noname/0.json", "--text", "--max_depth", "-1"], "--max_depth"),
 ]
