@@ -21,7 +21,7 @@ from pathlib import Path  # noqa: E402
 from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
 from masprm.graph import load_mas_config  # noqa: E402
 from masprm.runs import default_config_path, run_folder_name  # noqa: E402
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees  # noqa: E402
+from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees  # noqa: E402
 
 
 def build_parser() -> ArgumentParser:
@@ -114,7 +114,8 @@ def main() -> int:
                               max_new_tokens=args.max_new_tokens)
     defining = run_settings(args, config)
     with locked_folder(out_dir):  # one run per folder at a time
-        if not check_settings(out_dir, defining):  # the trees of a folder without a record: by run_trees
+        if not check_settings(out_dir, defining):
+            check_same_selection(out_dir, loaded.examples)  # a folder from before settings were recorded
             write_settings(out_dir, defining)
         announce_holder(out_dir)
         return build_trees(args, graph, settings, config, out_dir, loaded)

@@ -46,12 +46,14 @@ def locked_folder(folder: str | os.PathLike, flag: str = "--out_root") -> Iterat
         holder = _read_holder(folder / LOCK_FILE)
         raise UsageError(f"{folder} is in use by another run ({holder}); wait for it to finish, "
                          f"or use another {flag}") from None
+    except OSError as err:  # a file system without locks (some network mounts): run, but say so
+        print(f"warning: cannot lock {folder} ({err.strerror}); a second run on it would not be stopped",
+              file=sys.stderr)
     try:
         yield folder
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        os.close(fd)
+        os.close(fd)  # closing the last descriptor releases the lock
 
 
 def announce_holder(folder: Path) -> None:
