@@ -173,7 +173,7 @@ def pristine(tmp_path_factory, tiny_model_dir):
     [run] = (root / "results").glob("gsm8k_res_*")
     (root / "rf").mkdir()
     shutil.copytree(run, root / "legacy" / run.name)   # a folder from before settings were recorded
-    (root / "legacy" / run.name / ".run_settings").unlink()
+    (root / "legacy" / run.name / ".run_settings").unlink(missing_ok=True)
     (root / "rf" / run.name).write_text("a file where the run folder goes\n")
     trees = root / "trees"
     (trees / "gsm8k_res_plain").mkdir(parents=True)
