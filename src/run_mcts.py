@@ -121,11 +121,10 @@ def main() -> int:
         return build_trees(args, graph, settings, config, out_dir, loaded)
 
 
-def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: pathlib.Path, loaded) -> int:
+def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Path, loaded) -> int:
+    from masprm.checks import file_identity
     from masprm.models.loading import options_from_args
     from masprm.models.policy import HFPolicy
-
-    from masprm.checks import file_identity
 
     # config_identity lets stage 2 tell whether a --config is the team that built the trees.
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
