@@ -14,6 +14,7 @@ sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "src"))
 from pathlib import Path  # noqa: E402
 
 from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv  # noqa: E402
+from masprm.checks import check_output_file  # noqa: E402
 from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
 from masprm.io import atomic_write_text  # noqa: E402
 
@@ -26,14 +27,18 @@ def main() -> int:
     p.add_argument("--seed", type=int, default=42, help="accepted for uniformity; aggregation is not random")
     args = p.parse_args()
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+    check_output_file(args.out, "--out")
+    if not args.no_plot:
+        check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")
 
     rows, skipped = aggregate(read_logs(args.logs_dir))
+    # An empty table would replace the results of an earlier aggregation (and sit beside its old plot).
+    check(bool(rows), f"--logs_dir {args.logs_dir}: no COMPLETED logs (*.txt)"
+                      f"{f'; {len(skipped)} not finished or FAILED' if skipped else ''}; nothing written"
+                      f"{f', {args.out} left as it was' if Path(args.out).exists() else ''}")
     if skipped:
         print(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}")
     atomic_write_text(args.out, to_csv(rows))
-    if not rows:
-        print(f"no COMPLETED logs in {args.logs_dir}/; wrote an empty table to {args.out}")
-        return 0
     print(format_table(rows))
     print(f"wrote {args.out} ({len(rows)} experiment(s))")
     if not args.no_plot:

@@ -16,11 +16,12 @@ import sys, pathlib  # noqa: E401
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
 from functools import partial  # noqa: E402
+from pathlib import Path  # noqa: E402
 
 from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
 from masprm.graph import load_mas_config  # noqa: E402
 from masprm.runs import default_config_path, run_folder_name  # noqa: E402
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees  # noqa: E402
+from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees  # noqa: E402
 
 
 def build_parser() -> ArgumentParser:
@@ -71,30 +72,63 @@ def validate(args) -> None:
     check(args.actors is None or args.ray, "--actors needs --ray")
 
 
+def run_settings(args, config: str) -> dict:
+    """What defines the run's trees beyond the folder name (SPEC §1), as recorded in the folder."""
+    from masprm.checks import file_identity, looks_like_path
+    from masprm.eval.logs import path_identity
+
+    def local(path):
+        return {"path": str(Path(path).resolve()), "identity": file_identity(path)} if path else None
+
+    model = {"path": str(Path(args.model_id).resolve()), "identity": path_identity(args.model_id, model=True)} \
+        if looks_like_path(args.model_id) else {"path": args.model_id, "identity": None}
+    return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
+            "model": model, "max_new_tokens": args.max_new_tokens, "mas_config": local(config)}
+
+
 def main() -> int:
     args = build_parser().parse_args()
     validate(args)
-    from masprm.data import dataset_names, load_examples
-    from masprm.models.loading import options_from_args
-    from masprm.models.policy import HFPolicy
+    from masprm.checks import check_known_dataset, check_local_model, check_output_dir, check_text_data_file
+    from masprm.data import load_examples
+    from masprm.run_folder import announce_holder, check_settings, locked_folder, write_settings
 
-    # The cheap checks first: a bad name or config must not wait for the data.
-    check(args.dataset in dataset_names(),
-          f"--dataset: unknown dataset {args.dataset!r} (known: {', '.join(dataset_names())})")
+    # The cheap checks first: a bad name, config or output location must not wait for the data,
+    # and no bad input (the model folder included) may wait for the model to load.
+    check_known_dataset(args.dataset)
     config = args.mas_config or default_config_path(args.dataset)
     graph = load_mas_config(config)
+    out_dir = check_output_dir(args.out_root, "--out_root") / run_folder_name(
+        args.dataset, args.split, args.model_id, args.n_rollouts, args.search_c, args.n_candidates,
+        args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
+    check_output_dir(out_dir, "--out_root")
+    if args.data_file:
+        check_text_data_file(args.data_file)
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
+    check_local_model(args.model_id, "--model_id")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
     settings = SearchSettings(n_rollouts=args.n_rollouts, c=args.search_c, n_candidates=args.n_candidates,
                               temperature=args.temperature, top_p=args.top_p,
                               max_new_tokens=args.max_new_tokens)
-    out_dir = pathlib.Path(args.out_root) / run_folder_name(
-        args.dataset, args.split, args.model_id, args.n_rollouts, args.search_c, args.n_candidates,
-        args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
-    run_meta = {"dataset": args.dataset, "split": args.split, "config": config, "model": args.model_id,
-                "data_file": args.data_file}
+    defining = run_settings(args, config)
+    with locked_folder(out_dir):  # one run per folder at a time
+        if not check_settings(out_dir, defining):
+            check_same_selection(out_dir, loaded.examples)  # a folder from before settings were recorded
+            write_settings(out_dir, defining)
+        announce_holder(out_dir)
+        return build_trees(args, graph, settings, config, out_dir, loaded)
+
+
+def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Path, loaded) -> int:
+    from masprm.checks import file_identity
+    from masprm.models.loading import options_from_args
+    from masprm.models.policy import HFPolicy
+
+    # config_identity lets stage 2 tell whether a --config is the team that built the trees.
+    run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
+                "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
                   verbose=args.verbose)
     setup = partial(HFPolicy, args.model_id, options_from_args(args))

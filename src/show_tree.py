@@ -10,6 +10,7 @@ import sys
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
 
+from masprm.checks import check_output_file  # noqa: E402
 from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
 from masprm.io import read_json  # noqa: E402
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text  # noqa: E402
@@ -31,6 +32,12 @@ def main() -> int:
         check(value is None or value >= 0, f"--{flag} must be >= 0, got {value}")
     check(args.rollouts >= 0, f"--rollouts must be >= 0, got {args.rollouts}")
 
+    check(not pathlib.Path(args.tree).is_dir(), f"{args.tree}: is a folder; pass one tree file (<idx>.json)")
+    out = None
+    if args.out or not args.text:
+        out = pathlib.Path(args.out) if args.out else pathlib.Path(args.tree).with_suffix(".png")
+        check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
+        check_output_file(out, "--out")
     tree = read_json(args.tree)
     check(isinstance(tree, dict) and "visits" in tree and isinstance(tree.get("children"), list),
           f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
@@ -41,9 +48,7 @@ def main() -> int:
                               max_children=args.max_children))
         else:
             print(tree_text(tree, args.max_depth, args.max_children))
-    if args.out or not args.text:
-        out = pathlib.Path(args.out) if args.out else pathlib.Path(args.tree).with_suffix(".png")
-        check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
+    if out is not None:
         save_tree_png(tree, out)
         print(f"wrote {out}", file=sys.stderr)
     return 0

@@ -60,8 +60,11 @@ def test_a_crashed_example_is_a_miss_in_hit_at_t_and_the_log_has_the_original_li
     assert log_status(cond.files.log) == "FAILED" and text.count("T=8 McNemar") == 1 and "only=2" in text
 
 
-def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir):
+def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir, monkeypatch):
     tiny_model_dir = str(tiny_model_dir)
+    import masprm.checks
+    # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
+    monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
     import sys
     from pathlib import Path
 
@@ -80,6 +83,6 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
     # the original: max_length = --prm_context_length for the handoff scorer; static scorers keep theirs
     assert specs["handoff_prm"].max_length == 5000 and specs["prm"].max_length is None
     assert cli.model_specs(cli.build_parser().parse_args(
-        ["--handoff_prm_dir", tiny_model_dir]))["handoff_prm"].max_length == 16384
+        ["--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir]))["handoff_prm"].max_length == 16384
     spec = ModelSpec("scorer", tiny_model_dir, None, ModelOptions(device_map="cpu"), 5000)
     assert MODEL_LOADERS["scorer"](spec).encoder.max_length == 5000

@@ -204,10 +204,31 @@ def test_folder_without_config_is_a_usage_error(tmp_path):
         load_causal_lm(str(tmp_path), flag="--gen_model_id")
 
 
-def test_unreachable_hub_id_is_a_usage_error():
-    # conftest sets HF_HUB_OFFLINE=1, so an uncached hub id fails at once
-    with pytest.raises(UsageError, match=r"--model_id no-such-org/no-such-model: cannot load as a hub id"):
+def test_unreachable_hub_id_is_a_usage_error(monkeypatch):
+    import time
+
+    from masprm import checks
+
+    # conftest sets HF_HUB_OFFLINE=1, so an uncached hub id fails at once, before transformers is asked
+    with pytest.raises(UsageError, match=r"--model_id no-such-org/no-such-model: not a local folder and not "
+                                         r"in the Hugging Face cache, and HF_HUB_OFFLINE is set"):
         HFPolicy("no-such-org/no-such-model")
+    # Without the flag, an unreachable hub is found by one short probe instead of ~30 s of retries.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    probes = []
+
+    def no_network(address, timeout):
+        probes.append((address, timeout))
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(checks.socket, "create_connection", no_network)
+    checks.hub_reachable.cache_clear()
+    started = time.monotonic()
+    with pytest.raises(UsageError, match="the hub is unreachable"):
+        checks.check_hub_id("no-such-org/no-such-model", "--model_id")
+    assert time.monotonic() - started < 2 and probes == [(("huggingface.co", 443), checks.HUB_PROBE_TIMEOUT_S)]
+    checks.hub_reachable.cache_clear()
 
 
 def test_cli_reports_a_bad_model_path_in_one_line(tmp_path):

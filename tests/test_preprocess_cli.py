@@ -214,3 +214,33 @@ def test_stage1_trees_go_through_in_both_views(tmp_path, monkeypatch, fake_polic
     # Both branch lengths of the conditional team were graded (4 steps on agreement, 8 otherwise).
     assert {r["meta"]["step_index"] for r in local if r["meta"]["agent_idx"] == 3} == {3}
     assert any(r["meta"]["agent_idx"] == 7 for r in local)
+
+
+def test_local_view_must_route_with_the_team_that_built_the_trees(workdir):
+    from masprm.checks import file_identity
+
+    run = workdir / "results" / "gsm8k_res_recorded"
+    tree = gsm8k_tree()
+    tree["meta"].update(config="configs/gsm8k.yaml", config_identity=file_identity("configs/gsm8k.yaml"))
+    write_trees(run, [tree])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/gsm8k.yaml"])
+    out = workdir / "results" / "prm_samples_local_gsm8k_res_recorded.jsonl"
+    kept = out.read_bytes()
+    reworded = {**GSM8K, "agents": [{**a, "system_prompt": a["system_prompt"] + " Be brief."} for a in GSM8K["agents"]]}
+    Path("configs/reworded.yaml").write_text(yaml.safe_dump(reworded))
+    with pytest.raises(UsageError, match=r"^--config configs/reworded.yaml is not the MAS config the trees were "
+                                         r"built with \(configs/gsm8k.yaml, recorded in .*0.json\);.*--force"):
+        preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/reworded.yaml"])
+    assert out.read_bytes() == kept
+    # The same team under another file name is the same team; --force routes with whatever is given.
+    Path("configs/copy.yaml").write_bytes(Path("configs/gsm8k.yaml").read_bytes())
+    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/reworded.yaml", "--force"])
+    # Trees that record a config path only (no hash): that file's content, or the path itself when it is gone.
+    del tree["meta"]["config_identity"]
+    write_trees(run, [tree])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
+    tree["meta"]["config"] = "configs/gone.yaml"
+    write_trees(run, [tree])
+    with pytest.raises(UsageError, match=r"not the MAS config the trees were built with \(configs/gone.yaml"):
+        preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])

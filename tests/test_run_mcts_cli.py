@@ -55,7 +55,7 @@ def test_readme_smoke_command_writes_the_documented_folder_and_resumes(workdir, 
     proc = run(RUN_MCTS, args, workdir)
     assert proc.returncode == 0, proc.stderr[-2000:]
     folder = workdir / "results" / f"gsm8k_res_train_{Path(tiny_model_dir).name}_r2_c4_cand3_t0p7_p0p95"
-    assert sorted(p.name for p in folder.iterdir()) == ["0.json", "0.png", "1.json", "1.png"]
+    assert sorted(p.name for p in folder.iterdir()) == [".run_settings", "0.json", "0.png", "1.json", "1.png"]
     golds = set()
     for i in range(2):
         tree = json.loads((folder / f"{i}.json").read_text())

@@ -104,3 +104,16 @@ def test_cli_writes_a_model(tmp_path):
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     assert (out / "config.json").exists() and (out / "tokenizer.json").exists()
+
+
+def test_the_bitsandbytes_cpu_kernel_notice_is_silenced_and_nothing_else(caplog):
+    import logging
+
+    import masprm.models.loading  # noqa: F401  (every model loader goes through masprm.models)
+
+    logger = logging.getLogger("bitsandbytes.backends.cpu.ops")
+    with caplog.at_level(logging.WARNING):
+        logger.warning("Failed to load CPU gemm_4bit_forward from kernels-community: %s. Please make sure you "
+                       "already `pip install kernels` and the kernels >= 0.11.1", "No module named 'kernels'")
+        logger.warning("a real bitsandbytes problem")
+    assert [r.getMessage() for r in caplog.records] == ["a real bitsandbytes problem"]

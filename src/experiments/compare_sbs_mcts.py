@@ -90,6 +90,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
                      "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
     run.add_argument("--logs_dir", default="logs")
+    run.add_argument("--allow_unfinished_scorer", action="store_true",
+                     help="use a scorer folder whose training did not finish (its newest checkpoint)")
     if handoff_cli is not None:
         handoff_cli.add_handoff_args(p)
     return p
@@ -161,18 +163,26 @@ def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, flo
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
-    from masprm.models.loading import check_model_id, options_from_args
+    """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
+    from masprm.checks import check_local_model, check_scorer_folder
+    from masprm.models.loading import options_from_args
 
     options = options_from_args(args)
-    specs = {"policy": ModelSpec("policy", check_model_id(args.gen_model_id, "--gen_model_id"), None, options)}
+    policy = check_local_model(args.gen_model_id, "--gen_model_id")
+    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id")}
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
         if folder:
+            base = getattr(args, f"{prefix}_base_model_id")
+            note = check_scorer_folder(folder, f"--{prefix}_dir", base_model_id=base,
+                                       base_flag=f"--{prefix}_base_model_id",
+                                       allow_unfinished=args.allow_unfinished_scorer)
+            if note:
+                print(note, file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
             max_length = getattr(args, "prm_context_length", None) if role == "handoff_prm" else None
-            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), options,
-                                    max_length)
+            specs[role] = ModelSpec("scorer", folder, base, options, max_length, flag=f"--{prefix}_dir")
     return specs
 
 
@@ -221,10 +231,15 @@ def main() -> int:
     family = validate(args)
     resolve_defaults(args, family)
 
+    from masprm.checks import check_known_dataset, check_output_dir, check_text_data_file
     from masprm.graph import load_mas_config
 
-    specs = model_specs(args)   # missing model folders fail here, before any data is read
+    check_known_dataset(args.dataset)
+    check_output_dir(args.logs_dir, "--logs_dir")
+    specs = model_specs(args)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(args.mas_config)
+    if args.data_file:
+        check_text_data_file(args.data_file)
     if family == "handoff":
         handoff_cli.check_handoff_config(args, graph, args.methods)
     data = load_data(args, family)

@@ -7,6 +7,7 @@ one line on stderr and exit code 2; nothing already written is touched.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from typing import Callable, NoReturn
 
@@ -15,8 +16,27 @@ class UsageError(Exception):
     """An error caused by the user's input; reported as one line, exit code 2."""
 
 
+def finite_float(text: str) -> float:
+    """A float flag value; inf and nan are refused (they would end up as non-JSON in the outputs)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"invalid float value: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
 class ArgumentParser(argparse.ArgumentParser):
-    """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump."""
+    """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
+
+    Every ``type=float`` flag (also in argument groups, which share the
+    registry) accepts finite numbers only.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.register("type", float, finite_float)
 
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")

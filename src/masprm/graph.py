@@ -19,6 +19,7 @@ from typing import Any, Mapping
 
 import yaml
 
+from masprm.checks import read_utf8
 from masprm.cli import UsageError
 
 QUESTION = -1
@@ -231,10 +232,14 @@ def load_mas_config(path: str | Path) -> MASGraph:
     if not path.is_file():
         raise ConfigError(f"{path}: MAS config not found")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8"))
+        data = yaml.safe_load(read_utf8(path, "MAS config"))
     except yaml.YAMLError as err:
         raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
-    return MASGraph.from_dict(data, source=str(path))
+    graph = MASGraph.from_dict(data, source=str(path))
+    if graph.handoff is None and not graph.children(QUESTION):
+        # A static team in which every agent would answer without ever seeing the question.
+        raise ConfigError(f"{path}: no agent receives the question (no edge from -1)")
+    return graph
 
 
 # --------------------------------------------------------------------------- routing state

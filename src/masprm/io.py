@@ -72,8 +72,13 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
     path = Path(path)
     if not path.is_file():
         raise UsageError(f"{path}: file not found")
-    with open(path, encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
+    with open(path, "rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
+            try:
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as err:
+                raise UsageError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                                 "save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:

@@ -13,11 +13,13 @@ old outputs only when the whole pass succeeds.
 import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
 
 import argparse
+import json
 from contextlib import ExitStack
 from pathlib import Path
 
 from tqdm import tqdm
 
+from masprm.checks import check_output_file, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import AtomicJsonlWriter
@@ -44,6 +46,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--config", type=Path, default=None,
                     help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
                          "<dataset> being the input folder's name before '_res_')")
+    ap.add_argument("--force", action="store_true",
+                    help="--view local: route with --config even when the trees record another MAS config")
     ap.add_argument("--seed", type=int, default=42,
                     help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
     args = ap.parse_args(argv)
@@ -86,7 +90,28 @@ def load_graph(args: argparse.Namespace) -> MASGraph | None:
               f"(expected '<dataset>_res_...'); pass --config")
         path = Path("configs") / f"{folder.name.split('_res_')[0]}.yaml"
         check(path.is_file(), f"--config: {path} (derived from the input folder name) not found; pass --config")
-    return load_mas_config(path)
+    graph = load_mas_config(path)
+    if args.view == "local" and not args.force:
+        check_recorded_config(args.input, path)
+    return graph
+
+
+def check_recorded_config(input_path: Path, config: Path) -> None:
+    """The local view routes inboxes through the team that built the trees: compare with their record."""
+    first = input_path if input_path.is_file() else next(iter(find_trees(input_path)))
+    try:
+        meta = json.loads(first.read_text(encoding="utf-8")).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # an unreadable tree is reported (and skipped) with the others
+    recorded, identity = meta.get("config"), meta.get("config_identity")
+    if not isinstance(recorded, str):
+        return  # trees from elsewhere: nothing to compare with
+    if identity is None and Path(recorded).is_file():
+        identity = file_identity(recorded)
+    same = file_identity(config) == identity if identity else Path(recorded).resolve() == config.resolve()
+    check(same, f"--config {config} is not the MAS config the trees were built with ({recorded}, recorded in "
+                f"{first}); the local view would route inboxes through another team. Pass that config, "
+                "or --force to use this one anyway")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -98,6 +123,8 @@ def main(argv: list[str] | None = None) -> int:
                       ppm_neg_topk=args.ppm_neg_topk, ppm_root_window=tuple(args.ppm_root_window))
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
+    for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
+        check_output_file(path, f"--input {args.input}: output")
     root = args.input if args.input.is_dir() else args.input.parent
     if graph is not None and args.view == "local":
         print(f"[preprocess] local view, routing inboxes with {graph.source}")
@@ -105,7 +132,8 @@ def main(argv: list[str] | None = None) -> int:
     with ExitStack() as stack:
         prm_out = stack.enter_context(AtomicJsonlWriter(prm_path))
         ppm_out = stack.enter_context(AtomicJsonlWriter(ppm_path)) if args.make_ppm else None
-        for f in tqdm(files, desc="Processing trees", unit="tree"):
+        # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
+        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
             prm, ppm = prep.process_file(f, name=str(f.relative_to(root)))
             for rec in prm:
                 prm_out.write(rec)

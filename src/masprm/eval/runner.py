@@ -39,7 +39,8 @@ from masprm.parallel import describe_error, map_examples
 # Flags that never change what a condition computes (or enter the manifest another way).
 HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
-                "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit"}
+                "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
+                "allow_unfinished_scorer"}
 
 
 # --------------------------------------------------------------------------- models
@@ -52,16 +53,18 @@ class ModelSpec:
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
+    flag: str | None = None           # the flag that named it, for error messages (default by kind)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
     from masprm.models.policy import HFPolicy
-    return HFPolicy(spec.model_id, spec.options, flag="--gen_model_id")
+    return HFPolicy(spec.model_id, spec.options, flag=spec.flag or "--gen_model_id")
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer
-    return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length)
+    return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
+                       flag=spec.flag or "--prm_dir")
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}

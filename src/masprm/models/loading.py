@@ -17,6 +17,7 @@ from pathlib import Path
 
 import torch
 
+from masprm.checks import check_model_source, looks_like_path
 from masprm.cli import UsageError
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
@@ -99,24 +100,9 @@ def resolve_device(device_map: str = "auto") -> torch.device:
     return device
 
 
-def looks_like_path(model_id: str) -> bool:
-    """A hub id is 'name' or 'org/name'; anything else is meant as a local folder."""
-    return (model_id.startswith((".", "/", "~")) or "\\" in model_id or model_id.count("/") > 1
-            or Path(model_id).exists())
-
-
 def check_model_id(model_id: str, flag: str = "--model_id") -> str:
-    """Reject a missing or non-model local folder before anything is loaded."""
-    if not model_id:
-        raise UsageError(f"{flag}: empty model id")
-    if looks_like_path(model_id):
-        path = Path(model_id).expanduser()
-        if not path.is_dir():
-            raise UsageError(f"{flag} {model_id}: no such model folder")
-        if not (path / "config.json").exists() and not (path / "adapter_config.json").exists():
-            raise UsageError(f"{flag} {model_id}: not a model folder (no config.json)")
-        return str(path)
-    return model_id
+    """Reject a missing or non-model local folder (or an unfetchable hub id) before anything is loaded."""
+    return check_model_source(model_id, flag)
 
 
 def _load_error(model_id: str, flag: str, err: Exception) -> UsageError:
@@ -134,7 +120,7 @@ def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_si
     """Tokenizer with a pad token (EOS when missing), left padding for generation."""
     from transformers import AutoTokenizer
 
-    model_id = check_model_id(model_id, flag)
+    model_id = check_model_source(model_id, flag, need_tokenizer=True)  # else an empty tokenizer, silently
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, ImportError) as err:

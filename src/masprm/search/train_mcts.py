@@ -19,6 +19,7 @@ which is what makes an interrupted run resumable. Pure Python: no torch import.
 
 from __future__ import annotations
 
+import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,7 +28,7 @@ from typing import Any, Callable
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.cli import UsageError
-from masprm.io import atomic_write_json, read_json
+from masprm.io import atomic_write_json
 from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
 
 Grader = Callable[[str, "str | None"], bool]
@@ -208,15 +209,37 @@ class TreeJob:
 # --------------------------------------------------------------------------- a whole run
 
 
-def check_same_selection(out_dir: str | Path, example: Any) -> None:
-    """An existing tree must be of the same example: the folder name records no seed or data file.
+def tree_problem(path: Path, example: Any) -> str | None:
+    """Why the tree on disk cannot stand for this example (None when it can)."""
+    try:
+        tree = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as err:  # ValueError: bad JSON or bad UTF-8
+        return f"unreadable ({type(err).__name__})"
+    if not isinstance(tree, dict) or not isinstance(tree.get("children"), list) \
+            or not isinstance(tree.get("visits"), int):
+        return "not a search tree"
+    if tree.get("node_text") != example.question:
+        return "built for another question"
+    meta = tree.get("meta")
+    index = meta.get("index", example.idx) if isinstance(meta, dict) else example.idx
+    if index != example.idx:
+        return f"built for example {index}"
+    return None
 
-    Checking one tree is enough: another --seed or data file reorders the whole selection.
+
+def check_same_selection(out_dir: str | Path, examples: list[Any]) -> None:
+    """The trees in the folder must be of the same examples.
+
+    The first readable tree is enough: another --seed or data file reorders the whole selection.
     """
-    path = tree_path(out_dir, example.idx)
-    if read_json(path).get("node_text") != example.question:
-        raise UsageError(f"{path} was built for another question than example {example.idx} of this "
-                         "run (another --seed or data file?); use another --out_root or move the folder")
+    for example in examples:
+        path = tree_path(out_dir, example.idx)
+        problem = tree_problem(path, example) if path.exists() else "missing"
+        if problem == "built for another question":
+            raise UsageError(f"{path} was built for another question than example {example.idx} of this "
+                             "run (another --seed or --data_file?); use another --out_root or move the folder")
+        if problem is None:
+            return
 
 
 def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *, workers: int | None = 1,
@@ -233,11 +256,14 @@ def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *,
     from masprm.parallel import map_examples
 
     log = log or tqdm.write
+    check_same_selection(job.out_dir, examples)
     pending, done = [], []
     for example in examples:
-        (done if tree_path(job.out_dir, example.idx).exists() else pending).append(example)
-    if done:
-        check_same_selection(job.out_dir, done[0])
+        path = tree_path(job.out_dir, example.idx)
+        problem = tree_problem(path, example) if path.exists() else "missing"
+        if problem not in (None, "missing"):  # e.g. cut short by a full disk, or edited by hand
+            log(f"{path}: {problem}; building it again")
+        (done if problem is None else pending).append(example)
     log(f"{len(examples)} examples, {len(done)} trees already in {job.out_dir}, {len(pending)} to build")
     written, failed = 0, []
     for example, summary, error in map_examples(setup, job, pending, workers=workers, use_ray=use_ray,

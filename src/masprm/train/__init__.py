@@ -18,6 +18,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from masprm.checks import check_local_model, check_output_dir
 from masprm.cli import check
 from masprm.io import atomic_write_json
 from masprm.state_text import DEFAULT_SEPARATOR
@@ -70,6 +71,9 @@ class TrainConfig:
     def validate(self) -> None:
         check(self.mode in MODES, f"--mode must be one of {', '.join(MODES)}, got {self.mode!r}")
         check(self.loss in LOSSES, f"--loss must be one of {', '.join(LOSSES)}, got {self.loss!r}")
+        for flag, value in [("--epochs", self.epochs), ("--lr", self.lr), ("--huber-beta", self.huber_beta),
+                            ("--lora-alpha", self.lora_alpha), ("--lora-dropout", self.lora_dropout)]:
+            check(math.isfinite(value), f"{flag} must be a finite number, got {value}")
         check(self.epochs > 0, f"--epochs must be > 0, got {self.epochs}")
         check(self.lr > 0, f"--lr must be > 0, got {self.lr}")
         for flag, value in [("--train-batch-size", self.train_batch_size), ("--grad-accum", self.grad_accum),
@@ -133,20 +137,24 @@ def _report_to(cfg: TrainConfig) -> list[str] | str:
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
-    from transformers.trainer_utils import get_last_checkpoint
+    from masprm.train.checkpoints import check_same_data, checkpoints, resume_checkpoint
 
-    last = get_last_checkpoint(str(out)) if out.is_dir() else None
     if cfg.resume:
+        check_same_data(out, cfg.data_file)
+        last = resume_checkpoint(out, lambda line: _log(cfg, line))
         if last is None:
             _log(cfg, f"--resume: no checkpoint in {out}; starting from scratch")
-        return last
-    check(last is None, f"--output-dir {out} already holds checkpoints ({Path(last or '').name}); "
-                        "pass --resume to continue that run or choose another folder")
+        return str(last) if last else None
+    found = checkpoints(out) if out.is_dir() else []
+    check(not found, f"--output-dir {out} already holds checkpoints ({found[-1].name if found else ''}); "
+                     "pass --resume to continue that run or choose another folder")
     return None
 
 
 def _write_meta(cfg: TrainConfig, out: Path, **extra: Any) -> None:
-    meta = {"mode": cfg.mode, "separator": cfg.separator, "base_model_id": cfg.model_id,
+    from masprm.train.checkpoints import data_record
+
+    meta = {"mode": cfg.mode, "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
             "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
             "lora": cfg.lora, "settings": asdict(cfg), **extra}
     atomic_write_json(out / SCORER_META_FILE, meta)
@@ -155,9 +163,15 @@ def _write_meta(cfg: TrainConfig, out: Path, **extra: Any) -> None:
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
     """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
     cfg.validate()
-    from masprm.train.data import COLLATORS, TextEncoder, eval_view, load_records, split_eval
+    from masprm.train.data import COLLATORS, TextEncoder, eval_view, load_records, split_eval, usable_records
 
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
+    usable = usable_records(records, cfg.mode)
+    check(usable >= 2, f"{cfg.data_file} (--data_dir): {usable} usable record(s) of {len(records)}"
+                       f"{' (the others have identical chosen and rejected steps)' if usable < len(records) else ''}"
+                       "; training needs at least 2 (one is held out for evaluation)")
+    check_output_dir(cfg.output_dir, "--output-dir")
+    check_local_model(cfg.model_id, "--model-id")
 
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed

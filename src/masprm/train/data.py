@@ -26,6 +26,7 @@ from typing import Any, Callable, Iterator, Sequence
 import numpy as np
 import torch
 
+from masprm.checks import read_utf8
 from masprm.cli import UsageError
 from masprm.io import iter_jsonl
 from masprm.pairs import ppm_texts
@@ -41,7 +42,7 @@ def _iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     """Yield (where, record): a JSON list/object file, else JSONL (line numbers in `where`)."""
     if path.suffix == ".json":
         try:
-            data = json.loads(path.read_text(encoding="utf-8"))
+            data = json.loads(read_utf8(path, "data file (--data_dir)"))
         except json.JSONDecodeError:
             data = None  # not one JSON document: read it as JSONL below
         if isinstance(data, dict):
@@ -99,6 +100,13 @@ def load_records(path: str | Path, mode: str) -> list[dict]:
     if not records:
         raise UsageError(f"{path}: no records (the file is empty)")
     return records
+
+
+def usable_records(records: Sequence[dict], mode: str) -> int:
+    """Records that give a training example: a ppm pair needs chosen and rejected steps that differ."""
+    if mode != "ppm":
+        return len(records)
+    return sum(1 for rec in records if rec["chosen_actions"] != rec["rejected_actions"])
 
 
 # --------------------------------------------------------------------------- eval split

@@ -1,0 +1,284 @@
+"""Checks of user inputs and output locations, made before any expensive work.
+
+Every check raises ``UsageError`` with one line that names the flag and the
+path and says what is wrong, so a bad input never costs a model load and a
+run never dies after hours because its output folder cannot be written.
+
+- outputs: ``check_output_dir`` / ``check_output_file`` (a file where a folder
+  goes, a folder where a file goes, a location that cannot be written);
+- text inputs: ``read_utf8`` (a config, pairs or data file that is not UTF-8);
+- models: ``check_model_source`` (a local folder's config, weights and
+  tokenizer; a hub id that cannot be fetched offline) and
+  ``check_scorer_folder`` (a trained scorer's adapter, weights and status).
+
+Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import socket
+from functools import lru_cache
+from pathlib import Path
+
+from masprm.cli import UsageError
+
+# A local model folder needs one of these to build its tokenizer; without them transformers
+# silently builds an empty tokenizer (every text becomes nothing).
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt", "spiece.model",
+                   "sentencepiece.bpe.model")
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                 "pytorch_model.bin.index.json")
+ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
+SCORER_META_FILE = "masprm_scorer.json"  # written by the trainer (masprm.train)
+HUB_PROBE_TIMEOUT_S = 3.0
+
+
+def file_identity(path: str | os.PathLike) -> str:
+    """A content hash of one file (16 hex digits)."""
+    digest = hashlib.sha1()
+    with open(path, "rb") as fh:
+        for block in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()[:16]
+
+
+# --------------------------------------------------------------------------- outputs
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_can_hold(folder: Path, flag: str, shown: str) -> None:
+    """`folder` exists as a writable folder, or can be made inside one."""
+    base = _existing_ancestor(folder)
+    if not base.is_dir():
+        raise UsageError(f"{flag} {shown}: {base} is a file, so no folder can be made there")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise UsageError(f"{flag} {shown}: {base} is not writable")
+
+
+def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
+    """A folder the run will write into: not a file, and writable (or creatable)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise UsageError(f"{flag} {path}: is a file, not a folder")
+    _check_can_hold(path, flag, str(path))
+    return path
+
+
+def check_output_file(path: str | os.PathLike, flag: str) -> Path:
+    """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder."""
+    path = Path(path)
+    if path.is_dir():
+        raise UsageError(f"{flag} {path}: is a folder, not a file")
+    _check_can_hold(path.parent, flag, str(path))
+    return path
+
+
+# --------------------------------------------------------------------------- names and text inputs
+
+
+def check_known_dataset(name: str, flag: str = "--dataset") -> None:
+    from masprm.data import dataset_names
+
+    known = dataset_names()
+    if name not in known:
+        raise UsageError(f"{flag}: unknown dataset {name!r} (known: {', '.join(known)})")
+
+
+def read_utf8(path: str | os.PathLike, what: str = "file") -> str:
+    """The text of a file that must be UTF-8; anything else is one line naming the file."""
+    path = Path(path)
+    try:
+        return path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:
+        raise UsageError(f"{path}: the {what} is not UTF-8 text (byte 0x{err.object[err.start]:02x} "
+                         f"at offset {err.start}); save it as UTF-8") from None
+
+
+def check_text_data_file(path: str | os.PathLike, flag: str = "--data_file") -> None:
+    """A JSON/JSONL data file must be UTF-8 and hold something."""
+    path = Path(path)
+    if path.suffix.lower() not in (".json", ".jsonl") or not path.is_file():
+        return
+    if not read_utf8(path, f"data file ({flag})").strip():
+        raise UsageError(f"{path}: the data file ({flag}) is empty")
+
+
+# --------------------------------------------------------------------------- model folders
+
+
+def check_safetensors(path: Path, flag: str) -> None:
+    """The file is complete: an 8-byte header length, a JSON header, and every tensor's bytes."""
+    size = path.stat().st_size
+    try:
+        with open(path, "rb") as fh:
+            n = int.from_bytes(fh.read(8), "little")
+            if size < 8 or 8 + n > size:
+                raise ValueError
+            header = json.loads(fh.read(n))
+        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
+    except (ValueError, KeyError, TypeError, IndexError):
+        raise UsageError(f"{flag}: {path} is not a readable safetensors file (truncated or corrupt)") from None
+    if 8 + n + end != size:
+        raise UsageError(f"{flag}: {path} is truncated or corrupt ({size} bytes, its header "
+                         f"describes {8 + n + end})")
+
+
+def _check_weights(folder: Path, names: tuple[str, ...], flag: str, what: str) -> None:
+    present = [folder / name for name in names if (folder / name).is_file()]
+    shards = sorted(folder.glob("*.safetensors")) if any(p.name.endswith(".index.json") for p in present) else []
+    if not present:
+        raise UsageError(f"{flag} {folder}: no {what} weights (expected {' or '.join(names)})")
+    for file in {*present, *shards}:
+        if file.suffix == ".safetensors":
+            check_safetensors(file, flag)
+
+
+def has_tokenizer(folder: Path) -> bool:
+    return any((folder / name).is_file() for name in TOKENIZER_FILES)
+
+
+def looks_like_path(model_id: str) -> bool:
+    """A hub id is 'name' or 'org/name'; anything else is meant as a local folder."""
+    return (model_id.startswith((".", "/", "~")) or "\\" in model_id or model_id.count("/") > 1
+            or Path(model_id).exists())
+
+
+def check_model_source(model_id: str, flag: str, *, need_tokenizer: bool = False,
+                       need_weights: bool = False) -> str:
+    """A local model folder that can load, or a hub id that can be fetched; returns the id to load."""
+    if not model_id:
+        raise UsageError(f"{flag}: empty model id")
+    if not looks_like_path(model_id):
+        check_hub_id(model_id, flag)
+        return model_id
+    path = Path(model_id).expanduser()
+    if not path.is_dir():
+        raise UsageError(f"{flag} {model_id}: no such model folder")
+    is_model, is_adapter = (path / "config.json").is_file(), (path / "adapter_config.json").is_file()
+    if not (is_model or is_adapter):
+        raise UsageError(f"{flag} {model_id}: not a model folder (no config.json)")
+    if need_weights and is_model:
+        _check_weights(path, MODEL_WEIGHTS, flag, "model")
+    if need_tokenizer and not has_tokenizer(path):
+        raise UsageError(f"{flag} {model_id}: no tokenizer files in the folder (expected one of "
+                         f"{', '.join(TOKENIZER_FILES[:3])}); save the tokenizer next to the model")
+    return str(path)
+
+
+def check_local_model(model_id: str, flag: str) -> str:
+    """What stages 1, 3 and 4 need of their policy or base model: weights and a tokenizer."""
+    return check_model_source(model_id, flag, need_tokenizer=True, need_weights=True)
+
+
+# --------------------------------------------------------------------------- hub ids
+
+
+def _env_flag(name: str) -> bool:
+    return os.environ.get(name, "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def hub_offline() -> bool:
+    return _env_flag("HF_HUB_OFFLINE") or _env_flag("TRANSFORMERS_OFFLINE")
+
+
+def in_hub_cache(model_id: str) -> bool:
+    try:
+        from huggingface_hub import try_to_load_from_cache
+        return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
+    except Exception:  # noqa: BLE001 - an id the hub client rejects is not cached
+        return False
+
+
+@lru_cache(maxsize=None)
+def hub_reachable(endpoint: str | None = None) -> bool:
+    """One quick TCP connection to the hub, instead of the hub client's ~30 s of retries."""
+    host = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").split("://")[-1]
+    host, _, port = host.split("/")[0].partition(":")
+    try:
+        socket.create_connection((host, int(port or 443)), timeout=HUB_PROBE_TIMEOUT_S).close()
+        return True
+    except OSError:
+        return False
+
+
+def check_hub_id(model_id: str, flag: str) -> None:
+    """A hub id must be in the local cache, or the hub must be reachable to fetch it."""
+    if in_hub_cache(model_id):
+        return
+    why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub is unreachable" if not hub_reachable() else ""
+    if why:
+        raise UsageError(f"{flag} {model_id}: not a local folder and not in the Hugging Face cache, and {why}; "
+                         "pass a local model folder")
+
+
+# --------------------------------------------------------------------------- trained scorers
+
+
+def _read_json_file(path: Path, flag: str, folder: Path) -> dict:
+    try:
+        data = json.loads(read_utf8(path, "file"))
+    except json.JSONDecodeError as err:
+        raise UsageError(f"{flag} {folder}: {path.name} is not valid JSON ({err.msg}, line {err.lineno})") from None
+    except UsageError as err:
+        raise UsageError(f"{flag} {folder}: {err}") from None
+    if not isinstance(data, dict):
+        raise UsageError(f"{flag} {folder}: {path.name} must hold a JSON object")
+    return data
+
+
+def _newest_checkpoint(folder: Path) -> Path | None:
+    steps = [(int(p.name.split("-", 1)[1]), p) for p in folder.glob("checkpoint-*")
+             if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
+    return max(steps)[1] if steps else None
+
+
+def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: str | None = None,
+                        base_flag: str = "--prm_base_model_id", allow_unfinished: bool = False) -> str | None:
+    """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.
+
+    Returns a warning line when an unfinished training is used (``allow_unfinished``), else None.
+    """
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        raise UsageError(f"{flag} {path}: no such folder")
+    if not any(not p.name.startswith(".") for p in folder.iterdir()):
+        raise UsageError(f"{flag} {path}: the folder is empty (no trained scorer in it)")
+    meta = _read_json_file(folder / SCORER_META_FILE, flag, folder) if (folder / SCORER_META_FILE).is_file() else {}
+    unfinished = "--allow_unfinished_scorer to use its newest checkpoint, or finish it with trainer.py --resume"
+    status = meta.get("status")
+    finished = status in (None, "completed")
+    if not finished and not allow_unfinished:
+        raise UsageError(f"{flag} {path}: its training did not finish ({SCORER_META_FILE} says status "
+                         f"{status!r}); pass {unfinished}")
+    target = folder
+    if not ((folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()):
+        target = _newest_checkpoint(folder)
+        if target is None:
+            raise UsageError(f"{flag} {path}: no adapter (adapter_config.json), model (config.json) "
+                             "or checkpoint-* folder in it")
+        if not allow_unfinished:
+            raise UsageError(f"{flag} {path}: holds only training checkpoints (newest {target.name}), "
+                             f"not a finished scorer; pass {unfinished}")
+        finished = False
+    if (target / "adapter_config.json").is_file():
+        adapter = _read_json_file(target / "adapter_config.json", flag, target)
+        _check_weights(target, ADAPTER_WEIGHTS, flag, "adapter")
+        base = base_model_id or adapter.get("base_model_name_or_path") or meta.get("base_model_id")
+        if not base:
+            raise UsageError(f"{flag} {path}: the adapter does not name its base model; pass {base_flag}")
+        where = base_flag if base_model_id else f"{flag} {path}: base model (from adapter_config.json)"
+        check_model_source(base, where, need_tokenizer=not has_tokenizer(target), need_weights=True)
+    else:
+        _check_weights(target, MODEL_WEIGHTS, flag, "model")
+        if not has_tokenizer(target):
+            raise UsageError(f"{flag} {path}: no tokenizer files next to the model")
+    return None if finished else f"warning: {flag} {path}: using an unfinished training ({target.name})"

@@ -1,0 +1,105 @@
+"""Stage-3 output folders: which checkpoint a --resume continues from, and whose data a scorer holds.
+
+transformers writes a checkpoint in steps (weights, optimizer, scheduler,
+RNG state, and ``trainer_state.json`` last), so a run killed while saving
+leaves a ``checkpoint-N`` folder that looks like the newest and cannot be
+resumed. ``resume_checkpoint`` resumes from the newest *complete* one and
+sets every incomplete one aside as ``incomplete-checkpoint-N`` (a name the
+trainer's checkpoint rotation and the scorer loader do not pick up).
+
+A scorer folder's ``masprm_scorer.json`` records the content hash of its
+training data; ``check_same_data`` refuses to continue it on other data, so
+a finished scorer is never relabelled as trained on a file it never saw.
+Pure Python.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Callable
+
+from masprm.checks import ADAPTER_WEIGHTS, MODEL_WEIGHTS, SCORER_META_FILE, check_safetensors, file_identity
+from masprm.cli import UsageError
+
+TRAINER_STATE = "trainer_state.json"
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def checkpoints(folder: Path) -> list[Path]:
+    """The checkpoint-N folders, oldest first."""
+    found = [(int(m.group(1)), p) for p in folder.glob("checkpoint-*")
+             if p.is_dir() and (m := _CHECKPOINT.fullmatch(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def incomplete_reason(checkpoint: Path) -> str | None:
+    """Why a checkpoint cannot be resumed from (None when it can)."""
+    state = checkpoint / TRAINER_STATE
+    if not state.is_file():
+        return f"no {TRAINER_STATE}"
+    try:
+        json.loads(state.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return f"{TRAINER_STATE} is cut short"
+    weights = [checkpoint / name for name in (*ADAPTER_WEIGHTS, *MODEL_WEIGHTS) if (checkpoint / name).is_file()]
+    if not weights:
+        return "no weights"
+    for file in weights:
+        if file.suffix == ".safetensors":
+            try:
+                check_safetensors(file, "--output-dir")
+            except UsageError:
+                return f"{file.name} is cut short"
+    return None
+
+
+def _set_aside(checkpoint: Path) -> Path:
+    target = checkpoint.with_name(f"incomplete-{checkpoint.name}")
+    k = 1
+    while target.exists():
+        k += 1
+        target = checkpoint.with_name(f"incomplete-{checkpoint.name}.{k}")
+    checkpoint.rename(target)
+    return target
+
+
+def resume_checkpoint(folder: Path, log: Callable[[str], None]) -> Path | None:
+    """The newest complete checkpoint; incomplete ones are set aside, one line each."""
+    found = checkpoints(folder) if folder.is_dir() else []
+    complete = [p for p in found if incomplete_reason(p) is None]
+    newest = complete[-1] if complete else None
+    for checkpoint in found:
+        reason = incomplete_reason(checkpoint)
+        if reason is not None:
+            aside = _set_aside(checkpoint)
+            log(f"--resume: {checkpoint} is incomplete ({reason}; the run stopped while saving it): "
+                f"moved to {aside.name}, resuming from {newest.name if newest else 'scratch'}")
+    return newest
+
+
+def data_record(data_file: str) -> dict:
+    return {"path": str(data_file), "identity": file_identity(data_file)}
+
+
+def check_same_data(folder: Path, data_file: str) -> None:
+    """--resume on a folder whose record names other training data is refused."""
+    meta_path = folder / SCORER_META_FILE
+    if not meta_path.is_file():
+        return
+    try:
+        meta = json.loads(meta_path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        raise UsageError(f"--output-dir {folder}: {SCORER_META_FILE} is corrupt; move the folder or delete it") from None
+    meta = meta if isinstance(meta, dict) else {}
+    recorded = meta.get("data") or {}
+    previous = recorded.get("path") or (meta.get("settings") or {}).get("data_file")
+    if recorded.get("identity"):
+        same = recorded["identity"] == file_identity(data_file)
+    else:  # a record from before data hashes were kept: compare the paths
+        same = previous is None or Path(previous).resolve() == Path(data_file).resolve()
+    if not same:
+        raise UsageError(f"--data_dir {data_file} is not the data the scorer in {folder} was trained on "
+                         f"({previous}; status {meta.get('status', 'unknown')}); --resume continues a run "
+                         "on its own data: use another --output-dir for new data")

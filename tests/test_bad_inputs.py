@@ -1,0 +1,417 @@
+"""A table of bad inputs across the six command lines.
+
+Every case must end with exit code 2, exactly one line on stderr that names
+the offending file or flag, and every file that was there before unchanged
+(nothing written, nothing overwritten). The CLIs run in this process (argv
+patched, `run_cli` as the scripts call it), so the table stays fast; the
+checks that catch these inputs all run before any model is loaded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import runpy
+import shutil
+import sys
+import traceback
+import warnings
+from functools import partial
+from pathlib import Path
+
+import pytest
+import yaml
+
+from test_pairs import GSM8K, gsm8k_tree
+
+REPO = Path(__file__).resolve().parents[1]
+SRC = REPO / "src"
+SCRIPTS = {
+    "run_mcts": SRC / "run_mcts.py",
+    "preprocess": SRC / "train" / "preprocess_data.py",
+    "trainer": SRC / "train" / "trainer.py",
+    "eval": SRC / "experiments" / "compare_sbs_mcts.py",
+    "aggregator": REPO / "aggregator.py",
+    "show_tree": SRC / "show_tree.py",
+}
+GSM8K_ROWS = [
+    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "#### 7"},
+    {"question": "A box holds 6 pens. How many pens are in 2 boxes?", "answer": "#### 12"},
+]
+LATIN1 = "caf\xe9 na\xefve".encode("latin-1")  # not UTF-8
+READONLY = "readonly"  # a folder the runs may not write into
+
+
+def ppm_pair(i: int, same: bool = False) -> dict:
+    chosen = [f"step {i}", f"good {i}"]
+    return {"prompt": f"question {i}", "chosen_actions": chosen,
+            "rejected_actions": list(chosen) if same else [f"step {i}", f"bad {i}"]}
+
+
+def jsonl(records) -> str:
+    return "".join(json.dumps(r) + "\n" for r in records)
+
+
+_mains: dict[str, object] = {}
+
+
+def main_of(cli: str):
+    if cli not in _mains:
+        _mains[cli] = runpy.run_path(str(SCRIPTS[cli]), run_name=f"{cli}_cli")["main"]
+    return _mains[cli]
+
+
+def invoke(monkeypatch, capsys, cli: str, argv: list[str]) -> tuple[int, list[str]]:
+    """(exit code, stderr lines) of one CLI call; a traceback counts as exit 1 with its lines."""
+    from masprm.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", [SCRIPTS[cli].name, *argv])
+    with warnings.catch_warnings(record=True) as shown:
+        # What a user's interpreter would print: warnings once per place, no deprecation notices.
+        warnings.resetwarnings()
+        warnings.simplefilter("default")
+        warnings.filterwarnings("ignore", category=DeprecationWarning)
+        warnings.filterwarnings("ignore", category=PendingDeprecationWarning)
+        try:
+            run_cli(main_of(cli))
+            code = 0
+        except SystemExit as done:
+            code = done.code if isinstance(done.code, int) else 1
+        except Exception:  # noqa: BLE001 - a traceback is one of the outcomes being counted
+            print(traceback.format_exc(), file=sys.stderr)
+            code = 1
+    err = capsys.readouterr().err
+    lines = [ln for ln in err.splitlines() if ln.strip()] + [f"warning: {w.message}" for w in shown]
+    return code, lines
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    return {p.relative_to(root).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
+            for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- the workspace
+
+
+def _truncate(path: Path, keep: float = 0.5) -> None:
+    data = path.read_bytes()
+    path.write_bytes(data[: int(len(data) * keep)])
+
+
+def _adapter_folder(folder: Path, base: Path) -> Path:
+    """An adapter folder as the trainer writes it (small real safetensors, a completed record)."""
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": str(base), "peft_type": "LORA", "task_type": "TOKEN_CLS", "r": 2}))
+    save_file({"w": torch.zeros(64, 8)}, str(folder / "adapter_model.safetensors"))
+    (folder / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed"}))
+    return folder
+
+
+@pytest.fixture(scope="module")
+def pristine(tmp_path_factory, tiny_model_dir):
+    """Everything the cases read, built once: configs, data, models, trees, pairs, scorers, logs."""
+    from masprm.eval.logs import render_log
+
+    root = tmp_path_factory.mktemp("bad_inputs")
+    (root / "configs").mkdir()
+    team = dict(GSM8K)
+    (root / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(team))
+    (root / "configs" / "other.yaml").write_text(yaml.safe_dump(
+        {"agents": [{"name": "Solo", "system_prompt": "Solve."}], "edges": [[-1, 0]]}))
+    (root / "configs" / "noroot.yaml").write_text(yaml.safe_dump(
+        {"agents": [{"name": "A", "system_prompt": "a"}, {"name": "B", "system_prompt": "b"}], "edges": [[0, 1]]}))
+    (root / "configs" / "latin1.yaml").write_bytes(b"agents:\n  - name: A\n    system_prompt: " + LATIN1 + b"\n")
+    (root / "configs" / "cycle.yaml").write_text(yaml.safe_dump(
+        {"agents": [{"name": "A"}, {"name": "B"}], "edges": [[-1, 0], [0, 1], [1, 0]]}))
+    shutil.copy(REPO / "configs" / "math_handoff8.yaml", root / "configs" / "math_handoff8.yaml")
+
+    (root / "gsm8k.jsonl").write_text(jsonl(GSM8K_ROWS))
+    (root / "gsm8k_b.jsonl").write_text(jsonl(GSM8K_ROWS[::-1]))
+    (root / "empty.jsonl").write_text("")
+    (root / "latin1.jsonl").write_bytes(b'{"question": "' + LATIN1 + b'", "answer": "#### 1"}\n')
+    (root / "broken.jsonl").write_text('{"question": "unterminated\n')
+    (root / "afile").write_text("a file, not a folder\n")
+    (root / READONLY).mkdir()
+    (root / "empty_dir").mkdir()
+    (root / "pic.png").mkdir()   # a folder where a picture goes
+
+    models = root / "models"
+    shutil.copytree(tiny_model_dir, models / "a" / "tiny")
+    shutil.copytree(tiny_model_dir, models / "b" / "tiny")   # same base name, other weights
+    weights = models / "b" / "tiny" / "model.safetensors"
+    data = bytearray(weights.read_bytes())
+    data[-64:] = bytes(64)
+    weights.write_bytes(bytes(data))
+    notok = models / "notok"
+    notok.mkdir()
+    for name in ("config.json", "model.safetensors"):
+        shutil.copy(Path(tiny_model_dir) / name, notok / name)
+    shutil.copytree(tiny_model_dir, models / "trunc")
+    _truncate(models / "trunc" / "model.safetensors")
+
+    # Stage-1 trees, made by the real command (tiny model, short outputs).
+    for agent in team["agents"]:
+        agent["max_new_tokens"] = 4
+    (root / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(team))
+    cwd = os.getcwd()
+    os.chdir(root)
+    try:
+        mp = pytest.MonkeyPatch()
+        mp.setattr(sys, "argv", ["run_mcts.py", *STAGE1])
+        from masprm.cli import run_cli
+        with pytest.raises(SystemExit) as done:
+            run_cli(main_of("run_mcts"))
+        mp.undo()
+        assert done.value.code == 0
+    finally:
+        os.chdir(cwd)
+    [run] = (root / "results").glob("gsm8k_res_*")
+    (root / "rf").mkdir()
+    shutil.copytree(run, root / "legacy" / run.name)   # a folder from before settings were recorded
+    (root / "legacy" / run.name / ".run_settings").unlink(missing_ok=True)
+    (root / "rf" / run.name).write_text("a file where the run folder goes\n")
+    trees = root / "trees"
+    (trees / "gsm8k_res_plain").mkdir(parents=True)
+    (trees / "gsm8k_res_plain" / "0.json").write_text(json.dumps(gsm8k_tree()))
+    (trees / "latin1_res_x").mkdir()
+    (trees / "latin1_res_x" / "0.json").write_bytes(b'{"node_text": "' + LATIN1 + b'"}')
+    (trees / "noname").mkdir()
+    (trees / "noname" / "0.json").write_text(json.dumps(gsm8k_tree()))
+    (trees / "notatree.json").write_text(json.dumps({"hello": 1}))
+    (trees / "blocked_res_x").mkdir()
+    (trees / "blocked_res_x" / "0.json").write_text(json.dumps(gsm8k_tree()))
+    (trees / "ppm_pairs_blocked_res_x.jsonl").mkdir()   # a folder where stage 2 writes a file
+
+    pairs = [ppm_pair(i) for i in range(6)]
+    (root / "pairs.jsonl").write_text(jsonl(pairs))
+    (root / "pairs2.jsonl").write_text(jsonl(pairs[:4]))
+    (root / "same.jsonl").write_text(jsonl([ppm_pair(i, same=True) for i in range(4)]))
+    (root / "one.jsonl").write_text(jsonl(pairs[:1]))
+    (root / "latin1_pairs.jsonl").write_bytes(b'{"prompt": "' + LATIN1 + b'", "chosen_actions": ["a"], '
+                                              b'"rejected_actions": ["b"]}\n')
+    finished = root / "ckpt" / "finished"
+    finished.mkdir(parents=True)
+    from masprm.checks import file_identity
+    (finished / "masprm_scorer.json").write_text(json.dumps(
+        {"mode": "ppm", "status": "completed", "settings": {"data_file": "pairs.jsonl"},
+         "data": {"path": "pairs.jsonl", "identity": file_identity(root / "pairs.jsonl")}}))
+    (finished / "adapter_config.json").write_text("{}")
+
+    scorers = root / "scorers"
+    base = models / "a" / "tiny"
+    _adapter_folder(scorers / "good", base)
+    (scorers / "empty").mkdir(parents=True)
+    _adapter_folder(scorers / "noweights", base).joinpath("adapter_model.safetensors").unlink()
+    _adapter_folder(scorers / "corrupt", base).joinpath("adapter_config.json").write_text("{not json")
+    _truncate(_adapter_folder(scorers / "truncated", base) / "adapter_model.safetensors")
+    unfinished = scorers / "unfinished"
+    _adapter_folder(unfinished / "checkpoint-2", base)
+    (unfinished / "checkpoint-2" / "masprm_scorer.json").unlink()
+    (unfinished / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "training"}))
+
+    logs = root / "logs"
+    logs.mkdir()
+    summary = {f"pass@{k}": 0.5 for k in range(1, 11)}
+    summary.update(n=2, errors=0, tokens_mean=10.0, tokens_std=1.0, tokens_n=2, scorer_calls_total=0,
+                   agent_runs_total=4, prm_calls_mean=0.0, agent_runs_mean=2.0)
+    (logs / "gsm8k_single_pass_abc_tiny_14.txt").write_text(
+        render_log(["=== START single_pass | dataset=gsm8k | N=2 | manifest=abc ==="], [], summary))
+    (root / "unfinished_logs").mkdir()
+    (root / "unfinished_logs" / "gsm8k_single_pass_abc_tiny_14.txt").write_text("=== START single_pass ===\n")
+    (root / "aggregated_results.csv").write_text("Experiment,Seeds\nold,3\n")
+    (root / "aggregated_results.png").write_bytes(b"\x89PNG old")
+    return root
+
+
+STAGE1 = ["--dataset", "gsm8k", "--data_file", "gsm8k.jsonl", "--model_id", "models/a/tiny", "--n", "2",
+          "--seed", "42", "--n_rollouts", "1", "--n_candidates", "2", "--max_new_tokens", "4", "--no_plot",
+          "--no_compile", "--mas_config", "configs/gsm8k.yaml"]
+RUN = "results/{run}"
+TRAIN = ["--mode", "ppm", "--data_dir", "pairs.jsonl", "--model-id", "models/a/tiny", "--output-dir", "ckpt/new",
+         "--max-steps", "1", "--quiet"]
+EVAL = ["--methods", "single_pass", "--dataset", "gsm8k", "--data_file", "gsm8k.jsonl", "--gen_model_id",
+        "models/a/tiny", "--mas_config", "configs/gsm8k.yaml", "--logs_dir", "elogs", "--sample_n", "1",
+        "--max_new_tokens", "4"]
+PRM = ["--methods", "sbs_prm", "--prm_dir"]
+
+
+def with_flags(base: list[str], *changes: str) -> list[str]:
+    """`base` with some flags' values replaced (flag, value pairs); other flags are appended."""
+    args = list(base)
+    it = iter(changes)
+    for flag in it:
+        at = args.index(flag) if flag in args else -1
+        if at >= 0 and at + 1 < len(args) and not args[at + 1].startswith("--"):
+            args[at + 1] = next(it)
+        else:
+            args.append(flag)
+    return args
+
+
+stage1, ev, tr = (partial(with_flags, base) for base in (STAGE1, EVAL, TRAIN))
+
+
+# (id, cli, argv, what the one line must name)
+CASES = [
+    # ---- stage 1: src/run_mcts.py
+    ("s1-n-zero", "run_mcts", stage1("--n", "0"), "--n"),
+    ("s1-top-p", "run_mcts", stage1("--top_p", "1.5"), "--top_p"),
+    ("s1-c-inf", "run_mcts", stage1("--search_c", "inf"), "--search_c"),
+    ("s1-temp-nan", "run_mcts", stage1("--temperature", "nan"), "--temperature"),
+    ("s1-c-negative", "run_mcts", stage1("--search_c", "-1"), "--search_c"),
+    ("s1-rollouts-text", "run_mcts", stage1("--n_rollouts", "many"), "--n_rollouts"),
+    ("s1-tokens-zero", "run_mcts", stage1("--max_new_tokens", "0"), "--max_new_tokens"),
+    ("s1-actors-no-ray", "run_mcts", stage1("--actors", "2"), "--actors"),
+    ("s1-dataset", "run_mcts", stage1("--dataset", "nosuchset"), "--dataset"),
+    ("s1-config-missing", "run_mcts", stage1("--mas_config", "configs/nothere.yaml"), "configs/nothere.yaml"),
+    ("s1-config-cycle", "run_mcts", stage1("--mas_config", "configs/cycle.yaml"), "configs/cycle.yaml"),
+    ("s1-config-noroot", "run_mcts", stage1("--mas_config", "configs/noroot.yaml"), "configs/noroot.yaml"),
+    ("s1-config-latin1", "run_mcts", stage1("--mas_config", "configs/latin1.yaml"), "configs/latin1.yaml"),
+    ("s1-data-missing", "run_mcts", stage1("--data_file", "missing.jsonl"), "missing.jsonl"),
+    ("s1-data-empty", "run_mcts", stage1("--data_file", "empty.jsonl"), "empty.jsonl"),
+    ("s1-data-latin1", "run_mcts", stage1("--data_file", "latin1.jsonl"), "latin1.jsonl"),
+    ("s1-data-broken", "run_mcts", stage1("--data_file", "broken.jsonl"), "broken.jsonl"),
+    ("s1-model-missing", "run_mcts", stage1("--model_id", "models/none/here"), "--model_id"),
+    ("s1-model-notok", "run_mcts", stage1("--model_id", "models/notok"), "--model_id"),
+    ("s1-model-trunc", "run_mcts", stage1("--model_id", "models/trunc"), "--model_id"),
+    ("s1-model-hub", "run_mcts", stage1("--model_id", "no-such-org/no-such-model"), "--model_id"),
+    ("s1-out-root-file", "run_mcts", stage1("--out_root", "afile"), "--out_root"),
+    ("s1-out-root-under-file", "run_mcts", stage1("--out_root", "afile/results"), "--out_root"),
+    ("s1-out-root-readonly", "run_mcts", stage1("--out_root", f"{READONLY}/results"), "--out_root"),
+    ("s1-run-folder-is-file", "run_mcts", stage1("--out_root", "rf"), "rf/"),
+    ("s1-other-seed", "run_mcts", stage1("--seed", "7"), "--seed"),
+    ("s1-legacy-other-seed", "run_mcts", stage1("--out_root", "legacy", "--seed", "7"), "--seed"),
+    ("s1-other-data", "run_mcts", stage1("--data_file", "gsm8k_b.jsonl"), "--data_file"),
+    ("s1-same-basename-model", "run_mcts", stage1("--model_id", "models/b/tiny"), "--model_id"),
+    # ---- stage 2: src/train/preprocess_data.py
+    ("s2-input-missing", "preprocess", ["--input", "results/nope"], "--input"),
+    ("s2-input-empty", "preprocess", ["--input", "empty_dir"], "--input"),
+    ("s2-input-unreadable", "preprocess", ["--input", "trees/latin1_res_x"], "--input"),
+    ("s2-target-nodes", "preprocess", ["--input", RUN, "--target-nodes", "1"], "--target-nodes"),
+    ("s2-max-pairs", "preprocess", ["--input", RUN, "--ppm-max-pairs", "0"], "--ppm-max-pairs"),
+    ("s2-window-order", "preprocess", ["--input", RUN, "--ppm-root-window", "0.5", "0.1"], "--ppm-root-window"),
+    ("s2-window-nan", "preprocess", ["--input", RUN, "--ppm-root-window", "nan", "0.7"], "--ppm-root-window"),
+    ("s2-view", "preprocess", ["--input", RUN, "--view", "global"], "--view"),
+    ("s2-config-missing", "preprocess", ["--input", RUN, "--view", "local", "--config", "configs/nothere.yaml"],
+     "configs/nothere.yaml"),
+    ("s2-config-latin1", "preprocess", ["--input", RUN, "--view", "local", "--config", "configs/latin1.yaml"],
+     "configs/latin1.yaml"),
+    ("s2-config-mismatch", "preprocess", ["--input", RUN, "--view", "local", "--config", "configs/other.yaml"],
+     "--config"),
+    ("s2-config-underivable", "preprocess", ["--input", "trees/noname", "--view", "local"], "--config"),
+    ("s2-output-is-folder", "preprocess", ["--input", "trees/blocked_res_x", "--make-ppm"],
+     "ppm_pairs_blocked_res_x.jsonl"),
+    ("s2-output-readonly", "preprocess", ["--input", f"{READONLY}/gsm8k_res_x"], READONLY),
+    # ---- stage 3: src/train/trainer.py
+    ("s3-mode", "trainer", tr("--mode", "xyz"), "--mode"),
+    ("s3-data-missing", "trainer", tr("--data_dir", "none.jsonl"), "none.jsonl"),
+    ("s3-data-broken", "trainer", tr("--data_dir", "broken.jsonl"), "broken.jsonl"),
+    ("s3-data-latin1", "trainer", tr("--data_dir", "latin1_pairs.jsonl"), "latin1_pairs.jsonl"),
+    ("s3-data-empty", "trainer", tr("--data_dir", "empty.jsonl"), "empty.jsonl"),
+    ("s3-data-folder", "trainer", tr("--data_dir", "empty_dir"), "empty_dir"),
+    ("s3-data-identical", "trainer", tr("--data_dir", "same.jsonl"), "same.jsonl"),
+    ("s3-data-one-record", "trainer", tr("--data_dir", "one.jsonl"), "one.jsonl"),
+    ("s3-data-wrong-mode", "trainer", tr("--mode", "prm"), "pairs.jsonl"),
+    ("s3-dropout", "trainer", tr("--lora-dropout", "1.5"), "--lora-dropout"),
+    ("s3-lr-nan", "trainer", tr("--lr", "nan"), "--lr"),
+    ("s3-epochs-inf", "trainer", tr("--epochs", "inf"), "--epochs"),
+    ("s3-steps-multiple", "trainer", tr("--save-steps", "3", "--eval-steps", "2"), "--save-steps"),
+    ("s3-max-length", "trainer", tr("--max-length", "1"), "--max-length"),
+    ("s3-output-file", "trainer", tr("--output-dir", "afile"), "--output-dir"),
+    ("s3-output-under-file", "trainer", tr("--output-dir", "afile/scorer"), "--output-dir"),
+    ("s3-output-readonly", "trainer", tr("--output-dir", f"{READONLY}/scorer"), "--output-dir"),
+    ("s3-model-notok", "trainer", tr("--model-id", "models/notok"), "--model-id"),
+    ("s3-model-trunc", "trainer", tr("--model-id", "models/trunc"), "--model-id"),
+    ("s3-model-missing", "trainer", tr("--model-id", "models/none/here"), "--model-id"),
+    ("s3-resume-other-data", "trainer", tr("--output-dir", "ckpt/finished", "--data_dir", "pairs2.jsonl",
+                                           "--resume"), "--data_dir"),
+    # ---- stage 4: src/experiments/compare_sbs_mcts.py
+    ("s4-dataset", "eval", ev("--dataset", "gsm9k"), "unknown dataset"),
+    ("s4-method", "eval", ev("--methods", "beam_magic"), "--methods"),
+    ("s4-top-p", "eval", ev("--top_p", "0"), "--top_p"),
+    ("s4-c-inf", "eval", ev("--c_uct", "inf"), "--c_uct"),
+    ("s4-temp-nan", "eval", ev("--sbs_temperature", "nan"), "--sbs_temperature"),
+    ("s4-prm-missing", "eval", ev("--methods", "sbs_prm"), "--prm_dir"),
+    ("s4-prm-empty", "eval", ev(*PRM, "scorers/empty"), "--prm_dir"),
+    ("s4-prm-no-weights", "eval", ev(*PRM, "scorers/noweights"), "--prm_dir"),
+    ("s4-prm-corrupt-config", "eval", ev(*PRM, "scorers/corrupt"), "--prm_dir"),
+    ("s4-prm-truncated", "eval", ev(*PRM, "scorers/truncated"), "--prm_dir"),
+    ("s4-prm-unfinished", "eval", ev(*PRM, "scorers/unfinished"), "--prm_dir"),
+    ("s4-prm-base-notok", "eval", ev(*PRM, "scorers/good", "--prm_base_model_id", "models/notok"),
+     "--prm_base_model_id"),
+    ("s4-orm-empty", "eval", ev("--methods", "mcts_orm", "--orm_dir", "scorers/empty"), "--orm_dir"),
+    ("s4-orm-truncated", "eval", ev("--methods", "voter_orm", "--orm_dir", "scorers/truncated"), "--orm_dir"),
+    ("s4-handoff-prm-noweights", "eval", ev("--methods", "handoff_prm", "--handoff_prm_dir", "scorers/noweights",
+                                            "--mas_config", "configs/math_handoff8.yaml"), "--handoff_prm_dir"),
+    ("s4-gen-notok", "eval", ev("--gen_model_id", "models/notok"), "--gen_model_id"),
+    ("s4-gen-trunc", "eval", ev("--gen_model_id", "models/trunc"), "--gen_model_id"),
+    ("s4-gen-missing", "eval", ev("--gen_model_id", "models/none/here"), "--gen_model_id"),
+    ("s4-logs-file", "eval", ev("--logs_dir", "afile"), "--logs_dir"),
+    ("s4-logs-readonly", "eval", ev("--logs_dir", f"{READONLY}/logs"), "--logs_dir"),
+    ("s4-data-empty", "eval", ev("--data_file", "empty.jsonl"), "empty.jsonl"),
+    ("s4-data-latin1", "eval", ev("--data_file", "latin1.jsonl"), "latin1.jsonl"),
+    ("s4-config-noroot", "eval", ev("--mas_config", "configs/noroot.yaml"), "configs/noroot.yaml"),
+    ("s4-config-latin1", "eval", ev("--mas_config", "configs/latin1.yaml"), "configs/latin1.yaml"),
+    # ---- stage 5: aggregator.py
+    ("s5-logs-missing", "aggregator", ["--logs_dir", "nope"], "--logs_dir"),
+    ("s5-logs-empty", "aggregator", ["--logs_dir", "empty_dir"], "--logs_dir"),
+    ("s5-logs-unfinished", "aggregator", ["--logs_dir", "unfinished_logs"], "--logs_dir"),
+    ("s5-out-folder", "aggregator", ["--out", "empty_dir"], "--out"),
+    ("s5-out-under-file", "aggregator", ["--out", "afile/agg.csv"], "--out"),
+    ("s5-out-readonly", "aggregator", ["--out", f"{READONLY}/agg.csv"], "--out"),
+    # ---- show_tree: src/show_tree.py
+    ("st-missing", "show_tree", ["results/none.json"], "results/none.json"),
+    ("st-not-a-tree", "show_tree", ["trees/notatree.json"], "trees/notatree.json"),
+    ("st-latin1", "show_tree", ["trees/latin1_res_x/0.json"], "trees/latin1_res_x/0.json"),
+    ("st-folder", "show_tree", ["trees"], "trees"),
+    ("st-out-suffix", "show_tree", ["trees/noname/0.json", "--out", "tree.txt"], "--out"),
+    ("st-out-under-file", "show_tree", ["trees/noname/0.json", "--out", "afile/tree.png"], "--out"),
+    ("st-out-folder", "show_tree", ["trees/noname/0.json", "--out", "pic.png"], "--out pic.png: is a folder"),
+    ("st-out-readonly", "show_tree", ["trees/noname/0.json", "--out", f"{READONLY}/tree.png"], "--out"),
+    ("st-depth", "show_tree", ["trees/noname/0.json", "--text", "--max_depth", "-1"], "--max_depth"),
+]
+
+
+@pytest.fixture
+def workspace(pristine, tmp_path, monkeypatch):
+    root = tmp_path / "ws"
+    shutil.copytree(pristine, root, symlinks=True)
+    [run] = (root / "results").glob("gsm8k_res_*")
+    monkeypatch.chdir(root)
+    # Tests run as root, for whom permission bits do not apply: a read-only folder is simulated
+    # where the kernel would be asked (os.access), which is what a non-root user's run meets.
+    readonly = (root / READONLY).resolve()
+    real_access = os.access
+
+    def access(path, mode, *a, **kw):
+        inside = Path(os.path.abspath(path)).resolve().is_relative_to(readonly)
+        if inside and mode & os.W_OK:
+            return False
+        return real_access(path, mode, *a, **kw)
+
+    monkeypatch.setattr(os, "access", access)
+    shutil.copytree(root / "trees" / "gsm8k_res_plain", root / READONLY / "gsm8k_res_x")
+    return root, run.name
+
+
+@pytest.mark.parametrize("cli, argv, names", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_bad_input_is_one_line_exit_2_and_writes_nothing(workspace, monkeypatch, capsys, cli, argv, names):
+    root, run = workspace
+    argv = [a.replace("{run}", run) for a in argv]
+    before = snapshot(root)
+    code, lines = invoke(monkeypatch, capsys, cli, argv)
+    assert code == 2 and len(lines) == 1, "\n".join(lines[-30:])
+    assert names in lines[0], lines[0]
+    assert "Traceback" not in lines[0]
+    assert snapshot(root) == before
+
+
+def test_the_table_is_large_and_covers_every_cli():
+    assert len(CASES) >= 60
+    assert {c[1] for c in CASES} == set(SCRIPTS)
+    assert len({c[0] for c in CASES}) == len(CASES)

@@ -1,0 +1,103 @@
+"""Stage-1 run folders: one run at a time, the same defining settings on a rerun, corrupt trees rebuilt."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from masprm.cli import UsageError
+from masprm.run_folder import LOCK_FILE, check_settings, locked_folder, write_settings
+from masprm.search.train_mcts import run_trees
+from test_run_mcts_cli import RUN_MCTS, SMOKE, call_main, workdir  # noqa: F401  (fixture)
+from test_train_mcts import EXAMPLES, make_job, random_team
+
+REPO = Path(__file__).resolve().parents[1]
+SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"path": "/d/a.jsonl", "identity": "aa"},
+            "model": {"path": "/m/tiny", "identity": "m1"}, "max_new_tokens": None,
+            "mas_config": {"path": "/c/gsm8k.yaml", "identity": "c1"}}
+
+
+def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
+    assert check_settings(tmp_path, SETTINGS) is False  # nothing recorded yet
+    write_settings(tmp_path, SETTINGS)
+    assert check_settings(tmp_path, SETTINGS) is True
+    moved = {**SETTINGS, "data_file": {"path": "/elsewhere/a.jsonl", "identity": "aa"}}
+    assert check_settings(tmp_path, moved) is True  # the same content, wherever it lies now
+    other = {**SETTINGS, "max_new_tokens": 64, "model": {"path": "/m2/tiny", "identity": "m2"}}
+    with pytest.raises(UsageError) as err:
+        check_settings(tmp_path, other)
+    message = str(err.value)
+    assert "--max_new_tokens was None, now 64" in message and "--model_id was /m/tiny [m1], now /m2/tiny [m2]" in message
+    assert "--seed" not in message and "\n" not in message
+
+
+def test_a_corrupt_tree_is_rebuilt_with_one_line(tmp_path, fake_policy):
+    job = make_job(tmp_path, plot=False)
+    assert run_trees(job, lambda: random_team(fake_policy), EXAMPLES[:3], log=lambda s: None) == (3, [])
+    good = (tmp_path / "1.json").read_text()
+    (tmp_path / "1.json").write_text(good[: len(good) // 2])          # cut short (e.g. a full disk)
+    (tmp_path / "2.json").write_text(json.dumps({"hello": "world"}))  # not a tree
+    lines = []
+    assert run_trees(job, lambda: random_team(fake_policy), EXAMPLES[:3], log=lines.append) == (2, [])
+    assert [ln for ln in lines if "building it again" in ln] == [
+        f"{tmp_path / '1.json'}: unreadable (JSONDecodeError); building it again",
+        f"{tmp_path / '2.json'}: not a search tree; building it again"]
+    assert (tmp_path / "1.json").read_text() == good  # seeded per example: the same tree again
+
+
+def test_a_lock_dies_with_its_holder(tmp_path):
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import sys, time\nfrom masprm.run_folder import announce_holder, locked_folder\n"
+         "with locked_folder(sys.argv[1]) as f:\n    announce_holder(f); print('held', flush=True); time.sleep(120)\n",
+         str(tmp_path / "run")], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(UsageError, match=rf"run is in use by another run \(pid {holder.pid} on .*\); wait"):
+            with locked_folder(tmp_path / "run"):
+                pass
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait(timeout=30)
+    with locked_folder(tmp_path / "run"):  # the kernel released the lock of the killed process
+        pass
+    assert not (tmp_path / "run" / LOCK_FILE).exists()
+
+
+def test_two_runs_on_one_folder_the_second_is_refused_and_the_first_finishes(workdir, tiny_model_dir,  # noqa: F811
+                                                                             monkeypatch, capsys):
+    rows = [{"question": f"Ann has {a} pens and buys {b} more. How many pens?", "answer": f"#### {a + b}"}
+            for a in range(1, 6) for b in range(1, 5)]
+    (workdir / "many.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "many.jsonl", "--no_plot"]
+    args[args.index("--n") + 1] = "4"
+    args[args.index("--n_rollouts") + 1] = "10"   # a few seconds of work after it takes the lock
+    first = subprocess.Popen([sys.executable, str(RUN_MCTS), *args], cwd=workdir, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE, text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+    [folder] = [workdir / "results" / f"gsm8k_res_train_{Path(tiny_model_dir).name}_r10_c4_cand3_t0p7_p0p95"]
+    deadline = time.monotonic() + 240
+    while not (folder / LOCK_FILE).exists():
+        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
+        time.sleep(0.05)
+
+    monkeypatch.chdir(workdir)
+    second = list(args)
+    second[second.index("--seed") + 1] = "7"
+    code, _, err = call_main(monkeypatch, capsys, second)
+    assert first.poll() is None, "the first run ended before the second was tried"
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{folder.relative_to(workdir)} is in use by another run (pid {first.pid} on " in lines[0] and "--out_root" in lines[0]
+
+    _, stderr = first.communicate(timeout=600)
+    assert first.returncode == 0, stderr[-2000:]
+    trees = [json.loads((folder / f"{i}.json").read_text()) for i in range(4)]
+    assert all(t["meta"]["seed"] == 42 and t["meta"]["index"] == i for i, t in enumerate(trees))
+    assert not (folder / LOCK_FILE).exists()
