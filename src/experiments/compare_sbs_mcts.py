@@ -38,7 +38,7 @@ SCORER_FLAGS = {"prm": "prm", "orm": "orm", "handoff_prm": "handoff_prm"}  # rol
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from masprm.models.loading import add_model_args
+    from masprm.models.loading import SCORER_PRECISIONS, add_model_args
 
     p = ArgumentParser(description="Compare single pass, SBS, MCTS and voters guided by a MASPRM, an ORM "
                                    "or policy log-probs (and the handoff conditions) on a dataset.")
@@ -60,6 +60,9 @@ def build_parser() -> argparse.ArgumentParser:
         models.add_argument(f"--{prefix}_dir", default=None, help=f"{role.upper()} adapter folder")
         models.add_argument(f"--{prefix}_base_model_id", default=None,
                             help=f"{role.upper()} base model (default: from the adapter config)")
+    models.add_argument("--scorer_precision", choices=SCORER_PRECISIONS, default="auto",
+                        help="the scorers' own precision, independent of the policy's --load_in_4bit: auto (4-bit "
+                             "NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, fp16 or fp32")
     models.add_argument("--view_mode", choices=VIEWS, default="full",
                         help="what the PRM sees: the routed transcript (full) or the agent's inbox (local)")
     add_model_args(p)
@@ -150,14 +153,15 @@ def resolve_workers(flag: int | None) -> tuple[int, float]:
 
 
 def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
-    from masprm.models.loading import check_model_id, options_from_args
+    from masprm.models.loading import check_model_id, options_from_args, scorer_options
 
     options = options_from_args(args)
     specs = {"policy": ModelSpec("policy", check_model_id(args.gen_model_id, "--gen_model_id"), None, options)}
+    scoring = scorer_options(options, args.scorer_precision)
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
         if folder:
-            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), options)
+            specs[role] = ModelSpec("scorer", folder, getattr(args, f"{prefix}_base_model_id"), scoring)
     return specs
 
 
