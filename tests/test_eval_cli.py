@@ -141,3 +141,15 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
     with pytest.raises(UsageError, match="missing.jsonl"):
         cli.main()
     assert not (tmp_path / "logs").exists()    # nothing was started
+
+
+def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path):
+    cli = _cli()
+    argv = ["--methods", "mcts_prm", "--prm_dir", str(tmp_path), "--gen_model_id", "Qwen/Qwen2.5-1.5B-Instruct",
+            "--device_map", "cpu", "--load_in_4bit"]
+    specs = cli.model_specs(cli.build_parser().parse_args(argv))
+    assert specs["policy"].options.load_in_4bit and not specs["prm"].options.load_in_4bit  # auto on CPU: fp32
+    specs = cli.model_specs(cli.build_parser().parse_args(argv[:-1] + ["--scorer_precision", "4bit"]))
+    assert not specs["policy"].options.load_in_4bit and specs["prm"].options.load_in_4bit
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])
