@@ -142,7 +142,7 @@ def choose_dtype(device: torch.device | str, requested: str | torch.dtype | None
 
     CPU: fp32 (its kernels are fastest and exact there). CUDA: bf16 from
     compute capability 8 (Ampere) on, fp16 before. The capability decides,
-    not `torch.cuda.is_bf16_supported()`, which also says True on T4/V100,
+    not `torch.cuda.is_bf16_supported`, which also says True on T4/V100,
     where bf16 is emulated and slow. Callers pass their own default as
     `requested` (None or "auto" means: this rule).
     """

@@ -50,7 +50,8 @@ def _first_line(err: BaseException) -> str:
 
 def _local_cuda_device() -> int:
     """This process's GPU (LOCAL_RANK under torchrun / accelerate launch, else the current device)."""
-    return int(os.environ.get("LOCAL_RANK", torch.cuda.current_device()))
+    rank = os.environ.get("LOCAL_RANK")
+    return int(rank) if rank else torch.cuda.current_device()
 
 
 def nf4_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
