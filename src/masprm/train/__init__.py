@@ -229,6 +229,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         disable_tqdm=not cfg.progress,
+        ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
         **_precision(quantized),
     )
     _one_gpu_per_process(args)
