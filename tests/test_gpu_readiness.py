@@ -172,3 +172,17 @@ def test_dockerfile_installs_a_c_compiler_for_triton():
     """torch.compile's GPU backend (Triton) compiles a small C helper at run time; slim images lack gcc."""
     text = (REPO / "Dockerfile").read_text(encoding="utf-8")
     assert "build-essential" in text or " gcc" in text
+
+
+def test_training_with_a_cuda_build_that_sees_no_gpu_says_why_it_runs_on_cpu(tmp_path, tiny_model_dir,
+                                                                               monkeypatch):
+    """An NVIDIA driver too old for the wheel's CUDA: is_available() is False, and the trainer says so."""
+    from masprm.train import train_scorer
+    from test_trainer import config, ppm_record, write_jsonl
+
+    monkeypatch.setattr(loading, "_warned", set())
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(30)])
+    with pytest.warns(RuntimeWarning, match="running on CPU: torch .* is built for CUDA 13.0, but "
+                                            r"torch.cuda.is_available\(\) returned False"):
+        train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", max_steps=1, eval_steps=1))

@@ -174,7 +174,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
-    from masprm.models.loading import load_tokenizer
+    from masprm.models.loading import load_tokenizer, resolve_device
     from masprm.train.model import attach_lora, load_token_scorer, separator_token_id
     from masprm.train.objectives import OBJECTIVES
 
@@ -192,6 +192,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     train_examples = [examples[i] for i in train_idx]
     eval_examples = [examples[i] for i in eval_idx]
 
+    resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     model = load_token_scorer(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized,
                               attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code,
