@@ -53,7 +53,7 @@ def check_gpu_share(gpus: float, flag: str = "--gpus_per_actor") -> None:
     """Ray gives an actor a share of one GPU (0 to 1) or whole GPUs; anything else is a usage error."""
     if not (math.isfinite(gpus) and gpus >= 0) or (gpus > 1 and not float(gpus).is_integer()):
         raise UsageError(f"{flag} {gpus:g}: give a share of one GPU (0 to 1, e.g. 0.5) or a whole number "
-                         "of GPUs (e.g. 2); Ray cannot give an actor 1.5 GPUs")
+                         "of GPUs (e.g. 2); Ray gives an actor nothing in between")
 
 
 def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: Iterable[Item], *,
