@@ -186,3 +186,14 @@ def test_training_with_a_cuda_build_that_sees_no_gpu_says_why_it_runs_on_cpu(tmp
     with pytest.warns(RuntimeWarning, match="running on CPU: torch .* is built for CUDA 13.0, but "
                                             r"torch.cuda.is_available\(\) returned False"):
         train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", max_steps=1, eval_steps=1))
+
+
+def test_gpu_check_script_parses_and_is_the_make_target():
+    import subprocess
+
+    script = REPO / "bench" / "gpu_check.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    assert "gpu-check:" in makefile and "bench/gpu_check.sh" in makefile
+    steps = {line.split()[1] for line in script.read_text(encoding="utf-8").splitlines() if line.startswith("step ")}
+    assert {"smoke", "train", "torchrun", "stage4", "ray", "throughput"} <= steps
