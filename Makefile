@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
 
-.PHONY: setup test demo bench clean-demo
+.PHONY: setup test demo bench gpu-check clean-demo
 
 $(STAMP): requirements.txt
 	$(PYTHON) -m venv $(VENV)
@@ -23,6 +23,10 @@ demo: $(STAMP)
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
+
+# The prepared check of the CUDA paths (bench/gpu_check.sh): run on a GPU machine, no network needed.
+gpu-check: $(STAMP)
+	PY=$(PY) bash bench/gpu_check.sh
 
 clean-demo:
 	rm -rf artifacts/toy results/*toy* logs/toy_* checkpoints/toy-*

@@ -20,6 +20,7 @@ from pathlib import Path  # noqa: E402
 
 from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
 from masprm.graph import load_mas_config  # noqa: E402
+from masprm.parallel import check_gpu_share  # noqa: E402
 from masprm.runs import default_config_path, run_folder_name  # noqa: E402
 from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees  # noqa: E402
 
@@ -68,7 +69,7 @@ def validate(args) -> None:
     check(args.max_new_tokens is None or args.max_new_tokens >= 1,
           f"--max_new_tokens must be >= 1, got {args.max_new_tokens}")
     check(args.actors is None or args.actors >= 1, f"--actors must be >= 1, got {args.actors}")
-    check(args.gpus_per_actor >= 0, f"--gpus_per_actor must be >= 0, got {args.gpus_per_actor}")
+    check_gpu_share(args.gpus_per_actor)
     check(args.actors is None or args.ray, "--actors needs --ray")
 
 

@@ -173,3 +173,18 @@ def test_workers_split_the_gpus_as_the_original(monkeypatch):
     monkeypatch.setenv("WORKERS_PER_GPU", "two")
     with pytest.raises(UsageError, match=r"\$WORKERS_PER_GPU must be a positive integer"):
         cli.resolve_workers(None, gpus=1)
+
+
+def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_model_dir, monkeypatch):
+    import masprm.checks
+    cli = _cli()
+    # An empty folder stands in for a scorer here: the folder check is tested in test_bad_inputs.
+    monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
+    argv = ["--methods", "mcts_prm", "--prm_dir", str(tmp_path), "--gen_model_id", str(tiny_model_dir),
+            "--device_map", "cpu", "--load_in_4bit"]
+    specs = cli.model_specs(cli.build_parser().parse_args(argv))
+    assert specs["policy"].options.load_in_4bit and not specs["prm"].options.load_in_4bit  # auto on CPU: fp32
+    specs = cli.model_specs(cli.build_parser().parse_args(argv[:-1] + ["--scorer_precision", "4bit"]))
+    assert not specs["policy"].options.load_in_4bit and specs["prm"].options.load_in_4bit
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])

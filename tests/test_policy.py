@@ -6,6 +6,7 @@ import argparse
 import subprocess
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
@@ -258,10 +259,10 @@ def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
     parser = argparse.ArgumentParser()
     add_model_args(parser)
     assert options_from_args(parser.parse_args([])).dtype is None
-    assert loading._dtype(ModelOptions(), on_cuda=True) is torch.float16  # the original's policy dtype
-    assert loading._dtype(ModelOptions(), on_cuda=False) is torch.float32
+    assert loading.policy_dtype(ModelOptions(), "cuda") is torch.float16  # the original's policy dtype
+    assert loading.policy_dtype(ModelOptions(), "cpu") is torch.float32
     chosen = options_from_args(parser.parse_args(["--dtype", "bfloat16"]))
-    assert loading._dtype(chosen, on_cuda=True) is torch.bfloat16
+    assert loading.policy_dtype(chosen, "cuda") is torch.bfloat16
     with pytest.raises(SystemExit):
         parser.parse_args(["--dtype", "int8"])
     # 4-bit computes in the same dtype (fp16 unless bf16 is chosen)
@@ -274,18 +275,45 @@ def test_device_resolution():
     assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
     with pytest.raises(UsageError, match="--device_map 'gpu0'"):
         loading.resolve_device("gpu0")
-    if not torch.cuda.is_available():
-        with pytest.raises(UsageError, match="CUDA is not available"):
-            loading.resolve_device("cuda:0")
 
 
-def test_4bit_on_cpu_warns_and_loads_unquantised(tiny_model_dir, monkeypatch):
+def test_cuda_request_without_cuda_names_the_build_and_what_torch_said(monkeypatch):
     monkeypatch.setattr(loading, "_warned", set())
-    if torch.cuda.is_available():
-        pytest.skip("CPU-only behaviour")
-    with pytest.warns(RuntimeWarning, match="load_in_4bit needs CUDA"):
-        model = load_causal_lm(str(tiny_model_dir), ModelOptions(load_in_4bit=True, compile=True))
-    assert model.dtype == torch.float32 and not getattr(model, "is_loaded_in_4bit", False)
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(UsageError) as err:
+        loading.resolve_device("cuda:0")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("--device_map 'cuda:0'")
+    assert f"torch {torch.__version__} is a CPU-only build" in message
+    assert "torch.cuda.is_available() returned False" in message
+    # A CUDA build that sees no GPU (e.g. a driver too old for its CUDA): the same error names the CUDA
+    # version, and "auto" says why it falls back to the CPU instead of doing so silently.
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(UsageError, match=r"built for CUDA 13\.0, but torch\.cuda\.is_available\(\) returned False"):
+        loading.resolve_device("cuda")
+    with pytest.warns(RuntimeWarning, match="running on CPU: .*too old for CUDA 13.0"):
+        assert loading.resolve_device("auto").type == "cpu"
+
+
+def test_4bit_policy_runs_on_cpu_close_to_the_unquantised_model(tiny_model_dir, policy):
+    """--load_in_4bit on CPU loads NF4 weights (fp32 compute) and samples; log-probs stay close to fp32."""
+    import bitsandbytes as bnb
+
+    quantized = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu", load_in_4bit=True))
+    layer = quantized.model.model.layers[0].self_attn.q_proj
+    assert isinstance(layer, bnb.nn.Linear4bit) and layer.weight.quant_state.quant_type == "nf4"
+    assert layer.compute_dtype == torch.float32 and quantized.model.is_loaded_in_4bit
+    quantized.reseed(0)
+    samples = quantized.sample([SHORT, LONG], n=2, temperature=0.7, top_p=0.95, max_new_tokens=8)
+    assert [len(s) for s in samples] == [2, 2] and all(1 <= g.new_tokens <= 8 for s in samples for g in s)
+    requests = [(SHORT, "19"), (LONG, "He has 28 apples now."), (NO_SYSTEM, "Hello there")]
+    got = [r.logprob for r in quantized.logprob(requests)]
+    reference = [r.logprob for r in policy.logprob(requests)]
+    tokens = [r.completion_tokens for r in policy.logprob(requests)]
+    # NF4 rounds each weight to one of 16 levels: allow 0.05 nats per completion token (measured: at most 0.013).
+    for g, ref, n in zip(got, reference, tokens):
+        assert g != ref and abs(g - ref) <= 0.05 * n
 
 
 def test_compile_failure_falls_back_to_eager(policy, monkeypatch):
@@ -307,3 +335,41 @@ def test_compile_failure_falls_back_to_eager(policy, monkeypatch):
         assert model.forward == eager  # reverted for good
     finally:
         model.forward = eager
+
+
+def test_compiled_forward_keeps_its_signature_so_generate_passes_logits_to_keep(tiny_model_dir):
+    """Without it, prefill would compute logits for every prompt position instead of the last one."""
+    import functools
+    import inspect
+
+    model = load_causal_lm(str(tiny_model_dir), ModelOptions(device_map="cpu", compile=False))
+    seen = []
+
+    def spying_compiler(fn, dynamic):  # like torch.compile: returns a wrapper with fn's signature
+        @functools.wraps(fn)
+        def compiled(*args, **kwargs):
+            seen.append(kwargs)
+            return fn(*args, **kwargs)
+        return compiled
+
+    loading.compile_with_fallback(model, spying_compiler)
+    assert {"logits_to_keep", "position_ids"} <= set(inspect.signature(model.forward).parameters)
+    model.generate(input_ids=torch.tensor([[5, 6, 7, 8]]), attention_mask=torch.ones(1, 4, dtype=torch.long),
+                   max_new_tokens=2, do_sample=False, pad_token_id=0)
+    assert seen and seen[0].get("logits_to_keep") == 1 and seen[0].get("position_ids") is not None
+    # torch.compile's own wrapper keeps the signature too (compilation itself is lazy: nothing runs here).
+    compiled = torch.compile(model.forward, dynamic=True)
+    assert "logits_to_keep" in inspect.signature(compiled).parameters
+
+
+def test_logprob_indexes_hidden_states_where_they_live(tiny_model_dir, policy, monkeypatch):
+    """device_map="auto" over several GPUs: inputs go to the first GPU (policy.device), the last hidden
+    state comes back on the last one. Emulated on CPU: policy.device names another device ("meta")
+    while accelerate-style input placement keeps the rows where the model is."""
+    requests = [(SHORT, "19"), (LONG, "He has 28 apples now.")]
+    expected = [r.logprob for r in policy.logprob(requests)]
+    split = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"))
+    on_cpu = SimpleNamespace(pad_id=split.pad_id, device=torch.device("cpu"))
+    monkeypatch.setattr(split, "_padded", lambda rows, left: HFPolicy._padded(on_cpu, rows, left))
+    split.device = torch.device("meta")
+    assert [r.logprob for r in split.logprob(requests)] == pytest.approx(expected, abs=1e-5)

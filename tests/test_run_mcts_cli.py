@@ -113,6 +113,7 @@ def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") ->
     (["--mas_config", "configs/cycle.yaml"], "cycle among agents"),
     (["--dataset", "svamp"], "svamp.yaml: MAS config not found"),  # default config: configs/<dataset>.yaml
     (["--n_rollouts", "many"], "invalid int value"),
+    (["--ray", "--gpus_per_actor", "1.5"], "--gpus_per_actor 1.5: give a share of one GPU"),  # not Ray's ValueError
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(workdir, monkeypatch, capsys, args, message):
     monkeypatch.chdir(workdir)

@@ -139,3 +139,38 @@ def test_unusable_folders_and_base_models_are_one_line_errors(ppm_run, tmp_path)
     with pytest.raises(UsageError, match=r"the adapter does not fit base model .*narrower") as err:
         load_scorer(ppm_run.output_dir, base_model_id=str(narrower))
     assert "\n" not in str(err.value)
+
+
+def test_4bit_base_with_adapter_scores_on_cpu_close_to_fp32(ppm_run, scorer):
+    """A scorer loaded on a 4-bit NF4 base (fp32 compute on CPU) plus its adapter, against the fp32 load."""
+    import bitsandbytes as bnb
+
+    from masprm.models.loading import ModelOptions
+
+    quantized = load_scorer(ppm_run.output_dir, options=ModelOptions(device_map="cpu", load_in_4bit=True))
+    inner = quantized.model.base_model.model
+    assert isinstance(inner.model.layers[0].self_attn.q_proj.base_layer, bnb.nn.Linear4bit)
+    assert not isinstance(inner.score.modules_to_save["default"], bnb.nn.Linear4bit)  # the head stays exact
+    texts = [e["pos_text"] for e in ppm_run.eval_examples] + [e["neg_text"] for e in ppm_run.eval_examples]
+    got, reference = np.array(quantized.score_batch(texts)), np.array(scorer.score_batch(texts))
+    # NF4 rounding of this tiny model (hidden size 64) moves the values in [-1, 1] by at most 0.07 (measured);
+    # allow 0.15, and the 4-bit load must not be a silent fp32 one.
+    assert np.abs(got - reference).max() <= 0.15 and not np.allclose(got, reference, atol=1e-6)
+    assert not quantized.model.training
+
+
+def test_scorer_precision_is_its_own_and_defaults_to_the_originals(monkeypatch):
+    """auto: 4-bit on CUDA whatever the policy's --load_in_4bit says (the original), fp32 on a CPU."""
+    from masprm.models import loading
+    from masprm.models.loading import ModelOptions, scorer_options
+
+    policy_full, policy_4bit = ModelOptions(), ModelOptions(load_in_4bit=True)
+    for policy in (policy_full, policy_4bit):
+        monkeypatch.setattr(loading, "resolve_device", lambda device_map: torch.device("cuda:0"))
+        assert scorer_options(policy).load_in_4bit and scorer_options(policy).dtype is None
+        monkeypatch.setattr(loading, "resolve_device", lambda device_map: torch.device("cpu"))
+        assert not scorer_options(policy).load_in_4bit
+    assert scorer_options(policy_full, "4bit").load_in_4bit
+    assert scorer_options(policy_4bit, "bf16") == ModelOptions(load_in_4bit=False, dtype="bf16")
+    with pytest.raises(UsageError, match="--scorer_precision 'int3'"):
+        scorer_options(policy_full, "int3")

@@ -40,7 +40,7 @@ SCORER_FLAGS = {"prm": "prm", "orm": "orm", "handoff_prm": "handoff_prm"}  # rol
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from masprm.models.loading import add_model_args
+    from masprm.models.loading import SCORER_PRECISIONS, add_model_args
 
     p = ArgumentParser(description="Compare single pass, SBS, MCTS and voters guided by a MASPRM, an ORM "
                                    "or policy log-probs (and the handoff conditions) on a dataset.")
@@ -64,6 +64,9 @@ def build_parser() -> argparse.ArgumentParser:
         models.add_argument(f"--{prefix}_dir", default=None, help=f"{role.upper()} adapter folder")
         models.add_argument(f"--{prefix}_base_model_id", default=None,
                             help=f"{role.upper()} base model (default: from the adapter config)")
+    models.add_argument("--scorer_precision", choices=SCORER_PRECISIONS, default="auto",
+                        help="the scorers' own precision, independent of the policy's --load_in_4bit: auto (4-bit "
+                             "NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, fp16 or fp32")
     models.add_argument("--view_mode", choices=VIEWS, default="full",
                         help="what the PRM sees: the routed transcript (full) or the agent's inbox (local)")
     add_model_args(p)
@@ -165,11 +168,12 @@ def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, flo
 def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
     """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
     from masprm.checks import check_local_model, check_scorer_folder
-    from masprm.models.loading import options_from_args
+    from masprm.models.loading import options_from_args, scorer_options
 
     options = options_from_args(args)
     policy = check_local_model(args.gen_model_id, "--gen_model_id")
     specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id")}
+    scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
         if folder:
@@ -182,7 +186,7 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
             max_length = getattr(args, "prm_context_length", None) if role == "handoff_prm" else None
-            specs[role] = ModelSpec("scorer", folder, base, options, max_length, flag=f"--{prefix}_dir")
+            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, flag=f"--{prefix}_dir")
     return specs
 
 

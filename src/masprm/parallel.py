@@ -49,6 +49,13 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {message}{where}"
 
 
+def check_gpu_share(gpus: float, flag: str = "--gpus_per_actor") -> None:
+    """Ray gives an actor a share of one GPU (0 to 1) or whole GPUs; anything else is a usage error."""
+    if not (math.isfinite(gpus) and gpus >= 0) or (gpus > 1 and not float(gpus).is_integer()):
+        raise UsageError(f"{flag} {gpus:g}: give a share of one GPU (0 to 1, e.g. 0.5) or a whole number "
+                         "of GPUs (e.g. 2); Ray gives an actor nothing in between")
+
+
 def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: Iterable[Item], *,
                  workers: int | None = 1, use_ray: bool = False, num_gpus_per_worker: float = 0.0,
                  desc: str = "", progress: bool = True) -> Iterator[tuple[Item, R | None, str | None]]:
@@ -61,6 +68,7 @@ def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: It
     if not items:
         return
     if use_ray:
+        check_gpu_share(num_gpus_per_worker)
         outcomes = _ray_map(setup, task, items, workers, num_gpus_per_worker)
     else:
         outcomes = _local_map(setup, task, items)

@@ -71,7 +71,8 @@ def main() -> int:
     args = build_parser().parse_args()
     result = train_scorer(TrainConfig(**vars(args)))
     shown = {k: round(v, 4) for k, v in result.metrics.items() if isinstance(v, float)}
-    print(f"saved {args.mode} scorer to {result.output_dir} | eval {shown}")
+    if result.trainer.is_world_process_zero():  # once, also under torchrun
+        print(f"saved {args.mode} scorer to {result.output_dir} | eval {shown}")
     return 0
 
 

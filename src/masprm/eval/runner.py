@@ -40,7 +40,7 @@ from masprm.parallel import describe_error, map_examples
 HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
-                "allow_unfinished_scorer"}
+                "allow_unfinished_scorer", "scorer_precision"}
 
 
 # --------------------------------------------------------------------------- models
@@ -186,9 +186,13 @@ def condition_roles(method: str, settings: Any) -> tuple[str, ...]:
 
 
 def _model_identity(spec: ModelSpec) -> dict:
-    return {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
-            "base_content": path_identity(spec.base_model_id, model=True),
-            "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
+    identity = {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
+                "base_content": path_identity(spec.base_model_id, model=True),
+                "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
+    dtype = getattr(spec.options, "dtype", None)
+    if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
+        identity["dtype"] = dtype
+    return identity
 
 
 def selection_options(settings: Any, family: str) -> dict:

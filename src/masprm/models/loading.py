@@ -10,9 +10,10 @@ them. A model that cannot be found is a user error: one line, exit code 2.
 from __future__ import annotations
 
 import argparse
+import functools
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import torch
@@ -22,7 +23,7 @@ from masprm.cli import UsageError
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
-          "float16": torch.float16, "fp16": torch.float16, "auto": "auto"}
+          "float16": torch.float16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -34,7 +35,7 @@ class ModelOptions:
     attn_impl: str = "sdpa"
     compile: bool = False
     trust_remote_code: bool = False
-    dtype: str | None = None  # None: float16 on CUDA (the original's policy dtype), float32 on CPU
+    dtype: str | None = None  # None: the caller's default (policy: float16 on CUDA, as the original), else `choose_dtype`'s rule
 
 
 _warned: set[str] = set()
@@ -64,7 +65,7 @@ def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     group.add_argument(f"--{prefix}device_map", default="auto",
                        help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
     group.add_argument(f"--{prefix}load_in_4bit", action="store_true",
-                       help="load weights in 4-bit NF4 with bitsandbytes (CUDA only; ignored with a warning on CPU)")
+                       help="load weights in 4-bit NF4 with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
     group.add_argument(f"--{prefix}attn_impl", default="sdpa",
                        help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
     group.add_argument(f"--{prefix}no_compile", action="store_true",
@@ -83,21 +84,84 @@ def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOption
                         trust_remote_code=get("trust_remote_code"), dtype=get("dtype"))
 
 
+SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")
+
+
+def scorer_options(options: ModelOptions, precision: str = "auto") -> ModelOptions:
+    """A scorer's loading options: the policy's device and attention flags, its own precision.
+
+    "auto" is the original's choice, independent of the policy's --load_in_4bit:
+    a 4-bit NF4 base on CUDA, and fp32 on a CPU. "4bit" quantises on CPU too;
+    bf16/fp16/fp32 load unquantised in that dtype. A 4-bit base computes in
+    `choose_dtype`'s dtype for the device.
+    """
+    if precision not in SCORER_PRECISIONS:
+        raise UsageError(f"--scorer_precision {precision!r}: expected one of {', '.join(SCORER_PRECISIONS)}")
+    if precision == "auto":
+        return replace(options, load_in_4bit=resolve_device(options.device_map).type == "cuda", dtype=None)
+    if precision == "4bit":
+        return replace(options, load_in_4bit=True, dtype=None)
+    return replace(options, load_in_4bit=False, dtype=precision)
+
+
 # ---------------------------------------------------------------------------
 # Devices and model ids
+
+
+def cuda_unavailable_reason() -> str:
+    """Why CUDA cannot be used here, naming the torch build and what torch.cuda.is_available() said."""
+    if not torch.version.cuda:
+        return (f"torch {torch.__version__} is a CPU-only build (torch.cuda.is_available() returned False); "
+                "install a CUDA build of torch (README, Installation)")
+    return (f"torch {torch.__version__} is built for CUDA {torch.version.cuda}, but torch.cuda.is_available() "
+            f"returned False: no GPU is visible or the NVIDIA driver is too old for CUDA {torch.version.cuda} "
+            "(README, Installation)")
 
 
 def resolve_device(device_map: str = "auto") -> torch.device:
     """The device inputs go to: 'auto' -> cuda:0 when available, else cpu."""
     if device_map in ("auto", "", None):
-        return torch.device("cuda:0" if torch.cuda.is_available() else "cpu")
+        if torch.cuda.is_available():
+            return torch.device("cuda:0")
+        if torch.version.cuda:  # a CUDA build that cannot see a GPU: say so instead of silently using the CPU
+            warn_once(f"running on CPU: {cuda_unavailable_reason()}")
+        return torch.device("cpu")
     try:
         device = torch.device(device_map)
     except RuntimeError:
         raise UsageError(f"--device_map {device_map!r}: expected auto, cpu, cuda or cuda:N") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise UsageError(f"--device_map {device_map!r}: CUDA is not available on this machine")
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise UsageError(f"--device_map {device_map!r}: {cuda_unavailable_reason()}")
+        if device.index is not None and device.index >= torch.cuda.device_count():
+            raise UsageError(f"--device_map {device_map!r}: only {torch.cuda.device_count()} GPU(s) are visible")
     return device
+
+
+# ---------------------------------------------------------------------------
+# Precision: the one rule that policy, scorers and trainer share
+
+
+def choose_dtype(device: torch.device | str, requested: str | torch.dtype | None = None) -> torch.dtype:
+    """The dtype to compute in on `device`: `requested` when given, else the rule below.
+
+    CPU: fp32 (its kernels are fastest and exact there). CUDA: bf16 from
+    compute capability 8 (Ampere) on, fp16 before. The capability decides,
+    not `torch.cuda.is_bf16_supported`, which also says True on T4/V100,
+    where bf16 is emulated and slow. Callers pass their own default as
+    `requested` (None or "auto" means: this rule).
+    """
+    if isinstance(requested, torch.dtype):
+        return requested
+    if requested not in (None, "auto"):
+        if requested not in DTYPES:
+            raise UsageError(f"dtype {requested!r}: expected auto or one of {', '.join(DTYPES)}")
+        return DTYPES[requested]
+    device = torch.device(device)
+    if device.type != "cuda":
+        return torch.float32
+    major, _ = torch.cuda.get_device_capability(device)
+    return torch.bfloat16 if major >= 8 else torch.float16
 
 
 def check_model_id(model_id: str, flag: str = "--model_id") -> str:
@@ -131,22 +195,18 @@ def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_si
     return tokenizer
 
 
-def quantization_config(dtype: torch.dtype = torch.float16):
-    """bitsandbytes NF4 with double quantisation, computing in the model's dtype (fp16 unless bf16 is asked)."""
+def policy_dtype(options: ModelOptions, device: torch.device | str) -> torch.dtype:
+    """The policy computes in fp16 on CUDA unless --dtype says otherwise, as the original loaded it."""
+    cuda = torch.device(device).type == "cuda"
+    return choose_dtype(device, options.dtype or ("float16" if cuda else None))
+
+
+def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | None = None):
+    """bitsandbytes NF4 with double quantisation, computing in `compute_dtype` (CUDA or CPU)."""
     from transformers import BitsAndBytesConfig
 
-    compute_dtype = dtype if dtype in (torch.float16, torch.bfloat16) else torch.float16
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4",
-                              bnb_4bit_use_double_quant=True, bnb_4bit_compute_dtype=compute_dtype)
-
-
-def _dtype(options: ModelOptions, on_cuda: bool):
-    if options.dtype is None:
-        # fp16 on CUDA as the original loaded its policy; CPU kernels are fastest and exact in fp32
-        return torch.float16 if on_cuda else torch.float32
-    if options.dtype not in DTYPES:
-        raise UsageError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
-    return DTYPES[options.dtype]
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+                              bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip_modules)
 
 
 def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, flag: str = "--model_id"):
@@ -155,22 +215,20 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, fla
 
     model_id = check_model_id(model_id, flag)
     device = resolve_device(options.device_map)
-    on_cuda = device.type == "cuda"
-    dtype = _dtype(options, on_cuda)
-    kwargs = dict(dtype=dtype, attn_implementation=options.attn_impl,
-                  trust_remote_code=options.trust_remote_code)
-    if on_cuda:
+    dtype = policy_dtype(options, device)
+    kwargs = dict(dtype=dtype, attn_implementation=options.attn_impl, trust_remote_code=options.trust_remote_code)
+    if device.type == "cuda":
         # "auto" lets accelerate spread a large model over every visible GPU.
         kwargs["device_map"] = "auto" if options.device_map == "auto" else {"": device.index or 0}
-        if options.load_in_4bit:
-            kwargs["quantization_config"] = quantization_config(dtype)
-    elif options.load_in_4bit:
-        warn_once("--load_in_4bit needs CUDA; loading the model unquantised on CPU")
+    if options.load_in_4bit:
+        # bitsandbytes places the quantised weights while loading (on CPU too, computing in fp32 there).
+        kwargs["quantization_config"] = quantization_config(dtype)
+        kwargs.setdefault("device_map", {"": "cpu"})
     try:
         model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
     except (OSError, ValueError, ImportError) as err:
         raise _load_error(model_id, flag, err) from None
-    if not on_cuda:
+    if "device_map" not in kwargs:
         model.to(device)
     model.eval()
     if options.compile:
@@ -197,6 +255,9 @@ def compile_with_fallback(model, compiler):
     eager_forward = model.forward
     compiled_forward = compiler(eager_forward, dynamic=True)
 
+    # `generate` reads forward's signature to decide what to pass: without `wraps` it would stop
+    # sending logits_to_keep=1 and position_ids, and prefill would compute logits for every position.
+    @functools.wraps(eager_forward)
     def forward(*args, **kwargs):
         if model.forward is not forward:  # compilation already failed once
             return eager_forward(*args, **kwargs)

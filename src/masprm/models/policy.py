@@ -169,11 +169,15 @@ class HFPolicy:
         sums = [0.0] * len(pairs)
         if not targets:
             return sums
-        selected = hidden[torch.tensor(batch_idx, device=self.device), torch.tensor(pos_idx, device=self.device)]
-        logits = self.model.get_output_embeddings()(selected).float()
+        # With device_map="auto" over several GPUs the hidden states live on the last GPU, not on
+        # self.device (the first, where inputs go): index where they are, project where the head is.
+        at = hidden.device
+        selected = hidden[torch.tensor(batch_idx, device=at), torch.tensor(pos_idx, device=at)]
+        head = self.model.get_output_embeddings()
+        logits = head(selected.to(head.weight.device)).float()
         token_logprobs = torch.log_softmax(logits, dim=-1)
-        picked = token_logprobs[torch.arange(len(targets), device=self.device),
-                                torch.tensor(targets, device=self.device)].tolist()
+        picked = token_logprobs[torch.arange(len(targets), device=logits.device),
+                                torch.tensor(targets, device=logits.device)].tolist()
         for i, value in zip(owner, picked):
             sums[i] += value
         return sums

@@ -24,12 +24,12 @@ import torch
 from peft import PeftModel
 
 from masprm.cli import UsageError
-from masprm.models.loading import (DTYPES, ModelOptions, load_tokenizer, peft_alias_warning_silenced, resolve_device,
-                                   warn_once)
+from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
+                                   resolve_device, scorer_options)
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train import SCORER_META_FILE
 from masprm.train.data import TextEncoder, pad_right, score_position
-from masprm.train.model import cuda_compute_dtype, load_token_scorer, separator_token_id
+from masprm.train.model import load_token_scorer, separator_token_id
 
 
 @dataclass
@@ -122,12 +122,13 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                 max_length: int | None = None, batch_size: int = 16, *, flag: str = "--prm_dir") -> HFScorer:
     """Load a trained scorer in eval mode.
 
-    `options=None` means: 4-bit NF4 base on CUDA, fp32 on CPU (4-bit is CUDA
-    only here). `max_length=None` is the training run's --max-length (2048 if
-    unknown). `flag` names the command-line flag in error messages.
+    `options=None` means `scorer_options(ModelOptions())`: a 4-bit NF4 base on
+    CUDA, fp32 on CPU; `options.load_in_4bit` quantises on CPU too.
+    `max_length=None` is the training run's --max-length (2048 if unknown).
+    `flag` names the command-line flag in error messages.
     """
     if options is None:
-        options = ModelOptions(load_in_4bit=torch.cuda.is_available())
+        options = scorer_options(ModelOptions())
     folder = resolve_scorer_folder(path, flag)
     meta = _read_meta(folder)
     is_adapter = (folder / "adapter_config.json").is_file()
@@ -139,17 +140,10 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     sep_id = separator_token_id(tokenizer, separator)  # already there when the tokenizer was saved with it
 
     device = resolve_device(options.device_map)
-    on_cuda = device.type == "cuda"
-    quantized = options.load_in_4bit and on_cuda
-    if options.load_in_4bit and not on_cuda:
-        warn_once("4-bit scorer loading needs CUDA; loading the scorer unquantised on CPU")
-    if options.dtype is not None and options.dtype not in DTYPES:
-        raise UsageError(f"dtype {options.dtype!r}: expected one of {', '.join(DTYPES)}")
-    dtype = DTYPES.get(options.dtype) if options.dtype else None
-    if dtype in (None, "auto"):
-        dtype = cuda_compute_dtype() if on_cuda else torch.float32
-    model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=dtype,
-                              device_map={"": device.index or 0} if on_cuda else None,
+    quantized = options.load_in_4bit
+    place = (device.index or 0) if device.type == "cuda" else "cpu"
+    model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized,
+                              dtype=choose_dtype(device, options.dtype), device_map={"": place},
                               attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
                               pad_token_id=tokenizer.pad_token_id, flag=flag)
     if is_adapter:

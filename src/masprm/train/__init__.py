@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import importlib.util
 import math
+import os
 import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -108,11 +109,16 @@ def _log(cfg: TrainConfig, message: str) -> None:
         print(message, file=sys.stderr)
 
 
+def _world_size() -> int:
+    """Data-parallel processes: torchrun / accelerate launch set WORLD_SIZE, a plain launch is one."""
+    return max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+
+
 def _update_steps(n_train: int, cfg: TrainConfig) -> int:
-    """Optimizer steps of the whole run (as transformers counts them)."""
+    """Optimizer steps of the whole run (as transformers counts them; each process sees 1/world of the data)."""
     if cfg.max_steps > 0:
         return cfg.max_steps
-    batches = math.ceil(n_train / cfg.train_batch_size)
+    batches = math.ceil(math.ceil(n_train / _world_size()) / cfg.train_batch_size)
     return max(1, math.ceil(cfg.epochs * max(1, math.ceil(batches / cfg.grad_accum))))
 
 
@@ -120,9 +126,11 @@ def _precision(quantized: bool) -> dict[str, Any]:
     """Mixed precision and optimizer: 8-bit AdamW for QLoRA on CUDA, plain fp32 AdamW on CPU."""
     import torch
 
+    from masprm.models.loading import choose_dtype
+
     if not torch.cuda.is_available():
         return {"optim": "adamw_torch"}
-    bf16 = torch.cuda.is_bf16_supported()  # Ampere or newer
+    bf16 = choose_dtype("cuda") == torch.bfloat16
     return {"optim": "paged_adamw_8bit" if quantized else "adamw_torch", "bf16": bf16, "fp16": not bf16}
 
 
@@ -134,6 +142,21 @@ def _report_to(cfg: TrainConfig) -> list[str] | str:
                   "(pip install -r requirements.txt)")
         return "none"
     return ["tensorboard"]
+
+
+def _one_gpu_per_process(args) -> None:
+    """A plain `python` launch on a multi-GPU node trains on one GPU, and says so.
+
+    transformers would otherwise multiply the batch by the visible GPUs: split
+    over them by DataParallel, or (a 4-bit base is never replicated) all of it
+    on GPU 0, and the run's step schedule would no longer be the one asked for.
+    Data parallel training is torchrun / accelerate launch (README).
+    """
+    if args.n_gpu > 1:
+        print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
+              f"torchrun --nproc_per_node {args.n_gpu} src/train/trainer.py ... (README, Scorer training)",
+              file=sys.stderr)
+        args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
@@ -176,7 +199,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
-    from masprm.models.loading import load_tokenizer
+    from masprm.models.loading import load_tokenizer, resolve_device
     from masprm.train.cache import cached_examples
     from masprm.train.model import attach_lora, disable_dropout, load_token_scorer, separator_token_id
     from masprm.train.objectives import OBJECTIVES
@@ -196,6 +219,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     train_examples = [examples[i] for i in train_idx]
     eval_examples = [eval_view(examples[i]) for i in eval_idx]
 
+    resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     model = load_token_scorer(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized,
                               attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code,
@@ -237,8 +261,10 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
         disable_tqdm=not cfg.progress,
+        ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
         **_precision(quantized),
     )
+    _one_gpu_per_process(args)
     trainer = objective.trainer_cls(
         model=model,
         args=args,
@@ -252,19 +278,23 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     )
     if not cfg.progress:
         trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
+    processes = f" on {_world_size()} processes" if _world_size() > 1 else ""
     _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
               f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
-              f"{total_steps} optimizer steps, eval every {eval_steps}, "
+              f"{total_steps} optimizer steps{processes}, eval every {eval_steps}, "
               f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
     out.mkdir(parents=True, exist_ok=True)
-    _write_meta(cfg, out, status="training")
+    main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
+    if main_process:
+        _write_meta(cfg, out, status="training")
     trainer.train(resume_from_checkpoint=resume_from)
 
     metrics = trainer.evaluate()  # the best model, now loaded
     trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
-    _write_meta(cfg, out, status="completed", separator_id=sep_id,
-                eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
-                train_examples=len(train_examples), eval_examples=len(eval_examples),
-                best_checkpoint=trainer.state.best_model_checkpoint)
+    if main_process:
+        _write_meta(cfg, out, status="completed", separator_id=sep_id,
+                    eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
+                    train_examples=len(train_examples), eval_examples=len(eval_examples),
+                    best_checkpoint=trainer.state.best_model_checkpoint)
     return TrainResult(trainer, train_examples, eval_examples, metrics, out)

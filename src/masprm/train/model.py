@@ -8,11 +8,12 @@ resized), so it is never merged with neighbouring text.
 LoRA trains adapters on the attention and MLP projections plus all biases,
 and full copies of the score head, the norms and the token embeddings (the
 separator is a new token). On CUDA the base is 4-bit NF4 (QLoRA); on CPU it
-stays fp32. Shared by the trainer and the scorer loader.
+stays fp32 (4-bit by flag). Shared by the trainer and the scorer loader.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 from contextlib import contextmanager
 from typing import Any
@@ -23,7 +24,7 @@ from transformers import AutoModelForTokenClassification, BitsAndBytesConfig
 from transformers.utils import logging as hf_logging
 
 from masprm.cli import UsageError
-from masprm.models.loading import check_model_id, peft_alias_warning_silenced
+from masprm.models.loading import check_model_id, choose_dtype, peft_alias_warning_silenced, quantization_config
 
 LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 SCORE_HEAD = "score"  # the head's attribute name in transformers' *ForTokenClassification
@@ -47,25 +48,15 @@ def _first_line(err: BaseException) -> str:
 # --------------------------------------------------------------------------- precision
 
 
-def cuda_compute_dtype() -> torch.dtype:
-    """bf16 on Ampere or newer, fp16 before."""
-    return torch.bfloat16 if torch.cuda.is_bf16_supported() else torch.float16
-
-
 def _local_cuda_device() -> int:
-    """This process's GPU (LOCAL_RANK under torchrun, else the current device)."""
-    return int(os.environ.get("LOCAL_RANK", torch.cuda.current_device()))
+    """This process's GPU (LOCAL_RANK under torchrun / accelerate launch, else the current device)."""
+    rank = os.environ.get("LOCAL_RANK")
+    return int(rank) if rank else torch.cuda.current_device()
 
 
 def nf4_config(compute_dtype: torch.dtype) -> BitsAndBytesConfig:
     """4-bit NF4 with double quantisation; the score head stays unquantised (it is trained/needed exact)."""
-    return BitsAndBytesConfig(
-        load_in_4bit=True,
-        bnb_4bit_quant_type="nf4",
-        bnb_4bit_use_double_quant=True,
-        bnb_4bit_compute_dtype=compute_dtype,
-        llm_int8_skip_modules=[SCORE_HEAD],
-    )
+    return quantization_config(compute_dtype, skip_modules=[SCORE_HEAD])
 
 
 # --------------------------------------------------------------------------- tokenizer + separator
@@ -114,7 +105,7 @@ def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit:
     if load_in_4bit:
         # bitsandbytes places the quantised weights at load time, so the device is fixed here.
         on_cuda = torch.cuda.is_available()
-        compute_dtype = dtype or (cuda_compute_dtype() if on_cuda else torch.float32)
+        compute_dtype = dtype or choose_dtype("cuda" if on_cuda else "cpu")
         kwargs.update(quantization_config=nf4_config(compute_dtype), dtype=compute_dtype,
                       device_map=device_map or {"": _local_cuda_device() if on_cuda else "cpu"})
     else:
@@ -163,6 +154,7 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
         # (non-reentrant checkpointing needs no input-grad hook).
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        keep_4bit_biases_fp32(model)
     config = LoraConfig(
         task_type=TaskType.TOKEN_CLS,
         r=r,
@@ -178,3 +170,33 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
     except ValueError as err:  # e.g. an architecture without these projection names
         raise UsageError(f"cannot attach LoRA ({_first_line(err)}); the targets are {', '.join(LORA_TARGET_MODULES)}"
                          "; use --no-lora for a full fine-tune") from None
+
+
+def keep_4bit_biases_fp32(model) -> int:
+    """Keep the (trainable) biases of 4-bit layers in fp32; returns how many layers were changed.
+
+    bitsandbytes' Linear4bit.forward overwrites its bias with a copy in the
+    compute dtype on every call, so after k-bit preparation made it fp32 it is
+    bf16/fp16 again from the first step on, and AdamW at lr 1e-5 updates it by
+    less than one bf16 rounding step: the q/k/v biases would not train. Here
+    the layer runs without its bias and the fp32 bias is added to the output
+    through a differentiable cast, so gradients and updates stay in fp32.
+    """
+    import bitsandbytes as bnb
+
+    changed = 0
+    for module in model.modules():
+        if isinstance(module, bnb.nn.Linear4bit) and module.bias is not None:
+            module.forward = functools.partial(_forward_with_fp32_bias, module, module.forward)
+            changed += 1
+    return changed
+
+
+def _forward_with_fp32_bias(layer, forward, x, *args, **kwargs):
+    bias = layer._parameters["bias"]
+    layer._parameters["bias"] = None  # hidden from bitsandbytes' in-place cast for this call
+    try:
+        out = forward(x, *args, **kwargs)
+    finally:
+        layer._parameters["bias"] = bias
+    return out + bias.to(out.dtype)
