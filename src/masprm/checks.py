@@ -86,11 +86,10 @@ def check_output_file(path: str | os.PathLike, flag: str) -> Path:
 
 
 def check_known_dataset(name: str, flag: str = "--dataset") -> None:
-    from masprm.data import dataset_names
+    from masprm.data import DATASETS
 
-    known = dataset_names()
-    if name not in known:
-        raise UsageError(f"{flag}: unknown dataset {name!r} (known: {', '.join(known)})")
+    if name not in DATASETS:
+        raise UsageError(f"{flag}: {DATASETS.unknown_message(name)}")
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:

@@ -1,7 +1,9 @@
 """Command-line conventions shared by every stage script.
 
 A user error (bad flag value, missing file, malformed config) is reported as
-one line on stderr and exit code 2; nothing already written is touched.
+one line on stderr and exit code 2; nothing already written is touched. The
+library raises domain errors (``masprm.errors``) that name no flag; ``run_cli``
+prefixes the flag of the error's ``setting`` when the script says which it is.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Callable, NoReturn
+from typing import Callable, Mapping, NoReturn
+
+from masprm.errors import MasprmError, first_line
 
 
-class UsageError(Exception):
-    """An error caused by the user's input; reported as one line, exit code 2."""
+class UsageError(MasprmError):
+    """An error in the user's command line whose message already names the flag; one line, exit code 2."""
 
 
 def finite_float(text: str) -> float:
@@ -42,13 +46,27 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def run_cli(main: Callable[[], int | None]) -> NoReturn:
-    """Run a stage's main(), turning UsageError into one clear line + exit 2."""
+def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
+    """The one line shown for a domain error: ``--flag: message`` when its setting is a known flag."""
+    flag = (flags or {}).get(err.setting or "")
+    message = first_line(err)
+    return f"{flag}: {message}" if flag and not message.startswith(flag) else message
+
+
+# Settings spelled the same way by every stage that has them (the seed README's spellings).
+COMMON_FLAGS = {"dataset": "--dataset", "split": "--split", "data_file": "--data_file", "seed": "--seed"}
+
+
+def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = None) -> NoReturn:
+    """Run a stage's main(), turning a domain or usage error into one clear line + exit 2.
+
+    ``flags`` maps setting names to the script's flag spelling (e.g. ``{"data_file": "--data_file"}``).
+    """
     try:
         code = main()
-    except UsageError as err:
+    except MasprmError as err:
         prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {error_line(err, {**COMMON_FLAGS, **(flags or {})})}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

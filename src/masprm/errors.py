@@ -10,7 +10,15 @@ from __future__ import annotations
 
 
 class MasprmError(ValueError):
-    """Base of the library's errors about its inputs."""
+    """Base of the library's errors about its inputs.
+
+    ``setting`` optionally names the setting (a config field such as ``"data_file"``)
+    whose value is wrong; the CLI layer turns it into that flag's spelling.
+    """
+
+    def __init__(self, message: str = "", *, setting: str | None = None):
+        super().__init__(message)
+        self.setting = setting
 
 
 class ConfigError(MasprmError):
@@ -36,13 +44,17 @@ class UnknownNameError(ConfigError, KeyError):
         return str(self.args[0]) if self.args else ""
 
 
-def first_line(err: BaseException | str) -> str:
+def first_line(err: BaseException | str, *, with_cause: bool = False, limit: int | None = None) -> str:
     """An error's message cut to its first non-empty line (the rest is usually a traceback or a hint list).
 
-    Falls back to the exception's class name when the message is empty.
+    An exception with an empty message gives its class name; ``with_cause`` appends
+    the first line of the exception it was raised from (``A: B``); ``limit`` cuts the result.
     """
     text = err if isinstance(err, str) else str(err)
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return "" if isinstance(err, str) else type(err).__name__
+    line = next((part.strip() for part in text.splitlines() if part.strip()), "")
+    if not line and not isinstance(err, str):
+        line = type(err).__name__
+    cause = None if isinstance(err, str) else err.__cause__
+    if with_cause and cause is not None and str(cause).strip():
+        line = f"{line}: {first_line(cause)}"
+    return line[:limit] if limit else line
