@@ -32,7 +32,7 @@ from pathlib import Path
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.errors import MasprmError
 from masprm.io import read_json
-from masprm.train import SCORER_META_FILE
+from masprm.models.scorer_meta import SCORER_META_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable

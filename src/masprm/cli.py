@@ -31,6 +31,9 @@ def finite_float(text: str) -> float:
     return value
 
 
+PARSED_FLAGS: dict[str, str] = {}   # filled by ArgumentParser.parse_args: setting (dest) -> flag
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
 
@@ -42,15 +45,31 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
 
+    def parse_known_args(self, args=None, namespace=None):
+        # Remember each setting's flag (dest -> first spelling), so run_cli can name the flag of
+        # a domain error's setting in this script's own spelling.
+        PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
+                             if a.option_strings and a.dest != "help"})
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
 def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
-    """The one line shown for a domain error: ``--flag: message`` when its setting is a known flag."""
-    flag = (flags or {}).get(err.setting or "")
+    """The one line shown for a domain error, naming the flag of its setting when the script has one.
+
+    A message that starts with the setting's name gets the flag in its place, any other is prefixed
+    (``--flag: message``).
+    """
+    setting = err.setting or ""
+    flag = (flags or {}).get(setting)
     message = first_line(err)
-    return f"{flag}: {message}" if flag and not message.startswith(flag) else message
+    if not flag or message.startswith(flag):
+        return message
+    if message.startswith(setting + " "):   # "epochs must be > 0" -> "--epochs must be > 0"
+        return flag + message[len(setting):]
+    return f"{flag}: {message}"
 
 
 # Settings spelled the same way by every stage that has them (the seed README's spellings).
@@ -60,13 +79,14 @@ COMMON_FLAGS = {"dataset": "--dataset", "split": "--split", "data_file": "--data
 def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = None) -> NoReturn:
     """Run a stage's main(), turning a domain or usage error into one clear line + exit 2.
 
-    ``flags`` maps setting names to the script's flag spelling (e.g. ``{"data_file": "--data_file"}``).
+    A setting's flag is the one of the parser the script parsed its arguments with; ``flags``
+    (setting -> flag) adds or overrides spellings.
     """
     try:
         code = main()
     except MasprmError as err:
         prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
-        print(f"{prog}: error: {error_line(err, {**COMMON_FLAGS, **(flags or {})})}", file=sys.stderr)
+        print(f"{prog}: error: {error_line(err, {**COMMON_FLAGS, **PARSED_FLAGS, **(flags or {})})}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -28,8 +28,9 @@ Rules of ``add_config_args``:
 
 ``config_from_args(Cls, namespace, **overrides)`` builds the dataclass from the
 attributes named like its fields (others are ignored; a missing one keeps the
-field's default). ``config_help(Cls, name)`` gives a field's help text, so
-error messages and docs can quote it. Pure Python: no torch import.
+field's default). ``config_help(Cls, name)`` gives a field's help text. The argparse
+``dest`` being the field name is what lets ``masprm.cli.run_cli`` name the flag
+of a domain error's ``setting``. Pure Python: no torch import.
 """
 
 from __future__ import annotations
