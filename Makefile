@@ -2,14 +2,17 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: setup test demo bench gpu-check clean-demo
 
-$(STAMP): requirements.txt
+# The package is installed editable (pip install -e .): `import masprm` and the masprm-* commands
+# work from anywhere, and the seed README's `python src/...` commands run this checkout's code.
+$(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
+	$(PY) -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 

@@ -8,15 +8,12 @@ seeds, prints the table, and draws accuracy against generated tokens next to
 the CSV (`aggregated_results.png`).
 """
 
-import sys, pathlib  # noqa: E401
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "src"))
+from pathlib import Path
 
-from pathlib import Path  # noqa: E402
-
-from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv  # noqa: E402
-from masprm.checks import check_output_file  # noqa: E402
-from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
-from masprm.io import atomic_write_text  # noqa: E402
+from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.io import atomic_write_text
 
 
 def main() -> int:

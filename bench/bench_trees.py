@@ -13,8 +13,6 @@ model (selection, routing, back-up, answer checking, writing) must stay
 small next to generation.
 """
 
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))  # noqa: E401,E702
-
 import tempfile
 import time
 from dataclasses import dataclass

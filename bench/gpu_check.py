@@ -11,22 +11,16 @@ GPU_CHECK_DEVICE=cpu runs the model checks on the CPU, to try the script itself 
 """
 
 import sys
-import pathlib
+import functools
+import json
+import random
+import shutil
+import time
+import warnings
+from pathlib import Path
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-
-import functools  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import os  # noqa: E402
-
-import torch  # noqa: E402
+import os
+import torch
 
 DEVICE = os.environ.get("GPU_CHECK_DEVICE", "cuda:0")
 ON_CUDA = DEVICE.startswith("cuda")

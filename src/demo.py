@@ -18,9 +18,7 @@ outputs exist are skipped and every stage resumes by itself, so an
 interrupted demo continues where it stopped; ``make clean-demo`` starts over.
 """
 
-import sys, pathlib  # noqa: E401
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
+import sys
 import os
 import shlex
 import subprocess

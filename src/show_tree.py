@@ -8,12 +8,10 @@
 import pathlib
 import sys
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
-from masprm.checks import check_output_file  # noqa: E402
-from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
-from masprm.io import read_json  # noqa: E402
-from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text  # noqa: E402
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.io import read_json
+from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
 
 
 def main() -> int:

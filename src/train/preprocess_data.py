@@ -10,8 +10,7 @@ a time and the outputs are streamed into temporary files that replace the
 old outputs only when the whole pass succeeds.
 """
 
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-
+import sys
 import argparse
 import json
 from contextlib import ExitStack
