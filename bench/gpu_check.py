@@ -44,7 +44,7 @@ def check(ok: bool, what: str) -> bool:
 
 def setup(work: Path) -> bool:
     from masprm.models.tiny import build_tiny_model
-    from test_trainer import ppm_record
+    from helpers import ppm_record
 
     work.mkdir(parents=True, exist_ok=True)
     build_tiny_model(work / "tiny", seed=0)

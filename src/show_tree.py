@@ -12,6 +12,7 @@ from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.io import read_json
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
+from masprm.tree_schema import is_search_tree
 
 
 def main() -> int:
@@ -37,7 +38,7 @@ def main() -> int:
         check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
         check_output_file(out, "--out")
     tree = read_json(args.tree)
-    check(isinstance(tree, dict) and "visits" in tree and isinstance(tree.get("children"), list),
+    check(is_search_tree(tree),
           f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
 
     if args.text:

@@ -12,6 +12,8 @@ import pytest
 from masprm.cli import UsageError
 from masprm.errors import MasprmError
 
+from helpers import load_script
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
 GSM8K_ROWS = [("Tom has 3 apples and buys 4 more. How many apples does he have?", 7),
@@ -96,12 +98,7 @@ def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, pr
 
 
 def _cli():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import compare_sbs_mcts as cli
-    finally:
-        sys.path.pop(0)
-    return cli
+    return load_script(SCRIPT)
 
 
 def _validate(argv):

@@ -14,7 +14,7 @@ import yaml
 
 from masprm.cli import UsageError
 from masprm.errors import MasprmError
-from test_pairs import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
+from helpers import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "src" / "train" / "preprocess_data.py"
@@ -150,7 +150,7 @@ def test_a_crash_mid_run_keeps_the_old_outputs(workdir, monkeypatch):
 
 
 def test_script_runs_from_the_repo_root_and_exits_2_on_user_error(workdir):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = dict(os.environ)   # the package is found as installed by make setup (here: conftest's PYTHONPATH)
     ok = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0 and "--ppm-root-window" in ok.stdout and "--no-dedupe" in ok.stdout
     bad = subprocess.run([sys.executable, str(SCRIPT), "--input", "results/nope"], capture_output=True,

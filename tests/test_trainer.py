@@ -29,47 +29,10 @@ from masprm.train.data import eval_view, load_records, split_eval
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
 from masprm.train.stepwise import build_step_examples, step_loss
 
-REPO = Path(__file__).resolve().parents[1]
-SEP = "</step>"
+from helpers import REPO, SEP, config, ppm_record, step_record, write_jsonl
 
 
 # --------------------------------------------------------------------------- synthetic data
-
-
-def ppm_record(rng: random.Random) -> dict:
-    """The chosen step opens with CORRECT, the rejected one with INCORRECT; the rest is shared noise.
-
-    The deciding word sits several tokens before the separator, so the head
-    has to attend back to it.
-    """
-    a, b = rng.randint(1, 40), rng.randint(1, 40)
-    tail = f"{a} + {b} = {a + b + rng.choice([0, 1])}."
-    return {"prompt": f"Q: {a} plus {b}? ",
-            "chosen_actions": ["Read.", f"CORRECT {tail}"],
-            "rejected_actions": ["Read.", f"INCORRECT {tail}"],
-            "meta": {"ignored": True}}
-
-
-def step_record(rng: random.Random) -> dict:
-    """Labels follow the verdict word of the last step (earlier step: a weaker echo)."""
-    a, b = rng.randint(1, 40), rng.randint(1, 40)
-    y = rng.choice([-1.0, 1.0])
-    word = "CORRECT" if y > 0 else "INCORRECT"
-    return {"prompt": f"Q: {a} plus {b}? ", "completions": [f"{a} + {b}.", f"VERDICT: {word}"],
-            "labels": [0.3 * y, y]}
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainConfig:
-    settings = dict(mode=mode, data_file=str(data), output_dir=str(tmp / f"out_{mode}"), model_id=str(model),
-                    lr=3e-3, train_batch_size=8, grad_accum=1, lora_r=8, lora_alpha=16, lora_dropout=0.0,
-                    max_length=64, max_prompt_length=32, logging_steps=1, progress=False)
-    settings.update(overrides)
-    return TrainConfig(**settings)
 
 
 # --------------------------------------------------------------------------- reading and checking data
@@ -415,7 +378,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], lines
     assert not (tmp_path / "o").exists()
-    # The script runs from the repo root without PYTHONPATH.
+    # The script runs from the repo root (the package installed by make setup; here conftest's PYTHONPATH).
     proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--max-prompt-length" in proc.stdout and "--no-lora" in proc.stdout

@@ -22,7 +22,7 @@ from masprm.models.text_encoder import TextEncoder
 from masprm.models.token_scorer import separator_token_id
 from masprm.train.data import split_eval
 
-from test_trainer import config, ppm_record, step_record, write_jsonl
+from helpers import config, ppm_record, step_record, write_jsonl
 
 REPO = Path(__file__).resolve().parents[1]
 SEED_README_TRAINING = [  # the seed README's scorer command, verbatim

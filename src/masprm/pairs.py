@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
@@ -30,14 +29,12 @@ from typing import Any, Iterator, Sequence
 from masprm.errors import TreeError
 from masprm.graph import MASGraph
 from masprm.state_text import DEFAULT_SEPARATOR, join_steps
+from masprm.tree_schema import agent_of_action, node_value, node_visits, read_tree_json
 
 PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
 PM1_TOLERANCE = 1e-6            # a graded leaf has value ±1 within this
 MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGIN (strictly better)
 MAX_NAMED_FAILURES = 20         # malformed trees named in the summary; the rest are only counted
-
-_AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
-
 
 # --------------------------------------------------------------------------- reading trees
 
@@ -63,31 +60,6 @@ class Tree:
     off_config: list[str] = field(default_factory=list)  # local view: subtrees skipped, and why
 
 
-def parse_agent_index(action_text: Any) -> int | None:
-    if not isinstance(action_text, str):
-        return None
-    m = _AGENT_PREFIX.match(action_text)
-    return int(m.group(1)) if m else None
-
-
-def _number(raw: Any, key: str, where: str) -> float | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise TreeError(f"{where}: '{key}' must be a number, got {raw!r}")
-    return float(raw)
-
-
-def node_value(d: dict, where: str = "node") -> float | None:
-    """A node's value: its q_mean, or q_sum / visits when q_mean is missing."""
-    q = _number(d.get("q_mean"), "q_mean", where)
-    if q is not None:
-        return q
-    visits = _number(d.get("visits"), "visits", where) or 0.0
-    q_sum = _number(d.get("q_sum"), "q_sum", where) or 0.0
-    return q_sum / visits if visits > 0 else None
-
-
 def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state: Any,
                 agent: int | None, inbox: str, off_config: list[str]) -> Step:
     """Build the Step for ``d`` and, recursively, its children.
@@ -103,9 +75,8 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
         children_raw = []
     if not isinstance(children_raw, list):
         raise TreeError(f"{where}: 'children' must be a list")
-    visits = _number(d.get("visits"), "visits", where)
     step = Step(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
-                visits=int(visits or 0), agent=agent, inbox=inbox)
+                visits=node_visits(d, where), agent=agent, inbox=inbox)
     for k, c in enumerate(children_raw):
         cwhere = f"{where}/{k}"
         if not isinstance(c, dict):
@@ -115,7 +86,7 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
             raw_text = ""
         if not isinstance(raw_text, str):
             raise TreeError(f"{cwhere}: 'node_text' must be a string")
-        c_agent, c_inbox, c_state = parse_agent_index(c.get("action_text")), "", None
+        c_agent, c_inbox, c_state = agent_of_action(c.get("action_text")), "", None
         if graph is not None:
             if c_agent is None:
                 off_config.append(f"{cwhere}: action_text does not start with '[agent i]' "
@@ -136,7 +107,7 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
 
 
 def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
-    """A tree JSON object (SPEC §5) -> Tree. Pass the MAS graph for the local view."""
+    """A tree JSON object (the format of ``masprm.tree_schema``) -> Tree. Pass the MAS graph for the local view."""
     if not isinstance(data, dict):
         raise TreeError(f"{name}: a tree must be a JSON object, got {type(data).__name__}")
     question = data.get("node_text")
@@ -152,14 +123,7 @@ def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
 def read_tree(path: str | Path, name: str | None = None, graph: MASGraph | None = None) -> Tree:
     path = Path(path)
     name = name or path.name
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise TreeError(f"{name}: cannot be read ({err.__class__.__name__}: {err})") from None
-    except json.JSONDecodeError as err:
-        raise TreeError(f"{name}: not valid JSON ({err})") from None
-    except RecursionError:
-        raise TreeError(f"{name}: nested too deeply") from None
+    data = read_tree_json(path, name)
     try:
         return parse_tree(data, name, graph)
     except RecursionError:

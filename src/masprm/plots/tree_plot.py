@@ -1,4 +1,4 @@
-"""Render a stage-1 tree JSON (SPEC §5) as a picture or as indented text.
+"""Render a stage-1 tree JSON (the format of ``masprm.tree_schema``) as a picture or as indented text.
 
 Works on the JSON dict, not on live search nodes, so the same code serves
 ``run_mcts.py`` (right after a search) and ``show_tree.py`` (on any saved
@@ -12,18 +12,17 @@ text is what costs time.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from masprm.tree_schema import agent_of_action
+
 Tree = dict[str, Any]
 UNVISITED = (0.85, 0.85, 0.85, 1.0)  # an expanded but never visited candidate has no value yet
-_AGENT_PREFIX = re.compile(r"^\[agent (-?\d+)\] ?", re.S)
 
 
 def agent_of(node: Tree) -> int | None:
-    match = _AGENT_PREFIX.match(node.get("action_text") or "")
-    return int(match.group(1)) if match else None
+    return agent_of_action(node.get("action_text"))
 
 
 def _one_line(text: str | None, width: int) -> str:
