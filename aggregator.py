@@ -1,4 +1,4 @@
-"""Stage 5: aggregate evaluation logs across seeds (SPEC §11).
+"""Stage 5: aggregate evaluation logs across seeds.
 
     python aggregator.py [--logs_dir logs] [--out aggregated_results.csv]
 

@@ -30,10 +30,10 @@ rows = [{"question": f"Tom has {a} apples and buys {b} more. How many apples doe
 (work / "gsm8k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
 PYEOF
 
-RUN=gsm8k_res_train_tiny_r2_c4_cand3_t0p7_p0p95
-pipeline() {  # $1: code folder, $2: output folder
+pipeline() {  # $1: code folder, $2: output folder (both sides run in one folder, so recorded paths match)
   local code=$1 out=$2
-  rm -rf "$out" && mkdir -p "$out/configs" && cp "$REPO/configs/gsm8k.yaml" "$out/configs/" && cd "$out" || return 1
+  rm -rf "$WORK/run" "$out" && mkdir -p "$WORK/run/configs" && cp "$REPO/configs/gsm8k.yaml" "$WORK/run/configs/" \
+    && cd "$WORK/run" || return 1
   export PYTHONPATH="$code/src"
   "$PY" "$code/src/run_mcts.py" --dataset gsm8k --split train --n 4 --seed 42 --n_rollouts 2 --search_c 4 \
     --n_candidates 3 --mas_config configs/gsm8k.yaml --load_in_4bit --no_compile \
@@ -48,7 +48,8 @@ pipeline() {  # $1: code folder, $2: output folder
     --data_file "$WORK/gsm8k.jsonl" --sample_n 2 --gen_model_id "$WORK/tiny" --prm_dir prm \
     --prm_base_model_id "$WORK/tiny" --mas_config configs/gsm8k.yaml \
     --methods single_pass sbs_logprob sbs_prm mcts_logprob mcts_prm --b1 2 --b2 2 --n_simulations 3 \
-    --max_children 2 --max_new_tokens 24 --workers 1 --logs_dir logs > stage4.out 2>&1 || return 1
+    --max_children 2 --max_new_tokens 24 --workers 1 --logs_dir logs > stage4.out 2> stage4.err || return 1
+  cd "$WORK" && mv "$WORK/run" "$out"
 }
 
 status=0
@@ -66,12 +67,13 @@ compare() {  # $1: label, then the two files/folders
 compare trees "$WORK/before/results/$(ls "$WORK/before/results" | grep _res_train_ | head -1)" \
               "$WORK/after/results/$(ls "$WORK/after/results" | grep _res_train_ | head -1)"
 for f in $(cd "$WORK/before/results" && ls *.jsonl); do compare "stage2-$f" "$WORK/before/results/$f" "$WORK/after/results/$f"; done
-# Stage 4: the metric lines of every condition's log and the printed table (wall-clock figures left out).
-metrics() { (cd "$1/logs" && for f in $(ls *.log | sort); do echo "# $f"; grep -v -i -E "time|second|elapsed|[0-9]+(\.[0-9]+)? ?s\b|it/s" "$f"; done); }
+# Stage 4: every condition's log (its manifest hash, which includes a hash of the method's source file,
+# left out) and the printed results table (the log file names carry the same hash).
+metrics() { (cd "$1/logs" && for f in $(ls *.txt | sort); do echo "# ${f%%_[0-9a-f]*}"; sed -E 's/manifest=[0-9a-f]+/manifest=_/' "$f"; done); }
 metrics "$WORK/before" > "$WORK/metrics-before.txt"; metrics "$WORK/after" > "$WORK/metrics-after.txt"
 compare stage4-logs "$WORK/metrics-before.txt" "$WORK/metrics-after.txt"
-grep -v -i -E "time|second|elapsed" "$WORK/before/stage4.out" > "$WORK/table-before.txt"
-grep -v -i -E "time|second|elapsed" "$WORK/after/stage4.out" > "$WORK/table-after.txt"
+grep -v "logs/" "$WORK/before/stage4.out" > "$WORK/table-before.txt"
+grep -v "logs/" "$WORK/after/stage4.out" > "$WORK/table-after.txt"
 compare stage4-table "$WORK/table-before.txt" "$WORK/table-after.txt"
 echo "work folder: $WORK"
 exit $status

@@ -1,4 +1,4 @@
-"""Answer checking (SPEC §4): the table of cases the whole pipeline's rewards rest on."""
+"""Answer checking: the table of cases the whole pipeline's rewards rest on."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Dataset loaders (SPEC §4) through local files in each hub schema, selection and errors."""
+"""Dataset loaders through local files in each hub schema, selection and errors."""
 
 from __future__ import annotations
 

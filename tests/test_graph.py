@@ -1,4 +1,4 @@
-"""The MAS graph engine (SPEC §2) driven by scripted agents, checked against a from-scratch reference."""
+"""The MAS graph engine driven by scripted agents, checked against a from-scratch reference."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from typing import Callable
 import pytest
 
 from masprm.errors import MasprmError
-from masprm.graph import QUESTION, ConfigError, MASGraph, RoutingState, load_mas_config, parse_condition
+from masprm.graph import QUESTION, ConfigError, MASGraph, RoutingState, load_mas_config, parse_edge_rule
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 SHIPPED = sorted(CONFIGS.glob("*.yaml"))
@@ -24,7 +24,7 @@ def make_graph(edges, n_agents: int | None = None, names=None) -> MASGraph:
                                "edges": edges})
 
 
-# --------------------------------------------------------------------------- a reference implementation of SPEC §2
+# --------------------------------------------------------------------------- a reference implementation of the routing rule
 
 
 def reference_inbox(graph: MASGraph, question: str, outputs: dict[int, str], agent: int) -> dict[int, str]:
@@ -161,7 +161,7 @@ def test_conditions_skip_agents_and_shorten_trajectories():
     ("not_regex:^\\s*$", "  ", False), ("not_regex:^\\s*$", "text", True),
 ])
 def test_conditions(condition, text, fires):
-    assert parse_condition(condition, "here").fires(text) is fires
+    assert parse_edge_rule(condition, "here").fires(text) is fires
 
 
 def test_the_question_reaches_every_child_of_the_root_and_its_edges_take_no_condition():

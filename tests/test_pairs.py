@@ -329,7 +329,7 @@ def test_empty_results_say_why(tmp_path):
 
 
 def scripted_tree(config, question, outputs_for, reward):
-    """Expand every node with scripted candidates, back up each terminal path once (SPEC §5 tree JSON).
+    """Expand every node with scripted candidates, back up each terminal path once (the tree format of masprm.tree_schema).
 
     Returns (tree JSON, {path texts: (agent, the inbox that agent saw, state after)}).
     """

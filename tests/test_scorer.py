@@ -1,4 +1,4 @@
-"""The scorer loader and `HFScorer.score_batch` (SPEC §8), against adapters the trainer wrote."""
+"""The scorer loader and `HFScorer.score_batch`, against adapters the trainer wrote."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Stage 3 scorer training (SPEC §7): data checks, losses, metrics, learnability, seeding, resume.
+"""Stage 3 scorer training: data checks, losses, metrics, learnability, seeding, resume.
 
 Everything runs on CPU with the session's tiny Qwen2 model; training runs are
 a few dozen steps on short synthetic texts.

@@ -1,6 +1,6 @@
-"""Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs (SPEC §6).
+"""Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs.
 
-A stage-1 tree (SPEC §5) is read into light ``Step`` nodes, one tree at a
+A stage-1 tree (the format of ``masprm.tree_schema``) is read into light ``Step`` nodes, one tree at a
 time, and turned into two kinds of training records:
 
 - PRM samples: root-to-node paths whose last node is a graded terminal

@@ -1,4 +1,4 @@
-"""Stage 2: MAS-MCTS trees -> PRM samples and Bradley-Terry preference pairs (SPEC §6).
+"""Stage 2: MAS-MCTS trees -> PRM samples and Bradley-Terry preference pairs.
 
     python src/train/preprocess_data.py --input results/<run> --target-nodes 5 \\
         --make-ppm --ppm-max-pairs 8 --ppm-pos-topk 4 --ppm-neg-topk 4 \\

@@ -1,4 +1,4 @@
-"""The evaluation CLI's dynamic-routing flags (SPEC §10) and their checks.
+"""The evaluation CLI's dynamic-routing flags and their checks.
 
 ``add_handoff_args(parser)`` adds the flags; ``check_handoff_args(args)``
 checks their values and ``check_handoff_config(args, graph, methods)``
