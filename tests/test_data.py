@@ -18,15 +18,12 @@ from masprm.data import (
     Example,
     LoadedData,
     dataset_names,
-    gpqa_gold,
-    gpqa_permutation,
-    gpqa_question,
     load_examples,
-    mmlu_gold,
     register_dataset,
     round_robin,
     seeded_order,
 )
+from masprm.dataset_rows import gpqa_gold, gpqa_permutation, gpqa_question, mmlu_gold
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 
@@ -376,7 +373,7 @@ def test_hub_split_alias_for_mmlu(monkeypatch):
 
 def test_questions_and_prompts_reach_the_agents_unstripped(tmp_path):
     """As the original: gsm8k/math/aqua/svamp fields verbatim; a YAML | prompt keeps its newline."""
-    from masprm.data import svamp_question
+    from masprm.dataset_rows import svamp_question
     from masprm.graph import load_mas_config
 
     rows = [{"question": "  Tom has 3 apples.\nHow many?\n", "answer": "#### 3"}]

@@ -12,7 +12,6 @@ import re
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,7 +19,7 @@ import torch
 from safetensors.torch import load_file
 
 from masprm.cli import UsageError
-from masprm.train import TrainConfig, train_scorer
+from masprm.train import train_scorer
 from masprm.state_text import join_steps
 from masprm.errors import MasprmError
 from masprm.models.text_encoder import TextEncoder

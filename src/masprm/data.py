@@ -27,13 +27,13 @@ module is cheap.
 
 from __future__ import annotations
 
-import random
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from masprm.answers import LETTERS, clean_number_text, format_number, last_boxed
+from masprm.dataset_rows import (GPQA_OPTION_FIELDS, aqua_gold, gpqa_gold, gpqa_question, gsm8k_gold, logiqa_gold,
+                                  logiqa_question, math_gold, math_level, mmlu_gold, mmlu_question, number_gold,
+                                  raw_text, svamp_question)
 from masprm.errors import ConfigError, DataError, first_line
 from masprm.registry import Registry
 
@@ -221,7 +221,7 @@ def read_hub_split(hub_id: str, config: str | None, split: str, name: str) -> li
     return ds.to_list()
 
 
-def _check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]], where: str,
+def check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]], where: str,
                   name: str) -> None:
     """The records must have each required field (a tuple means: one of these).
 
@@ -237,155 +237,6 @@ def _check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]]
             wanted = " or ".join(repr(f) for f in options)
             raise DataError(f"{where}: missing field {wanted}, which {name} needs "
                             f"(fields: {', '.join(sorted(columns)) or 'none'})")
-
-
-# --------------------------------------------------------------------------- questions and gold answers
-
-
-def _text(value: Any) -> str:
-    return "" if value is None else str(value).strip()
-
-
-def _raw(value: Any) -> str:
-    """A field as stored: the original passed these questions and options to the agents unstripped."""
-    return "" if value is None else str(value)
-
-
-def number_gold(value: Any) -> str | None:
-    """A gold number from a stored value: numbers as they are, strings through the answer normaliser."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return format_number(value) if value == value else None  # NaN is not an answer
-    return clean_number_text(str(value))
-
-
-def _lettered(question: str, options: Sequence[Any]) -> list[str]:
-    return ([question] if question else []) + [f"{LETTERS[i]}. {_raw(o)}" for i, o in enumerate(options[:4])]
-
-
-def _index_letter(value: Any) -> str | None:
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, str) and value.strip().isdigit():
-        value = int(value.strip())
-    return LETTERS[value] if isinstance(value, int) and 0 <= value < 4 else None
-
-
-def _first_present(row: Row, keys: Sequence[str]) -> Any:
-    """The first of these fields that is present and not null (0 is a value, not a miss)."""
-    for k in keys:
-        if row.get(k) is not None:
-            return row[k]
-    return None
-
-
-def gsm8k_gold(row: Row) -> str | None:
-    m = re.search(r"####\s*([^\n]+)", _text(row.get("answer")))
-    return clean_number_text(m.group(1)) if m else None
-
-
-def math_gold(row: Row) -> str | None:
-    boxed = last_boxed(_text(row.get("solution")))
-    return None if boxed is None else clean_number_text(boxed)
-
-
-def math_level(row: Row) -> int | None:
-    m = re.search(r"\d+", _text(row.get("level")))
-    return int(m.group(0)) if m else None
-
-
-def _mmlu_options(row: Row) -> list[Any]:
-    options = _first_present(row, ("choices", "options"))
-    if isinstance(options, Mapping):
-        options = options.get("text")
-    return list(options) if options else []
-
-
-def mmlu_question(row: Row) -> str:
-    options = _mmlu_options(row)
-    if len(options) < 2:
-        return ""
-    lines = _lettered(_text(row.get("question")), options)
-    return "\n".join(lines) + "\nAnswer with a single letter (A, B, C, or D) only."
-
-
-def mmlu_gold(row: Row) -> str | None:
-    """The correct letter from an int index, a letter, or the text of the correct option."""
-    answer = _first_present(row, ("answer", "target", "label"))
-    if isinstance(answer, int):
-        return _index_letter(answer)
-    if not isinstance(answer, str) or not answer.strip():
-        return None
-    s = answer.strip()
-    if len(s) == 1 and s.upper() in LETTERS:
-        return s.upper()
-
-    def norm(x: Any) -> str:
-        return re.sub(r"\s+", " ", str(x)).strip().lower()
-
-    for i, option in enumerate(_mmlu_options(row)[:4]):
-        if norm(option) == norm(s):
-            return LETTERS[i]
-    if s.isdigit():
-        return _index_letter(s)
-    m = re.match(r"\(?([A-D])[).:]", s)
-    return m.group(1) if m else None
-
-
-def logiqa_question(row: Row) -> str:
-    lines = []
-    if _text(row.get("context")):
-        lines.append(f"Context: {_text(row.get('context'))}")
-    query = _text(_first_present(row, ("query", "question")))
-    if query:
-        lines.append(f"Question: {query}")
-    options = list(row.get("options") or [])
-    return "\n".join(lines + _lettered("", options)) if options else ""
-
-
-def logiqa_gold(row: Row) -> str | None:
-    letter = _index_letter(row.get("correct_option"))
-    if letter:
-        return letter
-    label = row.get("label")
-    if isinstance(label, str) and label.strip().upper() in LETTERS and len(label.strip()) == 1:
-        return label.strip().upper()
-    return _index_letter(label)
-
-
-GPQA_OPTION_FIELDS = ("Correct Answer", "Incorrect Answer 1", "Incorrect Answer 2", "Incorrect Answer 3")
-
-
-def gpqa_permutation(row: Row) -> list[int]:
-    """Where each option goes: seeded by the record id (or the question), the same on every run."""
-    record = _first_present(row, ("Record ID", "Record_ID", "Question")) or ""
-    order = [0, 1, 2, 3]
-    random.Random(sum(ord(c) for c in str(record))).shuffle(order)
-    return order
-
-
-def gpqa_question(row: Row) -> str:
-    options = [_raw(row.get(f)) for f in GPQA_OPTION_FIELDS]
-    return "\n".join(_lettered(_text(row.get("Question")), [options[i] for i in gpqa_permutation(row)]))
-
-
-def gpqa_gold(row: Row) -> str | None:
-    if not _text(row.get("Correct Answer")):
-        return None
-    return LETTERS[gpqa_permutation(row).index(0)]  # option 0 is the correct one before permuting
-
-
-def aqua_gold(row: Row) -> str | None:
-    key = _text(row.get("correct")).upper()
-    options = list(row.get("options") or [])
-    if len(key) != 1 or key not in "ABCDE" or "ABCDE".index(key) >= len(options):
-        return None
-    return clean_number_text(re.sub(r"^\s*\(?[A-E]\)\s*", "", str(options["ABCDE".index(key)])))
-
-
-def svamp_question(row: Row) -> str:
-    return f"{_raw(row.get('Body'))} {_raw(row.get('Question'))}"
 
 
 # --------------------------------------------------------------------------- hub datasets
@@ -424,7 +275,7 @@ class HubDataset:
             rows, where = read_hub_split(self.hub_id, self.config, hub_split, self.name), self.hub_id
         required = self.required + (("level",) if levels is not None else ()) + \
             ((stratify_by,) if stratify_by else ())
-        _check_fields(rows, required, where, self.name)
+        check_fields(rows, required, where, self.name)
 
         order = seeded_order(len(rows), seed)
         if self.test_size is not None:
@@ -455,10 +306,10 @@ def _hub(spec: HubDataset) -> HubDataset:
 
 GSM8K = _hub(HubDataset(
     "gsm8k", "gsm8k", "main", ("question", "answer"),
-    question=lambda row: _raw(row.get("question")), gold=gsm8k_gold))
+    question=lambda row: raw_text(row.get("question")), gold=gsm8k_gold))
 COMPETITION_MATH = _hub(HubDataset(
     "competition_math", "qwedsacf/competition_math", None, ("problem", "solution"),
-    question=lambda row: _raw(row.get("problem")), gold=math_gold,
+    question=lambda row: raw_text(row.get("problem")), gold=math_gold,
     test_size=2000, level=math_level, meta_fields=("level", "type"), stratify=True))
 MMLU = _hub(HubDataset(
     "mmlu", "cais/mmlu", "all", ("question", ("choices", "options"), ("answer", "target", "label")),
@@ -473,7 +324,7 @@ GPQA = _hub(HubDataset(
     question=gpqa_question, gold=gpqa_gold, test_size=100, meta_fields=("Record ID",)))
 AQUA_RAT = _hub(HubDataset(
     "aqua_rat", "aqua_rat", None, ("question", "options", "correct"),
-    question=lambda row: _raw(row.get("question")), gold=aqua_gold))
+    question=lambda row: raw_text(row.get("question")), gold=aqua_gold))
 SVAMP = _hub(HubDataset(
     "svamp", "svamp", None, ("Body", "Question", "Answer"),
     question=svamp_question, gold=lambda row: number_gold(row.get("Answer"))))

@@ -24,7 +24,6 @@ from typing import Any, Callable, Sequence
 
 from masprm.answers import is_correct
 from masprm.data import dataset_options
-from masprm.cli import UsageError
 from masprm.errors import MasprmError
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
 from masprm.eval.labels import condition_label

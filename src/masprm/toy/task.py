@@ -27,9 +27,9 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
+from masprm.data import LoadedData, check_fields, read_data_file, register_dataset, seeded_order, select_examples
+from masprm.dataset_rows import gsm8k_gold
 from masprm.errors import ConfigError
-from masprm.data import (LoadedData, _check_fields, gsm8k_gold, read_data_file, register_dataset,
-                         seeded_order, select_examples)
 
 WORLD_SEED = 20251028
 SPLITS = ("sft", "train", "test")
@@ -194,7 +194,7 @@ def load_toy(split: str, *, n: int | None = None, seed: int = 42,
     """``--dataset toy``: the generated split (or a local file in GSM8K's schema), in seeded order."""
     if data_file:
         rows = read_data_file(data_file)
-        _check_fields(rows, ("question", "answer"), str(data_file), "toy")
+        check_fields(rows, ("question", "answer"), str(data_file), "toy")
     elif split in SPLITS:
         rows = [problem.row() for problem in generate_split(split)]
     else:
