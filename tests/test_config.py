@@ -71,3 +71,18 @@ def test_help_and_flag_names_come_from_the_field():
 def test_config_from_args_overrides_and_ignores_other_attributes():
     cfg = config_from_args(Example, {"mode": "ppm", "unrelated": 1}, epochs=4.0)
     assert cfg.epochs == 4.0 and cfg.mode == "ppm"
+
+
+@dataclass
+class WithPositional:
+    tree: str = arg(positional=True, help="a file")
+    depth: int | None = arg(None, flags=("--max_depth",))
+
+
+def test_positional_argument_and_underscore_spelling():
+    parser = ArgumentParser(prog="x")
+    add_config_args(parser, WithPositional)
+    cfg = config_from_args(WithPositional, parser.parse_args(["t.json", "--max_depth", "3"]))
+    assert cfg == WithPositional(tree="t.json", depth=3)
+    with pytest.raises(SystemExit):
+        parser.parse_args([])   # the positional is required

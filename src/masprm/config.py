@@ -18,6 +18,7 @@ Rules of ``add_config_args``:
   ``--model-id`` / ``--model_id`` forms included), else ``--`` plus the field name
   with ``_`` written as ``-``; the argparse ``dest`` is always the field name;
 - a field without a default (``arg()`` with no value) is a required flag;
+  ``arg(positional=True)`` is a positional argument instead;
 - the argparse type comes from the annotation (``int``, ``float``, ``str``,
   ``Path``; ``X | None`` is ``X``); a ``bool`` is a switch: ``--flag/--no-flag``
   when it defaults to True or None, ``store_true`` when it defaults to False,
@@ -46,8 +47,10 @@ _KEY = "masprm_flag"   # dataclass field metadata key holding the flag's argpars
 
 
 def arg(default: Any = dataclasses.MISSING, *, flags: Sequence[str] = (), help: str | None = None,
-        default_factory: Any = dataclasses.MISSING, **argparse_kwargs: Any) -> Any:
+        positional: bool = False, default_factory: Any = dataclasses.MISSING, **argparse_kwargs: Any) -> Any:
     """A dataclass field that is also a CLI flag (see the module docstring).
+
+    ``positional=True`` makes it a positional argument named like the field.
 
     ``argparse_kwargs`` may hold ``action``, ``choices``, ``nargs``, ``metavar``,
     ``type``: what ``parser.add_argument`` takes besides the names, default, dest and help.
@@ -56,7 +59,7 @@ def arg(default: Any = dataclasses.MISSING, *, flags: Sequence[str] = (), help: 
     unknown = set(argparse_kwargs) - allowed
     if unknown:
         raise TypeError(f"arg(): unsupported argparse options {sorted(unknown)} (allowed: {sorted(allowed)})")
-    meta = {_KEY: {"flags": tuple(flags), "help": help, **argparse_kwargs}}
+    meta = {_KEY: {"flags": tuple(flags), "help": help, "positional": positional, **argparse_kwargs}}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -109,9 +112,12 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         if (wanted is not None and field.name not in wanted) or field.name in skipped:
             continue
         spec = dict(field.metadata[_KEY])
-        names = spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
+        positional = spec.pop("positional")
+        names = (field.name,) if positional else spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
+        spec.pop("flags", None)
         default = defaults.pop(field.name, _field_default(field))
-        kwargs: dict[str, Any] = {"dest": field.name, "help": spec.pop("help")}
+        kwargs: dict[str, Any] = {"help": spec.pop("help")} if positional else {"dest": field.name,
+                                                                                "help": spec.pop("help")}
         kwargs.update(spec)
         value_type = _value_type(hints[field.name])
         if value_type is bool and "action" not in kwargs:
@@ -120,10 +126,10 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
             kwargs["type"] = value_type
         if kwargs.get("action") is None:
             kwargs.pop("action", None)
-        if default is dataclasses.MISSING:
-            kwargs["required"] = True
-        else:
+        if default is not dataclasses.MISSING:
             kwargs["default"] = default
+        elif not positional:   # a positional argument is required by itself
+            kwargs["required"] = True
         parser.add_argument(*names, **kwargs)
     if defaults:
         raise TypeError(f"add_config_args({cls.__name__}): defaults for fields that are not flags: {sorted(defaults)}")

@@ -26,8 +26,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from masprm.config import arg
 from masprm.graph import MASGraph
-from masprm.state_text import DEFAULT_SEPARATOR, join_steps
+from masprm.state_text import DEFAULT_SEPARATOR, VIEWS, join_steps
 from masprm.tree_schema import Step, Tree, TreeError, parse_tree, read_tree  # noqa: F401  (re-exported)
 
 PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
@@ -217,14 +218,23 @@ def dedupe_key(obj: Any) -> bytes:
 
 @dataclass
 class Options:
-    target_nodes: int = 5
-    view: str = "full"
-    make_ppm: bool = False
-    dedupe: bool = True
-    ppm_max_pairs: int = 8
-    ppm_pos_topk: int = 4
-    ppm_neg_topk: int = 4
-    ppm_root_window: tuple[float, float] = (-0.7, 0.7)
+    """Stage 2's settings: the home of src/train/preprocess_data.py's mining flags, defaults and help."""
+
+    target_nodes: int = arg(5, help="path length in nodes, root included (default 5); <= 0 means variable depth "
+                                    "(every root-to-terminal-leaf path)")
+    dedupe: bool = arg(True, help="drop exact duplicate samples and pairs across trees (default on)")
+    make_ppm: bool = arg(False, help="also write PPM preference pairs")
+    ppm_max_pairs: int = arg(8, help="at most this many pairs per tree (default 8)")
+    ppm_pos_topk: int = arg(4, help="at most this many positives per prefix (default 4)")
+    ppm_neg_topk: int = arg(4, help="at most this many negatives per prefix (default 4)")
+    ppm_root_window: tuple[float, float] = arg((-0.7, 0.7), nargs=2, metavar=("LO", "HI"),
+                                               help="mine pairs only from trees whose root value is in [LO, HI] "
+                                                    "(default -0.7 0.7)")
+    view: str = arg("full", choices=VIEWS, help="full: the routed transcript; local: one agent's inbox + its "
+                                                "output (default full)")
+
+    def __post_init__(self) -> None:
+        self.ppm_root_window = tuple(self.ppm_root_window)
 
 
 @dataclass
