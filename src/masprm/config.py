@@ -103,8 +103,12 @@ def _value_type(annotation: Any) -> Any:
 
 def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
                     only: Iterable[str] | None = None, skip: Iterable[str] = (),
-                    defaults: dict[str, Any] | None = None) -> None:
-    """Add one argparse argument per ``arg(...)`` field of dataclass ``cls`` (rules: module docstring)."""
+                    defaults: dict[str, Any] | None = None, prefix: str = "") -> None:
+    """Add one argparse argument per ``arg(...)`` field of dataclass ``cls`` (rules: module docstring).
+
+    ``prefix`` adds a second copy of the same flags for another model or role: ``--{prefix}name``,
+    dest ``{prefix}name`` (read it back with ``config_from_args(cls, ns, prefix=...)``).
+    """
     hints = typing.get_type_hints(cls)
     wanted = set(only) if only is not None else None
     skipped, defaults = set(skip), dict(defaults or {})
@@ -115,8 +119,10 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         positional = spec.pop("positional")
         names = (field.name,) if positional else spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
         spec.pop("flags", None)
+        if prefix:
+            names = tuple(f"--{prefix}{name.lstrip('-')}" for name in names)
         default = defaults.pop(field.name, _field_default(field))
-        kwargs: dict[str, Any] = {"help": spec.pop("help")} if positional else {"dest": field.name,
+        kwargs: dict[str, Any] = {"help": spec.pop("help")} if positional else {"dest": prefix + field.name,
                                                                                 "help": spec.pop("help")}
         kwargs.update(spec)
         value_type = _value_type(hints[field.name])
@@ -135,10 +141,11 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         raise TypeError(f"add_config_args({cls.__name__}): defaults for fields that are not flags: {sorted(defaults)}")
 
 
-def config_from_args(cls: type, namespace: argparse.Namespace | dict, **overrides: Any) -> Any:
-    """``cls(**...)`` from the namespace attributes named like its fields, then ``overrides``."""
+def config_from_args(cls: type, namespace: argparse.Namespace | dict, *, prefix: str = "",
+                     **overrides: Any) -> Any:
+    """``cls(**...)`` from the namespace attributes named like its fields (``prefix`` + name), then ``overrides``."""
     values = vars(namespace) if isinstance(namespace, argparse.Namespace) else dict(namespace)
     names = {f.name for f in dataclasses.fields(cls) if f.init}
-    kwargs = {k: v for k, v in values.items() if k in names}
+    kwargs = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix) and k[len(prefix):] in names}
     kwargs.update(overrides)
     return cls(**kwargs)
