@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import runpy
 import sys
+from functools import partial
 from pathlib import Path
 
 SRC = Path(__file__).resolve().parents[1]
@@ -39,29 +40,11 @@ def run(name: str) -> None:
     runpy.run_path(str(script), run_name="__main__")
 
 
-def mcts() -> None:
-    run("masprm-mcts")
-
-
-def preprocess() -> None:
-    run("masprm-preprocess")
-
-
-def train() -> None:
-    run("masprm-train")
-
-
-def evaluate() -> None:
-    run("masprm-eval")
-
-
-def aggregate() -> None:
-    run("masprm-aggregate")
-
-
-def show_tree() -> None:
-    run("masprm-show-tree")
-
-
-def demo() -> None:
-    run("masprm-demo")
+# The console-script entry points (pyproject.toml names them).
+mcts = partial(run, "masprm-mcts")
+preprocess = partial(run, "masprm-preprocess")
+train = partial(run, "masprm-train")
+evaluate = partial(run, "masprm-eval")
+aggregate = partial(run, "masprm-aggregate")
+show_tree = partial(run, "masprm-show-tree")
+demo = partial(run, "masprm-demo")
