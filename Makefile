@@ -6,13 +6,12 @@ STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum
 
 .PHONY: setup test demo bench gpu-check clean-demo
 
-# The package is installed editable (pip install -e .): `import masprm` and the masprm-* commands
-# work from anywhere, and the seed README's `python src/...` commands run this checkout's code.
+# requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
+# masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
 $(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt
-	$(PY) -m pip install --quiet --no-deps -e .
 	rm -f $(VENV)/.installed-*
 	touch $(STAMP)
 
