@@ -20,7 +20,7 @@ from typing import Any, Mapping
 import yaml
 
 from masprm.checks import read_utf8
-from masprm.errors import ConfigError
+from masprm.errors import ConfigError, first_line
 
 QUESTION = -1
 DEFAULT_MAX_NEW_TOKENS = 512
@@ -232,7 +232,7 @@ def load_mas_config(path: str | Path) -> MASGraph:
     try:
         data = yaml.safe_load(read_utf8(path, "MAS config"))
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        raise ConfigError(f"{path}: not valid YAML ({first_line(err)})") from None
     graph = MASGraph.from_dict(data, source=str(path))
     if graph.handoff is None and not graph.children(QUESTION):
         # A static team in which every agent would answer without ever seeing the question.

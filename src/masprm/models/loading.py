@@ -21,6 +21,7 @@ import torch
 from masprm.checks import check_model_source, looks_like_path
 from masprm.cli import UsageError
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.errors import first_line
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -177,9 +178,8 @@ def check_model_id(model_id: str, flag: str = "--model_id") -> str:
 
 
 def _load_error(model_id: str, flag: str, err: Exception) -> UsageError:
-    first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     where = "local folder" if looks_like_path(model_id) else "hub id (not cached, and the hub is unreachable or has no such repo)"
-    return UsageError(f"{flag} {model_id}: cannot load as a {where}: {first_line}")
+    return UsageError(f"{flag} {model_id}: cannot load as a {where}: {first_line(err)}")
 
 
 # ---------------------------------------------------------------------------
@@ -272,7 +272,7 @@ def compile_with_fallback(model, compiler):
             return compiled_forward(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - any compiler failure means: run eagerly
             model.forward = eager_forward
-            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            detail = first_line(err, limit=200) if str(err).strip() else ""
             warn_once(f"torch.compile failed ({type(err).__name__}: {detail}); continuing without compilation")
             return eager_forward(*args, **kwargs)
 

@@ -25,7 +25,7 @@ def agent_of(node: Tree) -> int | None:
     return agent_of_action(node.get("action_text"))
 
 
-def _one_line(text: str | None, width: int) -> str:
+def _shortened(text: str | None, width: int) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -45,11 +45,11 @@ def tree_text(tree: Tree, max_depth: int | None = None, max_children: int | None
     def visit(node: Tree, depth: int) -> None:
         indent = "  " * depth
         if depth == 0:
-            lines.append(f"ROOT {_stats(node)} {_one_line(node.get('node_text'), width)}")
+            lines.append(f"ROOT {_stats(node)} {_shortened(node.get('node_text'), width)}")
         else:
             mark = " (terminal)" if node.get("is_terminal") else ""
             lines.append(f"{indent}-> agent {agent_of(node)}{mark} {_stats(node)} "
-                         f"{_one_line(node.get('node_text'), width)}")
+                         f"{_shortened(node.get('node_text'), width)}")
         if max_depth is not None and depth >= max_depth:
             return
         children = node.get("children") or []
@@ -95,8 +95,8 @@ def tree_report(tree: Tree, k: int = 3, max_depth: int = 3, max_children: int = 
         leaf = path[-1]
         lines.append(f"--- rollout {rank} (visits={leaf.get('visits', 0)}) ---")
         for step, node in enumerate(path[1:], start=1):
-            lines.append(f"  step {step} agent {agent_of(node)}: {_one_line(node.get('node_text'), width)}")
-        lines.append(f"  final answer: {_one_line(leaf.get('final_answer'), width)}")
+            lines.append(f"  step {step} agent {agent_of(node)}: {_shortened(node.get('node_text'), width)}")
+        lines.append(f"  final answer: {_shortened(leaf.get('final_answer'), width)}")
         lines.append(f"  reward: {leaf.get('q_mean', 0.0):+.0f}")
     return "\n".join(lines)
 
@@ -184,7 +184,7 @@ def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
 
     # A title instead of a colour bar: a colour bar's axis and ticks would cost more than the tree.
     meta = tree.get("meta", {})
-    fig.suptitle(f"tree {meta.get('index', '')}  gold={_one_line(str(meta.get('gold')), 30)}  "
+    fig.suptitle(f"tree {meta.get('index', '')}  gold={_shortened(str(meta.get('gold')), 30)}  "
                  f"root q_mean={tree.get('q_mean', 0.0):.3f}\ncolour = q_mean (red -1 .. green +1), "
                  "grey = unvisited, number = visits, square = terminal", fontsize=7)
 
