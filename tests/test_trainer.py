@@ -43,7 +43,7 @@ def test_records_are_checked_with_file_and_line(tmp_path):
         "empty": ("", "no records"),
         "bad_json": (good + "\n{oops\n", ":2: not valid JSON"),
         "missing": (good + "\n" + json.dumps({"prompt": "q", "chosen_actions": ["a"]}) + "\n",
-                    ":2: missing field(s) rejected_actions for --mode ppm"),
+                    ":2: missing field(s) rejected_actions for ppm training"),
         "not_list": (json.dumps({"prompt": "q", "chosen_actions": "a", "rejected_actions": ["b"]}),
                      ":1: field 'chosen_actions' must be a non-empty list of strings"),
         "ragged": (json.dumps({"prompt": "q", "chosen_actions": ["a", "b"], "rejected_actions": ["c"]}),
@@ -52,26 +52,26 @@ def test_records_are_checked_with_file_and_line(tmp_path):
     for name, (text, expected) in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text(text, encoding="utf-8")
-        with pytest.raises(UsageError, match=re.escape(expected)) as err:
+        with pytest.raises(MasprmError, match=re.escape(expected)) as err:
             load_records(path, "ppm")
         assert str(path) in str(err.value)
-    with pytest.raises(UsageError, match="file not found"):
+    with pytest.raises(MasprmError, match="file not found"):
         load_records(tmp_path / "nope.jsonl", "ppm")
-    with pytest.raises(UsageError, match="is a folder"):
+    with pytest.raises(MasprmError, match="is a folder"):
         load_records(tmp_path, "ppm")
 
 
 def test_step_records_need_one_label_in_range_per_completion(tmp_path):
     ok = {"prompt": "q", "completions": ["a", "b"], "labels": [0.5, -1]}
     path = write_jsonl(tmp_path / "prm.jsonl", [ok, {**ok, "labels": [0.5]}])
-    with pytest.raises(UsageError, match=r"prm.jsonl:2: field 'labels' must be a list with one number"):
+    with pytest.raises(MasprmError, match=r"prm.jsonl:2: field 'labels' must be a list with one number"):
         load_records(path, "prm")
     write_jsonl(path, [{**ok, "labels": [0.5, 1.7]}])
-    with pytest.raises(UsageError, match=r":1: label 1.7 is not a number in \[-1, 1\]"):
+    with pytest.raises(MasprmError, match=r":1: label 1.7 is not a number in \[-1, 1\]"):
         load_records(path, "orm")
     # A ppm file given to --mode prm names the fields prm needs.
     write_jsonl(path, [ppm_record(random.Random(0))])
-    with pytest.raises(UsageError, match=r"missing field\(s\) completions, labels for --mode prm"):
+    with pytest.raises(MasprmError, match=r"missing field\(s\) completions, labels for prm training"):
         load_records(path, "prm")
 
 
@@ -87,7 +87,7 @@ def test_eval_split_is_seeded_four_percent_and_never_empty():
     assert len(held) == 4 and sorted(train + held) == list(range(100))
     assert split_eval(100, seed=3) == (train, held) and split_eval(100, seed=4) != (train, held)
     assert len(split_eval(5, seed=0)[1]) == 1
-    with pytest.raises(UsageError, match="at least 2"):
+    with pytest.raises(MasprmError, match="at least 2"):
         split_eval(1, seed=0)
 
 

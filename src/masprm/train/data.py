@@ -22,11 +22,16 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from masprm.checks import read_utf8
-from masprm.cli import UsageError
+from masprm.errors import DataError
 from masprm.io import iter_jsonl
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
+
+
+def _bad(message: str) -> DataError:
+    """An error in the training data file (the CLI names its flag, --data_dir)."""
+    return DataError(message, setting="data_file")
 
 
 # --------------------------------------------------------------------------- reading records
@@ -36,7 +41,7 @@ def _iter_records(path: Path) -> Iterator[tuple[str, dict]]:
     """Yield (where, record): a JSON list/object file, else JSONL (line numbers in `where`)."""
     if path.suffix == ".json":
         try:
-            data = json.loads(read_utf8(path, "data file (--data_dir)"))
+            data = json.loads(read_utf8(path, "data file"))
         except json.JSONDecodeError:
             data = None  # not one JSON document: read it as JSONL below
         if isinstance(data, dict):
@@ -44,7 +49,7 @@ def _iter_records(path: Path) -> Iterator[tuple[str, dict]]:
         if isinstance(data, list):
             for i, rec in enumerate(data):
                 if not isinstance(rec, dict):
-                    raise UsageError(f"{path}: record {i}: expected a JSON object, got {type(rec).__name__}")
+                    raise _bad(f"{path}: record {i}: expected a JSON object, got {type(rec).__name__}")
                 yield f"{path}: record {i}", rec
             return
     for lineno, rec in iter_jsonl(path):
@@ -54,45 +59,46 @@ def _iter_records(path: Path) -> Iterator[tuple[str, dict]]:
 def _check_str_list(where: str, rec: dict, key: str) -> None:
     value = rec.get(key)
     if not isinstance(value, list) or not value or not all(isinstance(s, str) for s in value):
-        raise UsageError(f"{where}: field {key!r} must be a non-empty list of strings")
+        raise _bad(f"{where}: field {key!r} must be a non-empty list of strings")
 
 
 def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
-    needed = ("prompt", "chosen_actions", "rejected_actions") if kind == "pairs" else ("prompt", "completions", "labels")
+    needed = ("prompt", "chosen_actions", "rejected_actions") if kind == "pairs" else \
+        ("prompt", "completions", "labels")
     missing = [k for k in needed if k not in rec]
     if missing:
-        raise UsageError(f"{where}: missing field(s) {', '.join(missing)} for --mode {mode} "
-                         f"(a {mode} record needs {', '.join(needed)})")
+        raise _bad(f"{where}: missing field(s) {', '.join(missing)} for {mode} training "
+                   f"(a {mode} record needs {', '.join(needed)})")
     if not isinstance(rec["prompt"], str):
-        raise UsageError(f"{where}: field 'prompt' must be a string")
+        raise _bad(f"{where}: field 'prompt' must be a string")
     if kind == "pairs":
         _check_str_list(where, rec, "chosen_actions")
         _check_str_list(where, rec, "rejected_actions")
         if len(rec["chosen_actions"]) != len(rec["rejected_actions"]):
-            raise UsageError(f"{where}: chosen_actions and rejected_actions must have the same number of steps")
+            raise _bad(f"{where}: chosen_actions and rejected_actions must have the same number of steps")
         return
     _check_str_list(where, rec, "completions")
     labels = rec["labels"]
     if not isinstance(labels, list) or len(labels) != len(rec["completions"]):
-        raise UsageError(f"{where}: field 'labels' must be a list with one number per completion")
+        raise _bad(f"{where}: field 'labels' must be a list with one number per completion")
     for y in labels:
         if isinstance(y, bool) or not isinstance(y, (int, float)) or not math.isfinite(y) or abs(y) > 1.0 + 1e-6:
-            raise UsageError(f"{where}: label {y!r} is not a number in [-1, 1]")
+            raise _bad(f"{where}: label {y!r} is not a number in [-1, 1]")
 
 
 def load_records(path: str | Path, mode: str) -> list[dict]:
     """All records of a stage-2 file, checked for the fields `mode` needs."""
     path = Path(path)
     if path.is_dir():
-        raise UsageError(f"{path}: is a folder; --data_dir expects a JSON or JSONL file")
+        raise _bad(f"{path}: is a folder, not a JSON or JSONL file")
     if not path.is_file():
-        raise UsageError(f"{path}: file not found (--data_dir)")
+        raise _bad(f"{path}: file not found")
     records = []
     for where, rec in _iter_records(path):
         _check_record(where, rec, mode, OBJECTIVES[mode].records)
         records.append(rec)
     if not records:
-        raise UsageError(f"{path}: no records (the file is empty)")
+        raise _bad(f"{path}: no records (the file is empty)")
     return records
 
 
@@ -112,7 +118,7 @@ def split_eval(n: int, seed: int, fraction: float = EVAL_FRACTION) -> tuple[list
     training order before sampling) is reproduced.
     """
     if n < 2:
-        raise UsageError(f"need at least 2 usable records for a train/eval split, got {n}")
+        raise _bad(f"need at least 2 usable records for a train/eval split, got {n}")
     n_eval = math.ceil(fraction * n)
     order = np.random.default_rng(seed).permutation(n).tolist()
     return order[n_eval:], order[:n_eval]
