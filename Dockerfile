@@ -12,6 +12,9 @@ RUN apt-get update && apt-get install -y --no-install-recommends build-essential
     && rm -rf /var/lib/apt/lists/*
 WORKDIR /app
 COPY requirements.txt .
-RUN pip install -r requirements.txt
+# The pinned dependencies first (a cached layer); the package itself (requirements.txt's `-e .`) once the
+# checkout is copied. PYTHONPATH covers a checkout mounted over /app as well.
+RUN grep -v '^-e ' requirements.txt > /tmp/deps.txt && pip install -r /tmp/deps.txt
 COPY . .
+RUN pip install --no-deps -e .
 CMD ["bash"]

@@ -2,11 +2,13 @@
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
-STAMP  := $(VENV)/.installed-$(shell cksum requirements.txt | cut -d' ' -f1)
+STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
 .PHONY: setup test demo bench gpu-check clean-demo
 
-$(STAMP): requirements.txt
+# requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
+# masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
+$(STAMP): requirements.txt pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -r requirements.txt

@@ -1,4 +1,4 @@
-"""Stage 5: aggregate evaluation logs across seeds (SPEC §11).
+"""Stage 5: aggregate evaluation logs across seeds.
 
     python aggregator.py [--logs_dir logs] [--out aggregated_results.csv]
 
@@ -8,23 +8,27 @@ seeds, prints the table, and draws accuracy against generated tokens next to
 the CSV (`aggregated_results.png`).
 """
 
-import sys, pathlib  # noqa: E401
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent / "src"))
+from dataclasses import dataclass
+from pathlib import Path
 
-from pathlib import Path  # noqa: E402
+from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.io import atomic_write_text
 
-from masprm.aggregate import aggregate, format_table, plot_results, read_logs, to_csv  # noqa: E402
-from masprm.checks import check_output_file  # noqa: E402
-from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
-from masprm.io import atomic_write_text  # noqa: E402
+
+@dataclass
+class AggregateArgs:
+    logs_dir: str = arg("logs", flags=("--logs_dir",), help="folder of the stage-4 text logs (default logs)")
+    out: str = arg("aggregated_results.csv", help="CSV to write (the plot goes next to it)")
+    no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/tokens plot")
+    seed: int = arg(42, help="accepted for uniformity; aggregation is not random")
 
 
 def main() -> int:
     p = ArgumentParser(description="Aggregate seed-specific evaluation logs into mean/std per experiment.")
-    p.add_argument("--logs_dir", default="logs", help="folder of the stage-4 text logs (default logs)")
-    p.add_argument("--out", default="aggregated_results.csv", help="CSV to write (the plot goes next to it)")
-    p.add_argument("--no_plot", action="store_true", help="do not draw the accuracy/tokens plot")
-    p.add_argument("--seed", type=int, default=42, help="accepted for uniformity; aggregation is not random")
+    add_config_args(p, AggregateArgs)
     args = p.parse_args()
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
     check_output_file(args.out, "--out")

@@ -9,20 +9,16 @@ as a bare KV-cached forward loop gives the model's share.
     python bench/bench_policy.py [--threads N] [--repeats R] [--new_tokens T]
 """
 
-import sys
 import pathlib
+import tempfile
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
+import torch
 
-import tempfile  # noqa: E402
-
-import torch  # noqa: E402
-
-from masprm.cli import ArgumentParser, run_cli  # noqa: E402
-from masprm.models.loading import ModelOptions  # noqa: E402
-from masprm.models.policy import HFPolicy  # noqa: E402
-from masprm.models.tiny import build_tiny_model  # noqa: E402
-from _timing import timed  # noqa: E402  (bench/ is on the path when run as a script)
+from masprm.cli import ArgumentParser, run_cli
+from masprm.models.loading import ModelOptions
+from masprm.models.policy import HFPolicy
+from masprm.models.tiny import build_tiny_model
+from _timing import timed  # (bench/ is on the path when run as a script)
 
 SIZES = {  # name -> build_tiny_model arguments
     "tiny (h64, 2 layers)": dict(hidden_size=64, num_layers=2, intermediate_size=128),

@@ -8,8 +8,7 @@ README's flags in the full and the local view. Exits 1 when a run takes
 longer than --limit seconds.
 """
 
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))  # noqa: E401,E702
-
+import sys
 import json
 import random
 import resource

@@ -9,23 +9,18 @@ by length saves in padding.
     python bench/bench_scorer.py [--threads N] [--texts T] [--repeats R]
 """
 
-import sys
 import pathlib
+import json
+import random
+import tempfile
+import torch
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-
-import json  # noqa: E402
-import random  # noqa: E402
-import tempfile  # noqa: E402
-
-import torch  # noqa: E402
-
-from masprm.cli import ArgumentParser, run_cli  # noqa: E402
-from masprm.models.scorer import load_scorer  # noqa: E402
-from masprm.models.tiny import build_tiny_model  # noqa: E402
-from masprm.state_text import DEFAULT_SEPARATOR, join_steps  # noqa: E402
-from masprm.train import TrainConfig, train_scorer  # noqa: E402
-from _timing import timed  # noqa: E402  (bench/ is on the path when run as a script)
+from masprm.cli import ArgumentParser, run_cli
+from masprm.models.scorer import load_scorer
+from masprm.models.tiny import build_tiny_model
+from masprm.state_text import DEFAULT_SEPARATOR, join_steps
+from masprm.train import TrainConfig, train_scorer
+from _timing import timed  # (bench/ is on the path when run as a script)
 
 STEP_TEMPLATES = [
     "Numbers: {a} and {b}.",

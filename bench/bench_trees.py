@@ -13,8 +13,6 @@ model (selection, routing, back-up, answer checking, writing) must stay
 small next to generation.
 """
 
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))  # noqa: E401,E702
-
 import tempfile
 import time
 from dataclasses import dataclass
@@ -25,7 +23,7 @@ from masprm.graph import MASGraph, load_mas_config
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees, tree_path
 
 REPO = Path(__file__).resolve().parents[1]
-TEAM = {  # the gsm8k team's shape (SPEC §12), used when configs/gsm8k.yaml is not there
+TEAM = {  # the gsm8k team's shape (configs/gsm8k.yaml), used when configs/gsm8k.yaml is not there
     "agents": [{"name": n, "system_prompt": f"You are the {n}. Be brief."}
                for n in ("Reader", "Planner", "Solver", "Verifier")],
     "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2], [-1, 3], [2, 3]],

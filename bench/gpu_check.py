@@ -11,22 +11,16 @@ GPU_CHECK_DEVICE=cpu runs the model checks on the CPU, to try the script itself 
 """
 
 import sys
-import pathlib
+import functools
+import json
+import random
+import shutil
+import time
+import warnings
+from pathlib import Path
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "src"))
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-
-import functools  # noqa: E402
-import json  # noqa: E402
-import random  # noqa: E402
-import shutil  # noqa: E402
-import time  # noqa: E402
-import warnings  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-import os  # noqa: E402
-
-import torch  # noqa: E402
+import os
+import torch
 
 DEVICE = os.environ.get("GPU_CHECK_DEVICE", "cuda:0")
 ON_CUDA = DEVICE.startswith("cuda")
@@ -50,7 +44,7 @@ def check(ok: bool, what: str) -> bool:
 
 def setup(work: Path) -> bool:
     from masprm.models.tiny import build_tiny_model
-    from test_trainer import ppm_record
+    from helpers import ppm_record
 
     work.mkdir(parents=True, exist_ok=True)
     build_tiny_model(work / "tiny", seed=0)
@@ -132,7 +126,8 @@ def policy(work: Path) -> bool:
 
 
 def qlora(work: Path) -> bool:
-    from masprm.train.model import attach_lora, load_token_scorer
+    from masprm.models.token_scorer import load_token_scorer
+    from masprm.train.lora import attach_lora
 
     model = load_token_scorer(str(work / "tiny"), load_in_4bit=True, dtype=torch.bfloat16)
     model = attach_lora(model, r=4, alpha=8, dropout=0.0, quantized=True)

@@ -16,7 +16,8 @@ PY=${PY:-.venv/bin/python}
 PY=$(command -v "$PY"); case $PY in /*) ;; *) PY="$PWD/$PY" ;; esac  # absolute: the steps run in $WORK
 WORK=${1:-$(mktemp -d -t masprm-gpu-check-XXXX)}
 mkdir -p "$WORK" && WORK=$(cd "$WORK" && pwd)
-export PYTHONPATH=src HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+# src: the package without an install; tests: the shared test helpers the checks reuse
+export PYTHONPATH=src:tests HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 NGPU=$("$PY" -c "import torch; print(torch.cuda.device_count() if torch.cuda.is_available() else 0)" 2>/dev/null || echo 0)
 TORCHRUN="$(dirname "$PY")/torchrun"; [ -x "$TORCHRUN" ] || TORCHRUN=torchrun
 START=$SECONDS

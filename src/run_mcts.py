@@ -11,18 +11,15 @@ rerunning the same command resumes an interrupted run. ``--ray`` spreads the
 examples over local Ray actors, each with its own copy of the model.
 """
 
-import sys, pathlib  # noqa: E401
+import sys
+from functools import partial
+from pathlib import Path
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-
-from functools import partial  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
-from masprm.graph import load_mas_config  # noqa: E402
-from masprm.parallel import check_gpu_share  # noqa: E402
-from masprm.runs import default_config_path, run_folder_name  # noqa: E402
-from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees  # noqa: E402
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.graph import load_mas_config
+from masprm.parallel import check_gpu_share
+from masprm.runs import default_config_path, run_folder_name
+from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees
 
 
 def build_parser() -> ArgumentParser:

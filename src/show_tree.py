@@ -7,25 +7,30 @@
 
 import pathlib
 import sys
+from dataclasses import dataclass
 
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.io import read_json
+from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
+from masprm.tree_schema import is_search_tree
 
-from masprm.checks import check_output_file  # noqa: E402
-from masprm.cli import ArgumentParser, check, run_cli  # noqa: E402
-from masprm.io import read_json  # noqa: E402
-from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text  # noqa: E402
+
+@dataclass
+class ShowTreeArgs:
+    tree: str = arg(positional=True, help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
+    out: str | None = arg(None, help="PNG to write (default: next to the tree, same name; with --text only when "
+                                     "given)")
+    text: bool = arg(False, help="print the tree as indented text")
+    max_depth: int | None = arg(None, flags=("--max_depth",), help="text: deepest level shown")
+    max_children: int | None = arg(None, flags=("--max_children",), help="text: children shown per node")
+    rollouts: int = arg(0, help="text: also list the N most visited finished rollouts with their reward")
 
 
 def main() -> int:
     ap = ArgumentParser(description="Render a stage-1 tree JSON as a PNG and/or indented text.")
-    ap.add_argument("tree", help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
-    ap.add_argument("--out", default=None,
-                    help="PNG to write (default: next to the tree, same name; with --text only when given)")
-    ap.add_argument("--text", action="store_true", help="print the tree as indented text")
-    ap.add_argument("--max_depth", type=int, default=None, help="text: deepest level shown")
-    ap.add_argument("--max_children", type=int, default=None, help="text: children shown per node")
-    ap.add_argument("--rollouts", type=int, default=0,
-                    help="text: also list the N most visited finished rollouts with their reward")
+    add_config_args(ap, ShowTreeArgs)
     args = ap.parse_args()
     for flag in ("max_depth", "max_children"):
         value = getattr(args, flag)
@@ -39,7 +44,7 @@ def main() -> int:
         check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
         check_output_file(out, "--out")
     tree = read_json(args.tree)
-    check(isinstance(tree, dict) and "visits" in tree and isinstance(tree.get("children"), list),
+    check(is_search_tree(tree),
           f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
 
     if args.text:

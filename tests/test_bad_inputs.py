@@ -23,7 +23,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from test_pairs import GSM8K, gsm8k_tree
+from helpers import GSM8K, gsm8k_tree
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"

@@ -1,4 +1,4 @@
-"""The shipped MAS configs (SPEC §12): topology, the answer line each team ends with, the gates, handoff."""
+"""The shipped MAS configs: topology, the answer line each team ends with, the gates, handoff."""
 
 from __future__ import annotations
 

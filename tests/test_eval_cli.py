@@ -10,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from masprm.cli import UsageError
+from masprm.errors import MasprmError
+
+from helpers import load_script
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
@@ -95,12 +98,7 @@ def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, pr
 
 
 def _cli():
-    sys.path.insert(0, str(SCRIPT.parent))
-    try:
-        import compare_sbs_mcts as cli
-    finally:
-        sys.path.pop(0)
-    return cli
+    return load_script(SCRIPT)
 
 
 def _validate(argv):
@@ -138,7 +136,7 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
         cli.main()
     monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tiny_model_dir),
                                              "--data_file", str(tmp_path / "missing.jsonl")])
-    with pytest.raises(UsageError, match="missing.jsonl"):
+    with pytest.raises(MasprmError, match="missing.jsonl"):   # a DataError; run_cli prefixes --data_file
         cli.main()
     assert not (tmp_path / "logs").exists()    # nothing was started
 

@@ -196,7 +196,8 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
                     ignore=shutil.ignore_patterns("__pycache__"))
     method_file = str(root / "eval" / "methods.py")
     names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
-    assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "train/data.py",
+    assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "models/text_encoder.py",
+            "models/token_scorer.py", "models/scorer_meta.py",
             "answers.py", "graph.py", "state_text.py", "search/node.py", "eval/expand.py"} <= names
     assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
 
@@ -205,7 +206,7 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
         return logs.code_version(method_file, root)
 
     before = version()
-    for rel in ("models/policy.py", "data.py", "train/data.py"):
+    for rel in ("models/policy.py", "data.py", "models/text_encoder.py"):
         (root / rel).write_text((root / rel).read_text() + "\n# edited\n")
         after = version()
         assert after != before, rel

@@ -10,6 +10,7 @@ from masprm.data import Example, LoadedData
 from masprm.eval.logs import log_status, set_trailer
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
+from helpers import REPO, load_script
 from test_eval_fakes import settings
 
 ROLES = ["Analyst", "Solver", "Finalizer"]
@@ -65,14 +66,7 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
     import masprm.checks
     # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
     monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src" / "experiments"))
-    try:
-        import compare_sbs_mcts as cli
-    finally:
-        sys.path.pop(0)
+    cli = load_script(REPO / "src" / "experiments" / "compare_sbs_mcts.py")
     from masprm.eval.runner import MODEL_LOADERS
     from masprm.models.loading import ModelOptions
 

@@ -3,9 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-from pathlib import Path
 
 import re
 
@@ -17,60 +14,9 @@ from masprm.pairs import (Options, Preprocessor, TreeError, parse_tree, ppm_pair
 from masprm.search.node import Node, backup, node_to_json
 from masprm.state_text import full_state_text, join_steps, local_state_text
 
+from helpers import DYLAN, GSM8K, Q, SINGLE, dylan_tree, gsm8k_tree, leaf, node, root, write_trees
+
 # --------------------------------------------------------------------------- configs and tree builders
-
-# Reader -> Planner -> Solver -> Verifier with question skip-edges (SPEC §12).
-GSM8K = {
-    "agents": [{"name": n, "system_prompt": f"You are the {n}."} for n in ("Reader", "Planner", "Solver", "Verifier")],
-    "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2], [-1, 3], [2, 3]],
-}
-# Two solvers -> judge; a refiner and a final judge run only when the judge disagrees.
-DYLAN = {
-    "agents": [{"name": n, "system_prompt": n} for n in ("SolverA", "SolverB", "Judge", "Refiner", "Final")],
-    "edges": [[-1, 0], [-1, 1], [0, 2], [1, 2], [-1, 3], [2, 3, "contains:VERDICT: DISAGREE"], [3, 4]],
-}
-SINGLE = {"agents": [{"name": "Solo", "system_prompt": "Solve."}], "edges": [[-1, 0]]}
-
-Q = "What is 2 + 2?"
-
-
-def node(agent, text, q, *children, terminal=False, visits=1):
-    return {"steps": [], "action_text": f"[agent {agent}] {text}", "is_terminal": terminal,
-            "final_answer": text if terminal else None, "visits": visits, "q_sum": q * visits,
-            "q_mean": q, "node_text": text, "children": list(children)}
-
-
-def leaf(agent, text, q, visits=1):
-    return node(agent, text, q, terminal=True, visits=visits)
-
-
-def root(q, *children, question=Q, visits=10):
-    return {"steps": [], "action_text": None, "is_terminal": False, "final_answer": None, "visits": visits,
-            "q_sum": q * visits, "q_mean": q, "node_text": question, "children": list(children),
-            "meta": {"gold": "4", "dataset": "test"}}
-
-
-def gsm8k_tree(root_q=0.2):
-    """The fixed-depth example: R1 -> {P1 -> S1 -> {V1 +1, V2 -1}, P2 -> S2 -> V3 -1}."""
-    return root(root_q, node(0, "read", 0.2,
-                             node(1, "plan A", 0.5,
-                                  node(2, "solve A", 0.5, leaf(3, "answer: 4", 1.0), leaf(3, "answer: 5", -1.0))),
-                             node(1, "plan B", -1.0,
-                                  node(2, "solve B", -1.0, leaf(3, "answer: 7", -1.0))),
-                             visits=6))
-
-
-def dylan_tree():
-    """Variable depth: the judge agrees (3 steps, terminal) or disagrees (5 steps)."""
-    return root(0.0, node(0, "A says 3", 0.0,
-                          node(1, "B says 4", 0.0,
-                               leaf(2, "VERDICT: AGREE answer 3", -1.0),
-                               node(2, "VERDICT: DISAGREE", 0.5,
-                                    node(3, "refined 4", 0.5, leaf(4, "final 4", 1.0), leaf(4, "final 3", -1.0),
-                                         visits=2),
-                                    visits=2),
-                               visits=3)))
-
 
 def fan_tree(values, texts=None, root_q=0.0):
     """A single-agent tree: the root's terminal children carry the given values."""
@@ -314,16 +260,6 @@ def test_ppm_texts_use_the_last_differing_step():
 # --------------------------------------------------------------------------- many trees: windows and dedupe
 
 
-def write_trees(folder, trees):
-    folder.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for i, t in enumerate(trees):
-        p = folder / f"{i}.json"
-        p.write_text(json.dumps(t) if not isinstance(t, str) else t)
-        paths.append(p)
-    return paths
-
-
 def run_all(paths, config=GSM8K, **options):
     opts = Options(**options)
     prep = Preprocessor(opts, MASGraph.from_dict(config) if opts.view == "local" else None)
@@ -392,7 +328,7 @@ def test_empty_results_say_why(tmp_path):
 
 
 def scripted_tree(config, question, outputs_for, reward):
-    """Expand every node with scripted candidates, back up each terminal path once (SPEC §5 tree JSON).
+    """Expand every node with scripted candidates, back up each terminal path once (the tree format of masprm.tree_schema).
 
     Returns (tree JSON, {path texts: (agent, the inbox that agent saw, state after)}).
     """
@@ -439,9 +375,3 @@ def test_stage1_shaped_trees_agree_with_routing_and_inference_layout():
             assert texts == {local_state_text(state, a) for a, _, state in seen.values()}
     pairs = pairs_of(tree, DYLAN, target_nodes=0, view="local")
     assert pairs and all(p["meta"]["pos_q"] > p["meta"]["neg_q"] for p in pairs)
-
-
-def test_the_core_does_not_import_torch():
-    code = "import sys, masprm.pairs; sys.exit('torch' in sys.modules)"
-    src = Path(__file__).resolve().parents[1] / "src"
-    assert subprocess.run([sys.executable, "-c", code], env={"PYTHONPATH": str(src)}).returncode == 0

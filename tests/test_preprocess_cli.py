@@ -13,7 +13,8 @@ import pytest
 import yaml
 
 from masprm.cli import UsageError
-from test_pairs import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
+from masprm.errors import MasprmError
+from helpers import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "src" / "train" / "preprocess_data.py"
@@ -113,7 +114,7 @@ def test_user_errors_are_one_clear_line_and_write_nothing(workdir, argv, message
     (workdir / "configs" / "broken.yaml").write_text("agents: [\n")
     old = workdir / "results" / f"prm_samples_{README_RUN}.jsonl"
     old.write_text("keep me\n")
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:   # a UsageError, or a domain error (ConfigError) run_cli shows
         preprocess_data.main(argv)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert old.read_text() == "keep me\n"
@@ -149,7 +150,7 @@ def test_a_crash_mid_run_keeps_the_old_outputs(workdir, monkeypatch):
 
 
 def test_script_runs_from_the_repo_root_and_exits_2_on_user_error(workdir):
-    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    env = dict(os.environ)   # the package is found as installed by make setup (here: conftest's PYTHONPATH)
     ok = subprocess.run([sys.executable, str(SCRIPT), "--help"], capture_output=True, text=True, env=env)
     assert ok.returncode == 0 and "--ppm-root-window" in ok.stdout and "--no-dedupe" in ok.stdout
     bad = subprocess.run([sys.executable, str(SCRIPT), "--input", "results/nope"], capture_output=True,

@@ -143,7 +143,7 @@ def test_show_tree_rejects_what_is_not_a_tree(tmp_path):
     assert proc.returncode == 2 and "not a search tree" in proc.stderr and "Traceback" not in proc.stderr
 
 
-# --------------------------------------------------------------------------- run-folder names (SPEC §1)
+# --------------------------------------------------------------------------- run-folder names
 
 
 def test_run_folder_name_of_the_seed_readme():

@@ -1,4 +1,4 @@
-"""The scorer loader and `HFScorer.score_batch` (SPEC §8), against adapters the trainer wrote."""
+"""The scorer loader and `HFScorer.score_batch`, against adapters the trainer wrote."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ import torch
 from masprm.cli import UsageError
 from masprm.models.scorer import load_scorer, resolve_scorer_folder
 from masprm.train import train_scorer
-from test_trainer import SEP, config, ppm_record, step_record, write_jsonl
+from helpers import SEP, config, ppm_record, step_record, write_jsonl
 
 
 @pytest.fixture(scope="module")

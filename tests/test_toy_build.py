@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from masprm.models.tiny import IM_END
 from masprm.toy import build as toy_build
 from masprm.toy.train_policy import PolicySpec, encode_turns, make_batch
 
@@ -129,6 +130,9 @@ def test_prompt_weight_adds_the_prompt_to_the_loss_and_zero_is_plain_sft():
 
         def convert_tokens_to_ids(self, token):
             return 2
+
+        def get_vocab(self):
+            return {IM_END: 2}
 
     torch.manual_seed(0)
     model = build_model(spec, Tok())

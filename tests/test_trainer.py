@@ -1,4 +1,4 @@
-"""Stage 3 scorer training (SPEC §7): data checks, losses, metrics, learnability, seeding, resume.
+"""Stage 3 scorer training: data checks, losses, metrics, learnability, seeding, resume.
 
 Everything runs on CPU with the session's tiny Qwen2 model; training runs are
 a few dozen steps on short synthetic texts.
@@ -12,7 +12,6 @@ import re
 import runpy
 import subprocess
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -20,54 +19,19 @@ import torch
 from safetensors.torch import load_file
 
 from masprm.cli import UsageError
-from masprm.train import TrainConfig, train_scorer
+from masprm.train import train_scorer
 from masprm.state_text import join_steps
-from masprm.train.data import TextEncoder, build_step_examples, eval_view, load_records, split_eval
+from masprm.errors import MasprmError
+from masprm.models.text_encoder import TextEncoder
+from masprm.models.token_scorer import separator_token_id
+from masprm.train.data import eval_view, load_records, split_eval
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
-from masprm.train.model import separator_token_id
-from masprm.train.objectives import step_loss
+from masprm.train.stepwise import build_step_examples, step_loss
 
-REPO = Path(__file__).resolve().parents[1]
-SEP = "</step>"
+from helpers import REPO, SEP, config, ppm_record, step_record, write_jsonl
 
 
 # --------------------------------------------------------------------------- synthetic data
-
-
-def ppm_record(rng: random.Random) -> dict:
-    """The chosen step opens with CORRECT, the rejected one with INCORRECT; the rest is shared noise.
-
-    The deciding word sits several tokens before the separator, so the head
-    has to attend back to it.
-    """
-    a, b = rng.randint(1, 40), rng.randint(1, 40)
-    tail = f"{a} + {b} = {a + b + rng.choice([0, 1])}."
-    return {"prompt": f"Q: {a} plus {b}? ",
-            "chosen_actions": ["Read.", f"CORRECT {tail}"],
-            "rejected_actions": ["Read.", f"INCORRECT {tail}"],
-            "meta": {"ignored": True}}
-
-
-def step_record(rng: random.Random) -> dict:
-    """Labels follow the verdict word of the last step (earlier step: a weaker echo)."""
-    a, b = rng.randint(1, 40), rng.randint(1, 40)
-    y = rng.choice([-1.0, 1.0])
-    word = "CORRECT" if y > 0 else "INCORRECT"
-    return {"prompt": f"Q: {a} plus {b}? ", "completions": [f"{a} + {b}.", f"VERDICT: {word}"],
-            "labels": [0.3 * y, y]}
-
-
-def write_jsonl(path: Path, records: list[dict]) -> Path:
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
-    return path
-
-
-def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainConfig:
-    settings = dict(mode=mode, data_file=str(data), output_dir=str(tmp / f"out_{mode}"), model_id=str(model),
-                    lr=3e-3, train_batch_size=8, grad_accum=1, lora_r=8, lora_alpha=16, lora_dropout=0.0,
-                    max_length=64, max_prompt_length=32, logging_steps=1, progress=False)
-    settings.update(overrides)
-    return TrainConfig(**settings)
 
 
 # --------------------------------------------------------------------------- reading and checking data
@@ -79,7 +43,7 @@ def test_records_are_checked_with_file_and_line(tmp_path):
         "empty": ("", "no records"),
         "bad_json": (good + "\n{oops\n", ":2: not valid JSON"),
         "missing": (good + "\n" + json.dumps({"prompt": "q", "chosen_actions": ["a"]}) + "\n",
-                    ":2: missing field(s) rejected_actions for --mode ppm"),
+                    ":2: missing field(s) rejected_actions for ppm training"),
         "not_list": (json.dumps({"prompt": "q", "chosen_actions": "a", "rejected_actions": ["b"]}),
                      ":1: field 'chosen_actions' must be a non-empty list of strings"),
         "ragged": (json.dumps({"prompt": "q", "chosen_actions": ["a", "b"], "rejected_actions": ["c"]}),
@@ -88,26 +52,26 @@ def test_records_are_checked_with_file_and_line(tmp_path):
     for name, (text, expected) in cases.items():
         path = tmp_path / f"{name}.jsonl"
         path.write_text(text, encoding="utf-8")
-        with pytest.raises(UsageError, match=re.escape(expected)) as err:
+        with pytest.raises(MasprmError, match=re.escape(expected)) as err:
             load_records(path, "ppm")
         assert str(path) in str(err.value)
-    with pytest.raises(UsageError, match="file not found"):
+    with pytest.raises(MasprmError, match="file not found"):
         load_records(tmp_path / "nope.jsonl", "ppm")
-    with pytest.raises(UsageError, match="is a folder"):
+    with pytest.raises(MasprmError, match="is a folder"):
         load_records(tmp_path, "ppm")
 
 
 def test_step_records_need_one_label_in_range_per_completion(tmp_path):
     ok = {"prompt": "q", "completions": ["a", "b"], "labels": [0.5, -1]}
     path = write_jsonl(tmp_path / "prm.jsonl", [ok, {**ok, "labels": [0.5]}])
-    with pytest.raises(UsageError, match=r"prm.jsonl:2: field 'labels' must be a list with one number"):
+    with pytest.raises(MasprmError, match=r"prm.jsonl:2: field 'labels' must be a list with one number"):
         load_records(path, "prm")
     write_jsonl(path, [{**ok, "labels": [0.5, 1.7]}])
-    with pytest.raises(UsageError, match=r":1: label 1.7 is not a number in \[-1, 1\]"):
+    with pytest.raises(MasprmError, match=r":1: label 1.7 is not a number in \[-1, 1\]"):
         load_records(path, "orm")
     # A ppm file given to --mode prm names the fields prm needs.
     write_jsonl(path, [ppm_record(random.Random(0))])
-    with pytest.raises(UsageError, match=r"missing field\(s\) completions, labels for --mode prm"):
+    with pytest.raises(MasprmError, match=r"missing field\(s\) completions, labels for prm training"):
         load_records(path, "prm")
 
 
@@ -123,7 +87,7 @@ def test_eval_split_is_seeded_four_percent_and_never_empty():
     assert len(held) == 4 and sorted(train + held) == list(range(100))
     assert split_eval(100, seed=3) == (train, held) and split_eval(100, seed=4) != (train, held)
     assert len(split_eval(5, seed=0)[1]) == 1
-    with pytest.raises(UsageError, match="at least 2"):
+    with pytest.raises(MasprmError, match="at least 2"):
         split_eval(1, seed=0)
 
 
@@ -145,9 +109,9 @@ def test_separator_becomes_one_special_token(tiny_model_dir, tokenizer):
     from masprm.models.loading import load_tokenizer
 
     fresh = load_tokenizer(str(tiny_model_dir))
-    with pytest.raises(UsageError, match="is .* tokens .*pass --ensure-step-token"):
+    with pytest.raises(MasprmError, match="is .* tokens .*allow adding it as a new token"):
         separator_token_id(fresh, "<sep>", add_if_missing=False)
-    with pytest.raises(UsageError, match="only a separator of the form <...> can be added"):
+    with pytest.raises(MasprmError, match="only a separator of the form <...> can be added"):
         separator_token_id(fresh, "##END##")
 
 
@@ -226,7 +190,7 @@ def test_a_separator_that_also_occurs_inside_a_step_is_refused_in_one_line(tmp_p
     enc = TextEncoder(tok, sep_id, max_length=512, style="steps")
     (ex,), _ = build_step_examples([good], enc, "\n")
     assert [ex["input_ids"][p] for p in ex["positions"]] == [sep_id, sep_id]
-    with pytest.raises(UsageError, match=r"data.jsonl: record 2: the step separator '\\n' also occurs"):
+    with pytest.raises(MasprmError, match=r"data.jsonl: record 2: the step separator '\\n' also occurs"):
         build_step_examples([good, bad], enc, "\n", source="data.jsonl")
     # The command line: one line, exit 2, before any model weights are loaded for training.
     data = write_jsonl(tmp_path / "nl.jsonl", [good, bad] * 4)
@@ -346,7 +310,7 @@ def test_qlora_path_trains_adapters_on_a_4bit_base(tmp_path, tiny_model_dir):
     losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert (result.output_dir / "adapter_model.safetensors").is_file()
-    with pytest.raises(UsageError, match="--load-in-4bit needs LoRA"):
+    with pytest.raises(MasprmError, match="load_in_4bit needs LoRA"):
         train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", load_in_4bit=True, lora=False))
 
 
@@ -413,7 +377,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
         lines = capsys.readouterr().err.strip().splitlines()
         assert len(lines) == 1 and expected in lines[0], lines
     assert not (tmp_path / "o").exists()
-    # The script runs from the repo root without PYTHONPATH.
+    # The script runs from the repo root (the package installed by make setup; here conftest's PYTHONPATH).
     proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--max-prompt-length" in proc.stdout and "--no-lora" in proc.stdout

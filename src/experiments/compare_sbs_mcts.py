@@ -12,20 +12,18 @@ COMPLETED is loaded instead of rerun, an interrupted one resumes. Exit code 1
 when a condition is marked FAILED (some examples raised errors).
 """
 
-import sys, pathlib  # noqa: E401
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))
+import sys
+import argparse
+import os
+from pathlib import Path
 
-import argparse  # noqa: E402
-import os  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-from masprm.cli import ArgumentParser, UsageError, check, run_cli  # noqa: E402
-from masprm.eval.expand import LOGPROB_AGGS  # noqa: E402
-from masprm.eval.logs import log_every  # noqa: E402
-from masprm.eval.registry import METHODS  # noqa: E402
-from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,  # noqa: E402
+from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.eval.expand import LOGPROB_AGGS
+from masprm.eval.logs import log_every
+from masprm.eval.registry import METHODS
+from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,
                                selection_options)
-from masprm.state_text import VIEWS  # noqa: E402
+from masprm.state_text import VIEWS
 
 try:  # the dynamic-routing flags come from the handoff package when it is installed
     from masprm.handoff import cli as handoff_cli

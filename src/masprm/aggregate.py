@@ -1,4 +1,4 @@
-"""Stage 5 core: aggregate seed-specific evaluation logs into one row per experiment (SPEC §11).
+"""Stage 5 core: aggregate seed-specific evaluation logs into one row per experiment.
 
 An experiment id is a log's file name without `.txt` and without its trailing
 `_<seed>`; the logs of one experiment differ only in that seed. Only logs

@@ -1,4 +1,4 @@
-"""Answer checking (SPEC §4): is a team's final text right for a gold answer?
+"""Answer checking: is a team's final text right for a gold answer?
 
 Three rules, in order:
 
@@ -287,7 +287,7 @@ def _texts_equal(a: str, b: str) -> bool:
 
 
 def is_correct(prediction: str | None, gold: str | float | int | None) -> bool:
-    """Whether a final answer text matches the gold answer (SPEC §4). A missing gold is never correct."""
+    """Whether a final answer text matches the gold answer. A missing gold is never correct."""
     if gold is None:
         return False
     gold = str(gold).strip()

@@ -1,4 +1,4 @@
-"""The MAS communication graph: config loading, validation and routing (SPEC §2).
+"""The MAS communication graph: config loading, validation and routing.
 
 Agents are numbered by their position in the config; ``QUESTION`` (-1) is the
 root that delivers the question. An edge ``src -> dst`` delivers the source's
@@ -20,14 +20,10 @@ from typing import Any, Mapping
 import yaml
 
 from masprm.checks import read_utf8
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, first_line
 
 QUESTION = -1
 DEFAULT_MAX_NEW_TOKENS = 512
-
-
-class ConfigError(UsageError):
-    """A MAS config that cannot be used; the message names the file and the edge/agent."""
 
 
 # --------------------------------------------------------------------------- conditions
@@ -36,8 +32,10 @@ _CONDITION_KINDS = ("contains", "not_contains", "regex", "not_regex")
 
 
 @dataclass(frozen=True)
-class Condition:
-    """When an edge delivers: always, or on a (case-insensitive) substring / regex test."""
+class EdgeRule:
+    """An edge's rule for delivering a message (its `condition` in the MAS config): always, or when the
+    sender's text passes a case-insensitive substring test or a regex test (contains, not_contains, regex,
+    not_regex)."""
 
     kind: str = "always"
     arg: str = ""
@@ -56,14 +54,14 @@ class Condition:
         return "always" if self.kind == "always" else f"{self.kind}:{self.arg}"
 
 
-def parse_condition(raw: Any, where: str) -> Condition:
+def parse_edge_rule(raw: Any, where: str) -> EdgeRule:
     if raw is None:
-        return Condition()
+        return EdgeRule()
     if not isinstance(raw, str):
         raise ConfigError(f"{where}: condition must be a string, got {type(raw).__name__}")
     raw = raw.strip()
     if raw in ("", "always"):
-        return Condition()
+        return EdgeRule()
     if ":" not in raw:
         raise ConfigError(f"{where}: condition {raw!r} is missing ':' (expected e.g. 'contains:TEXT')")
     kind, arg = raw.split(":", 1)
@@ -77,7 +75,7 @@ def parse_condition(raw: Any, where: str) -> Condition:
             re.compile(arg)
         except re.error as err:
             raise ConfigError(f"{where}: invalid regex {arg!r} ({err})") from None
-    return Condition(kind, arg)
+    return EdgeRule(kind, arg)
 
 
 # --------------------------------------------------------------------------- the graph
@@ -95,7 +93,7 @@ class Agent:
 class Edge:
     src: int
     dst: int
-    condition: Condition = Condition()
+    condition: EdgeRule = EdgeRule()
 
 
 class MASGraph:
@@ -224,7 +222,7 @@ def _parse_edge(raw: Any, k: int, source: str) -> Edge:
     for v in (src, dst):
         if not isinstance(v, int) or isinstance(v, bool):
             raise ConfigError(f"{source}: edge #{k} {raw!r}: src and dst must be integers")
-    return Edge(src, dst, parse_condition(cond, f"{source}: edge [{src}, {dst}]"))
+    return Edge(src, dst, parse_edge_rule(cond, f"{source}: edge [{src}, {dst}]"))
 
 
 def load_mas_config(path: str | Path) -> MASGraph:
@@ -234,7 +232,7 @@ def load_mas_config(path: str | Path) -> MASGraph:
     try:
         data = yaml.safe_load(read_utf8(path, "MAS config"))
     except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({str(err).splitlines()[0]})") from None
+        raise ConfigError(f"{path}: not valid YAML ({first_line(err)})") from None
     graph = MASGraph.from_dict(data, source=str(path))
     if graph.handoff is None and not graph.children(QUESTION):
         # A static team in which every agent would answer without ever seeing the question.

@@ -58,7 +58,7 @@ class Scorer(Protocol):
 
 @dataclass
 class Usage:
-    """Per-example cost accounting (SPEC §9)."""
+    """Per-example cost accounting."""
 
     prompt_tokens: int = 0
     generated_tokens: int = 0

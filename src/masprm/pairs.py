@@ -1,6 +1,6 @@
-"""Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs (SPEC §6).
+"""Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs.
 
-A stage-1 tree (SPEC §5) is read into light ``Step`` nodes, one tree at a
+A stage-1 tree (the format of ``masprm.tree_schema``) is read into light ``Step`` nodes, one tree at a
 time, and turned into two kinds of training records:
 
 - PRM samples: root-to-node paths whose last node is a graded terminal
@@ -22,152 +22,19 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from masprm.config import arg
 from masprm.graph import MASGraph
-from masprm.state_text import DEFAULT_SEPARATOR, join_steps
+from masprm.state_text import DEFAULT_SEPARATOR, VIEWS, join_steps
+from masprm.tree_schema import Step, Tree, TreeError, parse_tree, read_tree  # noqa: F401  (re-exported)
 
 PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
 PM1_TOLERANCE = 1e-6            # a graded leaf has value ±1 within this
 MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGIN (strictly better)
 MAX_NAMED_FAILURES = 20         # malformed trees named in the summary; the rest are only counted
-
-_AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
-
-
-class TreeError(ValueError):
-    """A tree file that cannot be used; the message says what and where."""
-
-
-# --------------------------------------------------------------------------- reading trees
-
-
-@dataclass(eq=False, slots=True)
-class Step:
-    """One tree node as preprocessing needs it."""
-
-    text: str                 # node_text, stripped: what the records carry
-    value: float | None       # q_mean, else q_sum / visits, else None
-    is_terminal: bool
-    visits: int
-    agent: int | None         # from action_text "[agent i] ..."; None at the root
-    inbox: str                # local view: the user content this node's agent saw ("" otherwise)
-    children: list["Step"] = field(default_factory=list)
-
-
-@dataclass(eq=False, slots=True)
-class Tree:
-    name: str
-    question: str
-    root: Step
-    off_config: list[str] = field(default_factory=list)  # local view: subtrees skipped, and why
-
-
-def parse_agent_index(action_text: Any) -> int | None:
-    if not isinstance(action_text, str):
-        return None
-    m = _AGENT_PREFIX.match(action_text)
-    return int(m.group(1)) if m else None
-
-
-def _number(raw: Any, key: str, where: str) -> float | None:
-    if raw is None:
-        return None
-    if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise TreeError(f"{where}: '{key}' must be a number, got {raw!r}")
-    return float(raw)
-
-
-def node_value(d: dict, where: str = "node") -> float | None:
-    """A node's value: its q_mean, or q_sum / visits when q_mean is missing."""
-    q = _number(d.get("q_mean"), "q_mean", where)
-    if q is not None:
-        return q
-    visits = _number(d.get("visits"), "visits", where) or 0.0
-    q_sum = _number(d.get("q_sum"), "q_sum", where) or 0.0
-    return q_sum / visits if visits > 0 else None
-
-
-def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state: Any,
-                agent: int | None, inbox: str, off_config: list[str]) -> Step:
-    """Build the Step for ``d`` and, recursively, its children.
-
-    With a graph (local view) ``state`` is the routing state after this
-    node's decision; each child's agent must be the one the graph runs next.
-    A child that is not (or names no agent) cannot be routed: it and its
-    subtree are left out and the reason is appended to ``off_config``, so
-    only the paths through it are lost, as in the original.
-    """
-    children_raw = d.get("children")
-    if children_raw is None:
-        children_raw = []
-    if not isinstance(children_raw, list):
-        raise TreeError(f"{where}: 'children' must be a list")
-    visits = _number(d.get("visits"), "visits", where)
-    step = Step(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
-                visits=int(visits or 0), agent=agent, inbox=inbox)
-    for k, c in enumerate(children_raw):
-        cwhere = f"{where}/{k}"
-        if not isinstance(c, dict):
-            raise TreeError(f"{cwhere}: a node must be a JSON object")
-        raw_text = c.get("node_text")
-        if raw_text is None:
-            raw_text = ""
-        if not isinstance(raw_text, str):
-            raise TreeError(f"{cwhere}: 'node_text' must be a string")
-        c_agent, c_inbox, c_state = parse_agent_index(c.get("action_text")), "", None
-        if graph is not None:
-            if c_agent is None:
-                off_config.append(f"{cwhere}: action_text does not start with '[agent i]' "
-                                  f"(needed for the local view)")
-                continue
-            expected = state.next_runnable()
-            if c_agent != expected:
-                wanted = "no agent (the trajectory is terminal)" if expected is None else f"agent {expected}"
-                off_config.append(f"{cwhere}: the tree runs agent {c_agent} but {graph.source} runs {wanted} "
-                                  f"next (was the tree made with another config?)")
-                continue
-            c_inbox = state.user_content(c_agent) or question
-            c_state = state.decide(c_agent, raw_text)  # route the text as the agent produced it
-        child = _parse_node(c, cwhere, question, graph, c_state, c_agent, c_inbox, off_config)
-        child.text = raw_text.strip()
-        step.children.append(child)
-    return step
-
-
-def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
-    """A tree JSON object (SPEC §5) -> Tree. Pass the MAS graph for the local view."""
-    if not isinstance(data, dict):
-        raise TreeError(f"{name}: a tree must be a JSON object, got {type(data).__name__}")
-    question = data.get("node_text")
-    if not isinstance(question, str):
-        raise TreeError(f"{name}: the root has no 'node_text' (the question)")
-    state = graph.start(question) if graph is not None else None
-    off_config: list[str] = []
-    root = _parse_node(data, f"{name}: root", question.strip(), graph, state, None, "", off_config)
-    root.text = question.strip()
-    return Tree(name, question.strip(), root, off_config)
-
-
-def read_tree(path: str | Path, name: str | None = None, graph: MASGraph | None = None) -> Tree:
-    path = Path(path)
-    name = name or path.name
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, UnicodeDecodeError) as err:
-        raise TreeError(f"{name}: cannot be read ({err.__class__.__name__}: {err})") from None
-    except json.JSONDecodeError as err:
-        raise TreeError(f"{name}: not valid JSON ({err})") from None
-    except RecursionError:
-        raise TreeError(f"{name}: nested too deeply") from None
-    try:
-        return parse_tree(data, name, graph)
-    except RecursionError:
-        raise TreeError(f"{name}: nested too deeply") from None
-
 
 def in_window(value: float | None, window: tuple[float, float]) -> bool:
     return value is not None and window[0] <= value <= window[1]
@@ -351,14 +218,23 @@ def dedupe_key(obj: Any) -> bytes:
 
 @dataclass
 class Options:
-    target_nodes: int = 5
-    view: str = "full"
-    make_ppm: bool = False
-    dedupe: bool = True
-    ppm_max_pairs: int = 8
-    ppm_pos_topk: int = 4
-    ppm_neg_topk: int = 4
-    ppm_root_window: tuple[float, float] = (-0.7, 0.7)
+    """Stage 2's settings: the home of src/train/preprocess_data.py's mining flags, defaults and help."""
+
+    target_nodes: int = arg(5, help="path length in nodes, root included (default 5); <= 0 means variable depth "
+                                    "(every root-to-terminal-leaf path)")
+    dedupe: bool = arg(True, help="drop exact duplicate samples and pairs across trees (default on)")
+    make_ppm: bool = arg(False, help="also write PPM preference pairs")
+    ppm_max_pairs: int = arg(8, help="at most this many pairs per tree (default 8)")
+    ppm_pos_topk: int = arg(4, help="at most this many positives per prefix (default 4)")
+    ppm_neg_topk: int = arg(4, help="at most this many negatives per prefix (default 4)")
+    ppm_root_window: tuple[float, float] = arg((-0.7, 0.7), nargs=2, metavar=("LO", "HI"),
+                                               help="mine pairs only from trees whose root value is in [LO, HI] "
+                                                    "(default -0.7 0.7)")
+    view: str = arg("full", choices=VIEWS, help="full: the routed transcript; local: one agent's inbox + its "
+                                                "output (default full)")
+
+    def __post_init__(self) -> None:
+        self.ppm_root_window = tuple(self.ppm_root_window)
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """A stage-1 run folder: one run at a time, and only runs with the same defining settings.
 
-The folder name records the search settings (SPEC §1) but not the seed, the
+The folder name records the search settings but not the seed, the
 data file, the model's weights or the token cap, so two runs that differ in
 those would silently share a folder. Each run therefore
 

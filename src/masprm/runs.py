@@ -1,4 +1,4 @@
-"""Run-folder names of stage 1 (SPEC §1).
+"""Run-folder names of stage 1.
 
 A tree folder's name records what produced it, so a folder is never mixed
 up with another run's settings and later stages can read the dataset back:

@@ -1,4 +1,4 @@
-"""The text a scorer sees for a (partial) trajectory (SPEC §7, §8).
+"""The text a scorer sees for a (partial) trajectory.
 
 Shared by preprocessing, training and inference so that the scorer is always
 shown the same shape of text: ``prompt + step_1 + SEP + step_2 + SEP + ...``

@@ -1,4 +1,4 @@
-"""Stage 2: MAS-MCTS trees -> PRM samples and Bradley-Terry preference pairs (SPEC §6).
+"""Stage 2: MAS-MCTS trees -> PRM samples and Bradley-Terry preference pairs.
 
     python src/train/preprocess_data.py --input results/<run> --target-nodes 5 \\
         --make-ppm --ppm-max-pairs 8 --ppm-pos-topk 4 --ppm-neg-topk 4 \\
@@ -10,46 +10,39 @@ a time and the outputs are streamed into temporary files that replace the
 old outputs only when the whole pass succeeds.
 """
 
-import sys, pathlib; sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1]))  # noqa: E401,E702
-
+import sys
 import argparse
 import json
 from contextlib import ExitStack
+from dataclasses import dataclass
 from pathlib import Path
 
 from tqdm import tqdm
 
 from masprm.checks import check_output_file, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.config import add_config_args, arg, config_from_args
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import AtomicJsonlWriter
 from masprm.pairs import Options, Preprocessor
 
 
+@dataclass
+class Inputs:
+    """The script's own flags (what to read, how to route); the mining settings are ``masprm.pairs.Options``."""
+
+    input: Path = arg(help="a folder of tree JSON files (searched recursively) or a single tree file")
+    config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
+                                         "<dataset> being the input folder's name before '_res_')")
+    force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
+    seed: int = arg(42, help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = ArgumentParser(description="Turn MAS-MCTS trees into PRM samples and PPM (Bradley-Terry) pairs.")
-    ap.add_argument("--input", type=Path, required=True,
-                    help="a folder of tree JSON files (searched recursively) or a single tree file")
-    ap.add_argument("--target-nodes", type=int, default=5,
-                    help="path length in nodes, root included (default 5); <= 0 means variable depth "
-                         "(every root-to-terminal-leaf path)")
-    ap.add_argument("--dedupe", action=argparse.BooleanOptionalAction, default=True,
-                    help="drop exact duplicate samples and pairs across trees (default on)")
-    ap.add_argument("--make-ppm", action="store_true", help="also write PPM preference pairs")
-    ap.add_argument("--ppm-max-pairs", type=int, default=8, help="at most this many pairs per tree (default 8)")
-    ap.add_argument("--ppm-pos-topk", type=int, default=4, help="at most this many positives per prefix (default 4)")
-    ap.add_argument("--ppm-neg-topk", type=int, default=4, help="at most this many negatives per prefix (default 4)")
-    ap.add_argument("--ppm-root-window", type=float, nargs=2, default=(-0.7, 0.7), metavar=("LO", "HI"),
-                    help="mine pairs only from trees whose root value is in [LO, HI] (default -0.7 0.7)")
-    ap.add_argument("--view", choices=("full", "local"), default="full",
-                    help="full: the routed transcript; local: one agent's inbox + its output (default full)")
-    ap.add_argument("--config", type=Path, default=None,
-                    help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
-                         "<dataset> being the input folder's name before '_res_')")
-    ap.add_argument("--force", action="store_true",
-                    help="--view local: route with --config even when the trees record another MAS config")
-    ap.add_argument("--seed", type=int, default=42,
-                    help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+    add_config_args(ap, Inputs, only=["input"])
+    add_config_args(ap, Options)
+    add_config_args(ap, Inputs, skip=["input"])
     args = ap.parse_args(argv)
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
@@ -118,9 +111,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = find_trees(args.input)
     graph = load_graph(args)
-    options = Options(target_nodes=args.target_nodes, view=args.view, make_ppm=args.make_ppm,
-                      dedupe=args.dedupe, ppm_max_pairs=args.ppm_max_pairs, ppm_pos_topk=args.ppm_pos_topk,
-                      ppm_neg_topk=args.ppm_neg_topk, ppm_root_window=tuple(args.ppm_root_window))
+    options = config_from_args(Options, args)
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
     for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):

@@ -1,4 +1,4 @@
-"""Per-condition log files of SPEC §9: names, fingerprints, text, sidecars, resume.
+"""Per-condition log files of stage 4: names, fingerprints, text, sidecars, resume.
 
 One condition (a method with its settings, on one dataset, with one seed) owns
     logs/{dataset}_{method}_{fingerprint}_{model}_{seed}.txt    the text log (read by the aggregator)

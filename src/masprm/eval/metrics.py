@@ -1,4 +1,4 @@
-"""Per-example and per-condition evaluation metrics (SPEC §9). Pure Python.
+"""Per-example and per-condition evaluation metrics. Pure Python.
 
 pass@k, as the original computes it: the candidate list is the prediction,
 then every candidate among the method's top PASS_TOP (5) whose text differs

@@ -2,7 +2,7 @@
 
 A method is a function ``run(ctx, example) -> MethodResult`` registered under
 its CLI name. Every model call goes through the context, which counts usage
-(SPEC §9: prompt/generated tokens, scorer tokens and calls, agent runs), so
+(prompt and generated tokens, scorer tokens and calls, agent runs), so
 no method does its own bookkeeping. Pure Python: no torch import.
 """
 
@@ -12,8 +12,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
+from masprm.registry import Registry
 
 SCORER_ROLES = ("prm", "orm", "handoff_prm")
 
@@ -80,20 +82,19 @@ class Method:
     report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
 
 
-METHODS: dict[str, Method] = {}
+METHODS: Registry[Method] = Registry("method")   # METHODS[name], METHODS.get(name), name in METHODS
 
 
 def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
                     summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = (),
                     report: Callable[[dict], list[str]] | None = None):
+    """Decorator: register ``fn(ctx, example) -> MethodResult`` as ``--methods name`` (a name is registered once)."""
     unknown = set(needs) - set(SCORER_ROLES)
     if unknown:
-        raise ValueError(f"unknown scorer roles {sorted(unknown)}")
+        raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
 
     def decorator(fn: Callable[[EvalContext, Any], MethodResult]):
-        if name in METHODS:
-            raise ValueError(f"method {name!r} registered twice")
-        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report)
+        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report))
         return fn
 
     return decorator

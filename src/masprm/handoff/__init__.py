@@ -1,4 +1,4 @@
-"""Dynamic routing: a team of roles passing private routed messages (SPEC §10).
+"""Dynamic routing: a team of roles passing private routed messages.
 
 protocol  the four-field routed-turn contract: rendering, strict parsing, fallback turns
 team      roles, private histories, the speaker's prompt, route modes, the turn loop

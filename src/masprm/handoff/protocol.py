@@ -1,4 +1,4 @@
-"""The routed-turn contract of the handoff team (SPEC §10).
+"""The routed-turn contract of the handoff team.
 
 Each turn the active speaker must emit exactly four fields, in this order:
 

@@ -1,4 +1,4 @@
-"""Ranking a turn's proposals: policy log-prob or the handoff PRM (SPEC §10).
+"""Ranking a turn's proposals: policy log-prob or the handoff PRM.
 
 The PRM sees the whole routed transcript, ``question + Σ(rendered turn + SEP)``
 with the candidate as the newest turn. When that is longer than the context

@@ -1,4 +1,4 @@
-"""Route metrics of handoff runs and the paired policy-vs-PRM comparison (SPEC §10).
+"""Route metrics of handoff runs and the paired policy-vs-PRM comparison.
 
 Per example (``route_metrics``), with the original's names: depth, the roles
 that spoke, directed edges, role revisits, within-trajectory edge entropy

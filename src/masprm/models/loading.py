@@ -20,6 +20,8 @@ import torch
 
 from masprm.checks import check_model_source, looks_like_path
 from masprm.cli import UsageError
+from masprm.config import add_config_args, arg, config_from_args
+from masprm.errors import first_line
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -59,29 +61,35 @@ def peft_alias_warning_silenced():
 # Command-line flags
 
 
+@dataclass(frozen=True)
+class ModelFlags:
+    """The shared model-loading flags of stages 1 and 4 (defaults: those of ModelOptions, compiling on)."""
+
+    device_map: str = arg(ModelOptions.device_map, flags=("--device_map",),
+                          help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
+    load_in_4bit: bool = arg(False, flags=("--load_in_4bit",),
+                             help="load weights in 4-bit NF4 with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
+    attn_impl: str = arg(ModelOptions.attn_impl, flags=("--attn_impl",),
+                         help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
+    no_compile: bool = arg(False, flags=("--no_compile",),
+                           help="do not torch.compile the model (compiling is attempted otherwise)")
+    trust_remote_code: bool = arg(False, flags=("--trust_remote_code",),
+                                  help="allow model repositories to run their own code (off by default)")
+    dtype: str | None = arg(None, flags=("--dtype",), choices=POLICY_DTYPES,
+                            help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
+                                 "float32 on CPU)")
+
+
 def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
     """Add the shared model-loading flags (optionally prefixed, e.g. `--prm_device_map`)."""
     group = parser.add_argument_group(f"{prefix}model loading" if prefix else "model loading")
-    group.add_argument(f"--{prefix}device_map", default="auto",
-                       help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
-    group.add_argument(f"--{prefix}load_in_4bit", action="store_true",
-                       help="load weights in 4-bit NF4 with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
-    group.add_argument(f"--{prefix}attn_impl", default="sdpa",
-                       help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
-    group.add_argument(f"--{prefix}no_compile", action="store_true",
-                       help="do not torch.compile the model (compiling is attempted otherwise)")
-    group.add_argument(f"--{prefix}trust_remote_code", action="store_true",
-                       help="allow model repositories to run their own code (off by default)")
-    group.add_argument(f"--{prefix}dtype", choices=POLICY_DTYPES, default=None,
-                       help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
-                            "float32 on CPU)")
+    add_config_args(group, ModelFlags, prefix=prefix)
 
 
 def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOptions:
-    get = lambda name: getattr(args, prefix + name)  # noqa: E731
-    return ModelOptions(device_map=get("device_map"), load_in_4bit=get("load_in_4bit"),
-                        attn_impl=get("attn_impl"), compile=not get("no_compile"),
-                        trust_remote_code=get("trust_remote_code"), dtype=get("dtype"))
+    flags = config_from_args(ModelFlags, args, prefix=prefix)
+    return ModelOptions(device_map=flags.device_map, load_in_4bit=flags.load_in_4bit, attn_impl=flags.attn_impl,
+                        compile=not flags.no_compile, trust_remote_code=flags.trust_remote_code, dtype=flags.dtype)
 
 
 SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")
@@ -170,9 +178,8 @@ def check_model_id(model_id: str, flag: str = "--model_id") -> str:
 
 
 def _load_error(model_id: str, flag: str, err: Exception) -> UsageError:
-    first_line = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
     where = "local folder" if looks_like_path(model_id) else "hub id (not cached, and the hub is unreachable or has no such repo)"
-    return UsageError(f"{flag} {model_id}: cannot load as a {where}: {first_line}")
+    return UsageError(f"{flag} {model_id}: cannot load as a {where}: {first_line(err)}")
 
 
 # ---------------------------------------------------------------------------
@@ -265,7 +272,7 @@ def compile_with_fallback(model, compiler):
             return compiled_forward(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - any compiler failure means: run eagerly
             model.forward = eager_forward
-            detail = str(err).strip().splitlines()[0][:200] if str(err).strip() else ""
+            detail = first_line(err, limit=200) if str(err).strip() else ""
             warn_once(f"torch.compile failed ({type(err).__name__}: {detail}); continuing without compilation")
             return eager_forward(*args, **kwargs)
 

@@ -1,4 +1,4 @@
-"""`HFPolicy`: the agents' language model (SPEC §3) on a Hugging Face causal LM.
+"""`HFPolicy`: the agents' language model on a Hugging Face causal LM.
 
 - Prompts are chat messages rendered with the tokenizer's chat template and
   `add_generation_prompt=True`, tokenised without extra special tokens (the

@@ -152,6 +152,23 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
 # Model
 
 
+def random_qwen2(tokenizer, *, hidden_size: int, intermediate_size: int, num_layers: int, num_heads: int,
+                 num_kv_heads: int, max_position_embeddings: int):
+    """A randomly initialised fp32 Qwen2 causal LM for ``tokenizer`` (tied embeddings, no BOS), drawn from the
+    global torch RNG; it stops at ``<|im_end|>`` (or the tokenizer's EOS) and pads with the pad token (or EOS)."""
+    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
+
+    eos_id = tokenizer.convert_tokens_to_ids(IM_END) if IM_END in tokenizer.get_vocab() else tokenizer.eos_token_id
+    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
+                         num_hidden_layers=num_layers, num_attention_heads=num_heads, num_key_value_heads=num_kv_heads,
+                         max_position_embeddings=max_position_embeddings, tie_word_embeddings=True,
+                         eos_token_id=eos_id, pad_token_id=pad_id, bos_token_id=None, dtype="float32")
+    model = Qwen2ForCausalLM(config)
+    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
+    return model
+
+
 def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = None,
                      vocab_size: int = 512, hidden_size: int = 64, num_layers: int = 2,
                      num_heads: int = 4, num_kv_heads: int = 2, intermediate_size: int = 128,
@@ -161,32 +178,16 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
     Deterministic for a seed, and leaves the caller's global torch RNG untouched.
     """
     import torch
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
 
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tokenizer is None:
         tokenizer = build_tokenizer(corpus, vocab_size=vocab_size)
-    eos_id = tokenizer.convert_tokens_to_ids(IM_END) if IM_END in tokenizer.get_vocab() else tokenizer.eos_token_id
-    pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
-    config = Qwen2Config(
-        vocab_size=len(tokenizer),
-        hidden_size=hidden_size,
-        intermediate_size=intermediate_size,
-        num_hidden_layers=num_layers,
-        num_attention_heads=num_heads,
-        num_key_value_heads=num_kv_heads,
-        max_position_embeddings=max_position_embeddings,
-        tie_word_embeddings=True,
-        eos_token_id=eos_id,
-        pad_token_id=pad_id,
-        bos_token_id=None,
-        dtype="float32",
-    )
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=eos_id, pad_token_id=pad_id)
+        model = random_qwen2(tokenizer, hidden_size=hidden_size, intermediate_size=intermediate_size,
+                             num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads,
+                             max_position_embeddings=max_position_embeddings)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out

@@ -1,4 +1,4 @@
-"""Render a stage-1 tree JSON (SPEC §5) as a picture or as indented text.
+"""Render a stage-1 tree JSON (the format of ``masprm.tree_schema``) as a picture or as indented text.
 
 Works on the JSON dict, not on live search nodes, so the same code serves
 ``run_mcts.py`` (right after a search) and ``show_tree.py`` (on any saved
@@ -12,21 +12,20 @@ text is what costs time.
 from __future__ import annotations
 
 import os
-import re
 from pathlib import Path
 from typing import Any, Iterator
 
+from masprm.tree_schema import agent_of_action
+
 Tree = dict[str, Any]
 UNVISITED = (0.85, 0.85, 0.85, 1.0)  # an expanded but never visited candidate has no value yet
-_AGENT_PREFIX = re.compile(r"^\[agent (-?\d+)\] ?", re.S)
 
 
 def agent_of(node: Tree) -> int | None:
-    match = _AGENT_PREFIX.match(node.get("action_text") or "")
-    return int(match.group(1)) if match else None
+    return agent_of_action(node.get("action_text"))
 
 
-def _one_line(text: str | None, width: int) -> str:
+def _shortened(text: str | None, width: int) -> str:
     text = " ".join((text or "").split())
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -46,11 +45,11 @@ def tree_text(tree: Tree, max_depth: int | None = None, max_children: int | None
     def visit(node: Tree, depth: int) -> None:
         indent = "  " * depth
         if depth == 0:
-            lines.append(f"ROOT {_stats(node)} {_one_line(node.get('node_text'), width)}")
+            lines.append(f"ROOT {_stats(node)} {_shortened(node.get('node_text'), width)}")
         else:
             mark = " (terminal)" if node.get("is_terminal") else ""
             lines.append(f"{indent}-> agent {agent_of(node)}{mark} {_stats(node)} "
-                         f"{_one_line(node.get('node_text'), width)}")
+                         f"{_shortened(node.get('node_text'), width)}")
         if max_depth is not None and depth >= max_depth:
             return
         children = node.get("children") or []
@@ -96,8 +95,8 @@ def tree_report(tree: Tree, k: int = 3, max_depth: int = 3, max_children: int = 
         leaf = path[-1]
         lines.append(f"--- rollout {rank} (visits={leaf.get('visits', 0)}) ---")
         for step, node in enumerate(path[1:], start=1):
-            lines.append(f"  step {step} agent {agent_of(node)}: {_one_line(node.get('node_text'), width)}")
-        lines.append(f"  final answer: {_one_line(leaf.get('final_answer'), width)}")
+            lines.append(f"  step {step} agent {agent_of(node)}: {_shortened(node.get('node_text'), width)}")
+        lines.append(f"  final answer: {_shortened(leaf.get('final_answer'), width)}")
         lines.append(f"  reward: {leaf.get('q_mean', 0.0):+.0f}")
     return "\n".join(lines)
 
@@ -185,7 +184,7 @@ def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
 
     # A title instead of a colour bar: a colour bar's axis and ticks would cost more than the tree.
     meta = tree.get("meta", {})
-    fig.suptitle(f"tree {meta.get('index', '')}  gold={_one_line(str(meta.get('gold')), 30)}  "
+    fig.suptitle(f"tree {meta.get('index', '')}  gold={_shortened(str(meta.get('gold')), 30)}  "
                  f"root q_mean={tree.get('q_mean', 0.0):.3f}\ncolour = q_mean (red -1 .. green +1), "
                  "grey = unvisited, number = visits, square = terminal", fontsize=7)
 

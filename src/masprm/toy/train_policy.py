@@ -35,7 +35,7 @@ import torch
 from tqdm import tqdm
 
 from masprm.graph import MASGraph
-from masprm.models.tiny import IM_END, build_tokenizer
+from masprm.models.tiny import IM_END, build_tokenizer, random_qwen2
 from masprm.toy.task import Problem, iter_split
 from masprm.toy.transcripts import corpus_lines, training_turns, worked_steps
 
@@ -140,18 +140,9 @@ def make_batch(items: list[Example], pad_id: int) -> tuple[torch.Tensor, torch.T
 
 
 def build_model(spec: PolicySpec, tokenizer):
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
-    eos = tokenizer.convert_tokens_to_ids(IM_END)
-    config = Qwen2Config(
-        vocab_size=len(tokenizer), hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
-        num_hidden_layers=spec.num_layers, num_attention_heads=spec.num_heads,
-        num_key_value_heads=spec.num_kv_heads, max_position_embeddings=1024, tie_word_embeddings=True,
-        eos_token_id=eos, pad_token_id=tokenizer.pad_token_id, bos_token_id=None, dtype="float32",
-    )
-    model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(eos_token_id=eos, pad_token_id=tokenizer.pad_token_id)
-    return model
+    return random_qwen2(tokenizer, hidden_size=spec.hidden_size, intermediate_size=spec.intermediate_size,
+                        num_layers=spec.num_layers, num_heads=spec.num_heads, num_kv_heads=spec.num_kv_heads,
+                        max_position_embeddings=1024)
 
 
 def weighted_loss(model, input_ids: torch.Tensor, mask: torch.Tensor, labels: torch.Tensor,

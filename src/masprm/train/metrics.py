@@ -1,4 +1,4 @@
-"""Evaluation metrics of the scorer objectives (SPEC §7). Pure numpy.
+"""Evaluation metrics of the scorer objectives. Pure numpy.
 
 Names and values are the original trainer's, so scripts that read
 trainer_state.json or TensorBoard keep working. The objectives hand over

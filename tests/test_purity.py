@@ -1,0 +1,40 @@
+"""The pure core imports no torch (nor transformers/peft): checked in a fresh interpreter per module."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+HEAVY = ("torch", "transformers", "peft")
+PURE = {
+    "masprm.answers": HEAVY,
+    "masprm.graph": HEAVY,
+    "masprm.state_text": HEAVY,
+    "masprm.pairs": HEAVY,
+    "masprm.tree_schema": HEAVY,
+    "masprm.data": HEAVY + ("datasets", "numpy"),   # the loaders import them when they run
+    "masprm.registry": HEAVY,
+    "masprm.config": HEAVY,
+    "masprm.errors": HEAVY,
+    "masprm.cli": HEAVY,
+    "masprm.checks": HEAVY,
+    "masprm.eval.runner": HEAVY,
+    "masprm.aggregate": HEAVY,
+    "masprm.handoff.methods": HEAVY,
+    "masprm.handoff.cli": HEAVY,
+    "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
+    "masprm.train.objectives": HEAVY,
+    "masprm.models.scorer_meta": HEAVY,
+}
+
+
+@pytest.mark.parametrize("module", sorted(PURE))
+def test_core_module_imports_no_heavy_library(module):
+    code = (f"import sys, json, {module}; "
+            f"print(json.dumps(sorted(m for m in {PURE[module]!r} if m in sys.modules)))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          env={**os.environ})   # conftest put src on PYTHONPATH
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout) == [], f"{module} imports {done.stdout.strip()}"
