@@ -47,6 +47,12 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--top_p", type=float, default=0.95, help="nucleus sampling (default: 0.95)")
     ap.add_argument("--max_new_tokens", type=int, default=None,
                     help="cap on every agent's max_new_tokens (default: the config's values)")
+    ap.add_argument("--search_batch_size", type=int, default=16,
+                    help="examples searched together per worker, their model calls batched (default: 16; "
+                         "1 = one example at a time); the trees do not depend on it")
+    ap.add_argument("--max_batch_tokens", type=int, default=262144,
+                    help="cap on the padded tokens (prompt + new tokens) of one policy call; bigger calls "
+                         "are split (default: 262144)")
     ap.add_argument("--ray", action="store_true", help="spread examples over local Ray actors")
     ap.add_argument("--actors", type=int, default=None,
                     help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
@@ -69,6 +75,8 @@ def validate(args) -> None:
     check(args.max_new_tokens is None or args.max_new_tokens >= 1,
           f"--max_new_tokens must be >= 1, got {args.max_new_tokens}")
     check(args.actors is None or args.actors >= 1, f"--actors must be >= 1, got {args.actors}")
+    check(args.search_batch_size >= 1, f"--search_batch_size must be >= 1, got {args.search_batch_size}")
+    check(args.max_batch_tokens >= 1, f"--max_batch_tokens must be >= 1, got {args.max_batch_tokens}")
     check_gpu_share(args.gpus_per_actor)
     check(args.actors is None or args.ray, "--actors needs --ray")
 
@@ -131,8 +139,8 @@ def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Pat
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
-                  verbose=args.verbose)
-    setup = partial(HFPolicy, args.model_id, options_from_args(args))
+                  verbose=args.verbose, batch_size=args.search_batch_size)
+    setup = partial(HFPolicy, args.model_id, options_from_args(args), max_batch_tokens=args.max_batch_tokens)
     written, failed = run_trees(job, setup, loaded.examples, workers=args.actors if args.ray else 1,
                                 use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0)
     print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "

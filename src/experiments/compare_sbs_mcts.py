@@ -92,6 +92,12 @@ def build_parser() -> argparse.ArgumentParser:
     run = p.add_argument_group("run")
     run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
                      "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
+    run.add_argument("--search_batch_size", type=int, default=16,
+                     help="examples searched together per worker, their model calls batched (default: 16; "
+                          "1 = one example at a time); the logs do not depend on it")
+    run.add_argument("--max_batch_tokens", type=int, default=262144,
+                     help="cap on the padded tokens (prompt + new tokens) of one policy call; bigger calls "
+                          "are split (default: 262144)")
     run.add_argument("--logs_dir", default="logs")
     run.add_argument("--allow_unfinished_scorer", action="store_true",
                      help="use a scorer folder whose training did not finish (its newest checkpoint)")
@@ -110,7 +116,8 @@ def validate(args: argparse.Namespace) -> str:
     check(len(set(args.methods)) == len(args.methods), "--methods: a method is listed twice")
     families = {METHODS[m].family for m in args.methods}
     check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
-    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers"):
+    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers",
+                 "search_batch_size", "max_batch_tokens"):
         value = getattr(args, name)
         check(value is None or value >= 1, f"--{name} must be at least 1, got {value}")
     check(args.c_uct >= 0, f"--c_uct must be >= 0, got {args.c_uct}")
@@ -172,7 +179,8 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
 
     options = options_from_args(args)
     policy = check_local_model(args.gen_model_id, "--gen_model_id")
-    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id")}
+    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id",
+                                 max_batch_tokens=args.max_batch_tokens)}
     scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")

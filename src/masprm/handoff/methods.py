@@ -12,7 +12,7 @@ metrics and ``paired_comparison`` compares handoff_policy with handoff_prm.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Generator, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.registry import EvalContext, MethodResult, register_method
@@ -36,12 +36,12 @@ _SETTINGS: dict[str, tuple[str, ...]] = {
 }
 
 
-def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> MethodResult:
+def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> Generator[Any, Any, MethodResult]:
     team = HandoffTeam.from_graph(ctx.graph)
     settings = HandoffSettings.from_flags(ctx.settings, team)
     select = (prm_selector(ctx, settings.prm_context_length) if scorer == "prm"
               else logprob_selector(ctx, settings.logprob_agg))
-    run = run_handoff(ctx, team, settings, example.question, mode=mode, select=select)
+    run = yield from run_handoff(ctx, team, settings, example.question, mode=mode, select=select)
     prefix = run.prefix_answers(PREFIX_TURNS)
     entry = {
         "route_mode": mode,
