@@ -60,7 +60,8 @@ class FakeScorer:
     def score_batch(self, texts):
         self.batches.append(len(texts))
         self.texts.extend(texts)
-        self.tokens_seen += sum(len(t.split()) for t in texts)
+        self.last_tokens = [len(t.split()) for t in texts]   # per text, as HFScorer reports them
+        self.tokens_seen += sum(self.last_tokens)
         return [self.rule(t) for t in texts]
 
 

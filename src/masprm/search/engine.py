@@ -96,10 +96,13 @@ class Score:
         scorer = getattr(models, group[0].role)
         if scorer is None:
             raise RuntimeError(f"method needs a {group[0].role} scorer but none is loaded")
+        if len(group) > 1 and not hasattr(scorer, "last_tokens"):
+            # Only a running total of tokens: one call per request keeps each example's count exact.
+            return [pair for r in group for pair in Score.call(models, [r])]
         before = getattr(scorer, "tokens_seen", 0)
         values = scorer.score_batch([t for r in group for t in r.texts])
         tokens = getattr(scorer, "last_tokens", None)
-        if tokens is None:   # only a running total: exact for a call of one request
+        if tokens is None:
             tokens = [getattr(scorer, "tokens_seen", 0) - before] + [0] * (len(values) - 1)
         return list(zip(values, tokens))
 
