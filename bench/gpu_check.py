@@ -132,7 +132,8 @@ def policy(work: Path) -> bool:
 
 
 def qlora(work: Path) -> bool:
-    from masprm.train.model import attach_lora, load_token_scorer
+    from masprm.models.token_scorer import load_token_scorer
+    from masprm.train.lora import attach_lora
 
     model = load_token_scorer(str(work / "tiny"), load_in_4bit=True, dtype=torch.bfloat16)
     model = attach_lora(model, r=4, alpha=8, dropout=0.0, quantized=True)

@@ -30,8 +30,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.errors import MasprmError
 from masprm.io import read_json
-from masprm.train import SCORER_META_FILE
+from masprm.models.scorer_meta import SCORER_META_FILE
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -72,7 +73,7 @@ def trees_done(n_train: int, seed: int) -> bool:
         return False
     try:
         return read_json(trees[0])["meta"]["seed"] == seed
-    except (UsageError, OSError, KeyError, TypeError):
+    except (MasprmError, OSError, KeyError, TypeError):
         return False  # unreadable: let stage 1 look at the folder and say what is wrong
 
 
@@ -80,7 +81,7 @@ def scorer_completed(folder: Path) -> bool:
     """The trainer marks its folder "training" when it starts and "completed" when the scorer is saved."""
     try:
         return read_json(folder / SCORER_META_FILE).get("status") == "completed"
-    except (UsageError, OSError, AttributeError):  # missing or unreadable: not completed
+    except (MasprmError, OSError, AttributeError):  # missing or unreadable: not completed
         return False
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import random
+from pathlib import Path
 from typing import Callable, Sequence
 
 import pytest
@@ -14,6 +15,9 @@ import pytest
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # no network here: fail fast instead of retrying for ~25 s
+# The scripts the tests start as subprocesses import this checkout's package, installed (make setup) or not.
+_SRC = str(Path(__file__).resolve().parents[1] / "src")
+os.environ["PYTHONPATH"] = os.pathsep.join(p for p in (_SRC, os.environ.get("PYTHONPATH", "")) if p)
 try:
     import torch
 

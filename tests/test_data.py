@@ -11,7 +11,9 @@ from pathlib import Path
 import pytest
 
 from masprm import data
-from masprm.cli import UsageError
+from masprm.cli import COMMON_FLAGS, error_line
+from masprm.errors import MasprmError
+from masprm.registry import Registry
 from masprm.data import (
     COMPETITION_MATH,
     Example,
@@ -114,7 +116,7 @@ def test_competition_math_test_train_partition():
     assert set(by_source(test)) <= set(order[:5])
     assert set(by_source(train)) <= set(order[5:])
     assert len(test) + len(train) + test.skipped + train.skipped == len(rows)
-    with pytest.raises(UsageError, match="splits 'train' and 'test'"):
+    with pytest.raises(MasprmError, match="splits 'train' and 'test'"):
         small("validation", data_file=fixture("competition_math.jsonl"))
 
 
@@ -185,7 +187,7 @@ def test_gpqa_loader_partitions_and_is_stable():
     again = load_examples("gpqa", "test", data_file=fixture("gpqa.jsonl"), seed=1)
     assert first.examples == again.examples
     assert len(first) == 5                           # fewer than 100 records: all are test
-    with pytest.raises(UsageError, match="no usable examples"):
+    with pytest.raises(MasprmError, match="no usable examples"):
         load_examples("gpqa", "train", data_file=fixture("gpqa.jsonl"))
 
 
@@ -269,7 +271,7 @@ def test_register_dataset_plugin_gets_only_set_options(monkeypatch):
         calls.append((split, n, seed, data_file))
         return [Example(0, "q?", "1", {})]
 
-    monkeypatch.setitem(data.DATASETS, "plugin_test", None)
+    monkeypatch.setattr(data, "DATASETS", Registry("dataset"))  # a throwaway registry
     register_dataset("plugin_test")(loader)
     loaded = load_examples("plugin_test", "test", n=1, seed=9)
     assert isinstance(loaded, LoadedData) and loaded.examples == [Example(0, "q?", "1", {})]
@@ -278,7 +280,7 @@ def test_register_dataset_plugin_gets_only_set_options(monkeypatch):
 
 def test_unknown_dataset_lists_known_ones(monkeypatch):
     monkeypatch.setitem(sys.modules, "masprm.toy.task", None)  # the toy plugin absent: still one clean error
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         load_examples("nope", "train")
     msg = str(err.value)
     assert "unknown dataset 'nope'" in msg and "gsm8k" in msg and "\n" not in msg
@@ -288,21 +290,21 @@ def test_unknown_dataset_lists_known_ones(monkeypatch):
 
 
 def test_missing_data_file():
-    with pytest.raises(UsageError, match=r"missing\.jsonl: data file not found"):
+    with pytest.raises(MasprmError, match=r"missing\.jsonl: data file not found"):
         load_examples("gsm8k", "train", data_file="/nonexistent/missing.jsonl")
 
 
 def test_unsupported_data_file_type(tmp_path):
     path = tmp_path / "gsm8k.csv"
     path.write_text("question,answer\n")
-    with pytest.raises(UsageError, match=r"gsm8k\.csv: unsupported data file type '\.csv'"):
+    with pytest.raises(MasprmError, match=r"gsm8k\.csv: unsupported data file type '\.csv'"):
         load_examples("gsm8k", "train", data_file=str(path))
 
 
 def test_malformed_jsonl_names_the_file(tmp_path):
     path = tmp_path / "broken.jsonl"
     path.write_text('{"question": "q", "answer": "#### 1"}\n{"question": oops\n')
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         load_examples("gsm8k", "train", data_file=str(path))
     assert str(path) in str(err.value) and "cannot read as JSON" in str(err.value)
     assert "\n" not in str(err.value)
@@ -311,33 +313,33 @@ def test_malformed_jsonl_names_the_file(tmp_path):
 def test_empty_file(tmp_path):
     path = tmp_path / "empty.jsonl"
     path.write_text("")
-    with pytest.raises(UsageError, match="empty.jsonl"):
+    with pytest.raises(MasprmError, match="empty.jsonl"):
         load_examples("gsm8k", "train", data_file=str(path))
 
 
 def test_wrong_schema_names_file_and_field(tmp_path):
     path = tmp_path / "wrong.jsonl"
     path.write_text('{"problem": "1+1?", "solution": "\\\\boxed{2}"}\n')
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         load_examples("gsm8k", "train", data_file=str(path))
     assert str(path) in str(err.value) and "'question'" in str(err.value)
     no_level = tmp_path / "no_level.jsonl"
     no_level.write_text('{"problem": "1+1?", "solution": "\\\\boxed{2}", "type": "Algebra"}\n')
-    with pytest.raises(UsageError, match="no_level.jsonl: missing field 'level'"):
+    with pytest.raises(MasprmError, match="no_level.jsonl: missing field 'level'"):
         load_examples("competition_math", "test", data_file=str(no_level), levels=[5])
-    with pytest.raises(UsageError, match="'difficulty'"):
+    with pytest.raises(MasprmError, match="'difficulty'"):
         load_examples("competition_math", "test", data_file=fixture("competition_math.jsonl"),
                       stratify_by="difficulty")
 
 
 def test_levels_only_for_competition_math():
-    with pytest.raises(UsageError, match="levels"):
+    with pytest.raises(MasprmError, match="levels"):
         load_examples("gsm8k", "train", data_file=fixture("gsm8k.jsonl"), levels=[4])
 
 
 def test_bad_n():
     for n in (0, -3):
-        with pytest.raises(UsageError, match="positive integer"):
+        with pytest.raises(MasprmError, match="positive integer"):
             load_examples("gsm8k", "train", data_file=fixture("gsm8k.jsonl"), n=n)
 
 
@@ -348,10 +350,11 @@ def test_hub_failure_suggests_data_file(monkeypatch):
         raise ConnectionError("Couldn't reach 'gsm8k' on the Hub (LocalEntryNotFoundError)\nmore detail")
 
     monkeypatch.setattr(datasets, "load_dataset", offline)
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         load_examples("gsm8k", "train")
     msg = str(err.value)
-    assert "--data_file" in msg and "gsm8k" in msg and "Couldn't reach" in msg and "\n" not in msg
+    assert "gsm8k" in msg and "Couldn't reach" in msg and "\n" not in msg and "--" not in msg  # names no flag
+    assert error_line(err.value, COMMON_FLAGS).startswith("--data_file: cannot load gsm8k")  # the CLI's line
 
 
 def test_hub_split_alias_for_mmlu(monkeypatch):

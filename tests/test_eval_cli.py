@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from masprm.cli import UsageError
+from masprm.errors import MasprmError
 
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
@@ -138,7 +139,7 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
         cli.main()
     monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tiny_model_dir),
                                              "--data_file", str(tmp_path / "missing.jsonl")])
-    with pytest.raises(UsageError, match="missing.jsonl"):
+    with pytest.raises(MasprmError, match="missing.jsonl"):   # a DataError; run_cli prefixes --data_file
         cli.main()
     assert not (tmp_path / "logs").exists()    # nothing was started
 

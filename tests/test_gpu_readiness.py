@@ -29,7 +29,7 @@ def fake_gpu(monkeypatch, capability: tuple[int, int]) -> None:
 @pytest.mark.parametrize("capability, expected", [((7, 0), torch.float16), ((7, 5), torch.float16),
                                                   ((8, 0), torch.bfloat16), ((9, 0), torch.bfloat16)])
 def test_compute_capability_decides_bf16_for_policy_scorers_and_trainer(monkeypatch, capability, expected):
-    from masprm.train import _precision
+    from masprm.train.trainer import _precision
 
     fake_gpu(monkeypatch, capability)
     assert choose_dtype("cuda") == expected and choose_dtype(torch.device("cuda:0")) == expected
@@ -69,7 +69,7 @@ def test_plain_launch_on_a_multi_gpu_node_trains_on_one_gpu_and_says_so(tmp_path
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(60)])
     rows = []
-    real_loader = __import__("masprm.train.model", fromlist=["load_token_scorer"]).load_token_scorer
+    real_loader = __import__("masprm.models.token_scorer", fromlist=["load_token_scorer"]).load_token_scorer
 
     def spying_loader(*args, **kwargs):
         model = real_loader(*args, **kwargs)
@@ -77,7 +77,7 @@ def test_plain_launch_on_a_multi_gpu_node_trains_on_one_gpu_and_says_so(tmp_path
                                         with_kwargs=True)
         return model
 
-    monkeypatch.setattr("masprm.train.model.load_token_scorer", spying_loader)
+    monkeypatch.setattr("masprm.models.token_scorer.load_token_scorer", spying_loader)
     result = train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", max_steps=1, eval_steps=1,
                                  train_batch_size=4, eval_batch_size=4))
     assert result.trainer.args.n_gpu == 1 and result.trainer.args.train_batch_size == 4
@@ -86,8 +86,9 @@ def test_plain_launch_on_a_multi_gpu_node_trains_on_one_gpu_and_says_so(tmp_path
 
 
 def test_torchrun_processes_split_the_data_and_place_4bit_on_their_own_gpu(monkeypatch):
-    from masprm.train import TrainConfig, _update_steps
-    from masprm.train.model import _local_cuda_device
+    from masprm.models.token_scorer import _local_cuda_device
+    from masprm.train import TrainConfig
+    from masprm.train.trainer import _update_steps
 
     cfg = TrainConfig(mode="ppm", data_file="x", output_dir="y", train_batch_size=8, grad_accum=2, epochs=2)
     assert _update_steps(100, cfg) == 2 * 7            # ceil(ceil(100 / 8) / 2) per epoch
@@ -103,7 +104,8 @@ def test_torchrun_processes_split_the_data_and_place_4bit_on_their_own_gpu(monke
 def test_qlora_biases_stay_fp32_and_train_at_a_small_learning_rate(tiny_model_dir):
     """bitsandbytes recasts a Linear4bit bias to the compute dtype (bf16 on Ampere) on every forward;
     an fp32 bias of size ~1 then moves by 1e-5 per AdamW step, a bf16 one does not move at all."""
-    from masprm.train.model import attach_lora, load_token_scorer
+    from masprm.models.token_scorer import load_token_scorer
+    from masprm.train.lora import attach_lora
 
     model = load_token_scorer(str(tiny_model_dir), load_in_4bit=True, dtype=torch.bfloat16)
     model = attach_lora(model, r=4, alpha=8, dropout=0.0, quantized=True)

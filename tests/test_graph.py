@@ -10,7 +10,7 @@ from typing import Callable
 
 import pytest
 
-from masprm.cli import UsageError
+from masprm.errors import MasprmError
 from masprm.graph import QUESTION, ConfigError, MASGraph, RoutingState, load_mas_config, parse_condition
 
 CONFIGS = Path(__file__).resolve().parents[1] / "configs"
@@ -331,7 +331,7 @@ def test_validation_errors_are_one_line_naming_the_edge_or_agent(config, expecte
         load_mas_config(path)
     msg = str(err.value)
     assert msg.startswith(f"{path}: ") and expected in msg and "\n" not in msg
-    assert isinstance(err.value, UsageError)             # the CLIs turn it into one line + exit 2
+    assert isinstance(err.value, MasprmError)            # the CLIs turn it into one line + exit 2
 
 
 def test_mapping_edges_and_defaults():

@@ -3,6 +3,7 @@
 import pytest
 
 from masprm.cli import ArgumentParser, UsageError
+from masprm.errors import MasprmError
 from masprm.graph import MASGraph
 from masprm.handoff.cli import add_handoff_args, check_handoff_args, check_handoff_config
 
@@ -52,22 +53,22 @@ def test_bad_values_name_the_flag(argv, needle):
 
 def test_config_checks_name_the_file():
     # no schedule: the default one (Solver x 11, then the last role) would hand the Solver to itself
-    with pytest.raises(UsageError, match=r"h.yaml: the default fixed schedule .* hands Solver to itself after turn 1"):
+    with pytest.raises(MasprmError, match=r"h.yaml: the default fixed schedule .* hands Solver to itself after turn 1"):
         check_handoff_config(parse(), graph(), ["handoff_fixed", "handoff_policy"])
     check_handoff_config(parse("--allow_self_handoff"), graph(), ["handoff_fixed"])
     # the original's rule: a schedule must cover --max_turns
     short = graph(fixed_schedule=["Solver", "Critic", "Solver"])
-    with pytest.raises(UsageError, match=r"h.yaml: handoff.fixed_schedule has 3 roles, fewer than the "
+    with pytest.raises(MasprmError, match=r"h.yaml: handoff.fixed_schedule has 3 roles, fewer than the "
                                          r"--max_turns \(4\) turns"):
         check_handoff_config(parse("--min_turns", "2", "--max_turns", "4"), short, ["handoff_fixed"])
     check_handoff_config(parse("--min_turns", "2", "--max_turns", "3"), short, ["handoff_fixed"])
     check_handoff_config(parse("--min_turns", "2", "--max_turns", "4"), short, ["handoff_policy"])
-    with pytest.raises(UsageError, match=r"handoff.fixed_schedule hands Critic to itself after turn 2"):
+    with pytest.raises(MasprmError, match=r"handoff.fixed_schedule hands Critic to itself after turn 2"):
         check_handoff_config(parse("--min_turns", "2", "--max_turns", "3"),
                              graph(fixed_schedule=["Solver", "Critic", "Critic"]), ["handoff_fixed"])
-    with pytest.raises(UsageError, match=r"h.yaml: max_turns \(3\) is below min_turns \(4\)"):
+    with pytest.raises(MasprmError, match=r"h.yaml: max_turns \(3\) is below min_turns \(4\)"):
         check_handoff_config(parse(), graph(max_turns=3), ["handoff_policy"])
     s = check_handoff_config(parse(), graph(min_turns=2, max_turns=3), ["handoff_policy"])
     assert (s.min_turns, s.max_turns, s.temperature) == (2, 3, 1.0)
-    with pytest.raises(UsageError, match="h.yaml: handoff.initial_role 'Nobody' is not an agent name"):
+    with pytest.raises(MasprmError, match="h.yaml: handoff.initial_role 'Nobody' is not an agent name"):
         check_handoff_config(parse(), graph(initial_role="Nobody"), ["handoff_policy"])

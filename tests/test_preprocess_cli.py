@@ -13,6 +13,7 @@ import pytest
 import yaml
 
 from masprm.cli import UsageError
+from masprm.errors import MasprmError
 from test_pairs import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
 
 REPO = Path(__file__).resolve().parents[1]
@@ -113,7 +114,7 @@ def test_user_errors_are_one_clear_line_and_write_nothing(workdir, argv, message
     (workdir / "configs" / "broken.yaml").write_text("agents: [\n")
     old = workdir / "results" / f"prm_samples_{README_RUN}.jsonl"
     old.write_text("keep me\n")
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:   # a UsageError, or a domain error (ConfigError) run_cli shows
         preprocess_data.main(argv)
     assert message in str(err.value) and "\n" not in str(err.value)
     assert old.read_text() == "keep me\n"

@@ -6,7 +6,7 @@ from itertools import islice
 
 import pytest
 
-from masprm.cli import UsageError
+from masprm.errors import MasprmError
 from masprm.data import load_examples
 from masprm.toy import task
 from masprm.toy.task import MAX_VALUE, SPLIT_SIZES, apply_op, generate_split, iter_split
@@ -105,7 +105,7 @@ def test_data_file_in_gsm8k_schema(tmp_path):
 
 
 def test_bad_split_and_options_are_user_errors():
-    with pytest.raises(UsageError, match="toy has splits"):
+    with pytest.raises(MasprmError, match="toy has splits"):
         load_examples("toy", "validation")
-    with pytest.raises(UsageError, match="levels"):
+    with pytest.raises(MasprmError, match="levels"):
         load_examples("toy", "test", levels=[4])

@@ -22,10 +22,12 @@ from safetensors.torch import load_file
 from masprm.cli import UsageError
 from masprm.train import TrainConfig, train_scorer
 from masprm.state_text import join_steps
-from masprm.train.data import TextEncoder, build_step_examples, eval_view, load_records, split_eval
+from masprm.errors import MasprmError
+from masprm.models.text_encoder import TextEncoder
+from masprm.models.token_scorer import separator_token_id
+from masprm.train.data import eval_view, load_records, split_eval
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
-from masprm.train.model import separator_token_id
-from masprm.train.objectives import step_loss
+from masprm.train.stepwise import build_step_examples, step_loss
 
 REPO = Path(__file__).resolve().parents[1]
 SEP = "</step>"
@@ -145,9 +147,9 @@ def test_separator_becomes_one_special_token(tiny_model_dir, tokenizer):
     from masprm.models.loading import load_tokenizer
 
     fresh = load_tokenizer(str(tiny_model_dir))
-    with pytest.raises(UsageError, match="is .* tokens .*pass --ensure-step-token"):
+    with pytest.raises(MasprmError, match="is .* tokens .*allow adding it as a new token"):
         separator_token_id(fresh, "<sep>", add_if_missing=False)
-    with pytest.raises(UsageError, match="only a separator of the form <...> can be added"):
+    with pytest.raises(MasprmError, match="only a separator of the form <...> can be added"):
         separator_token_id(fresh, "##END##")
 
 
@@ -226,7 +228,7 @@ def test_a_separator_that_also_occurs_inside_a_step_is_refused_in_one_line(tmp_p
     enc = TextEncoder(tok, sep_id, max_length=512, style="steps")
     (ex,), _ = build_step_examples([good], enc, "\n")
     assert [ex["input_ids"][p] for p in ex["positions"]] == [sep_id, sep_id]
-    with pytest.raises(UsageError, match=r"data.jsonl: record 2: the step separator '\\n' also occurs"):
+    with pytest.raises(MasprmError, match=r"data.jsonl: record 2: the step separator '\\n' also occurs"):
         build_step_examples([good, bad], enc, "\n", source="data.jsonl")
     # The command line: one line, exit 2, before any model weights are loaded for training.
     data = write_jsonl(tmp_path / "nl.jsonl", [good, bad] * 4)
@@ -346,7 +348,7 @@ def test_qlora_path_trains_adapters_on_a_4bit_base(tmp_path, tiny_model_dir):
     losses = [h["loss"] for h in result.trainer.state.log_history if "loss" in h]
     assert all(np.isfinite(losses)) and losses[-1] < losses[0]
     assert (result.output_dir / "adapter_model.safetensors").is_file()
-    with pytest.raises(UsageError, match="--load-in-4bit needs LoRA"):
+    with pytest.raises(MasprmError, match="load_in_4bit needs LoRA"):
         train_scorer(config(tmp_path, data, tiny_model_dir, "ppm", load_in_4bit=True, lora=False))
 
 

@@ -16,9 +16,11 @@ import torch
 from masprm.state_text import StepText, join_steps
 from masprm.train import TrainConfig, train_scorer
 from masprm.train import data as train_data
+from masprm.train.objectives import OBJECTIVES
 from masprm.train.cache import CACHE_DIR, cached_examples
-from masprm.train.data import TextEncoder, split_eval
-from masprm.train.model import separator_token_id
+from masprm.models.text_encoder import TextEncoder
+from masprm.models.token_scorer import separator_token_id
+from masprm.train.data import split_eval
 
 from test_trainer import config, ppm_record, step_record, write_jsonl
 
@@ -107,7 +109,7 @@ def test_prm_orm_group_by_length_and_batches_halve_on_out_of_memory(runs):
 
 
 def test_out_of_memory_halves_the_training_batch(tmp_path, tiny_model_dir, monkeypatch):
-    from masprm.train.objectives import ScorerTrainer
+    from masprm.train.scorer_trainer import ScorerTrainer
 
     real = ScorerTrainer.token_logits
     seen = []
@@ -174,8 +176,8 @@ def test_tokenised_data_is_cached_per_data_file_seed_and_lengths(tmp_path, tiny_
     data = write_jsonl(tmp_path / "steps.jsonl", [step_record(random.Random(2)) for _ in range(6)])
     records = train_data.load_records(data, "prm")
     builds = []
-    real = train_data.EXAMPLE_BUILDERS["prm"]
-    monkeypatch.setitem(train_data.EXAMPLE_BUILDERS, "prm", lambda *a, **k: builds.append(1) or real(*a, **k))
+    real = OBJECTIVES["prm"].build_examples
+    monkeypatch.setattr(OBJECTIVES["prm"], "build_examples", lambda *a, **k: builds.append(1) or real(*a, **k))
 
     def get(**changes):
         cfg = TrainConfig(mode="prm", data_file=str(data), output_dir=str(tmp_path / "out"), max_length=64,

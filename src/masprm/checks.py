@@ -24,6 +24,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from masprm.cli import UsageError
+from masprm.models.scorer_meta import SCORER_META_FILE
 
 # A local model folder needs one of these to build its tokenizer; without them transformers
 # silently builds an empty tokenizer (every text becomes nothing).
@@ -32,7 +33,6 @@ TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt
 MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
                  "pytorch_model.bin.index.json")
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
-SCORER_META_FILE = "masprm_scorer.json"  # written by the trainer (masprm.train)
 HUB_PROBE_TIMEOUT_S = 3.0
 
 
@@ -86,11 +86,10 @@ def check_output_file(path: str | os.PathLike, flag: str) -> Path:
 
 
 def check_known_dataset(name: str, flag: str = "--dataset") -> None:
-    from masprm.data import dataset_names
+    from masprm.data import DATASETS
 
-    known = dataset_names()
-    if name not in known:
-        raise UsageError(f"{flag}: unknown dataset {name!r} (known: {', '.join(known)})")
+    if name not in DATASETS:
+        raise UsageError(f"{flag}: {DATASETS.unknown_message(name)}")
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:

@@ -1,7 +1,9 @@
 """Command-line conventions shared by every stage script.
 
 A user error (bad flag value, missing file, malformed config) is reported as
-one line on stderr and exit code 2; nothing already written is touched.
+one line on stderr and exit code 2; nothing already written is touched. The
+library raises domain errors (``masprm.errors``) that name no flag; ``run_cli``
+prefixes the flag of the error's ``setting`` when the script says which it is.
 """
 
 from __future__ import annotations
@@ -9,11 +11,13 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from typing import Callable, NoReturn
+from typing import Callable, Mapping, NoReturn
+
+from masprm.errors import MasprmError, first_line
 
 
-class UsageError(Exception):
-    """An error caused by the user's input; reported as one line, exit code 2."""
+class UsageError(MasprmError):
+    """An error in the user's command line whose message already names the flag; one line, exit code 2."""
 
 
 def finite_float(text: str) -> float:
@@ -27,6 +31,9 @@ def finite_float(text: str) -> float:
     return value
 
 
+PARSED_FLAGS: dict[str, str] = {}   # filled by ArgumentParser.parse_args: setting (dest) -> flag
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
 
@@ -38,17 +45,48 @@ class ArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
 
+    def parse_known_args(self, args=None, namespace=None):
+        # Remember each setting's flag (dest -> first spelling), so run_cli can name the flag of
+        # a domain error's setting in this script's own spelling.
+        PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
+                             if a.option_strings and a.dest != "help"})
+        return super().parse_known_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def run_cli(main: Callable[[], int | None]) -> NoReturn:
-    """Run a stage's main(), turning UsageError into one clear line + exit 2."""
+def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
+    """The one line shown for a domain error, naming the flag of its setting when the script has one.
+
+    A message that starts with the setting's name gets the flag in its place, any other is prefixed
+    (``--flag: message``).
+    """
+    setting = err.setting or ""
+    flag = (flags or {}).get(setting)
+    message = first_line(err)
+    if not flag or message.startswith(flag):
+        return message
+    if message.startswith(setting + " "):   # "epochs must be > 0" -> "--epochs must be > 0"
+        return flag + message[len(setting):]
+    return f"{flag}: {message}"
+
+
+# Settings spelled the same way by every stage that has them (the seed README's spellings).
+COMMON_FLAGS = {"dataset": "--dataset", "split": "--split", "data_file": "--data_file", "seed": "--seed"}
+
+
+def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = None) -> NoReturn:
+    """Run a stage's main(), turning a domain or usage error into one clear line + exit 2.
+
+    A setting's flag is the one of the parser the script parsed its arguments with; ``flags``
+    (setting -> flag) adds or overrides spellings.
+    """
     try:
         code = main()
-    except UsageError as err:
+    except MasprmError as err:
         prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
-        print(f"{prog}: error: {err}", file=sys.stderr)
+        print(f"{prog}: error: {error_line(err, {**COMMON_FLAGS, **PARSED_FLAGS, **(flags or {})})}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)

@@ -1,11 +1,13 @@
-"""Benchmarks as lists of examples: a question and a gold answer (SPEC §4).
+"""Benchmarks as lists of examples: a question and a gold answer.
 
-Every dataset is a loader in the ``DATASETS`` registry, called as
+Every dataset is a loader in the ``DATASETS`` registry (``masprm.registry``), called as
 ``loader(split, n=..., seed=..., data_file=..., [levels=..., stratify_by=...])``
-and returning ``LoadedData``. The hub benchmarks below are ``HubDataset``
-records; other modules add their own with ``@register_dataset(name)`` (the toy
-task registers ``toy`` from ``masprm.toy.task``) and may reuse
-``select_examples`` for the shared selection rule.
+and returning ``LoadedData``; the bracketed selection options reach only a loader
+that declares them in its ``options`` (competition_math: both). The hub benchmarks
+below are ``HubDataset`` records; other modules add their own with
+``@register_dataset(name, options=...)`` and may reuse ``select_examples`` for the
+shared selection rule. The toy task is a lazy entry (``masprm.toy.task:load_toy``):
+this module never imports it.
 
 Selection rule: rows are put in a seeded order (the same permutation as
 ``datasets.Dataset.shuffle(seed=seed)``), optionally filtered and stratified,
@@ -32,7 +34,8 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from masprm.answers import LETTERS, clean_number_text, format_number, last_boxed
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, DataError, first_line
+from masprm.registry import Registry
 
 Row = Mapping[str, Any]
 
@@ -58,55 +61,70 @@ class LoadedData:
 
 
 DatasetLoader = Callable[..., "LoadedData | list[Example]"]
-DATASETS: dict[str, DatasetLoader] = {}
+DATASETS: Registry[DatasetLoader] = Registry("dataset")
+# The toy world is optional and registers itself on import; listed here so that
+# `--dataset toy` works without the core importing it.
+DATASETS.register_lazy("toy", "masprm.toy.task:load_toy")
+
+# The selection options a dataset may declare (its `options` attribute): load_examples
+# passes an option on only to a dataset that declares it.
+SELECTION_OPTIONS = ("levels", "stratify_by")
 
 
-def register_dataset(name: str) -> Callable[[DatasetLoader], DatasetLoader]:
-    """Decorator: make ``loader(split, *, n, seed, data_file, **options)`` available as ``--dataset name``."""
+def register_dataset(name: str, *, options: Sequence[str] = ()) -> Callable[[DatasetLoader], DatasetLoader]:
+    """Decorator: make ``loader(split, *, n, seed, data_file, **options)`` available as ``--dataset name``.
+
+    ``options`` are the selection options (of SELECTION_OPTIONS) the loader takes;
+    a name is registered once (a second registration is an error).
+    """
+    unknown = set(options) - set(SELECTION_OPTIONS)
+    if unknown:
+        raise ConfigError(f"dataset {name!r}: unknown selection options {sorted(unknown)}")
 
     def add(loader: DatasetLoader) -> DatasetLoader:
-        DATASETS[name] = loader
+        if options:
+            loader.options = tuple(options)
+        DATASETS.register(name, loader)
         return loader
 
     return add
 
 
-def _import_plugin_datasets() -> None:
-    """Datasets that live in other modules register themselves on import."""
-    try:
-        import masprm.toy.task  # noqa: F401
-    except ModuleNotFoundError as err:
-        if not (err.name or "").startswith("masprm.toy"):
-            raise
-
-
 def dataset_names() -> list[str]:
-    _import_plugin_datasets()
-    return sorted(DATASETS)
+    return DATASETS.names()
+
+
+def dataset_options(name: str) -> tuple[str, ...]:
+    """The selection options dataset ``name`` declares (none for an unknown name)."""
+    return tuple(getattr(DATASETS[name], "options", ())) if name in DATASETS else ()
 
 
 def load_examples(name: str, split: str, *, n: int | None = None, seed: int = 42,
                   data_file: str | Path | None = None, levels: Iterable[int] | None = None,
-                  stratify_by: str | None = None, **options: Any) -> LoadedData:
-    """The selected examples of one dataset split (see the module docstring)."""
-    if name not in DATASETS:
-        _import_plugin_datasets()
-    if name not in DATASETS:
-        raise UsageError(f"unknown dataset {name!r} (known: {', '.join(sorted(DATASETS))})")
+                  stratify_by: str | None = None) -> LoadedData:
+    """The selected examples of one dataset split (see the module docstring).
+
+    ``levels`` / ``stratify_by`` are refused for a dataset that does not declare them.
+    """
+    loader = DATASETS[name]   # an unknown name: UnknownNameError listing the valid ones
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
-        raise UsageError(f"the number of examples must be a positive integer, got {n!r}")
-    # Only options that are set are passed on, so plugin loaders need not know every one.
+        raise ConfigError(f"the number of examples must be a positive integer, got {n!r}", setting="n")
+    # Only options that are set are passed on, so loaders need not know every one.
+    options: dict[str, Any] = {}
     if levels is not None:
         options["levels"] = [int(level) for level in levels]
     if stratify_by:
         options["stratify_by"] = stratify_by
-    loaded = DATASETS[name](split, n=n, seed=seed, data_file=data_file, **options)
+    undeclared = sorted(set(options) - set(getattr(loader, "options", ())))
+    if undeclared:
+        raise ConfigError(f"dataset {name} takes no {' or '.join(undeclared)} option", setting=undeclared[0])
+    loaded = loader(split, n=n, seed=seed, data_file=data_file, **options)
     if not isinstance(loaded, LoadedData):
         loaded = LoadedData(list(loaded), 0)
     if not loaded.examples:
         source = f"data file {data_file}" if data_file else "the hub dataset"
-        raise UsageError(f"dataset {name} split {split!r}: no usable examples in {source} "
-                         f"({loaded.skipped} skipped for an unreadable answer)")
+        raise DataError(f"dataset {name} split {split!r}: no usable examples in {source} "
+                        f"({loaded.skipped} skipped for an unreadable answer)")
     return loaded
 
 
@@ -160,15 +178,12 @@ def _usable(rows: Sequence[Row], order: Sequence[int], question, gold) -> tuple[
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
-def _one_line(err: BaseException) -> str:
-    parts = [str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__]
-    if err.__cause__ is not None and str(err.__cause__).strip():
-        parts.append(str(err.__cause__).strip().splitlines()[0])
-    return ": ".join(parts)[:300]
+def _error_text(err: BaseException) -> str:
+    return first_line(err, with_cause=True, limit=300)
 
 
 def _quiet_datasets():
-    """Import ``datasets`` with its progress bars and error logs off: failures become one UsageError line."""
+    """Import ``datasets`` with its progress bars and error logs off: failures become one DataError line."""
     import datasets
 
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
@@ -180,16 +195,17 @@ def read_data_file(path: str | Path) -> list[dict]:
     """Every record of a local JSON / JSONL / Parquet file, through ``datasets``."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"{path}: data file not found (--data_file)")
+        raise DataError(f"{path}: data file not found", setting="data_file")
     fmt = FILE_FORMATS.get(path.suffix.lower())
     if fmt is None:
-        raise UsageError(f"{path}: unsupported data file type {path.suffix!r} "
-                         f"(expected one of {', '.join(FILE_FORMATS)})")
+        raise DataError(f"{path}: unsupported data file type {path.suffix!r} "
+                        f"(expected one of {', '.join(FILE_FORMATS)})", setting="data_file")
     datasets = _quiet_datasets()
     try:
         ds = datasets.load_dataset(fmt, data_files=str(path), split="train")
     except Exception as err:  # datasets reports parse errors with many exception types
-        raise UsageError(f"{path}: cannot read as {fmt.upper()} ({_one_line(err)})") from None
+        raise DataError(f"{path}: cannot read as {fmt.upper()} ({_error_text(err)})",
+                        setting="data_file") from None
     return ds.to_list()
 
 
@@ -199,9 +215,9 @@ def read_hub_split(hub_id: str, config: str | None, split: str, name: str) -> li
         ds = datasets.load_dataset(hub_id, config, split=split)
     except Exception as err:  # offline, gated, renamed: all mean "use a local copy"
         where = hub_id + (f" ({config})" if config else "")
-        raise UsageError(f"cannot load {name} split {split!r} from the Hugging Face Hub {where}: "
-                         f"{_one_line(err)}; offline? pass --data_file with a local "
-                         f"JSON/JSONL/Parquet copy in the hub schema") from None
+        raise DataError(f"cannot load {name} split {split!r} from the Hugging Face Hub {where}: "
+                        f"{_error_text(err)}; offline? give a local JSON/JSONL/Parquet copy in the hub "
+                        f"schema as the data file", setting="data_file") from None
     return ds.to_list()
 
 
@@ -213,14 +229,14 @@ def _check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]]
     so the first record shows the schema; a null value only makes that row unusable.
     """
     if not rows:
-        raise UsageError(f"{where}: no records")
+        raise DataError(f"{where}: no records")
     columns = set(rows[0])
     for need in required:
         options = need if isinstance(need, tuple) else (need,)
         if not columns & set(options):
             wanted = " or ".join(repr(f) for f in options)
-            raise UsageError(f"{where}: missing field {wanted}, which {name} needs "
-                             f"(fields: {', '.join(sorted(columns)) or 'none'})")
+            raise DataError(f"{where}: missing field {wanted}, which {name} needs "
+                            f"(fields: {', '.join(sorted(columns)) or 'none'})")
 
 
 # --------------------------------------------------------------------------- questions and gold answers
@@ -387,16 +403,20 @@ class HubDataset:
     gold: Callable[[Row], str | None]
     split_alias: Mapping[str, str] = field(default_factory=dict)
     test_size: int | None = None            # partition the hub's train split: first test_size (seeded) = test
-    level: Callable[[Row], int | None] | None = None
+    level: Callable[[Row], int | None] | None = None   # a dataset with levels declares the levels option
     meta_fields: tuple[str, ...] = ()
+    stratify: bool = False                  # declares the stratify_by option
+
+    @property
+    def options(self) -> tuple[str, ...]:
+        """The selection options this dataset takes (load_examples refuses the others)."""
+        return (("levels",) if self.level is not None else ()) + (("stratify_by",) if self.stratify else ())
 
     def __call__(self, split: str, *, n: int | None = None, seed: int = 42,
                  data_file: str | Path | None = None, levels: Sequence[int] | None = None,
                  stratify_by: str | None = None) -> LoadedData:
         if self.test_size is not None and split not in ("train", "test"):
-            raise UsageError(f"{self.name} has splits 'train' and 'test' (got --split {split!r})")
-        if levels is not None and self.level is None:
-            raise UsageError(f"a levels filter is not available for {self.name} (only competition_math)")
+            raise ConfigError(f"{self.name} has splits 'train' and 'test' (got {split!r})", setting="split")
         hub_split = "train" if self.test_size is not None else self.split_alias.get(split, split)
         if data_file:
             rows, where = read_data_file(data_file), str(data_file)
@@ -439,7 +459,7 @@ GSM8K = _hub(HubDataset(
 COMPETITION_MATH = _hub(HubDataset(
     "competition_math", "qwedsacf/competition_math", None, ("problem", "solution"),
     question=lambda row: _raw(row.get("problem")), gold=math_gold,
-    test_size=2000, level=math_level, meta_fields=("level", "type")))
+    test_size=2000, level=math_level, meta_fields=("level", "type"), stratify=True))
 MMLU = _hub(HubDataset(
     "mmlu", "cais/mmlu", "all", ("question", ("choices", "options"), ("answer", "target", "label")),
     question=mmlu_question, gold=mmlu_gold,

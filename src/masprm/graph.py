@@ -20,14 +20,10 @@ from typing import Any, Mapping
 import yaml
 
 from masprm.checks import read_utf8
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 
 QUESTION = -1
 DEFAULT_MAX_NEW_TOKENS = 512
-
-
-class ConfigError(UsageError):
-    """A MAS config that cannot be used; the message names the file and the edge/agent."""
 
 
 # --------------------------------------------------------------------------- conditions

@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
+from masprm.errors import TreeError
 from masprm.graph import MASGraph
 from masprm.state_text import DEFAULT_SEPARATOR, join_steps
 
@@ -36,10 +37,6 @@ MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGI
 MAX_NAMED_FAILURES = 20         # malformed trees named in the summary; the rest are only counted
 
 _AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
-
-
-class TreeError(ValueError):
-    """A tree file that cannot be used; the message says what and where."""
 
 
 # --------------------------------------------------------------------------- reading trees

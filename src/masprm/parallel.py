@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 from tqdm.auto import tqdm
 
 from masprm.cli import UsageError
+from masprm.errors import MasprmError
 
 W = TypeVar("W")
 Item = TypeVar("Item")
@@ -139,7 +140,7 @@ class _Worker:
         self.setup_error: tuple[bool, str] | None = None
         try:
             self.state = setup()
-        except UsageError as err:
+        except MasprmError as err:   # a bad input: reported as one line, like the CLI does
             self.setup_error = (True, str(err))
         except Exception as err:
             self.setup_error = (False, describe_error(err))

@@ -1,8 +1,9 @@
 """The registry of evaluation methods and the context they run in.
 
 A method is a search generator ``search(ctx, example)`` that yields model
-requests and returns a `MethodResult`, registered under its CLI name. Every model call goes through the context, which counts usage
-(SPEC §9: prompt/generated tokens, scorer tokens and calls, agent runs), so
+requests and returns a `MethodResult`, registered under its CLI name. Every
+model call goes through the context, which counts usage (prompt and
+generated tokens, scorer tokens and calls, agent runs), so
 no method does its own bookkeeping. Pure Python: no torch import.
 """
 
@@ -12,8 +13,10 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
 
+from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
+from masprm.registry import Registry
 from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, drive
 
 SCORER_ROLES = ("prm", "orm", "handoff_prm")
@@ -89,20 +92,19 @@ class Method:
         return drive(self.search(ctx, example), ctx)
 
 
-METHODS: dict[str, Method] = {}
+METHODS: Registry[Method] = Registry("method")   # METHODS[name], METHODS.get(name), name in METHODS
 
 
 def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
                     summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = (),
                     report: Callable[[dict], list[str]] | None = None):
+    """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
     unknown = set(needs) - set(SCORER_ROLES)
     if unknown:
-        raise ValueError(f"unknown scorer roles {sorted(unknown)}")
+        raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
 
     def decorator(fn: Callable[[EvalContext, Any], Any]):
-        if name in METHODS:
-            raise ValueError(f"method {name!r} registered twice")
-        METHODS[name] = Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report)
+        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report))
         return fn
 
     return decorator

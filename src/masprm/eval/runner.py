@@ -24,7 +24,9 @@ from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
+from masprm.data import dataset_options
 from masprm.cli import UsageError
+from masprm.errors import MasprmError
 from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
 from masprm.eval.labels import condition_label
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
@@ -234,11 +236,12 @@ def _model_identity(spec: ModelSpec) -> dict:
 
 
 def selection_options(settings: Any, family: str) -> dict:
-    """Extra data-selection options: --math_levels / --math_stratify_by pick competition_math
-    examples for handoff runs only; static runs use the whole split, as in the original."""
-    if settings.dataset == "competition_math" and family == "handoff":
-        return {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
-    return {}
+    """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
+    that declares them (competition_math); static runs use the whole split, as in the original."""
+    if family != "handoff":
+        return {}
+    values = {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
+    return {k: v for k, v in values.items() if k in dataset_options(settings.dataset)}
 
 
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
@@ -286,7 +289,7 @@ def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs
 def _stored_manifest_hash(files: LogFiles) -> str | None:
     try:
         return stable_hash(read_json(files.manifest))
-    except (OSError, UsageError):   # missing or unreadable: not the same run
+    except (OSError, MasprmError):   # missing or unreadable: not the same run
         return None
 
 

@@ -58,7 +58,7 @@ def check_handoff_args(args: Any) -> None:
 
 def check_handoff_config(args: Any, graph: MASGraph, methods: Sequence[str]) -> HandoffSettings:
     """The settings the run will use; a config that cannot serve the methods is a UsageError."""
-    team = HandoffTeam.from_graph(graph)   # ConfigError (a UsageError) names the file
+    team = HandoffTeam.from_graph(graph)   # a ConfigError naming the file
     settings = HandoffSettings.from_flags(args, team)
     if settings.max_turns < settings.min_turns:
         raise UsageError(f"{graph.source}: max_turns ({settings.max_turns}) is below min_turns "

@@ -1,4 +1,4 @@
-"""Trained scorers at inference (SPEC §8): load an adapter folder, score state texts.
+"""Trained scorers at inference: load an adapter folder, score state texts.
 
     scorer = load_scorer("checkpoints/MASPRM-GSM8K-1.5B")
     scorer.score_batch(["question" + "step 1" + "</step>", ...])  # -> values in [-1, 1]
@@ -6,7 +6,7 @@
 A folder from `src/train/trainer.py` holds a LoRA adapter (or a full model),
 the tokenizer with the separator and ``masprm_scorer.json``; a folder with
 neither adapter nor model uses its newest ``checkpoint-*``. Texts are
-tokenised, cut and scored exactly as in training (`masprm.train.data.TextEncoder`;
+tokenised, cut and scored exactly as in training (`masprm.models.text_encoder.TextEncoder`;
 a prm/orm scorer tokenises a `StepText`'s prompt and steps separately): the
 end of the text is kept, and the value is tanh of the logit at the last
 separator (or at the last token when there is none).
@@ -24,12 +24,13 @@ import torch
 from peft import PeftModel
 
 from masprm.cli import UsageError
+from masprm.errors import first_line
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
+from masprm.models.scorer_meta import read_scorer_meta, text_style
+from masprm.models.text_encoder import TextEncoder, pad_right, score_position
+from masprm.models.token_scorer import load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR
-from masprm.train import SCORER_META_FILE
-from masprm.train.data import TextEncoder, pad_right, score_position
-from masprm.train.model import load_token_scorer, separator_token_id
 
 
 @dataclass
@@ -96,17 +97,6 @@ def resolve_scorer_folder(path: str | Path, flag: str = "--prm_dir") -> Path:
     return max(checkpoints, key=_checkpoint_step)
 
 
-def _read_meta(folder: Path) -> dict:
-    """masprm_scorer.json of the folder, or of the run folder above a checkpoint-*."""
-    for candidate in (folder / SCORER_META_FILE, folder.parent / SCORER_META_FILE):
-        if candidate.is_file():
-            try:
-                return json.loads(candidate.read_text(encoding="utf-8"))
-            except json.JSONDecodeError as err:
-                raise UsageError(f"{candidate}: not valid JSON ({err.msg})") from None
-    return {}
-
-
 def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, flag: str) -> str:
     if base_model_id:
         return base_model_id
@@ -132,7 +122,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if options is None:
         options = scorer_options(ModelOptions())
     folder = resolve_scorer_folder(path, flag)
-    meta = _read_meta(folder)
+    meta = read_scorer_meta(folder)
     is_adapter = (folder / "adapter_config.json").is_file()
     base = _base_model_id(folder, meta, base_model_id, flag) if is_adapter else str(folder)
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
@@ -153,14 +143,14 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
             with peft_alias_warning_silenced():
                 model = PeftModel.from_pretrained(model, str(folder))
         except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
-            detail = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-            raise UsageError(f"{flag} {folder}: the adapter does not fit base model {base}: {detail}") from None
+            raise UsageError(f"{flag} {folder}: the adapter does not fit base model {base}: "
+                             f"{first_line(err)}") from None
     if not quantized:
         model.to(device)
     model.eval()
-    # prm/orm scorers were trained on prompt and steps tokenised separately; ppm on whole texts.
-    steps_style = meta.get("mode") in ("prm", "orm")
+    # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).
+    style = text_style(meta)
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
-                          max_prompt_length=meta.get("max_prompt_length", 0) if steps_style else 0,
-                          style="steps" if steps_style else "whole")
+                          max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
+                          style=style)
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)

@@ -27,7 +27,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Iterator
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.data import (LoadedData, _check_fields, gsm8k_gold, read_data_file, register_dataset,
                          seeded_order, select_examples)
 
@@ -189,18 +189,16 @@ def generate_split(split: str) -> tuple[Problem, ...]:
 
 
 @register_dataset("toy")
-def load_toy(split: str, *, n: int | None = None, seed: int = 42, data_file: str | Path | None = None,
-             **options) -> LoadedData:
+def load_toy(split: str, *, n: int | None = None, seed: int = 42,
+             data_file: str | Path | None = None) -> LoadedData:
     """``--dataset toy``: the generated split (or a local file in GSM8K's schema), in seeded order."""
-    if options:
-        raise UsageError(f"the toy dataset takes no {', '.join(sorted(options))} option")
     if data_file:
         rows = read_data_file(data_file)
         _check_fields(rows, ("question", "answer"), str(data_file), "toy")
     elif split in SPLITS:
         rows = [problem.row() for problem in generate_split(split)]
     else:
-        raise UsageError(f"toy has splits {', '.join(SPLITS)} (got --split {split!r})")
+        raise ConfigError(f"toy has splits {', '.join(SPLITS)} (got {split!r})", setting="split")
     return select_examples(rows, seeded_order(len(rows), seed), n=n, gold=gsm8k_gold,
                            question=lambda row: str(row.get("question") or "").strip(),
                            meta=lambda i, row: {"dataset": "toy", "split": split, "source_index": i})

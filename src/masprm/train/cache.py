@@ -38,7 +38,7 @@ def cache_key(cfg: Any, tokenizer: Any) -> str:
 
 def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path) -> tuple[list[dict], int, bool]:
     """(examples, skipped, read_from_cache): the cached examples when the key matches, else built and stored."""
-    from masprm.train.data import EXAMPLE_BUILDERS
+    from masprm.train.objectives import OBJECTIVES
 
     path = out / CACHE_DIR / f"{cfg.mode}_{cache_key(cfg, encoder.tokenizer)}.json"
     if path.is_file():
@@ -47,7 +47,8 @@ def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path) 
             return stored["examples"], stored["skipped"], True
         except (json.JSONDecodeError, KeyError, TypeError):
             pass  # unreadable: rebuild it below
-    examples, skipped = EXAMPLE_BUILDERS[cfg.mode](records, encoder, cfg.separator, source=str(cfg.data_file))
+    build = OBJECTIVES[cfg.mode].build_examples
+    examples, skipped = build(records, encoder, cfg.separator, source=str(cfg.data_file))
     for stale in path.parent.glob(f"{cfg.mode}_*.json"):  # only the newest key of a mode is kept
         stale.unlink()
     atomic_write_json(path, {"examples": examples, "skipped": skipped}, indent=None)

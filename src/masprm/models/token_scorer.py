@@ -1,32 +1,27 @@
-"""The scorer model (SPEC §7): a token-classification head with one output on a base LM.
+"""The scorer model: a token-classification head with one output on a base LM.
 
 The score of a text is the head's logit at the last separator token, and the
 value is tanh(logit). The separator is a single token: a `<...>` separator the
 tokenizer does not know is added as a special token (and the embeddings are
-resized), so it is never merged with neighbouring text.
-
-LoRA trains adapters on the attention and MLP projections plus all biases,
-and full copies of the score head, the norms and the token embeddings (the
-separator is a new token). On CUDA the base is 4-bit NF4 (QLoRA); on CPU it
-stays fp32 (4-bit by flag). Shared by the trainer and the scorer loader.
+resized), so it is never merged with neighbouring text. On CUDA a 4-bit base is
+NF4 with the score head unquantised. Used by the scorer loader and by training
+(which adds LoRA, `masprm.train.lora`).
 """
 
 from __future__ import annotations
 
-import functools
 import os
 from contextlib import contextmanager
 from typing import Any
 
 import torch
-from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
 from transformers import AutoModelForTokenClassification, BitsAndBytesConfig
 from transformers.utils import logging as hf_logging
 
 from masprm.cli import UsageError
-from masprm.models.loading import check_model_id, choose_dtype, peft_alias_warning_silenced, quantization_config
+from masprm.errors import ConfigError, first_line
+from masprm.models.loading import check_model_id, choose_dtype, quantization_config
 
-LORA_TARGET_MODULES = ["q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj"]
 SCORE_HEAD = "score"  # the head's attribute name in transformers' *ForTokenClassification
 
 
@@ -38,11 +33,6 @@ def _transformers_errors_only():
         yield
     finally:
         hf_logging.set_verbosity(verbosity)
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 # --------------------------------------------------------------------------- precision
@@ -71,7 +61,7 @@ def separator_token_id(tokenizer, separator: str, add_if_missing: bool = True) -
     embeddings to `len(tokenizer)`.
     """
     if not separator:
-        raise UsageError("--step-separator must not be empty")
+        raise ConfigError("the step separator must not be empty", setting="separator")
     looks_like_tag = len(separator) > 2 and separator.startswith("<") and separator.endswith(">")
     known = separator in tokenizer.get_vocab()
     if looks_like_tag and (known or add_if_missing):
@@ -81,9 +71,10 @@ def separator_token_id(tokenizer, separator: str, add_if_missing: bool = True) -
     ids = tokenizer(separator, add_special_tokens=False)["input_ids"]
     if len(ids) == 1:
         return ids[0]
-    how = ("pass --ensure-step-token to add it" if looks_like_tag else
+    how = ("allow adding it as a new token" if looks_like_tag else
            "only a separator of the form <...> can be added as a new token")
-    raise UsageError(f"--step-separator {separator!r} is {len(ids)} tokens for this tokenizer, not one; {how}")
+    raise ConfigError(f"step separator {separator!r} is {len(ids)} tokens for this tokenizer, not one; {how}",
+                      setting="separator")
 
 
 # --------------------------------------------------------------------------- model
@@ -119,84 +110,9 @@ def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit:
             model = AutoModelForTokenClassification.from_pretrained(source, **kwargs)
         except (OSError, ValueError, KeyError, ImportError, RuntimeError) as err:
             raise UsageError(f"{flag} {source}: cannot load as a token-classification model: "
-                             f"{_first_line(err)}") from None
+                             f"{first_line(err)}") from None
         if n_tokens is not None and n_tokens != model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(n_tokens)
     if pad_token_id is not None:
         model.config.pad_token_id = pad_token_id
     return model
-
-
-def modules_to_save(model) -> list[str]:
-    """Names (last path component) of the token embeddings and every norm layer.
-
-    The score head is added by peft itself for TaskType.TOKEN_CLS.
-    """
-    embeddings = model.get_input_embeddings()
-    names = set()
-    for name, module in model.named_modules():
-        if module is embeddings or "norm" in type(module).__name__.lower():
-            names.add(name.rsplit(".", 1)[-1])
-    return sorted(names)
-
-
-def disable_dropout(model) -> None:
-    """Set every dropout module to p=0, LoRA's included (what TRL's disable_dropout=True does)."""
-    for module in model.modules():
-        if isinstance(module, torch.nn.Dropout):
-            module.p = 0.0
-
-
-def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool):
-    """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`)."""
-    if quantized:
-        # Freeze the 4-bit base, cast the other weights to fp32; recompute activations to save memory
-        # (non-reentrant checkpointing needs no input-grad hook).
-        model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
-        keep_4bit_biases_fp32(model)
-    config = LoraConfig(
-        task_type=TaskType.TOKEN_CLS,
-        r=r,
-        lora_alpha=alpha,
-        lora_dropout=dropout,
-        target_modules=LORA_TARGET_MODULES,
-        bias="all",
-        modules_to_save=modules_to_save(model),
-    )
-    try:
-        with peft_alias_warning_silenced():
-            return get_peft_model(model, config)
-    except ValueError as err:  # e.g. an architecture without these projection names
-        raise UsageError(f"cannot attach LoRA ({_first_line(err)}); the targets are {', '.join(LORA_TARGET_MODULES)}"
-                         "; use --no-lora for a full fine-tune") from None
-
-
-def keep_4bit_biases_fp32(model) -> int:
-    """Keep the (trainable) biases of 4-bit layers in fp32; returns how many layers were changed.
-
-    bitsandbytes' Linear4bit.forward overwrites its bias with a copy in the
-    compute dtype on every call, so after k-bit preparation made it fp32 it is
-    bf16/fp16 again from the first step on, and AdamW at lr 1e-5 updates it by
-    less than one bf16 rounding step: the q/k/v biases would not train. Here
-    the layer runs without its bias and the fp32 bias is added to the output
-    through a differentiable cast, so gradients and updates stay in fp32.
-    """
-    import bitsandbytes as bnb
-
-    changed = 0
-    for module in model.modules():
-        if isinstance(module, bnb.nn.Linear4bit) and module.bias is not None:
-            module.forward = functools.partial(_forward_with_fp32_bias, module, module.forward)
-            changed += 1
-    return changed
-
-
-def _forward_with_fp32_bias(layer, forward, x, *args, **kwargs):
-    bias = layer._parameters["bias"]
-    layer._parameters["bias"] = None  # hidden from bitsandbytes' in-place cast for this call
-    try:
-        out = forward(x, *args, **kwargs)
-    finally:
-        layer._parameters["bias"] = bias
-    return out + bias.to(out.dtype)

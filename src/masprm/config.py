@@ -1,0 +1,138 @@
+"""Config dataclasses are the one home of a flag: its name(s), default, type and help.
+
+    @dataclass
+    class TrainConfig:
+        mode: str = arg(choices=MODES, help="ppm: pairs; prm: a value per step")   # required: no default
+        model_id: str = arg("Qwen/Qwen2.5-1.5B-Instruct", flags=("--model-id", "--model_id"), help="base model")
+        epochs: float = arg(10.0, help="training epochs")                         # flag: --epochs
+        lora: bool = arg(True, flags=("--no-lora",), action="store_false", help="full fine-tune")
+
+    parser = ArgumentParser()
+    add_config_args(parser, TrainConfig)               # or a parser.add_argument_group(...)
+    cfg = config_from_args(TrainConfig, parser.parse_args())
+
+Rules of ``add_config_args``:
+- only fields declared with ``arg(...)`` become flags; a plain field stays a
+  library-only setting;
+- the flag names are ``flags`` when given (the seed README's spellings, mixed
+  ``--model-id`` / ``--model_id`` forms included), else ``--`` plus the field name
+  with ``_`` written as ``-``; the argparse ``dest`` is always the field name;
+- a field without a default (``arg()`` with no value) is a required flag;
+- the argparse type comes from the annotation (``int``, ``float``, ``str``,
+  ``Path``; ``X | None`` is ``X``); a ``bool`` is a switch: ``--flag/--no-flag``
+  when it defaults to True or None, ``store_true`` when it defaults to False,
+  unless ``action`` says otherwise; ``nargs``, ``metavar``, ``choices`` and
+  ``type`` are passed on as given;
+- ``only`` / ``skip`` pick a subset of the fields (a stage that shares a group
+  of flags with another), ``defaults`` overrides a field's default for this parser.
+
+``config_from_args(Cls, namespace, **overrides)`` builds the dataclass from the
+attributes named like its fields (others are ignored; a missing one keeps the
+field's default). ``config_help(Cls, name)`` gives a field's help text. The argparse
+``dest`` being the field name is what lets ``masprm.cli.run_cli`` name the flag
+of a domain error's ``setting``. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import typing
+from pathlib import Path
+from types import UnionType
+from typing import Any, Iterable, Sequence
+
+_KEY = "masprm_flag"   # dataclass field metadata key holding the flag's argparse details
+
+
+def arg(default: Any = dataclasses.MISSING, *, flags: Sequence[str] = (), help: str | None = None,
+        default_factory: Any = dataclasses.MISSING, **argparse_kwargs: Any) -> Any:
+    """A dataclass field that is also a CLI flag (see the module docstring).
+
+    ``argparse_kwargs`` may hold ``action``, ``choices``, ``nargs``, ``metavar``,
+    ``type``: what ``parser.add_argument`` takes besides the names, default, dest and help.
+    """
+    allowed = {"action", "choices", "nargs", "metavar", "type"}
+    unknown = set(argparse_kwargs) - allowed
+    if unknown:
+        raise TypeError(f"arg(): unsupported argparse options {sorted(unknown)} (allowed: {sorted(allowed)})")
+    meta = {_KEY: {"flags": tuple(flags), "help": help, **argparse_kwargs}}
+    if default_factory is not dataclasses.MISSING:
+        return dataclasses.field(default_factory=default_factory, metadata=meta)
+    return dataclasses.field(default=default, metadata=meta)
+
+
+def flag_fields(cls: type) -> list[dataclasses.Field]:
+    """The fields of ``cls`` declared with ``arg(...)``, in declaration order."""
+    return [f for f in dataclasses.fields(cls) if _KEY in f.metadata]
+
+
+def flag_names(cls: type, name: str) -> tuple[str, ...]:
+    """The flag spellings of field ``name`` (the first is the one messages quote)."""
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return field.metadata[_KEY]["flags"] or ("--" + name.replace("_", "-"),)
+
+
+def config_help(cls: type, name: str) -> str | None:
+    field = next(f for f in dataclasses.fields(cls) if f.name == name)
+    return field.metadata.get(_KEY, {}).get("help")
+
+
+def _field_default(field: dataclasses.Field) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory()
+    return dataclasses.MISSING
+
+
+def _value_type(annotation: Any) -> Any:
+    """``int | None`` -> int; ``list[int]`` -> int; ``tuple[float, float]`` -> float; others unchanged."""
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, UnionType):
+        inner = [a for a in typing.get_args(annotation) if a is not type(None)]
+        return _value_type(inner[0]) if len(inner) == 1 else str
+    if origin in (list, tuple, Sequence, typing.Sequence):
+        args = [a for a in typing.get_args(annotation) if a is not Ellipsis]
+        return _value_type(args[0]) if args else str
+    return annotation
+
+
+def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
+                    only: Iterable[str] | None = None, skip: Iterable[str] = (),
+                    defaults: dict[str, Any] | None = None) -> None:
+    """Add one argparse argument per ``arg(...)`` field of dataclass ``cls`` (rules: module docstring)."""
+    hints = typing.get_type_hints(cls)
+    wanted = set(only) if only is not None else None
+    skipped, defaults = set(skip), dict(defaults or {})
+    for field in flag_fields(cls):
+        if (wanted is not None and field.name not in wanted) or field.name in skipped:
+            continue
+        spec = dict(field.metadata[_KEY])
+        names = spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
+        default = defaults.pop(field.name, _field_default(field))
+        kwargs: dict[str, Any] = {"dest": field.name, "help": spec.pop("help")}
+        kwargs.update(spec)
+        value_type = _value_type(hints[field.name])
+        if value_type is bool and "action" not in kwargs:
+            kwargs["action"] = "store_true" if default is False else argparse.BooleanOptionalAction
+        if kwargs.get("action") is None and "type" not in kwargs and value_type in (int, float, Path):
+            kwargs["type"] = value_type
+        if kwargs.get("action") is None:
+            kwargs.pop("action", None)
+        if default is dataclasses.MISSING:
+            kwargs["required"] = True
+        else:
+            kwargs["default"] = default
+        parser.add_argument(*names, **kwargs)
+    if defaults:
+        raise TypeError(f"add_config_args({cls.__name__}): defaults for fields that are not flags: {sorted(defaults)}")
+
+
+def config_from_args(cls: type, namespace: argparse.Namespace | dict, **overrides: Any) -> Any:
+    """``cls(**...)`` from the namespace attributes named like its fields, then ``overrides``."""
+    values = vars(namespace) if isinstance(namespace, argparse.Namespace) else dict(namespace)
+    names = {f.name for f in dataclasses.fields(cls) if f.init}
+    kwargs = {k: v for k, v in values.items() if k in names}
+    kwargs.update(overrides)
+    return cls(**kwargs)

@@ -1,0 +1,236 @@
+"""Stage 3: train a scorer with transformers `Trainer` + peft.
+
+    records  -> examples (token ids + scored positions)      the objective's module (pairwise.py / stepwise.py)
+    base LM  -> token-classification head (+ separator, LoRA/QLoRA)   models/token_scorer.py, lora.py
+    Trainer subclass, eval metrics, best model kept           the objective, scorer_trainer.py, metrics.py
+
+The output folder holds the adapter (or the full model without LoRA), the
+tokenizer with the separator, and ``masprm_scorer.json``; the scorer loader
+(`masprm.models.scorer.load_scorer`) reads it directly. Nothing here names an
+objective: what differs between them is the objective's record
+(``masprm.train.objectives``).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import sys
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from masprm.checks import check_local_model, check_output_dir
+from masprm.cli import check
+from masprm.models.scorer_meta import write_scorer_meta
+from masprm.train.config import TrainConfig
+from masprm.train.objectives import OBJECTIVES, Objective
+
+# torch/transformers are imported inside train_scorer(), so `--help`, flag
+# errors and config checks stay instant.
+
+
+@dataclass
+class TrainResult:
+    trainer: Any                  # the objective's Trainer, holding the best model
+    train_examples: list[dict]
+    eval_examples: list[dict]
+    metrics: dict[str, float]     # eval metrics of the saved model
+    output_dir: Path
+
+
+def _log(cfg: TrainConfig, message: str) -> None:
+    if cfg.progress:
+        print(message, file=sys.stderr)
+
+
+def _world_size() -> int:
+    """Data-parallel processes: torchrun / accelerate launch set WORLD_SIZE, a plain launch is one."""
+    return max(1, int(os.environ.get("WORLD_SIZE", "1") or 1))
+
+
+def _update_steps(n_train: int, cfg: TrainConfig) -> int:
+    """Optimizer steps of the whole run (as transformers counts them; each process sees 1/world of the data)."""
+    if cfg.max_steps > 0:
+        return cfg.max_steps
+    batches = math.ceil(math.ceil(n_train / _world_size()) / cfg.train_batch_size)
+    return max(1, math.ceil(cfg.epochs * max(1, math.ceil(batches / cfg.grad_accum))))
+
+
+def _precision(quantized: bool) -> dict[str, Any]:
+    """Mixed precision and optimizer: 8-bit AdamW for QLoRA on CUDA, plain fp32 AdamW on CPU."""
+    import torch
+
+    from masprm.models.loading import choose_dtype
+
+    if not torch.cuda.is_available():
+        return {"optim": "adamw_torch"}
+    bf16 = choose_dtype("cuda") == torch.bfloat16
+    return {"optim": "paged_adamw_8bit" if quantized else "adamw_torch", "bf16": bf16, "fp16": not bf16}
+
+
+def _report_to(cfg: TrainConfig) -> list[str] | str:
+    if not cfg.hub_logs:
+        return "none"
+    if importlib.util.find_spec("tensorboard") is None:
+        _log(cfg, "tensorboard is not installed, so no training logs are written "
+                  "(pip install -r requirements.txt)")
+        return "none"
+    return ["tensorboard"]
+
+
+def _one_gpu_per_process(args) -> None:
+    """A plain `python` launch on a multi-GPU node trains on one GPU, and says so.
+
+    transformers would otherwise multiply the batch by the visible GPUs: split
+    over them by DataParallel, or (a 4-bit base is never replicated) all of it
+    on GPU 0, and the run's step schedule would no longer be the one asked for.
+    Data parallel training is torchrun / accelerate launch (README).
+    """
+    if args.n_gpu > 1:
+        print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
+              f"torchrun --nproc_per_node {args.n_gpu} src/train/trainer.py ... (README, Scorer training)",
+              file=sys.stderr)
+        args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
+
+
+def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
+    from masprm.train.checkpoints import check_same_data, checkpoints, resume_checkpoint
+
+    if cfg.resume:
+        check_same_data(out, cfg.data_file)
+        last = resume_checkpoint(out, lambda line: _log(cfg, line))
+        if last is None:
+            _log(cfg, f"--resume: no checkpoint in {out}; starting from scratch")
+        return str(last) if last else None
+    found = checkpoints(out) if out.is_dir() else []
+    check(not found, f"--output-dir {out} already holds checkpoints ({found[-1].name if found else ''}); "
+                     "pass --resume to continue that run or choose another folder")
+    return None
+
+
+def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
+    from masprm.train.checkpoints import data_record
+
+    meta = {"mode": cfg.mode, "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
+            "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
+            "text_style": objective.text_style, "lora": cfg.lora, "settings": asdict(cfg), **extra}
+    write_scorer_meta(out, meta)
+
+
+def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
+    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
+    cfg.validate()
+    from masprm.models.text_encoder import TextEncoder
+    from masprm.train.data import eval_view, load_records, split_eval
+
+    objective = OBJECTIVES[cfg.mode]
+    records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
+    usable = objective.usable(records)
+    check(usable >= 2, f"{cfg.data_file} (--data_dir): {usable} usable record(s) of {len(records)}"
+                       f"{' (the others have identical chosen and rejected steps)' if usable < len(records) else ''}"
+                       "; training needs at least 2 (one is held out for evaluation)")
+    check_output_dir(cfg.output_dir, "--output-dir")
+    check_local_model(cfg.model_id, "--model-id")
+
+    import torch
+    from transformers import PrinterCallback, TrainingArguments, set_seed
+
+    from masprm.models.loading import load_tokenizer, resolve_device
+    from masprm.train.cache import cached_examples
+    from masprm.models import token_scorer
+    from masprm.train.lora import attach_lora, disable_dropout
+
+    out = Path(cfg.output_dir)
+    resume_from = _resume_checkpoint(cfg, out)
+    set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
+
+    tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", flag="--model-id")
+    sep_id = token_scorer.separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
+    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
+    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out)
+    if skipped:
+        _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
+    train_idx, eval_idx = split_eval(len(examples), cfg.seed)
+    train_examples = [examples[i] for i in train_idx]
+    eval_examples = [eval_view(examples[i]) for i in eval_idx]
+
+    resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
+    quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
+    model = token_scorer.load_token_scorer(
+        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=cfg.attn_impl,
+        trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
+    if cfg.lora:
+        model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
+                            quantized=quantized)
+    if not objective.keep_dropout:
+        disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
+
+    total_steps = _update_steps(len(train_examples), cfg)
+    eval_steps = cfg.eval_steps
+    args = TrainingArguments(
+        output_dir=str(out),
+        num_train_epochs=cfg.epochs,
+        max_steps=cfg.max_steps if cfg.max_steps > 0 else -1,
+        learning_rate=cfg.lr,
+        lr_scheduler_type="cosine",
+        per_device_train_batch_size=cfg.train_batch_size,
+        per_device_eval_batch_size=cfg.eval_batch_size or cfg.train_batch_size,
+        gradient_accumulation_steps=cfg.grad_accum,
+        auto_find_batch_size=True,     # halve the batch on out-of-memory (ScorerTrainer), as the original
+        eval_strategy="steps",
+        eval_steps=eval_steps,
+        save_strategy="steps",
+        save_steps=cfg.save_steps or eval_steps,
+        save_total_limit=cfg.save_total_limit,
+        logging_steps=cfg.logging_steps,
+        load_best_model_at_end=True,   # a run shorter than eval_steps keeps its final weights
+        metric_for_best_model=objective.best_metric,
+        greater_is_better=objective.greater_is_better,
+        train_sampling_strategy=objective.sampling,
+        seed=cfg.seed,
+        data_seed=cfg.seed,
+        report_to=_report_to(cfg),
+        remove_unused_columns=False,   # the collators build exactly the tensors the loss needs
+        label_names=[],                # labels live in objective-specific keys, handled by prediction_step
+        dataloader_num_workers=0,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        disable_tqdm=not cfg.progress,
+        ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
+        **_precision(quantized),
+    )
+    _one_gpu_per_process(args)
+    trainer = objective.trainer_cls(
+        model=model,
+        args=args,
+        data_collator=objective.collator(tokenizer.pad_token_id),
+        train_dataset=train_examples,
+        eval_dataset=eval_examples,
+        processing_class=tokenizer,
+        compute_metrics=objective.compute_metrics,
+        callbacks=callbacks,
+        **objective.trainer_kwargs(cfg),
+    )
+    if not cfg.progress:
+        trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
+    processes = f" on {_world_size()} processes" if _world_size() > 1 else ""
+    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
+              f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
+              f"{total_steps} optimizer steps{processes}, eval every {eval_steps}, "
+              f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
+    out.mkdir(parents=True, exist_ok=True)
+    main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
+    if main_process:
+        _write_meta(cfg, objective, out, status="training")
+    trainer.train(resume_from_checkpoint=resume_from)
+
+    metrics = trainer.evaluate()  # the best model, now loaded
+    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
+    timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
+    if main_process:
+        _write_meta(cfg, objective, out, status="completed", separator_id=sep_id,
+                    eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
+                    train_examples=len(train_examples), eval_examples=len(eval_examples),
+                    best_checkpoint=trainer.state.best_model_checkpoint)
+    return TrainResult(trainer, train_examples, eval_examples, metrics, out)
