@@ -10,6 +10,7 @@ from conftest import FakePolicy
 from masprm.eval import methods as M
 from masprm.eval.expand import aggregate_logprob
 from masprm.eval.registry import METHODS
+from masprm.eval.settings import ViewSettings
 from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
 from masprm.search.engine import drive
@@ -24,7 +25,7 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, prm=prm, b1=3, b2=5)
-    result = drive(M.sbs_prm(ctx, example()), ctx)
+    result = METHODS["sbs_prm"].run(ctx, example())
     assert result.prediction == "Answer: 7"
     # The top beams are the good plans; all surviving beams answer 7.
     assert result.candidates == ["Answer: 7"] * 3
@@ -39,13 +40,13 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
 
 def test_sbs_prm_fails_with_a_scorer_that_prefers_wrong_steps():
     ctx = make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad), b1=3, b2=5)
-    assert drive(M.sbs_prm(ctx, example()), ctx).prediction == "Answer: 5"
+    assert METHODS["sbs_prm"].run(ctx, example()).prediction == "Answer: 5"
 
 
 def test_sbs_logprob_prefers_the_likely_short_wrong_step():
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, b1=2, b2=3)
-    result = drive(M.sbs_logprob(ctx, example()), ctx)
+    result = METHODS["sbs_logprob"].run(ctx, example())
     assert result.prediction == "Answer: 5"
     assert ("logprob", 3) in policy.calls
 
@@ -53,7 +54,7 @@ def test_sbs_logprob_prefers_the_likely_short_wrong_step():
 def test_sbs_local_view_scores_the_agents_inbox_and_output():
     prm = FakeScorer(prefers_good)
     ctx = make_ctx(FakePolicy(respond), prm=prm, b1=1, b2=2, view_mode="local")
-    drive(M.sbs_prm(ctx, example()), ctx)
+    METHODS["sbs_prm"].run(ctx, example())
     assert prm.texts[:2] == ["What is 3 + 4?bad</step>", "What is 3 + 4?good plan 1</step>"]
     assert prm.texts[2] == "good plan 1Answer: 7</step>"   # Finisher's inbox + its output
 
@@ -222,11 +223,11 @@ def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), prm=prm, voter_k=1)
     runs = drive(M.beam_search(ctx, [M.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
                                temperature=1.0), ctx)
-    (log_w,) = drive(M.VOTER_WEIGHTS["prm"](ctx, runs), ctx)
+    (log_w,) = drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
     ctx.prm = floor
-    assert math.exp(drive(M.VOTER_WEIGHTS["prm"](ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
+    assert math.exp(drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 
 # --------------------------------------------------------------------------- the original's rules, by hand
@@ -239,7 +240,7 @@ def test_sbs_logprob_usage_counts_scored_tokens_as_the_original():
     # Original: agent_runs += B2 per beam and agent; each scored candidate adds its prompt + completion
     # tokens to the scorer tokens; log-prob scoring is no PRM call.
     ctx = make_ctx(FakePolicy(respond), b1=2, b2=3)
-    drive(M.sbs_logprob(ctx, example()), ctx)
+    METHODS["sbs_logprob"].run(ctx, example())
     solver = 3 * 6 + (1 + 3 + 3)                 # three candidates of the Solver
     finisher = 3 * (2 + 2) + 3 * (4 + 2)         # beams "bad" and "good plan 1", three answers each
     assert ctx.usage.scorer_tokens == solver + finisher == 55
@@ -251,7 +252,7 @@ def test_mcts_logprob_usage_is_counted_per_expansion():
     # Finisher samples are one text after de-duplication. Original: agent_runs += max_children per
     # expansion; scorer tokens per scored (de-duplicated) candidate.
     ctx = make_ctx(FakePolicy(respond), n_simulations=1, max_children=3)
-    result = drive(M.mcts_logprob(ctx, example()), ctx)
+    result = METHODS["mcts_logprob"].run(ctx, example())
     assert result.prediction == "Answer: 5"
     assert ctx.usage.agent_runs == 3 + 3 and ctx.usage.scorer_calls == 0
     # The leaf's path log-prob reuses the two step log-probs (the original rescored them: +11 tokens).
@@ -287,7 +288,7 @@ def test_orm_scoring_follows_view_mode():
     assert texts["local"][0] == ["badAnswer: 5</step>", "good planAnswer: 7</step>"]
     assert texts["local"][1] == ["badAnswer: 5</step>"]
     for method in ("voter_orm", "mcts_orm", "voter_prm", "sbs_prm", "mcts_prm"):
-        assert "view_mode" in METHODS[method].settings   # so it enters the log fingerprint
+        assert ViewSettings in METHODS[method].settings   # so view_mode enters the log fingerprint
 
 
 def test_voter_ties_go_to_the_shorter_first_member():

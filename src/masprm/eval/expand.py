@@ -14,11 +14,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Generator, Sequence
 
 from masprm.eval.registry import EvalContext
+from masprm.eval.settings import LOGPROB_AGGS
+from masprm.registry import Registry
 from masprm.graph import RoutingState
 from masprm.interfaces import LogProb
 from masprm.state_text import DEFAULT_SEPARATOR, state_text
 
-LOGPROB_AGGS = ("sum", "avg_token", "avg_step")
 Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
 
 
@@ -114,34 +115,33 @@ def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> Step:
     return (yield from ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states]))
 
 
-def _score_prm(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
-    values = yield from prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
-    for c, v in zip(cands, values):
-        c.score = v
+@dataclass(frozen=True)
+class ScorerKind:
+    """One way to score trajectories, as one record: what the search families ask of it.
+
+    ``step(ctx, candidates)`` sets each candidate's score (beam search and MCTS
+    expansions), ``leaf(ctx, path)`` values a finished MCTS path, and
+    ``weight(ctx, runs)`` gives each voter run its log-weight; each is a search
+    step (it may yield model requests). ``families`` says which of
+    ``sbs``/``mcts``/``voter`` get a ``<family>_<name>`` method; ``needs`` are
+    the scorer roles it loads and ``settings`` the settings classes that join
+    its methods' fingerprints.
+    """
+
+    name: str
+    step: Callable[..., Step] | None = None
+    leaf: Callable[..., Step] | None = None
+    weight: Callable[..., Step] | None = None
+    families: tuple[str, ...] = ("sbs", "mcts", "voter")
+    needs: tuple[str, ...] = ()
+    settings: tuple[type, ...] = ()
+    mcts_settings: tuple[type, ...] = ()   # settings only its MCTS method has (e.g. --orm_leaf)
 
 
-def _score_logprob(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
-    yield from ensure_logprobs(ctx, cands)
-    for c in cands:
-        c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
-
-
-def _score_zero(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
-    # The ORM only judges finished transcripts; intermediate steps start neutral.
-    for c in cands:
-        c.score = 0.0
-    return
-    yield  # a search step that asks no model
-
-
-STEP_SCORERS: dict[str, Callable[[EvalContext, Sequence[Candidate]], Step]] = {
-    "prm": _score_prm,
-    "logprob": _score_logprob,
-    "orm": _score_zero,
-}
+SCORER_KINDS: Registry[ScorerKind] = Registry("scorer kind")
 
 
 def score_candidates(ctx: EvalContext, kind: str, cands: Sequence[Candidate]) -> Step:
     """Set `score` on every candidate with one batched call of the `kind` scorer."""
     if cands:
-        yield from STEP_SCORERS[kind](ctx, cands)
+        yield from SCORER_KINDS[kind].step(ctx, cands)

@@ -16,6 +16,7 @@ from typing import Any, Callable, Generator, Sequence
 from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
+from masprm.eval.settings import check_settings_classes
 from masprm.registry import Registry
 from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, drive
 
@@ -84,7 +85,7 @@ class Method:
     needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
     family: str = "static"                # "static" or "handoff": the two cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
-    settings: tuple[str, ...] = ()        # the flags that define a condition (its log fingerprint)
+    settings: tuple[type, ...] = ()       # settings dataclasses: their fields define a condition (its fingerprint)
     report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
 
     def run(self, ctx: EvalContext, example: Any) -> MethodResult:
@@ -96,7 +97,7 @@ METHODS: Registry[Method] = Registry("method")   # METHODS[name], METHODS.get(na
 
 
 def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
-                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[str] = (),
+                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[type] = (),
                     report: Callable[[dict], list[str]] | None = None):
     """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
     unknown = set(needs) - set(SCORER_ROLES)
@@ -104,7 +105,8 @@ def register_method(name: str, *, needs: Sequence[str] = (), family: str = "stat
         raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
 
     def decorator(fn: Callable[[EvalContext, Any], Any]):
-        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize, tuple(settings), report))
+        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize,
+                                      check_settings_classes(settings), report))
         return fn
 
     return decorator

@@ -35,6 +35,7 @@ from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, 
 from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.eval.registry import METHODS, SCORER_ROLES, EvalContext
+from masprm.eval.settings import setting_values
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
@@ -247,14 +248,15 @@ def selection_options(settings: Any, family: str) -> dict:
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
     """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
-    names = METHODS[method].settings or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
+    classes = METHODS[method].settings
     data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
                 "data_file": path_identity(settings.data_file),
                 **selection_options(settings, METHODS[method].family)}
     roles = ("policy",) + condition_roles(method, settings)
     definition = {
         "method": method,
-        "settings": {k: getattr(settings, k, None) for k in names},
+        "settings": setting_values(classes, vars(settings)) if classes else
+                    {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: _model_identity(specs[role]) for role in roles},

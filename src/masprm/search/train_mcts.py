@@ -27,6 +27,7 @@ from functools import partial
 from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
+from masprm.config import arg
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.cli import UsageError
@@ -47,12 +48,15 @@ STALE_LIMIT = 24
 
 @dataclass(frozen=True)
 class SearchSettings:
-    n_rollouts: int = 64
-    c: float = 4.0
-    n_candidates: int = 3
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int | None = None  # cap on each agent's own max_new_tokens; None = no cap
+    """Stage-1 search settings: the one home of their flags (``src/run_mcts.py``)."""
+
+    n_rollouts: int = arg(64, flags=("--n_rollouts",), help="rollouts per example (default: 64; paper: 40)")
+    c: float = arg(4.0, flags=("--search_c",), help="UCT exploration constant (default: 4)")
+    n_candidates: int = arg(3, flags=("--n_candidates",), help="samples per expansion (default: 3)")
+    temperature: float = arg(0.7, flags=("--temperature",), help="sampling temperature (default: 0.7)")
+    top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default: 0.95)")
+    max_new_tokens: int | None = arg(None, flags=("--max_new_tokens",),
+                                     help="cap on every agent's max_new_tokens (default: the config's values)")
 
     def as_meta(self) -> dict[str, Any]:
         return {"n_rollouts": self.n_rollouts, "c": self.c, "n_candidates": self.n_candidates,
