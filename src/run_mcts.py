@@ -23,6 +23,7 @@ from masprm.config import add_config_args, config_from_args  # noqa: E402
 from masprm.graph import load_mas_config  # noqa: E402
 from masprm.parallel import check_gpu_share  # noqa: E402
 from masprm.runs import default_config_path, run_folder_name  # noqa: E402
+from masprm.search.engine import EngineSettings  # noqa: E402
 from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees  # noqa: E402
 
 
@@ -42,12 +43,7 @@ def build_parser() -> ArgumentParser:
                     help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
     add_model_args(ap)
     add_config_args(ap, SearchSettings)
-    ap.add_argument("--search_batch_size", type=int, default=16,
-                    help="examples searched together per worker, their model calls batched (default: 16; "
-                         "1 = one example at a time); the trees do not depend on it")
-    ap.add_argument("--max_batch_tokens", type=int, default=262144,
-                    help="cap on the padded tokens (prompt + new tokens) of one policy call; bigger calls "
-                         "are split (default: 262144)")
+    add_config_args(ap, EngineSettings)
     ap.add_argument("--ray", action="store_true", help="spread examples over local Ray actors")
     ap.add_argument("--actors", type=int, default=None,
                     help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")

@@ -20,6 +20,8 @@ import os  # noqa: E402
 from pathlib import Path  # noqa: E402
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli  # noqa: E402
+from masprm.config import add_config_args  # noqa: E402
+from masprm.search.engine import EngineSettings  # noqa: E402
 from masprm.eval.settings import SEARCH_FAMILIES, ViewSettings, add_method_args  # noqa: E402
 from masprm.eval.logs import log_every  # noqa: E402
 from masprm.eval.registry import METHODS  # noqa: E402
@@ -77,12 +79,7 @@ def build_parser() -> argparse.ArgumentParser:
     run = p.add_argument_group("run")
     run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
                      "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    run.add_argument("--search_batch_size", type=int, default=16,
-                     help="examples searched together per worker, their model calls batched (default: 16; "
-                          "1 = one example at a time); the logs do not depend on it")
-    run.add_argument("--max_batch_tokens", type=int, default=262144,
-                     help="cap on the padded tokens (prompt + new tokens) of one policy call; bigger calls "
-                          "are split (default: 262144)")
+    add_config_args(run, EngineSettings)
     run.add_argument("--logs_dir", default="logs")
     run.add_argument("--allow_unfinished_scorer", action="store_true",
                      help="use a scorer folder whose training did not finish (its newest checkpoint)")

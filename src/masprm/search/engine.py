@@ -25,9 +25,22 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Hashable, Iterable, Iterator, Sequence
 
+from masprm.config import arg
 from masprm.interfaces import Messages
 
 Search = Generator[Any, Any, Any]   # yields requests, receives their results, returns the outcome
+
+
+@dataclass(frozen=True)
+class EngineSettings:
+    """How a worker batches its searches (results never depend on them): the home of their flags."""
+
+    search_batch_size: int = arg(16, flags=("--search_batch_size",),
+                                 help="examples searched together per worker, their model calls batched "
+                                      "(default: 16; 1 = one example at a time); results do not depend on it")
+    max_batch_tokens: int = arg(262144, flags=("--max_batch_tokens",),
+                                help="cap on the padded tokens (prompt + new tokens) of one policy call; "
+                                     "bigger calls are split (default: 262144)")
 
 
 # --------------------------------------------------------------------------- requests
