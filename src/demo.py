@@ -54,6 +54,7 @@ SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--tra
                    "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
+SEARCH_BATCH = 16                  # examples searched together, their model calls batched (results unchanged)
 
 
 def run_folder() -> str:
@@ -108,7 +109,8 @@ def commands(args) -> Commands:
         return cmd + ["--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
                       "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
                       "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
-                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1", *CPU]
+                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
+                      "--search_batch_size", str(SEARCH_BATCH), *CPU]
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
         return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
@@ -119,7 +121,8 @@ def commands(args) -> Commands:
         trees=[PY, "src/run_mcts.py", "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
                "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
                "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
-               "--mas_config", CONFIG, "--model_id", POLICY, "--no_plot", *CPU],
+               "--mas_config", CONFIG, "--model_id", POLICY, "--search_batch_size", str(SEARCH_BATCH),
+               "--no_plot", *CPU],
         pairs=[PY, "src/train/preprocess_data.py", "--input", run, "--target-nodes", str(TARGET_NODES),
                "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
                "--view", "full", "--config", CONFIG],

@@ -16,9 +16,11 @@ from functools import partial
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, config_from_args
 from masprm.graph import load_mas_config
 from masprm.parallel import check_gpu_share
 from masprm.runs import default_config_path, run_folder_name
+from masprm.search.engine import EngineSettings
 from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees
 
 
@@ -37,13 +39,8 @@ def build_parser() -> ArgumentParser:
     ap.add_argument("--model_id", default="Qwen/Qwen2.5-1.5B-Instruct",
                     help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
     add_model_args(ap)
-    ap.add_argument("--n_rollouts", type=int, default=64, help="rollouts per example (default: 64; paper: 40)")
-    ap.add_argument("--search_c", type=float, default=4.0, help="UCT exploration constant (default: 4)")
-    ap.add_argument("--n_candidates", type=int, default=3, help="samples per expansion (default: 3)")
-    ap.add_argument("--temperature", type=float, default=0.7, help="sampling temperature (default: 0.7)")
-    ap.add_argument("--top_p", type=float, default=0.95, help="nucleus sampling (default: 0.95)")
-    ap.add_argument("--max_new_tokens", type=int, default=None,
-                    help="cap on every agent's max_new_tokens (default: the config's values)")
+    add_config_args(ap, SearchSettings)
+    add_config_args(ap, EngineSettings)
     ap.add_argument("--ray", action="store_true", help="spread examples over local Ray actors")
     ap.add_argument("--actors", type=int, default=None,
                     help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
@@ -60,12 +57,14 @@ def validate(args) -> None:
     check(args.n is None or args.n >= 1, f"--n must be >= 1, got {args.n}")
     check(args.n_rollouts >= 1, f"--n_rollouts must be >= 1, got {args.n_rollouts}")
     check(args.n_candidates >= 1, f"--n_candidates must be >= 1, got {args.n_candidates}")
-    check(args.search_c >= 0, f"--search_c must be >= 0, got {args.search_c}")
+    check(args.c >= 0, f"--search_c must be >= 0, got {args.c}")
     check(args.temperature > 0, f"--temperature must be > 0, got {args.temperature}")
     check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
     check(args.max_new_tokens is None or args.max_new_tokens >= 1,
           f"--max_new_tokens must be >= 1, got {args.max_new_tokens}")
     check(args.actors is None or args.actors >= 1, f"--actors must be >= 1, got {args.actors}")
+    check(args.search_batch_size >= 1, f"--search_batch_size must be >= 1, got {args.search_batch_size}")
+    check(args.max_batch_tokens >= 1, f"--max_batch_tokens must be >= 1, got {args.max_batch_tokens}")
     check_gpu_share(args.gpus_per_actor)
     check(args.actors is None or args.ray, "--actors needs --ray")
 
@@ -97,7 +96,7 @@ def main() -> int:
     config = args.mas_config or default_config_path(args.dataset)
     graph = load_mas_config(config)
     out_dir = check_output_dir(args.out_root, "--out_root") / run_folder_name(
-        args.dataset, args.split, args.model_id, args.n_rollouts, args.search_c, args.n_candidates,
+        args.dataset, args.split, args.model_id, args.n_rollouts, args.c, args.n_candidates,
         args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
     check_output_dir(out_dir, "--out_root")
     if args.data_file:
@@ -107,9 +106,7 @@ def main() -> int:
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
-    settings = SearchSettings(n_rollouts=args.n_rollouts, c=args.search_c, n_candidates=args.n_candidates,
-                              temperature=args.temperature, top_p=args.top_p,
-                              max_new_tokens=args.max_new_tokens)
+    settings = config_from_args(SearchSettings, args)
     defining = run_settings(args, config)
     with locked_folder(out_dir):  # one run per folder at a time
         if not check_settings(out_dir, defining):
@@ -128,8 +125,8 @@ def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Pat
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
-                  verbose=args.verbose)
-    setup = partial(HFPolicy, args.model_id, options_from_args(args))
+                  verbose=args.verbose, batch_size=args.search_batch_size)
+    setup = partial(HFPolicy, args.model_id, options_from_args(args), max_batch_tokens=args.max_batch_tokens)
     written, failed = run_trees(job, setup, loaded.examples, workers=args.actors if args.ray else 1,
                                 use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0)
     print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "

@@ -41,7 +41,8 @@ class FakePolicy:
 
     `respond(messages, k, rng) -> str` gives the k-th sample for a prompt;
     `score(messages, completion) -> float` gives a log-prob (default: -len).
-    Token counts are word counts. Every call is recorded in `calls`.
+    Token counts are word counts. Every call is recorded in `calls`. A call
+    with keys gives each prompt its own `random.Random` named by its key.
     """
 
     def __init__(self, respond: Callable[[Messages, int, random.Random], str],
@@ -50,17 +51,21 @@ class FakePolicy:
         self.score = score or (lambda messages, completion: -float(len(completion)))
         self.rng = random.Random(0)
         self.calls: list[tuple[str, int]] = []  # ("sample", n prompts) / ("logprob", n requests)
+        self.keys: list = []                      # each sample call's random-stream keys
 
     def reseed(self, seed: int) -> None:
         self.rng = random.Random(seed)
 
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0,
-               top_p: float = 1.0, max_new_tokens: int = 64) -> list[list[Generation]]:
+               top_p: float = 1.0, max_new_tokens: int = 64, keys=None) -> list[list[Generation]]:
         self.calls.append(("sample", len(prompts)))
+        self.keys.append(None if keys is None else list(keys))
         out = []
-        for messages in prompts:
+        for i, messages in enumerate(prompts):
             prompt_tokens = sum(len(m["content"].split()) for m in messages)
-            texts = [self.respond(messages, k, self.rng) for k in range(n)]
+            # A keyed prompt draws from its own stream, as HFPolicy's rows do.
+            rng = self.rng if keys is None else random.Random(repr(tuple(keys[i])))
+            texts = [self.respond(messages, k, rng) for k in range(n)]
             out.append([Generation(t, prompt_tokens, len(t.split())) for t in texts])
         return out
 

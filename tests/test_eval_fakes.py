@@ -60,7 +60,8 @@ class FakeScorer:
     def score_batch(self, texts):
         self.batches.append(len(texts))
         self.texts.extend(texts)
-        self.tokens_seen += sum(len(t.split()) for t in texts)
+        self.last_tokens = [len(t.split()) for t in texts]   # per text, as HFScorer reports them
+        self.tokens_seen += sum(self.last_tokens)
         return [self.rule(t) for t in texts]
 
 
@@ -100,10 +101,11 @@ def example(idx: int = 0) -> Example:
 
 def test_single_pass_of_the_scripted_world_is_wrong_and_counts_usage():
     from masprm.eval.methods import single_pass
+    from masprm.search.engine import drive
 
     policy = FakePolicy(respond)
     ctx = make_ctx(policy)
-    result = single_pass(ctx, example())
+    result = drive(single_pass(ctx, example()), ctx)
     assert result.prediction == "Answer: 5"
     assert result.candidates == ["Answer: 5"]
     # Two agents, one sample each, one policy call each; tokens are words.

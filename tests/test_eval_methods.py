@@ -10,8 +10,10 @@ from conftest import FakePolicy
 from masprm.eval import methods as M
 from masprm.eval.expand import aggregate_logprob
 from masprm.eval.registry import METHODS
+from masprm.eval.settings import ViewSettings
 from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
+from masprm.search.engine import drive
 from masprm.search.node import Node
 from test_eval_fakes import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
                              scripted_solver)
@@ -23,7 +25,7 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, prm=prm, b1=3, b2=5)
-    result = M.sbs_prm(ctx, example())
+    result = METHODS["sbs_prm"].run(ctx, example())
     assert result.prediction == "Answer: 7"
     # The top beams are the good plans; all surviving beams answer 7.
     assert result.candidates == ["Answer: 7"] * 3
@@ -38,13 +40,13 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
 
 def test_sbs_prm_fails_with_a_scorer_that_prefers_wrong_steps():
     ctx = make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad), b1=3, b2=5)
-    assert M.sbs_prm(ctx, example()).prediction == "Answer: 5"
+    assert METHODS["sbs_prm"].run(ctx, example()).prediction == "Answer: 5"
 
 
 def test_sbs_logprob_prefers_the_likely_short_wrong_step():
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, b1=2, b2=3)
-    result = M.sbs_logprob(ctx, example())
+    result = METHODS["sbs_logprob"].run(ctx, example())
     assert result.prediction == "Answer: 5"
     assert ("logprob", 3) in policy.calls
 
@@ -52,7 +54,7 @@ def test_sbs_logprob_prefers_the_likely_short_wrong_step():
 def test_sbs_local_view_scores_the_agents_inbox_and_output():
     prm = FakeScorer(prefers_good)
     ctx = make_ctx(FakePolicy(respond), prm=prm, b1=1, b2=2, view_mode="local")
-    M.sbs_prm(ctx, example())
+    METHODS["sbs_prm"].run(ctx, example())
     assert prm.texts[:2] == ["What is 3 + 4?bad</step>", "What is 3 + 4?good plan 1</step>"]
     assert prm.texts[2] == "good plan 1Answer: 7</step>"   # Finisher's inbox + its output
 
@@ -69,7 +71,8 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
     prm = FakeScorer(lambda t: 0.5 if "stop" in t else 0.1)
     ctx = make_ctx(policy, prm=prm, b1=2, b2=2)
     ctx.graph = graph
-    beams = M.beam_search(ctx, [M.Beam(graph.start("q"))], width=3, branching=2, scorer="prm", temperature=1.0)
+    beams = drive(M.beam_search(ctx, [M.Beam(graph.start("q"))], width=3, branching=2, scorer="prm",
+                                temperature=1.0), ctx)
     # "stop" scored higher and skips agent b (carried forward); the "go" beam ran b. Both then ran c.
     assert [b.state.outputs for b in beams] == [{0: "stop", 2: "C"}, {0: "stop", 2: "C"},
                                                 {0: "go", 1: "B", 2: "C"}]
@@ -81,17 +84,17 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
 
 
 def test_mcts_prm_answers_correctly_with_a_good_scorer_and_wrongly_with_a_bad_one():
-    good = M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_good)), example())
-    bad = M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad)), example())
+    good = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_good)), example())
+    bad = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad)), example())
     assert good.prediction == "Answer: 7"
     assert bad.prediction == "Answer: 5"
     assert good.candidates[0] == "Answer: 7"
 
 
 def test_mcts_logprob_picks_the_likely_wrong_branch_and_mcts_orm_finds_the_right_one():
-    assert M.mcts_logprob(make_ctx(FakePolicy(respond)), example()).prediction == "Answer: 5"
+    assert METHODS["mcts_logprob"].run(make_ctx(FakePolicy(respond)), example()).prediction == "Answer: 5"
     orm = FakeScorer(orm_prefers_seven)
-    result = M.mcts_orm(make_ctx(FakePolicy(respond), orm=orm, n_simulations=10), example())
+    result = METHODS["mcts_orm"].run(make_ctx(FakePolicy(respond), orm=orm, n_simulations=10), example())
     assert result.prediction == "Answer: 7"
     # ORM texts are full transcripts of finished trajectories only.
     assert all(t.endswith("</step>") and "Answer" in t for t in orm.texts)
@@ -101,7 +104,7 @@ def test_mcts_tree_statistics_and_batching():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, prm=prm, n_simulations=4, max_children=3, c_uct=0.0)
-    root = M.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm")
+    root = drive(M.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm"), ctx)
     assert root.init_visits == 1 and root.visits == 4
     bad, good1, good2 = root.children
     assert (bad.text, good1.text, good2.text) == ("bad", "good plan 1", "good plan 2")
@@ -120,10 +123,10 @@ def test_mcts_tree_statistics_and_batching():
 def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
     prm, orm = FakeScorer(lambda t: 0.0), FakeScorer(orm_prefers_seven)
     ctx = make_ctx(FakePolicy(respond), prm=prm, orm=orm, orm_leaf=True, n_simulations=6)
-    root = M.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm")
+    root = drive(M.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm"), ctx)
     leaves = [n for n in root.walk() if n.is_terminal and n.visits]
     assert leaves and all(n.q_sum == pytest.approx(n.visits * orm_prefers_seven(n.text)) for n in leaves)
-    assert M.mcts_prm(make_ctx(FakePolicy(respond), prm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
+    assert METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
                                orm_leaf=True), example()).prediction == "Answer: 7"
 
 
@@ -162,7 +165,7 @@ def test_puct_selection_follows_the_priors():
 def test_puct_priors_are_the_softmax_of_per_token_logprobs():
     policy = FakePolicy(respond, score=lambda m, c: -2.0 * len(c.split()))
     ctx = make_ctx(policy, prm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
-    root = M.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm")
+    root = drive(M.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm"), ctx)
     priors = [c.info["prior"] for c in root.children]
     assert priors == pytest.approx([1 / 3] * 3)        # equal per-token log-probs -> uniform
     assert sum(priors) == pytest.approx(1.0)
@@ -218,12 +221,13 @@ def test_voters_on_the_scripted_world():
 def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     prm = FakeScorer(lambda t: {"bad": -0.5}.get(t.split("</step>")[-2][-3:], 0.2))
     ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), prm=prm, voter_k=1)
-    runs = M.beam_search(ctx, [M.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None, temperature=1.0)
-    (log_w,) = M.VOTER_WEIGHTS["prm"](ctx, runs)
+    runs = drive(M.beam_search(ctx, [M.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
+                               temperature=1.0), ctx)
+    (log_w,) = drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
     ctx.prm = floor
-    assert math.exp(M.VOTER_WEIGHTS["prm"](ctx, runs)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
+    assert math.exp(drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 
 # --------------------------------------------------------------------------- the original's rules, by hand
@@ -236,7 +240,7 @@ def test_sbs_logprob_usage_counts_scored_tokens_as_the_original():
     # Original: agent_runs += B2 per beam and agent; each scored candidate adds its prompt + completion
     # tokens to the scorer tokens; log-prob scoring is no PRM call.
     ctx = make_ctx(FakePolicy(respond), b1=2, b2=3)
-    M.sbs_logprob(ctx, example())
+    METHODS["sbs_logprob"].run(ctx, example())
     solver = 3 * 6 + (1 + 3 + 3)                 # three candidates of the Solver
     finisher = 3 * (2 + 2) + 3 * (4 + 2)         # beams "bad" and "good plan 1", three answers each
     assert ctx.usage.scorer_tokens == solver + finisher == 55
@@ -248,7 +252,7 @@ def test_mcts_logprob_usage_is_counted_per_expansion():
     # Finisher samples are one text after de-duplication. Original: agent_runs += max_children per
     # expansion; scorer tokens per scored (de-duplicated) candidate.
     ctx = make_ctx(FakePolicy(respond), n_simulations=1, max_children=3)
-    result = M.mcts_logprob(ctx, example())
+    result = METHODS["mcts_logprob"].run(ctx, example())
     assert result.prediction == "Answer: 5"
     assert ctx.usage.agent_runs == 3 + 3 and ctx.usage.scorer_calls == 0
     # The leaf's path log-prob reuses the two step log-probs (the original rescored them: +11 tokens).
@@ -276,7 +280,7 @@ def test_orm_scoring_follows_view_mode():
         voter_orm, tree_orm = FakeScorer(orm_prefers_seven), FakeScorer(orm_prefers_seven)
         METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(["bad", "good plan"])), orm=voter_orm,
                                           voter_k=2, view_mode=view), example())
-        M.mcts_orm(make_ctx(FakePolicy(respond), orm=tree_orm, view_mode=view, n_simulations=1), example())
+        METHODS["mcts_orm"].run(make_ctx(FakePolicy(respond), orm=tree_orm, view_mode=view, n_simulations=1), example())
         texts[view] = (voter_orm.texts, tree_orm.texts)
     assert texts["full"][0] == ["What is 3 + 4?bad</step>Answer: 5</step>",
                                 "What is 3 + 4?good plan</step>Answer: 7</step>"]
@@ -284,7 +288,7 @@ def test_orm_scoring_follows_view_mode():
     assert texts["local"][0] == ["badAnswer: 5</step>", "good planAnswer: 7</step>"]
     assert texts["local"][1] == ["badAnswer: 5</step>"]
     for method in ("voter_orm", "mcts_orm", "voter_prm", "sbs_prm", "mcts_prm"):
-        assert "view_mode" in METHODS[method].settings   # so it enters the log fingerprint
+        assert ViewSettings in METHODS[method].settings   # so view_mode enters the log fingerprint
 
 
 def test_voter_ties_go_to_the_shorter_first_member():

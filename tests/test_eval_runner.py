@@ -111,13 +111,14 @@ def test_crashing_examples_mark_the_condition_failed_and_are_retried(tmp_path):
 
 def test_an_interrupted_condition_resumes_where_it_stopped(tmp_path):
     with pytest.raises(KeyboardInterrupt):
-        World(_crash_on("(#2)", KeyboardInterrupt())).run(tmp_path / "a", ["sbs_prm"])
+        # one example at a time, so examples 0 and 1 are finished when #2 is interrupted
+        World(_crash_on("(#2)", KeyboardInterrupt())).run(tmp_path / "a", ["sbs_prm"], search_batch_size=1)
     (partial,) = (tmp_path / "a").glob("*.partial.jsonl")
     files = LogFiles(partial.with_name(partial.name.removesuffix(".partial.jsonl")))
     assert log_status(files.log) is None                       # unfinished: not COMPLETED
     assert len(files.partial.read_text().splitlines()) == 1 + 2  # header + examples 0 and 1
     world, messages = World(), []
-    (resumed,) = world.run(tmp_path / "a", ["sbs_prm"], messages=messages)
+    (resumed,) = world.run(tmp_path / "a", ["sbs_prm"], messages=messages, search_batch_size=1)
     assert "resuming, 2/4" in messages[0]
     assert sum(1 for call in world.policy.calls if call == ("sample", 1)) == 2   # examples 2 and 3 only
     (clean,) = World().run(tmp_path / "b", ["sbs_prm"])

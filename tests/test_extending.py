@@ -1,74 +1,94 @@
-"""Adding a dataset is one registration: it then runs end to end through the stage-1 and stage-4 CLIs."""
+"""Adding a search method or a scorer kind is one registration, and the CLI runs it end to end."""
+
+from __future__ import annotations
 
 import json
 import sys
+from pathlib import Path
 
 import pytest
-import yaml
 
-from masprm.cli import run_cli
-from masprm.data import DATASETS, register_dataset, seeded_order, select_examples
-from masprm.dataset_rows import gsm8k_gold
+from masprm.eval.expand import SCORER_KINDS, ScorerKind
+from masprm.eval.methods import Beam, beam_search, register_scorer_kind
+from masprm.eval.registry import METHODS, MethodResult, register_method
+from masprm.eval.settings import PassSettings, ViewSettings
 
-from helpers import REPO, load_script
-
-ROWS = [{"question": f"What is {a} plus {b}?", "answer": f"{a} + {b} = {a + b}\n#### {a + b}"}
-        for a, b in ((1, 2), (3, 4), (5, 6))]
+ROOT = Path(__file__).resolve().parents[1]
 
 
-@pytest.fixture
-def plugin_dataset():
-    # The one place the new dataset is defined: a loader registered under its --dataset name.
-    @register_dataset("arith_plugin")
-    def load(split, *, n=None, seed=42, data_file=None):
-        return select_examples(ROWS, seeded_order(len(ROWS), seed), n=n, gold=gsm8k_gold,
-                               question=lambda row: row["question"],
-                               meta=lambda i, row: {"dataset": "arith_plugin", "split": split, "source_index": i})
-
-    yield "arith_plugin"
-    DATASETS.unregister("arith_plugin")
+# --------------------------------------------------------------------------- the one place each is added
 
 
-def cli(monkeypatch, script, args):
-    monkeypatch.setattr(sys, "argv", [script.name, *map(str, args)])
-    with pytest.raises(SystemExit) as done:
-        run_cli(load_script(script).main)
-    return done.value.code
+def _short_steps(ctx, cands):
+    """A step value without any model: shorter outputs score higher."""
+    for c in cands:
+        c.score = -len(c.text) / 100
+    return
+    yield
 
 
-def test_a_registered_dataset_runs_through_stage_1_and_stage_4(plugin_dataset, tiny_model_dir, tmp_path,
-                                                                monkeypatch, capsys):
-    config = yaml.safe_load((REPO / "configs" / "gsm8k.yaml").read_text())
-    for agent in config["agents"]:
-        agent["max_new_tokens"] = 4   # the random tiny model never stops: keep its outputs short
-    (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "arith_plugin.yaml").write_text(yaml.safe_dump(config))   # its default config path
-    monkeypatch.chdir(tmp_path)
-
-    code = cli(monkeypatch, REPO / "src" / "run_mcts.py",
-               ["--dataset", plugin_dataset, "--split", "train", "--n", 2, "--n_rollouts", 1, "--n_candidates", 1,
-                "--mas_config", "configs/arith_plugin.yaml", "--model_id", tiny_model_dir, "--device_map", "cpu", "--no_compile",
-                "--max_new_tokens", 4, "--no_plot"])
-    assert code == 0, capsys.readouterr().err
-    (folder,) = (tmp_path / "results").iterdir()
-    assert folder.name.startswith(f"{plugin_dataset}_res_train_")
-    trees = [json.loads((folder / f"{i}.json").read_text()) for i in range(2)]
-    order = seeded_order(len(ROWS), 42)
-    assert [t["node_text"] for t in trees] == [ROWS[i]["question"] for i in order[:2]]
-
-    code = cli(monkeypatch, REPO / "src" / "experiments" / "compare_sbs_mcts.py",
-               ["--dataset", plugin_dataset, "--split", "test", "--sample_n", 2, "--methods", "single_pass",
-                "--gen_model_id", tiny_model_dir, "--mas_config", "configs/arith_plugin.yaml", "--device_map", "cpu",
-                "--no_compile", "--max_new_tokens", 4, "--workers", 1, "--logs_dir", tmp_path / "logs"])
-    assert code == 0, capsys.readouterr().err
-    (log,) = (tmp_path / "logs").glob(f"{plugin_dataset}_single_pass_*.txt")
-    text = log.read_text()
-    assert f"dataset={plugin_dataset}" in text and "[data] examples=2" in text and text.rstrip().endswith("COMPLETED")
+def _short_leaf(ctx, path):
+    return -sum(len(n.text or "") for n in path) / 100
+    yield
 
 
-def test_an_unknown_dataset_names_the_valid_ones_and_a_close_match(plugin_dataset, monkeypatch, capsys, tmp_path):
-    monkeypatch.chdir(tmp_path)
-    code = cli(monkeypatch, REPO / "src" / "run_mcts.py", ["--dataset", "arith_plugn", "--model_id", "x"])
-    err = capsys.readouterr().err.strip()
-    assert code == 2 and "\n" not in err
-    assert "unknown dataset 'arith_plugn'" in err and "gsm8k" in err and "did you mean 'arith_plugin'?" in err
+def _short_weight(ctx, runs):
+    return [-sum(len(c.text) for c in b.trail) / 100 for b in runs]
+    yield
+
+
+def _last_of_two(ctx, example):
+    """Two single passes advanced together; the second one's answer."""
+    runs = yield from beam_search(ctx, [Beam(ctx.graph.start(example.question))] * 2, width=2, branching=1,
+                                  scorer=None, temperature=ctx.settings.sbs_temperature)
+    answers = [b.state.final_answer() for b in runs]
+    return MethodResult(answers[-1], answers[::-1])
+
+
+if "shortest" not in SCORER_KINDS:
+    register_scorer_kind(ScorerKind("shortest", _short_steps, _short_leaf, _short_weight, settings=(ViewSettings,)))
+if "last_of_two" not in METHODS:
+    register_method("last_of_two", settings=(PassSettings,))(_last_of_two)
+
+
+# --------------------------------------------------------------------------- through the CLI
+
+
+def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
+    from experiments import compare_sbs_mcts as cli
+
+    argv = ["compare_sbs_mcts.py", "--dataset", "toy", "--split", "test", "--sample_n", "3", "--seed", "14",
+            "--gen_model_id", str(tiny_model_dir), "--mas_config", str(ROOT / "configs" / "toy.yaml"),
+            "--methods", *methods, "--b1", "2", "--b2", "2", "--voter_k", "2", "--n_simulations", "2",
+            "--max_children", "2", "--max_new_tokens", "4", "--logs_dir", str(tmp_path), "--workers", "1",
+            "--search_batch_size", "3", "--device_map", "cpu", "--no_compile"]
+    monkeypatch.setattr(sys, "argv", argv)
+    assert cli.main() == 0
+    return {m: [json.loads(line) for line in next(tmp_path.glob(f"toy_{m}_*.jsonl")).read_text().splitlines()]
+            for m in methods}
+
+
+def test_a_new_scorer_kind_is_one_record_and_gets_its_three_methods(monkeypatch, tiny_model_dir, tmp_path):
+    methods = ["sbs_shortest", "mcts_shortest", "voter_shortest"]
+    assert all(m in METHODS for m in methods)
+    assert METHODS["sbs_shortest"].settings[1:] == (ViewSettings,)   # the kind's settings join the fingerprint
+    records = run_cli(monkeypatch, tiny_model_dir, tmp_path, methods)
+    for method in methods:
+        assert [r["index"] for r in records[method]] == [0, 1, 2] and not any(r["error"] for r in records[method])
+    assert all(r["metrics"]["agent_runs"] > 0 for r in records["sbs_shortest"])
+    assert all(r["extra"]["tree_nodes"] > 1 for r in records["mcts_shortest"])
+
+
+def test_a_new_method_is_one_registration_and_runs_through_the_cli(monkeypatch, tiny_model_dir, tmp_path):
+    records = run_cli(monkeypatch, tiny_model_dir, tmp_path, ["last_of_two", "single_pass"])
+    mine, single = records["last_of_two"], records["single_pass"]
+    assert [len(r["candidates"]) for r in mine] == [2, 2, 2]
+    # the first pass of last_of_two draws what single_pass draws (same streams), so its second
+    # candidate (the first pass, reversed order) is single_pass's prediction
+    assert [r["candidates"][1] for r in mine] == [r["prediction"] for r in single]
+
+
+def test_settings_are_classes_so_a_misspelling_cannot_register():
+    with pytest.raises(TypeError, match="dataclass types"):
+        register_method("misspelled", settings=("beam_widht",))(_last_of_two)
+    assert "misspelled" not in METHODS

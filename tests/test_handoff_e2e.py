@@ -127,6 +127,7 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
 
     from masprm.eval.registry import EvalContext
     from masprm.graph import MASGraph
+    from masprm.search.engine import drive
     from masprm.handoff.protocol import RoutedTurn
     from masprm.handoff.scoring import prm_selector, token_counter
     from masprm.handoff.team import HandoffRun, Proposal
@@ -149,7 +150,7 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
     # no cut; drop the four oldest turns; keep only the question start and the newest turn's end (twice)
     limits = (10_000, count(question + "".join(pieces[4:])), count(question + pieces[-1]) // 2, 60)
     for limit in limits:
-        scores = prm_selector(ctx, limit)(run, proposals)
+        scores = drive(prm_selector(ctx, limit)(run, proposals), ctx)
         assert len(scores) == 2 and all(-1.0 <= s <= 1.0 for s in scores)
     assert [s["truncated"] for s in run.scored] == [False, False] + [True] * 6
     for k, (text, limit) in enumerate(zip(seen, [x for x in limits for _ in range(2)])):

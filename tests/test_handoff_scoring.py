@@ -7,6 +7,7 @@ import pytest
 
 from masprm.eval.registry import EvalContext
 from masprm.graph import MASGraph
+from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL, RoutedTurn
 from masprm.handoff.scoring import logprob_selector, prm_selector, prm_text, token_counter
 from masprm.handoff.team import HandoffRun, Proposal
@@ -98,14 +99,14 @@ def test_prm_selector_scores_the_whole_transcript_plus_each_candidate_in_one_bat
     ctx = make_ctx(scorer)
     run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
     props = [Proposal(RoutedTurn("B", "A", msg, "2"), "raw", []) for msg in ("meh", "GOOD", "bad")]
-    scores = prm_selector(ctx, limit=1000)(run, props)
+    scores = drive(prm_selector(ctx, limit=1000)(run, props), ctx)
     assert scores == [-1.0, 1.0, -1.0]
     assert len(scorer.batches) == 1
     assert scorer.batches[0][1] == "Q?" + run.turns[0].render() + SEP + props[1].turn.render() + SEP
     # one PRM call for the turn's batch (the original's count), three evaluations
     assert ctx.usage.scorer_calls == 1 and ctx.usage.scorer_tokens == scorer.tokens_seen
     assert [s["truncated"] for s in run.scored] == [False] * 3
-    prm_selector(ctx, limit=10)(run, props[:1])           # 15 words: the first turn is dropped
+    drive(prm_selector(ctx, limit=10)(run, props[:1]), ctx)           # 15 words: the first turn is dropped
     assert run.scored[-1]["truncated"] and run.scored[-1]["tokens"] == 8
     assert "first" not in scorer.batches[-1][0]
 
@@ -115,7 +116,8 @@ def test_the_budget_is_the_flag_never_the_scorers_training_length():
     scorer = FakeScorer()
     scorer.max_length = 10
     run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
-    prm_selector(make_ctx(scorer), limit=1000)(run, [Proposal(RoutedTurn("B", "A", "x", "2"), "raw", [])])
+    ctx = make_ctx(scorer)
+    drive(prm_selector(ctx, limit=1000)(run, [Proposal(RoutedTurn("B", "A", "x", "2"), "raw", [])]), ctx)
     assert not run.scored[0]["truncated"] and run.scored[0]["tokens"] == 15 and "first" in scorer.batches[0][0]
 
 
@@ -131,7 +133,7 @@ def test_logprob_aggregation_sum_versus_average_per_token():
             return [LogProb(-6.0, 5, 6), LogProb(-4.0, 5, 2)][:len(requests)]
     ctx = make_ctx(policy=Policy())
     props = [Proposal(RoutedTurn("A", FINAL, "m", "1"), "t", []) for _ in range(2)]
-    assert logprob_selector(ctx, "avg_token")(HandoffRun("Q"), props) == [-1.0, -2.0]
-    assert logprob_selector(ctx, "sum")(HandoffRun("Q"), props) == [-6.0, -4.0]
+    assert drive(logprob_selector(ctx, "avg_token")(HandoffRun("Q"), props), ctx) == [-1.0, -2.0]
+    assert drive(logprob_selector(ctx, "sum")(HandoffRun("Q"), props), ctx) == [-6.0, -4.0]
     with pytest.raises(ValueError):
         logprob_selector(ctx, "avg_step")

@@ -8,6 +8,7 @@ import pytest
 
 from masprm.eval.registry import EvalContext
 from masprm.graph import ConfigError, MASGraph
+from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL
 from masprm.handoff.scoring import logprob_selector
 from masprm.handoff.team import HandoffSettings, HandoffTeam, default_schedule, run_handoff, user_content
@@ -63,7 +64,8 @@ def play(fake_policy, plan, mode="free", seed=0, graph=None, score=None, **kw):
     ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed))
     team = HandoffTeam.from_graph(graph)
     hs = HandoffSettings.from_flags(settings, team)
-    run = run_handoff(ctx, team, hs, QUESTION, mode=mode, select=logprob_selector(ctx, hs.logprob_agg))
+    run = drive(run_handoff(ctx, team, hs, QUESTION, mode=mode, select=logprob_selector(ctx, hs.logprob_agg)),
+                ctx)
     return run, script, policy, ctx
 
 

@@ -72,48 +72,84 @@ def manual_logprob(policy, messages, completion) -> float:
 # -- sampling ------------------------------------------------------------------
 
 
-def spy_generate(policy, monkeypatch):
-    calls = []
-    real = policy.model.generate
+def replay_row(policy, messages, seed, *, temperature, top_p, max_new_tokens):
+    """Independent reference for one row: no batch, no padding, no KV cache, one full forward per token."""
+    from masprm.models.policy import pick_token
 
-    def generate(**kwargs):
-        out = real(**kwargs)
-        calls.append((kwargs, out))
-        return out
+    ids = list(chat_ids(policy.tokenizer, messages))
+    seeds = torch.tensor([seed])
+    new = []
+    with torch.no_grad():
+        for step in range(max_new_tokens):
+            logits = policy.model(input_ids=torch.tensor([ids + new])).logits[:, -1, :].float()
+            token = int(pick_token(logits / temperature, top_p, 0, seeds, step)[0])
+            new.append(token)
+            if token in policy.stop_ids:
+                break
+    return new
 
-    monkeypatch.setattr(policy.model, "generate", generate)
-    return calls
 
+def test_each_row_samples_what_a_cache_free_replay_of_its_own_stream_samples(eos_biased_policy):
+    from masprm.models.policy import stream_seed
 
-def test_sample_is_one_generate_call_with_n_texts_per_prompt(eos_biased_policy, monkeypatch):
     policy = eos_biased_policy
-    calls = spy_generate(policy, monkeypatch)
-    policy.reseed(0)
-    prompts = [SHORT, LONG, NO_SYSTEM]
-    result = policy.sample(prompts, 4, temperature=1.0, top_p=0.95, max_new_tokens=12)
-    assert len(calls) == 1
-    kwargs, out = calls[0]
-    assert kwargs["num_return_sequences"] == 4 and kwargs["do_sample"] and kwargs["temperature"] == 1.0
-    assert kwargs["top_p"] == 0.95 and kwargs["max_new_tokens"] == 12
+    prompts, keys = [SHORT, LONG, NO_SYSTEM], [(42, 0, 1, 0), (42, 0, 1, 1), (42, 3, 2, 0)]
+    result = policy.sample(prompts, 4, temperature=1.0, top_p=0.95, max_new_tokens=12, keys=keys)
     assert [len(gens) for gens in result] == [4, 4, 4]
-
-    width = kwargs["input_ids"].shape[1]
     lengths = set()
-    for i, (messages, gens) in enumerate(zip(prompts, result)):
-        prompt = list(chat_ids(policy.tokenizer, messages))
+    for messages, key, gens in zip(prompts, keys, result):
         for k, gen in enumerate(gens):
-            row = out[i * 4 + k].tolist()
-            # row i*n+k belongs to prompt i: left-padded prompt, then the sampled tokens
-            assert row[width - len(prompt):width] == prompt
-            assert set(row[:width - len(prompt)]) <= {policy.pad_id}
-            new = row[width:]
-            stop = new.index(im_end(policy)) + 1 if im_end(policy) in new else len(new)
-            assert gen.prompt_tokens == len(prompt)
-            assert gen.new_tokens == stop <= 12  # up to and including the end-of-turn token
-            assert gen.text == policy.tokenizer.decode(new[:stop], skip_special_tokens=True).strip()
+            new = replay_row(policy, messages, stream_seed((*key, k)), temperature=1.0, top_p=0.95,
+                             max_new_tokens=12)
+            assert gen.prompt_tokens == len(chat_ids(policy.tokenizer, messages))
+            assert gen.new_tokens == len(new) <= 12   # up to and including the end-of-turn token
+            assert gen.text == policy.tokenizer.decode(new, skip_special_tokens=True).strip()
             assert "<|im_end|>" not in gen.text
             lengths.add(gen.new_tokens)
     assert len(lengths) > 2  # stops at varied lengths, so the counting was exercised
+    assert len({g.text for g in result[0]}) > 1   # the n samples of a prompt differ
+
+
+def test_a_row_does_not_depend_on_its_batch_or_on_splitting(tiny_model_dir, policy):
+    args = dict(temperature=0.8, top_p=0.9, max_new_tokens=10)
+    prompts, keys = [SHORT, LONG, NO_SYSTEM, LONG], [(1, i, 1, 0) for i in range(4)]
+    together = policy.sample(prompts, 3, keys=keys, **args)
+    alone = [policy.sample([p], 3, keys=[k], **args)[0] for p, k in zip(prompts, keys)]
+    small = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"), max_batch_tokens=60)
+    assert len(small._batches([(small.prompt_ids(p), [0] * 10) for p in prompts for _ in range(3)])) > 3
+    assert together == alone == small.sample(prompts, 3, keys=keys, **args)
+    assert together[1] != together[3]   # the same prompt under another key: another stream
+
+
+def test_top_k_and_top_p_keep_what_generates_warpers_keep():
+    from transformers.generation.logits_process import TopKLogitsWarper, TopPLogitsWarper
+
+    from masprm.models.policy import pick_token
+
+    gen = torch.Generator().manual_seed(0)
+    logits = torch.randn(6, 40, generator=gen) * 2
+    for top_k, top_p in ((0, 0.9), (5, 0.9), (0, 0.3), (12, 1.0)):
+        warped = logits.clone()
+        if top_k:
+            warped = TopKLogitsWarper(top_k)(None, warped)
+        warped = TopPLogitsWarper(top_p)(None, warped)
+        allowed = [set(torch.nonzero(torch.isfinite(row)).flatten().tolist()) for row in warped]
+        picked = [set() for _ in range(6)]
+        for stream in range(300):   # many streams reach every kept token and never another one
+            seeds = torch.tensor([[stream, 7]] * 6)
+            for row, token in enumerate(pick_token(logits, top_p, top_k, seeds, 0).tolist()):
+                picked[row].add(token)
+        assert all(p <= a for p, a in zip(picked, allowed))   # never a token the warpers remove
+        assert sum(map(len, picked)) >= 0.9 * sum(map(len, allowed))   # and (nearly) all they keep
+
+
+def test_gumbel_draws_follow_the_softmax():
+    from masprm.models.policy import pick_token
+
+    logits = torch.tensor([[2.0, 1.0, 0.0, -1.0]]).repeat(4000, 1)
+    seeds = torch.stack([torch.arange(4000), torch.full((4000,), 11)], dim=1)
+    counts = torch.bincount(pick_token(logits, 1.0, 0, seeds, 3), minlength=4).double() / 4000
+    assert torch.allclose(counts, logits[0].softmax(-1).double(), atol=0.025)
 
 
 def test_sample_is_reproducible_after_reseed(policy):

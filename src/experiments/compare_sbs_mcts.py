@@ -18,12 +18,13 @@ import os
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
-from masprm.eval.expand import LOGPROB_AGGS
+from masprm.config import add_config_args
+from masprm.search.engine import EngineSettings
+from masprm.eval.settings import SEARCH_FAMILIES, ViewSettings, add_method_args
 from masprm.eval.logs import log_every
 from masprm.eval.registry import METHODS
 from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,
                                selection_options)
-from masprm.state_text import VIEWS
 
 try:  # the dynamic-routing flags come from the handoff package when it is installed
     from masprm.handoff import cli as handoff_cli
@@ -65,31 +66,18 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--scorer_precision", choices=SCORER_PRECISIONS, default="auto",
                         help="the scorers' own precision, independent of the policy's --load_in_4bit: auto (4-bit "
                              "NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, fp16 or fp32")
-    models.add_argument("--view_mode", choices=VIEWS, default="full",
-                        help="what the PRM sees: the routed transcript (full) or the agent's inbox (local)")
+    add_method_args(models, (ViewSettings,))
     add_model_args(p)
 
     search = p.add_argument_group("search")
     search.add_argument("--methods", nargs="+", default=["single_pass", "mcts_prm"], metavar="METHOD",
                         help="conditions to run: " + ", ".join(sorted(METHODS)))
-    search.add_argument("--b1", type=int, default=3, help="SBS beam width")
-    search.add_argument("--b2", type=int, default=5, help="SBS candidates per beam")
-    search.add_argument("--voter_k", type=int, default=5, help="single passes per voter")
-    search.add_argument("--n_simulations", type=int, default=10)
-    search.add_argument("--max_children", type=int, default=3, help="candidates per MCTS expansion")
-    search.add_argument("--c_uct", type=float, default=2.0, help="exploration constant")
-    search.add_argument("--uct_type", choices=("uct", "puct"), default="uct")
-    search.add_argument("--orm_leaf", action="store_true", help="mcts_prm: value leaves with the ORM")
-    search.add_argument("--logprob_agg", choices=LOGPROB_AGGS, default="sum",
-                        help="log-prob of a step/path: sum, per token (avg_token) or per step (avg_step)")
-    search.add_argument("--sbs_temperature", type=float, default=1.0)
-    search.add_argument("--mcts_temperature", type=float, default=0.6)
-    search.add_argument("--top_p", type=float, default=0.95)
-    search.add_argument("--max_new_tokens", type=int, default=1024, help="cap per agent output")
+    add_method_args(search, SEARCH_FAMILIES)   # the method families' settings classes are their flags' home
 
     run = p.add_argument_group("run")
     run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
                      "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
+    add_config_args(run, EngineSettings)
     run.add_argument("--logs_dir", default="logs")
     run.add_argument("--allow_unfinished_scorer", action="store_true",
                      help="use a scorer folder whose training did not finish (its newest checkpoint)")
@@ -108,7 +96,8 @@ def validate(args: argparse.Namespace) -> str:
     check(len(set(args.methods)) == len(args.methods), "--methods: a method is listed twice")
     families = {METHODS[m].family for m in args.methods}
     check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
-    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers"):
+    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers",
+                 "search_batch_size", "max_batch_tokens"):
         value = getattr(args, name)
         check(value is None or value >= 1, f"--{name} must be at least 1, got {value}")
     check(args.c_uct >= 0, f"--c_uct must be >= 0, got {args.c_uct}")
@@ -170,7 +159,8 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
 
     options = options_from_args(args)
     policy = check_local_model(args.gen_model_id, "--gen_model_id")
-    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id")}
+    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id",
+                                 max_batch_tokens=args.max_batch_tokens)}
     scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")

@@ -59,18 +59,30 @@ def check_gpu_share(gpus: float, flag: str = "--gpus_per_actor") -> None:
 
 def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: Iterable[Item], *,
                  workers: int | None = 1, use_ray: bool = False, num_gpus_per_worker: float = 0.0,
-                 desc: str = "", progress: bool = True) -> Iterator[tuple[Item, R | None, str | None]]:
+                 desc: str = "", progress: bool = True,
+                 batched: int = 0) -> Iterator[tuple[Item, R | None, str | None]]:
     """Yield ``(item, result, error)`` for every item, in the order they finish.
 
     ``workers=None`` with Ray means one worker per ``num_gpus_per_worker``
     GPUs (at least one). Without Ray everything runs here, in order.
+
+    With ``batched=N`` the task takes a list of items and yields their
+    outcomes as they finish (a batched search engine running N at a time):
+    here it gets every item; each Ray actor gets chunks of 2N items, the next
+    chunk when it is done, so each actor runs its own engine on its share.
     """
     items = list(items)
     if not items:
         return
     if use_ray:
         check_gpu_share(num_gpus_per_worker)
-        outcomes = _ray_map(setup, task, items, workers, num_gpus_per_worker)
+        if batched:
+            chunks = [items[i:i + 2 * batched] for i in range(0, len(items), 2 * batched)]
+            outcomes = _flatten(_ray_map(setup, _ChunkTask(task), chunks, workers, num_gpus_per_worker))
+        else:
+            outcomes = _ray_map(setup, task, items, workers, num_gpus_per_worker)
+    elif batched:
+        outcomes = _local_batched(setup, task, items)
     else:
         outcomes = _local_map(setup, task, items)
     with tqdm(total=len(items), desc=desc, dynamic_ncols=True, disable=not progress) as bar:
@@ -91,6 +103,29 @@ def _local_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list
             yield item, None, describe_error(err)
         else:
             yield item, result, None
+
+
+def _local_batched(setup: Callable[[], W], task: Callable[[W, list], Iterator[Outcome]],
+                   items: list) -> Iterator[Outcome]:
+    yield from task(setup(), items)
+
+
+class _ChunkTask:
+    """A batched task as a per-chunk task for Ray actors: all the chunk's outcomes in one list."""
+
+    def __init__(self, task: Callable[[Any, list], Iterator[Outcome]]):
+        self.task = task
+
+    def __call__(self, state: Any, chunk: list) -> list[Outcome]:
+        return list(self.task(state, chunk))
+
+
+def _flatten(chunk_outcomes: Iterator[Outcome]) -> Iterator[Outcome]:
+    for chunk, outcomes, error in chunk_outcomes:
+        if error is not None:   # the actor failed outside the engine: every item of its chunk failed
+            yield from ((item, None, error) for item in chunk)
+        else:
+            yield from outcomes
 
 
 # --------------------------------------------------------------------------- Ray actors

@@ -11,14 +11,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Callable, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 from masprm.eval.registry import EvalContext
+from masprm.eval.settings import LOGPROB_AGGS
+from masprm.registry import Registry
 from masprm.graph import RoutingState
 from masprm.interfaces import LogProb
 from masprm.state_text import DEFAULT_SEPARATOR, state_text
 
-LOGPROB_AGGS = ("sum", "avg_token", "avg_step")
+Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
 
 
 @dataclass(eq=False)
@@ -43,10 +45,10 @@ def token_cap(ctx: EvalContext, agent: int) -> int:
 
 
 def propose(ctx: EvalContext, states: Sequence[RoutingState], agent: int, n: int, *,
-            temperature: float) -> list[list[Candidate]]:
+            temperature: float) -> Step:
     """n candidates of `agent` for each state, from one batched policy call."""
     prompts = [s.messages(agent) for s in states]
-    sampled = ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
+    sampled = yield from ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
                          max_new_tokens=token_cap(ctx, agent))
     return [[Candidate(s, agent, g.text, s.decide(agent, g.text), g.new_tokens) for g in gens]
             for s, gens in zip(states, sampled)]
@@ -77,11 +79,11 @@ def aggregate_logprob(steps: Sequence[LogProb], agg: str) -> float:
     raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
 
 
-def ensure_logprobs(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
+def ensure_logprobs(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
     """Fill in missing log-probs with one batched call."""
     missing = [c for c in cands if c.logprob is None]
     if missing:
-        values = ctx.logprob([(c.parent.messages(c.agent), c.text) for c in missing])
+        values = yield from ctx.logprob([(c.parent.messages(c.agent), c.text) for c in missing])
         for c, lp in zip(missing, values):
             c.logprob = lp
 
@@ -100,44 +102,46 @@ def separator(scorer: object) -> str:
     return getattr(scorer, "separator", DEFAULT_SEPARATOR)
 
 
-def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> list[float]:
+def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
     """PRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
     sep = separator(ctx.prm)
     view = ctx.settings.view_mode
-    return ctx.score("prm", [state_text(s, view, a, sep) for s, a in zip(states, agents)])
+    return (yield from ctx.score("prm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
 
 
-def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> list[float]:
+def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> Step:
     """ORM value of each finished state in --view_mode (local: the last decided agent's view), one forward."""
     sep = separator(ctx.orm)
-    return ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states])
+    return (yield from ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states]))
 
 
-def _score_prm(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
-    for c, v in zip(cands, prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])):
-        c.score = v
+@dataclass(frozen=True)
+class ScorerKind:
+    """One way to score trajectories, as one record: what the search families ask of it.
+
+    ``step(ctx, candidates)`` sets each candidate's score (beam search and MCTS
+    expansions), ``leaf(ctx, path)`` values a finished MCTS path, and
+    ``weight(ctx, runs)`` gives each voter run its log-weight; each is a search
+    step (it may yield model requests). ``families`` says which of
+    ``sbs``/``mcts``/``voter`` get a ``<family>_<name>`` method; ``needs`` are
+    the scorer roles it loads and ``settings`` the settings classes that join
+    its methods' fingerprints.
+    """
+
+    name: str
+    step: Callable[..., Step] | None = None
+    leaf: Callable[..., Step] | None = None
+    weight: Callable[..., Step] | None = None
+    families: tuple[str, ...] = ("sbs", "mcts", "voter")
+    needs: tuple[str, ...] = ()
+    settings: tuple[type, ...] = ()
+    mcts_settings: tuple[type, ...] = ()   # settings only its MCTS method has (e.g. --orm_leaf)
 
 
-def _score_logprob(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
-    ensure_logprobs(ctx, cands)
-    for c in cands:
-        c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
+SCORER_KINDS: Registry[ScorerKind] = Registry("scorer kind")
 
 
-def _score_zero(ctx: EvalContext, cands: Sequence[Candidate]) -> None:
-    # The ORM only judges finished transcripts; intermediate steps start neutral.
-    for c in cands:
-        c.score = 0.0
-
-
-STEP_SCORERS: dict[str, Callable[[EvalContext, Sequence[Candidate]], None]] = {
-    "prm": _score_prm,
-    "logprob": _score_logprob,
-    "orm": _score_zero,
-}
-
-
-def score_candidates(ctx: EvalContext, kind: str, cands: Sequence[Candidate]) -> None:
+def score_candidates(ctx: EvalContext, kind: str, cands: Sequence[Candidate]) -> Step:
     """Set `score` on every candidate with one batched call of the `kind` scorer."""
     if cands:
-        STEP_SCORERS[kind](ctx, cands)
+        yield from SCORER_KINDS[kind].step(ctx, cands)

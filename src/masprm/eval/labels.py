@@ -33,19 +33,21 @@ def base_label(method: str, s: Any) -> str:
         return HANDOFF_NAMES[method]
     if method == "single_pass":
         return "DyLAN single pass (no scorer)"
-    family, scorer = method.split("_", 1)
+    family, _, scorer = method.partition("_")
     details: list[str] = []
+    if family not in ("sbs", "mcts", "voter"):   # a method registered outside the original's families
+        return method
     if family == "sbs":
-        name = f"SBS + {'PRM' if scorer == 'prm' else 'logprob'}"
+        name = f"SBS + {'PRM' if scorer == 'prm' else MCTS_SCORERS.get(scorer, scorer)}"
         details = [f"B1={s.b1}", f"B2={s.b2}"]
     elif family == "mcts":
         search = "MCTS" if s.uct_type == "uct" else "MCTS (PUCT)"
-        name = f"{'DyLAN ' if method == 'mcts_prm' else ''}{search} + {MCTS_SCORERS[scorer]}"
+        name = f"{'DyLAN ' if method == 'mcts_prm' else ''}{search} + {MCTS_SCORERS.get(scorer, scorer)}"
         details = [f"N={s.n_simulations}", f"{s.max_children} children"]
         if method == "mcts_prm" and getattr(s, "orm_leaf", False):
             details.insert(0, "ORM leaf")
     else:
-        name = f"Greedy + Voter ({VOTER_NAMES[scorer]})"
+        name = f"Greedy + Voter ({VOTER_NAMES.get(scorer, scorer)})"
     if scorer == "logprob" and s.logprob_agg != "sum":
         details.insert(0, s.logprob_agg.replace("_", "-"))
     return f"{name} ({', '.join(details)})" if details else name

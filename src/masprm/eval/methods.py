@@ -15,17 +15,14 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from masprm.answers import answers_equal
-from masprm.eval.expand import (Candidate, aggregate_logprob, drop_duplicate_texts, ensure_logprobs,
-                                orm_values, prm_values, propose, score_candidates, softmax)
+from masprm.eval.expand import (SCORER_KINDS, Candidate, ScorerKind, Step, aggregate_logprob,
+                                drop_duplicate_texts, ensure_logprobs, orm_values, prm_values, propose,
+                                score_candidates, softmax)
 from masprm.eval.registry import EvalContext, MethodResult, register_method
+from masprm.eval.settings import (LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings, SBSSettings,
+                                  ViewSettings, VoterSettings)
 from masprm.graph import RoutingState
 from masprm.search.node import Node, argmax_child, backup, puct, uct_inference
-
-# The flags that define each condition: they go into the log fingerprint.
-_COMMON = ("top_p", "max_new_tokens")
-_SBS = _COMMON + ("b1", "b2", "sbs_temperature")
-_MCTS = _COMMON + ("n_simulations", "max_children", "c_uct", "uct_type", "mcts_temperature")
-_VOTER = _COMMON + ("voter_k", "sbs_temperature")
 
 
 def scorers_needed(method: str, settings: Any) -> set[str]:
@@ -44,7 +41,7 @@ class Beam:
 
 
 def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: int,
-                scorer: str | None, temperature: float) -> list[Beam]:
+                scorer: str | None, temperature: float) -> Step:
     """Decide the agents in topological order, `branching` candidates per beam, keep `width`.
 
     Beams for which the agent is not runnable are carried forward with their
@@ -55,9 +52,10 @@ def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: i
         active = [i for i, b in enumerate(beams) if b.state.is_runnable(agent)]
         if not active:
             continue
-        proposals = propose(ctx, [beams[i].state for i in active], agent, branching, temperature=temperature)
+        proposals = yield from propose(ctx, [beams[i].state for i in active], agent, branching,
+                                       temperature=temperature)
         if scorer:
-            score_candidates(ctx, scorer, [c for group in proposals for c in group])
+            yield from score_candidates(ctx, scorer, [c for group in proposals for c in group])
         grown = dict(zip(active, proposals))
         next_beams: list[Beam] = []
         for i, beam in enumerate(beams):
@@ -73,41 +71,35 @@ def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: i
     return beams
 
 
-def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: str | None) -> MethodResult:
+def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: str | None) -> Step:
     start = Beam(ctx.graph.start(example.question))
-    beams = beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
+    beams = yield from beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
                         temperature=ctx.settings.sbs_temperature)
     answers = [b.state.final_answer() for b in beams]
     return MethodResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
 
 
-@register_method("single_pass", settings=_COMMON + ("sbs_temperature",))
-def single_pass(ctx: EvalContext, example: Any) -> MethodResult:
-    return sbs(ctx, example, width=1, branching=1, scorer=None)
+@register_method("single_pass", settings=(PassSettings,))
+def single_pass(ctx: EvalContext, example: Any) -> Step:
+    return (yield from sbs(ctx, example, width=1, branching=1, scorer=None))
 
 
-@register_method("sbs_prm", needs=("prm",), settings=_SBS + ("view_mode",))
-def sbs_prm(ctx: EvalContext, example: Any) -> MethodResult:
-    return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="prm")
-
-
-@register_method("sbs_logprob", settings=_SBS + ("logprob_agg",))
-def sbs_logprob(ctx: EvalContext, example: Any) -> MethodResult:
-    return sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer="logprob")
+def sbs_family(ctx: EvalContext, example: Any, kind: str) -> Step:
+    return (yield from sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer=kind))
 
 
 # --------------------------------------------------------------------------- inference MCTS
 
 
-def expand(ctx: EvalContext, node: Node, step_scorer: str) -> None:
+def expand(ctx: EvalContext, node: Node, step_scorer: str) -> Step:
     """Children for the next runnable agent: sample, drop duplicate texts, score, set priors."""
     s = ctx.settings
     agent = node.state.next_runnable()
-    cands = drop_duplicate_texts(propose(ctx, [node.state], agent, s.max_children,
-                                         temperature=s.mcts_temperature)[0])
-    score_candidates(ctx, step_scorer, cands)
+    [proposed] = yield from propose(ctx, [node.state], agent, s.max_children, temperature=s.mcts_temperature)
+    cands = drop_duplicate_texts(proposed)
+    yield from score_candidates(ctx, step_scorer, cands)
     if s.uct_type == "puct":
-        ensure_logprobs(ctx, cands)
+        yield from ensure_logprobs(ctx, cands)
         priors = softmax([c.logprob.avg_token for c in cands])
     else:
         priors = [1.0 / len(cands)] * len(cands)
@@ -127,23 +119,9 @@ def select_child(node: Node, rule: str, c: float) -> Node:
     return argmax_child(node, lambda child: score(node, child, c))
 
 
-def _leaf_orm(ctx: EvalContext, path: list[Node]) -> float:
-    leaf = path[-1]
-    if "orm" not in leaf.info:   # a terminal leaf is revisited; score it once
-        leaf.info["orm"] = orm_values(ctx, [leaf.state])[0]
-    return leaf.info["orm"]
 
 
-LEAF_VALUES: dict[str, Callable[[EvalContext, list[Node]], float]] = {
-    "prm": lambda ctx, path: path[-1].info.get("score", 0.0),
-    # Every node of a log-prob tree got its step log-prob when it was created.
-    "logprob": lambda ctx, path: aggregate_logprob([n.info["logprob"] for n in path[1:]],
-                                                   ctx.settings.logprob_agg),
-    "orm": _leaf_orm,
-}
-
-
-def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value: str) -> Node:
+def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value: str) -> Step:
     """n_simulations simulations: descend (expanding childless nodes) to a terminal, back up its value."""
     s = ctx.settings
     root = Node(ctx.graph.start(question), init_visits=1)
@@ -151,19 +129,19 @@ def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value
         path = [root]
         while not path[-1].is_terminal:
             if not path[-1].children:
-                expand(ctx, path[-1], step_scorer)
+                yield from expand(ctx, path[-1], step_scorer)
             path.append(select_child(path[-1], s.uct_type, s.c_uct))
-        backup(path, LEAF_VALUES[leaf_value](ctx, path))
+        backup(path, (yield from SCORER_KINDS[leaf_value].leaf(ctx, path)))
     return root
 
 
-def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -> MethodResult:
-    root = search_tree(ctx, example.question, step_scorer=step_scorer, leaf_value=leaf_value)
+def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -> Step:
+    root = yield from search_tree(ctx, example.question, step_scorer=step_scorer, leaf_value=leaf_value)
     # The answer: follow the highest q_mean down; finish a branch that was never simulated.
     node = root
     while not node.is_terminal:
         if not node.children:
-            expand(ctx, node, step_scorer)
+            yield from expand(ctx, node, step_scorer)
         node = argmax_child(node, lambda child: child.q_mean)
     visited = ranked_terminals(root)
     nodes = sum(1 for _ in root.walk())
@@ -186,47 +164,8 @@ def ranked_terminals(root: Node) -> list[Node]:
     return sorted(found, key=lambda n: -n.q_mean)
 
 
-@register_method("mcts_prm", needs=("prm",), settings=_MCTS + ("view_mode", "orm_leaf"))
-def mcts_prm(ctx: EvalContext, example: Any) -> MethodResult:
-    return mcts(ctx, example, step_scorer="prm", leaf_value="orm" if ctx.settings.orm_leaf else "prm")
-
-
-@register_method("mcts_logprob", settings=_MCTS + ("logprob_agg",))
-def mcts_logprob(ctx: EvalContext, example: Any) -> MethodResult:
-    return mcts(ctx, example, step_scorer="logprob", leaf_value="logprob")
-
-
-@register_method("mcts_orm", needs=("orm",), settings=_MCTS + ("view_mode",))
-def mcts_orm(ctx: EvalContext, example: Any) -> MethodResult:
-    return mcts(ctx, example, step_scorer="orm", leaf_value="orm")
-
-
-# --------------------------------------------------------------------------- voters
-
-
-def _log_weights_prm(ctx: EvalContext, beams: list[Beam]) -> list[float]:
-    # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
-    steps = [c for b in beams for c in b.trail]
-    values = iter(prm_values(ctx, [c.state for c in steps], [c.agent for c in steps]))
-    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in b.trail) for b in beams]
-
-
-def _log_weights_logprob(ctx: EvalContext, beams: list[Beam]) -> list[float]:
-    ensure_logprobs(ctx, [c for b in beams for c in b.trail])
-    return [aggregate_logprob([c.logprob for c in b.trail], ctx.settings.logprob_agg) for b in beams]
-
-
-def _log_weights_orm(ctx: EvalContext, beams: list[Beam]) -> list[float]:
-    values = orm_values(ctx, [b.state for b in beams])
-    return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
-
-
-VOTER_WEIGHTS: dict[str, Callable[[EvalContext, list[Beam]], list[float]]] = {
-    "plain": lambda ctx, beams: [0.0] * len(beams),
-    "prm": _log_weights_prm,
-    "logprob": _log_weights_logprob,
-    "orm": _log_weights_orm,
-}
+def mcts_family(ctx: EvalContext, example: Any, kind: str) -> Step:
+    return (yield from mcts(ctx, example, step_scorer=kind, leaf_value=kind))
 
 
 def _logsumexp(values: Sequence[float]) -> float:
@@ -264,21 +203,107 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
     return shortest(groups[best]), groups
 
 
-def voter(ctx: EvalContext, example: Any, weighting: str) -> MethodResult:
+def voter_family(ctx: EvalContext, example: Any, weighting: str) -> Step:
     k = ctx.settings.voter_k
     start = Beam(ctx.graph.start(example.question))
     # k independent single passes, advanced together so each agent is one policy call.
-    runs = beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
+    runs = yield from beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
                        temperature=ctx.settings.sbs_temperature)
     answers = [b.state.final_answer() for b in runs]
-    winner, groups = vote(answers, VOTER_WEIGHTS[weighting](ctx, runs))
+    winner, groups = vote(answers, (yield from SCORER_KINDS[weighting].weight(ctx, runs)))
     return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
 
 
-for _weighting, _needs, _extra in (("plain", (), ()), ("prm", ("prm",), ("view_mode",)),
-                                   ("logprob", (), ("logprob_agg",)), ("orm", ("orm",), ("view_mode",))):
-    register_method(f"voter_{_weighting}", needs=_needs, settings=_VOTER + _extra)(
-        lambda ctx, example, _w=_weighting: voter(ctx, example, _w))
+# --------------------------------------------------------------------------- scorer kinds
+
+# What a scorer kind's value is at a step, at an MCTS leaf and as a voter run's log-weight.
+
+def _score_prm(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
+    values = yield from prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
+    for c, v in zip(cands, values):
+        c.score = v
+
+
+def _score_logprob(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
+    yield from ensure_logprobs(ctx, cands)
+    for c in cands:
+        c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
+
+
+def _score_zero(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
+    # The ORM only judges finished transcripts; intermediate steps start neutral.
+    for c in cands:
+        c.score = 0.0
+    return
+    yield  # a search step that asks no model
+
+
+
+def _leaf_prm(ctx: EvalContext, path: list[Node]) -> Step:
+    if ctx.settings.orm_leaf:   # --orm_leaf: the PRM guides the search, the ORM values its leaves
+        return (yield from _leaf_orm(ctx, path))
+    return path[-1].info.get("score", 0.0)
+
+
+def _leaf_logprob(ctx: EvalContext, path: list[Node]) -> Step:
+    # Every node of a log-prob tree got its step log-prob when it was created.
+    return aggregate_logprob([n.info["logprob"] for n in path[1:]], ctx.settings.logprob_agg)
+    yield  # asks no model
+
+
+def _leaf_orm(ctx: EvalContext, path: list[Node]) -> Step:
+    leaf = path[-1]
+    if "orm" not in leaf.info:   # a terminal leaf is revisited; score it once
+        [leaf.info["orm"]] = yield from orm_values(ctx, [leaf.state])
+    return leaf.info["orm"]
+
+
+def _log_weights_prm(ctx: EvalContext, beams: list[Beam]) -> Step:
+    # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
+    steps = [c for b in beams for c in b.trail]
+    values = iter((yield from prm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
+    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in b.trail) for b in beams]
+
+
+def _log_weights_logprob(ctx: EvalContext, beams: list[Beam]) -> Step:
+    yield from ensure_logprobs(ctx, [c for b in beams for c in b.trail])
+    return [aggregate_logprob([c.logprob for c in b.trail], ctx.settings.logprob_agg) for b in beams]
+
+
+def _log_weights_orm(ctx: EvalContext, beams: list[Beam]) -> Step:
+    values = yield from orm_values(ctx, [b.state for b in beams])
+    return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
+
+
+def _log_weights_plain(ctx: EvalContext, beams: list[Beam]) -> Step:
+    return [0.0] * len(beams)
+    yield  # asks no model
+
+
+# Each family's settings class and its method for a kind.
+FAMILIES: dict[str, tuple[type, Callable[[EvalContext, Any, str], Step]]] = {
+    "sbs": (SBSSettings, sbs_family), "mcts": (MCTSSettings, mcts_family), "voter": (VoterSettings, voter_family),
+}
+
+
+def register_scorer_kind(kind: ScorerKind) -> ScorerKind:
+    """Register a scorer kind and its methods ``<family>_<name>`` for each of its families."""
+    SCORER_KINDS.register(kind.name, kind)
+    for family in kind.families:
+        cls, run = FAMILIES[family]
+        extra = kind.mcts_settings if family == "mcts" else ()
+        register_method(f"{family}_{kind.name}", needs=kind.needs, settings=(cls, *kind.settings, *extra))(
+            lambda ctx, example, _run=run, _kind=kind.name: _run(ctx, example, _kind))
+    return kind
+
+
+register_scorer_kind(ScorerKind("prm", _score_prm, _leaf_prm, _log_weights_prm, needs=("prm",),
+                                settings=(ViewSettings,), mcts_settings=(ORMLeafSettings,)))
+register_scorer_kind(ScorerKind("logprob", _score_logprob, _leaf_logprob, _log_weights_logprob,
+                                settings=(LogProbSettings,)))
+register_scorer_kind(ScorerKind("orm", _score_zero, _leaf_orm, _log_weights_orm, families=("mcts", "voter"),
+                                needs=("orm",), settings=(ViewSettings,)))
+register_scorer_kind(ScorerKind("plain", weight=_log_weights_plain, families=("voter",)))
 
 
 # --------------------------------------------------------------------------- handoff methods

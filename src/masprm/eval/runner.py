@@ -20,7 +20,8 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from functools import partial
-from typing import Any, Callable, Sequence
+from itertools import groupby
+from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.data import dataset_options
@@ -32,16 +33,18 @@ from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, 
                               write_condition)
 from masprm.eval.methods import scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
-from masprm.eval.registry import METHODS, EvalContext
+from masprm.eval.registry import METHODS, SCORER_ROLES, EvalContext
+from masprm.eval.settings import setting_values
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
+from masprm.search.engine import RequestKeys, drive, run_batched
 
 # Flags that never change what a condition computes (or enter the manifest another way).
 HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
-                "allow_unfinished_scorer", "scorer_precision"}
+                "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens"}
 
 
 # --------------------------------------------------------------------------- models
@@ -55,11 +58,13 @@ class ModelSpec:
     options: Any = None               # masprm.models.loading.ModelOptions
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
     flag: str | None = None           # the flag that named it, for error messages (default by kind)
+    max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
     from masprm.models.policy import HFPolicy
-    return HFPolicy(spec.model_id, spec.options, flag=spec.flag or "--gen_model_id")
+    extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
+    return HFPolicy(spec.model_id, spec.options, flag=spec.flag or "--gen_model_id", **extra)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
@@ -73,7 +78,7 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 
 def _model_key(spec: ModelSpec) -> tuple:
-    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length)
+    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length, spec.max_batch_tokens)
 
 
 def load_model(spec: ModelSpec) -> Any:
@@ -131,18 +136,21 @@ class WorkItem:
     example: Any          # masprm.data.Example
 
 
-def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
-    """Run one method on one example; a crash becomes a record with its error."""
+def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> Any:
+    """Run one method on one example (a search generator); a crash becomes a record with its error."""
     ex = item.example
     seed = settings.seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
     policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
     policy.reseed(seed)
-    ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed), **scorers)
+    # Each sampling request draws from its own stream keyed by (seed, example, request), so an
+    # example's draws do not depend on which examples share its model calls.
+    ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
+                      keys=RequestKeys(settings.seed, ex.idx), **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
-        result = METHODS[item.method].run(ctx, ex)
+        result = yield from METHODS[item.method].search(ctx, ex)
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
@@ -152,6 +160,37 @@ def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, gra
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
             "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
             "extra": result.extra, "error": None}
+
+
+def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
+    """One example alone, each request one model call."""
+    search = example_search(models, item, settings=settings, graph=graph)
+    return drive(search, _Served(models, item.roles))
+
+
+class _Served:
+    """The models a search's requests go to: the policy and the condition's scorers, by role."""
+
+    def __init__(self, models: WorkerModels, roles: Sequence[str]):
+        self.policy = models.get("policy")
+        for role in SCORER_ROLES:
+            setattr(self, role, models.get(role) if role in roles else None)
+
+
+def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any, graph: MASGraph,
+                   batch_size: int = 1) -> Iterator[tuple[WorkItem, dict | None, str | None]]:
+    """Records of `items` as they finish, up to `batch_size` examples of a condition in flight.
+
+    A condition's examples share model calls; the next condition starts once
+    they are done, so a worker never needs the models of two conditions at once.
+    """
+    for _, group in groupby(items, key=lambda it: it.condition):
+        group = list(group)
+        models.keep_only(("policy",) + group[0].roles)
+        served = _Served(models, group[0].roles)
+        jobs = ((it, partial(example_search, models, it, settings=settings, graph=graph)) for it in group)
+        for item, record, error in run_batched(served, jobs, batch_size):
+            yield item, record, None if error is None else describe_error(error)
 
 
 def error_record(item: WorkItem, error: str) -> dict:
@@ -208,18 +247,19 @@ def selection_options(settings: Any, family: str) -> dict:
 def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
     """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
-    names = METHODS[method].settings or sorted(k for k in vars(settings) if k not in HOUSEKEEPING)
+    classes = METHODS[method].settings
     data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
                 "data_file": path_identity(settings.data_file),
                 **selection_options(settings, METHODS[method].family)}
     roles = ("policy",) + condition_roles(method, settings)
     definition = {
         "method": method,
-        "settings": {k: getattr(settings, k, None) for k in names},
+        "settings": setting_values(classes, vars(settings)) if classes else
+                    {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: _model_identity(specs[role]) for role in roles},
-        "code_version": code_version(inspect.getsourcefile(METHODS[method].run)),
+        "code_version": code_version(inspect.getsourcefile(METHODS[method].search)),
     }
     examples = data.examples
     return {"condition": method, "fingerprint": stable_hash(definition), "seed": settings.seed,
@@ -298,10 +338,12 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         if left[k] == 0:
             finish_condition(cond)
     setup = partial(WorkerModels, specs, loader)
-    task = partial(evaluate_example, settings=settings, graph=graph)
+    batch_size = getattr(settings, "search_batch_size", 1) or 1
+    task = partial(evaluate_batch, settings=settings, graph=graph, batch_size=batch_size)
     every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
-                                            num_gpus_per_worker=num_gpus_per_worker, desc="evaluating"):
+                                            num_gpus_per_worker=num_gpus_per_worker, desc="evaluating",
+                                            batched=batch_size):
         cond = pending[item.condition]
         record = record if error is None else error_record(item, error)
         cond.records[record["index"]] = record

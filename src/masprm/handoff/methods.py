@@ -12,7 +12,8 @@ metrics and ``paired_comparison`` compares handoff_policy with handoff_prm.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from dataclasses import dataclass
+from typing import Any, Generator, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.registry import EvalContext, MethodResult, register_method
@@ -24,24 +25,52 @@ EXTRA_KEY = "handoff"
 PAIRED_TURNS = (8, 12)
 PAIRED = ("handoff_policy", "handoff_prm")   # (baseline, treatment) of the paired comparison
 
-# The flags that define each condition (its log fingerprint); the config's handoff
-# section is part of the MAS config, which the fingerprint covers by content.
-_COMMON = ("handoff_candidates", "min_turns", "max_turns", "allow_self_handoff", "handoff_temperature",
-           "sbs_temperature", "top_p", "max_new_tokens")
-_SETTINGS: dict[str, tuple[str, ...]] = {
-    "handoff_fixed": _COMMON + ("handoff_logprob_agg",),
-    "handoff_random": _COMMON + ("handoff_logprob_agg", "random_fixed_horizon"),
-    "handoff_policy": _COMMON + ("handoff_logprob_agg",),
-    "handoff_prm": _COMMON + ("prm_context_length",),
+# The flags that define each condition (its log fingerprint), by family, as the CLI
+# defaults them (masprm.handoff.cli); the config's handoff section is part of the
+# MAS config, which the fingerprint covers by content.
+
+
+@dataclass(frozen=True)
+class HandoffFlags:
+    handoff_candidates: int = 3
+    min_turns: int | None = None
+    max_turns: int | None = None
+    allow_self_handoff: bool = False
+    handoff_temperature: float | None = None
+    sbs_temperature: float = 1.0
+    top_p: float = 0.95
+    max_new_tokens: int = 1024
+
+
+@dataclass(frozen=True)
+class HandoffLogProbFlags:
+    handoff_logprob_agg: str = "avg_token"
+
+
+@dataclass(frozen=True)
+class RandomHorizonFlags:
+    random_fixed_horizon: bool = False
+
+
+@dataclass(frozen=True)
+class HandoffPRMFlags:
+    prm_context_length: int = 16384
+
+
+_SETTINGS: dict[str, tuple[type, ...]] = {
+    "handoff_fixed": (HandoffFlags, HandoffLogProbFlags),
+    "handoff_random": (HandoffFlags, HandoffLogProbFlags, RandomHorizonFlags),
+    "handoff_policy": (HandoffFlags, HandoffLogProbFlags),
+    "handoff_prm": (HandoffFlags, HandoffPRMFlags),
 }
 
 
-def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> MethodResult:
+def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> Generator[Any, Any, MethodResult]:
     team = HandoffTeam.from_graph(ctx.graph)
     settings = HandoffSettings.from_flags(ctx.settings, team)
     select = (prm_selector(ctx, settings.prm_context_length) if scorer == "prm"
               else logprob_selector(ctx, settings.logprob_agg))
-    run = run_handoff(ctx, team, settings, example.question, mode=mode, select=select)
+    run = yield from run_handoff(ctx, team, settings, example.question, mode=mode, select=select)
     prefix = run.prefix_answers(PREFIX_TURNS)
     entry = {
         "route_mode": mode,

@@ -11,13 +11,14 @@ score is read at). Pure Python: tokens are counted by a callable.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 from masprm.handoff.protocol import RoutedTurn
-from masprm.handoff.team import HandoffRun, Proposal
+from masprm.handoff.team import HandoffRun, Proposal, Selector
 from masprm.state_text import DEFAULT_SEPARATOR
 
 TokenCounter = Callable[[str], int]
+Step = Generator[Any, Any, list[float]]   # yields model requests (masprm.search.engine)
 LOGPROB_AGGS = ("sum", "avg_token")
 
 
@@ -77,7 +78,7 @@ def token_counter(scorer: Any) -> TokenCounter:
     return count
 
 
-def prm_selector(ctx: Any, limit: int) -> Callable[[HandoffRun, list[Proposal]], list[float]]:
+def prm_selector(ctx: Any, limit: int) -> Selector:
     """Score each proposal as the newest turn of the full transcript with the handoff PRM.
 
     ``limit`` is --prm_context_length, used as given: the handoff scorer is
@@ -90,23 +91,23 @@ def prm_selector(ctx: Any, limit: int) -> Callable[[HandoffRun, list[Proposal]],
     count = token_counter(scorer)
     sep = getattr(scorer, "separator", DEFAULT_SEPARATOR)
 
-    def select(run: HandoffRun, proposals: list[Proposal]) -> list[float]:
+    def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
         texts = [prm_text(run.question, [*run.turns, p.turn], count_tokens=count, limit=limit, sep=sep)
                  for p in proposals]
         run.scored.extend({"tokens": t.tokens, "full_tokens": t.full_tokens, "truncated": t.truncated}
                           for t in texts)
-        return ctx.score("handoff_prm", [t.text for t in texts], batched=True)
+        return (yield from ctx.score("handoff_prm", [t.text for t in texts], batched=True))
 
     return select
 
 
-def logprob_selector(ctx: Any, agg: str) -> Callable[[HandoffRun, list[Proposal]], list[float]]:
+def logprob_selector(ctx: Any, agg: str) -> Selector:
     """Score each proposal by the policy's log-prob of its raw text given the speaker's prompt."""
     if agg not in LOGPROB_AGGS:
         raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
 
-    def select(run: HandoffRun, proposals: list[Proposal]) -> list[float]:
-        lps = ctx.logprob([(p.messages, p.text) for p in proposals])
+    def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
+        lps = yield from ctx.logprob([(p.messages, p.text) for p in proposals])
         return [lp.avg_token if agg == "avg_token" else lp.logprob for lp in lps]
 
     return select

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Generator, Sequence
 
 from masprm.graph import ConfigError, MASGraph
 from masprm.handoff.protocol import FINAL, ParseError, RoutedTurn, fallback_turn, parse_turn, role_key
@@ -249,13 +249,14 @@ class HandoffRun:
         return {t: self.turns[min(max(1, t), len(self.turns)) - 1].current_answer for t in thresholds}
 
 
-# ``select(run, proposals)`` -> one score per proposal (higher is better).
-Selector = Callable[[HandoffRun, list[Proposal]], list[float]]
+# ``select(run, proposals)``: a search step (it yields model requests) returning one score per
+# proposal (higher is better).
+Selector = Callable[[HandoffRun, list[Proposal]], Generator[Any, Any, list[float]]]
 
 
 def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question: str, *,
-                mode: str, select: Selector) -> HandoffRun:
-    """Play one routed conversation on ``question``; ``ctx`` is the evaluation context."""
+                mode: str, select: Selector) -> Generator[Any, Any, HandoffRun]:
+    """Play one routed conversation on ``question`` (a search step); ``ctx`` is the evaluation context."""
     route = ROUTE_MODES[mode]
     run = HandoffRun(question)
     speaker = route.first_speaker(team, settings)
@@ -270,8 +271,9 @@ def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question
         messages = team.messages(question, speaker, history, shown)
         max_new = min(settings.max_new_tokens, team.max_new_tokens[team.index(speaker)])
         # One batched call per turn counts as one agent run (and one PRM call below), as in the original.
-        texts = [g.text for g in ctx.sample([messages], settings.candidates, temperature=settings.temperature,
-                                            top_p=settings.top_p, max_new_tokens=max_new, batched=True)[0]]
+        [gens] = yield from ctx.sample([messages], settings.candidates, temperature=settings.temperature,
+                                       top_p=settings.top_p, max_new_tokens=max_new, batched=True)
+        texts = [g.text for g in gens]
         run.proposals += len(texts)
         proposals = []
         for text in texts:
@@ -290,7 +292,7 @@ def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question
             run.fallback_turns += 1
         # Even a lone proposal is scored, as in the original: the scorer's calls and
         # context statistics then count every turn.
-        scores = select(run, proposals)
+        scores = yield from select(run, proposals)
         chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
         run.turns.append(chosen)
         if chosen.is_final:

@@ -4,12 +4,17 @@
   `add_generation_prompt=True`, tokenised without extra special tokens (the
   template already carries them). Rendered-and-tokenised prompts are kept in a
   bounded LRU cache, so a prompt sampled and then scored is tokenised once.
-- `sample` is one `generate` call over all prompts (left padding,
-  `num_return_sequences=n`). A generation's `new_tokens` counts the sampled
-  tokens up to and including the end-of-turn token; its text is decoded
-  without special tokens and stripped. Sampling parameters not passed here
-  (e.g. a checkpoint's `top_k` or `repetition_penalty`) come from the model's
-  own generation config, as with a plain `generate` call.
+- `sample` decodes all prompts' rows together (left padding, a KV cache, one
+  forward per new token), split into calls of at most `max_batch_tokens`
+  padded tokens (prompt + new tokens). Each row samples from its own random
+  stream (Gumbel-max with noise hashed from the row's key, the step and the
+  token id), so a row's tokens do not depend on which rows share the call:
+  with the same weights, device and dtype they differ only where float
+  rounding of another padding width flips a near tie. Sampling applies the
+  checkpoint's `repetition_penalty` and `top_k` (from its generation config),
+  then the temperature and top-p given here, in `generate`'s order. A
+  generation's `new_tokens` counts the sampled tokens up to and including the
+  end-of-turn token; its text is decoded without special tokens and stripped.
 - `logprob` is one teacher-forced forward over all (prompt, completion) pairs
   (right padding, so every real token keeps its unpadded positions). The
   completion is tokenised with `add_special_tokens=False` and only its own
@@ -18,12 +23,14 @@
   come from the output embedding applied to the gathered completion positions
   (Qwen2/Llama-style heads; a model that post-processes its logits, e.g.
   Gemma 2's soft-capping, would need that step added here).
-- `reseed(seed)` seeds torch's (and CUDA's) global RNG, which `generate`
-  samples from, so a given sequence of calls is reproducible.
+- `reseed(seed)` seeds torch's (and CUDA's) global RNG, which names the
+  streams of a call made without keys, so such calls are reproducible too.
 """
 
 from __future__ import annotations
 
+import hashlib
+import inspect
 from collections import OrderedDict
 from typing import Sequence
 
@@ -33,20 +40,67 @@ from masprm.interfaces import Generation, LogProb, Messages
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
 
 
+# Per-row random streams: a counter-based hash of (stream seed, step, token id) gives each
+# candidate token its own uniform draw, so a row's sample is the same in any batch.
+_P = 2 ** 31 - 1   # a prime; every product below stays inside int64
+
+
+def stream_seed(key: Sequence[int]) -> tuple[int, int]:
+    """Two 31-bit words naming a random stream, from any tuple of integers."""
+    digest = hashlib.blake2b(repr(tuple(int(k) for k in key)).encode(), digest_size=8).digest()
+    value = int.from_bytes(digest, "little")
+    return value % _P, (value >> 32) % _P
+
+
+def _mix(x: torch.Tensor, multiplier: int) -> torch.Tensor:
+    x = (x * multiplier) % _P
+    return x ^ (x >> 13)
+
+
+def uniform_noise(seeds: torch.Tensor, step: int, tokens: torch.Tensor) -> torch.Tensor:
+    """U(0, 1) per (row, candidate token): seeds is (rows, 2), tokens (rows, k) token ids."""
+    x = (seeds[:, :1] + tokens * 7919 + step * 104729) % _P
+    x = _mix(_mix(x, 48271), 69621)
+    x = _mix((x + seeds[:, 1:]) % _P, 16807)
+    x = _mix(x ^ tokens, 39373) % _P
+    return (x.double() + 0.5) / _P
+
+
+def pick_token(logits: torch.Tensor, top_p: float, top_k: int, seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """A sample from softmax(logits) cut to top-k, then to top-p (as `generate` warps), per row.
+
+    Gumbel-max: the argmax of log-prob + Gumbel noise is a draw from the
+    distribution; the noise of a token comes from the row's own stream.
+    """
+    if top_k > 0:
+        values, tokens = logits.topk(min(top_k, logits.shape[-1]), dim=-1)
+    else:
+        values, tokens = logits.sort(dim=-1, descending=True)
+    probs = values.softmax(-1)
+    keep = (probs.cumsum(-1) - probs) < top_p   # the mass before a token: keep while under top_p
+    keep[:, 0] = True
+    gumbel = -torch.log(-torch.log(uniform_noise(seeds, step, tokens)))
+    score = torch.where(keep, values.double() + gumbel, torch.tensor(float("-inf"), dtype=torch.double))
+    return tokens.gather(1, score.argmax(-1, keepdim=True))[:, 0]
+
+
 class HFPolicy:
     """Implements `masprm.interfaces.Policy` on a local folder or hub id."""
 
     def __init__(self, model_id: str, options: ModelOptions = ModelOptions(), *, flag: str = "--model_id",
-                 prompt_cache_size: int = 4096, max_batch_tokens: int = 65536):
+                 prompt_cache_size: int = 4096, max_batch_tokens: int = 262144):
         self.model_id = model_id
         self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, flag=flag)
         self.model = load_causal_lm(model_id, options, flag=flag)
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.stop_ids = self._stop_ids()
-        self.max_batch_tokens = max_batch_tokens  # logprob: split bigger batches (results do not change)
+        self.max_batch_tokens = max_batch_tokens  # padded tokens per call: bigger calls are split
         self._prompt_cache: OrderedDict[tuple, list[int]] = OrderedDict()
         self._prompt_cache_size = prompt_cache_size
+        # transformers 5 renamed the KV-cache argument (and output) of forward to `cache`.
+        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters \
+            else "past_key_values"
         if self.model.generation_config.pad_token_id is None:
             self.model.generation_config.pad_token_id = self.pad_id
 
@@ -98,29 +152,74 @@ class HFPolicy:
 
     @torch.no_grad()
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0, top_p: float = 1.0,
-               max_new_tokens: int = 512) -> list[list[Generation]]:
-        """n samples per prompt from one `generate` call; result[i] holds prompt i's samples.
+               max_new_tokens: int = 512, keys: Sequence[Sequence[int]] | None = None) -> list[list[Generation]]:
+        """n samples per prompt; result[i] holds prompt i's samples.
 
-        temperature <= 0 means greedy decoding: one sequence per prompt, repeated n times.
+        Sample k of prompt i draws from its own random stream, named by
+        ``(keys[i], k)``: what it samples does not depend on the other rows of
+        the call. Without keys the streams are drawn from torch's global RNG
+        (so `reseed` makes a sequence of calls reproducible). temperature <= 0
+        means greedy decoding: one sequence per prompt, repeated n times.
         """
         if not prompts or n <= 0:
             return [[] for _ in prompts]
         rows = [self.prompt_ids(p) for p in prompts]
         if max_new_tokens <= 0:  # no budget left: empty turns
             return [[Generation("", len(row), 0)] * n for row in rows]
-        input_ids, attention_mask = self._padded(rows, left=True)
         greedy = temperature <= 0
-        sampling = dict(do_sample=False) if greedy else dict(do_sample=True, temperature=temperature, top_p=top_p)
         per_prompt = 1 if greedy else n
-        out = self.model.generate(input_ids=input_ids, attention_mask=attention_mask,
-                                  max_new_tokens=max_new_tokens, num_return_sequences=per_prompt,
-                                  pad_token_id=self.pad_id, **sampling)
-        new = out[:, input_ids.shape[1]:].tolist()
+        if keys is None:
+            keys = [tuple(torch.randint(0, 2 ** 31 - 1, (2,)).tolist()) for _ in rows]
+        seqs = [(row, stream_seed((*key, k))) for row, key in zip(rows, keys) for k in range(per_prompt)]
+        new: list[list[int]] = [[] for _ in seqs]
+        for batch in self._batches([(row, [0] * max_new_tokens) for row, _ in seqs]):
+            for i, tokens in zip(batch, self._decode([seqs[i] for i in batch], temperature, top_p, max_new_tokens)):
+                new[i] = tokens
         results = []
         for i, prompt in enumerate(rows):
             gens = [self._generation(new[i * per_prompt + k], len(prompt)) for k in range(per_prompt)]
             results.append(gens * n if greedy else gens)
         return results
+
+    def _decode(self, seqs: list[tuple[list[int], tuple[int, int]]], temperature: float, top_p: float,
+                max_new_tokens: int) -> list[list[int]]:
+        """Sampled tokens of each (prompt, stream seed) row, one forward per new token (KV cache)."""
+        input_ids, attention_mask = self._padded([row for row, _ in seqs], left=True)
+        rows = len(seqs)
+        seeds = torch.tensor([seed for _, seed in seqs], dtype=torch.long, device=self.device)
+        config = self.model.generation_config
+        penalty = config.repetition_penalty if config.repetition_penalty not in (None, 1.0) else None
+        seen = None
+        if penalty is not None:   # the tokens of each row so far (prompt and sampled), for the penalty
+            seen = torch.zeros((rows, self.model.get_output_embeddings().weight.shape[0]), dtype=torch.bool,
+                               device=self.device)
+            for i, (row, _) in enumerate(seqs):
+                seen[i, torch.tensor(row, device=self.device)] = True
+        stop = torch.tensor(sorted(self.stop_ids), device=self.device)
+        done = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        out = torch.full((rows, max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        ids, cache = input_ids, None
+        for step in range(max_new_tokens):
+            result = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
+                                use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
+            cache = getattr(result, self._cache_arg)
+            logits = result.logits[:, -1, :].float()
+            if seen is not None:
+                logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
+            token = logits.argmax(-1) if temperature <= 0 else pick_token(
+                logits / temperature, top_p, config.top_k or 0, seeds, step)
+            token = torch.where(done, torch.full_like(token, self.pad_id), token)
+            out[:, step] = token
+            done |= torch.isin(token, stop)
+            if bool(done.all()):
+                break
+            if seen is not None:
+                seen[torch.arange(rows, device=self.device), token] = True
+            ids = token[:, None]
+            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
+            positions = positions[:, -1:] + 1
+        return out.tolist()
 
     def _generation(self, tokens: list[int], prompt_tokens: int) -> Generation:
         # Rows that stopped early are padded after their stop token; count up to and including it.

@@ -43,6 +43,7 @@ class HFScorer:
     pad_id: int
     batch_size: int = 16
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
+    last_tokens: list[int] | None = None  # tokens of each text of the last call
 
     @property
     def device(self) -> torch.device:
@@ -57,7 +58,8 @@ class HFScorer:
         if not texts:
             return []
         ids = [x or [self.pad_id] for x in self.encoder.encode(texts)]  # an empty text still gets a row
-        self.tokens_seen += sum(len(x) for x in ids)
+        self.last_tokens = [len(x) for x in ids]   # per text, so a shared batch is counted per example
+        self.tokens_seen += sum(self.last_tokens)
         # Batch texts of similar length together to cut padding; results go back in input order.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
         scores = [0.0] * len(ids)

@@ -23,12 +23,17 @@ import json
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from functools import partial
+from types import SimpleNamespace
+from typing import Any, Callable, Iterator
 
+from masprm.config import arg
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.cli import UsageError
 from masprm.io import atomic_write_json
+from masprm.parallel import describe_error
+from masprm.search.engine import RequestKeys, Sample, Search, drive, run_batched
 from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
 
 Grader = Callable[[str, "str | None"], bool]
@@ -43,12 +48,15 @@ STALE_LIMIT = 24
 
 @dataclass(frozen=True)
 class SearchSettings:
-    n_rollouts: int = 64
-    c: float = 4.0
-    n_candidates: int = 3
-    temperature: float = 0.7
-    top_p: float = 0.95
-    max_new_tokens: int | None = None  # cap on each agent's own max_new_tokens; None = no cap
+    """Stage-1 search settings: the one home of their flags (``src/run_mcts.py``)."""
+
+    n_rollouts: int = arg(64, flags=("--n_rollouts",), help="rollouts per example (default: 64; paper: 40)")
+    c: float = arg(4.0, flags=("--search_c",), help="UCT exploration constant (default: 4)")
+    n_candidates: int = arg(3, flags=("--n_candidates",), help="samples per expansion (default: 3)")
+    temperature: float = arg(0.7, flags=("--temperature",), help="sampling temperature (default: 0.7)")
+    top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default: 0.95)")
+    max_new_tokens: int | None = arg(None, flags=("--max_new_tokens",),
+                                     help="cap on every agent's max_new_tokens (default: the config's values)")
 
     def as_meta(self) -> dict[str, Any]:
         return {"n_rollouts": self.n_rollouts, "c": self.c, "n_candidates": self.n_candidates,
@@ -80,14 +88,18 @@ def default_grader() -> Grader:
 
 @dataclass
 class TreeSearch:
-    """The search state of one example: its tree, its RNG and what it has cost."""
+    """The search state of one example: its tree, its RNG and what it has cost.
+
+    Its steps are search generators (`masprm.search.engine`): they yield
+    sampling requests, so many examples' expansions can share a policy call.
+    """
 
     graph: MASGraph
-    policy: Policy
     settings: SearchSettings
     gold: str | None
     rng: random.Random
     grade: Grader
+    keys: RequestKeys | None = None   # the example's random streams (None: the policy's own RNG)
     policy_calls: int = 0
     agent_runs: int = 0          # candidates sampled
     prompt_tokens: int = 0       # each call's prompt, counted once whatever n is
@@ -100,22 +112,22 @@ class TreeSearch:
             leaf.info["reward"] = 1.0 if correct else -1.0
         return leaf.info["reward"]
 
-    def expand(self, node: Node) -> list[Node]:
+    def expand(self, node: Node) -> Search:
         """One child per sampled output of the next runnable agent (no de-duplication)."""
         agent = node.state.next_runnable()
         cap = self.graph.agents[agent].max_new_tokens
         if self.settings.max_new_tokens is not None:
             cap = min(cap, self.settings.max_new_tokens)
-        [gens] = self.policy.sample([node.state.messages(agent)], self.settings.n_candidates,
-                                    temperature=self.settings.temperature,
-                                    top_p=self.settings.top_p, max_new_tokens=cap)
+        keys = self.keys.next(1) if self.keys is not None else None
+        [gens] = yield Sample((node.state.messages(agent),), self.settings.n_candidates,
+                              self.settings.temperature, self.settings.top_p, cap, keys)
         self.policy_calls += 1
         self.agent_runs += len(gens)
         self.prompt_tokens += gens[0].prompt_tokens if gens else 0
         self.generated_tokens += sum(g.new_tokens for g in gens)
         return [node.add_child(agent, g.text) for g in gens]
 
-    def rollout(self, root: Node) -> None:
+    def rollout(self, root: Node) -> Search:
         path = [root]
         node = root
         while not node.is_terminal:
@@ -124,7 +136,7 @@ class TreeSearch:
                 node = argmax_child(node, lambda ch: uct_training(ch.q_mean, parent_visits,
                                                                   ch.visits, self.settings.c))
             else:
-                new = self.expand(node)
+                new = yield from self.expand(node)
                 if not new:  # the policy returned nothing: a dead end
                     break
                 terminal = [ch for ch in new if ch.is_terminal]
@@ -135,12 +147,12 @@ class TreeSearch:
             path.append(node)
         backup(path, self.reward(node))
 
-    def run(self, root: Node) -> dict[str, Any]:
+    def run(self, root: Node) -> Search:
         """All rollouts (or until the root value settles); returns the search statistics."""
         stop = EarlyStop()
         rollouts, settled = 0, False
         while rollouts < self.settings.n_rollouts and not settled:
-            self.rollout(root)
+            yield from self.rollout(root)
             rollouts += 1
             settled = bool(root.children) and stop.update(root.q_mean)
         return {"rollouts": rollouts, "early_stopped": settled and rollouts < self.settings.n_rollouts,
@@ -149,14 +161,21 @@ class TreeSearch:
                 "generated_tokens": self.generated_tokens}
 
 
+def tree_search(graph: MASGraph, question: str, gold: str | None, settings: SearchSettings,
+                rng: random.Random, grade: Grader | None = None,
+                keys: RequestKeys | None = None) -> Search:
+    """Search one example (a search generator); returns the root and the search statistics."""
+    search = TreeSearch(graph, settings, gold, rng, grade or default_grader(), keys)
+    root = Node(graph.start(question))
+    stats = yield from search.run(root)
+    return root, stats
+
+
 def build_tree(graph: MASGraph, question: str, gold: str | None, policy: Policy,
                settings: SearchSettings, rng: random.Random,
-               grade: Grader | None = None) -> tuple[Node, dict[str, Any]]:
-    """Search one example; returns the root and the search statistics."""
-    search = TreeSearch(graph, policy, settings, gold, rng, grade or default_grader())
-    root = Node(graph.start(question))
-    stats = search.run(root)
-    return root, stats
+               grade: Grader | None = None, keys: RequestKeys | None = None) -> tuple[Node, dict[str, Any]]:
+    """Search one example alone on `policy`; returns the root and the search statistics."""
+    return drive(tree_search(graph, question, gold, settings, rng, grade, keys), SimpleNamespace(policy=policy))
 
 
 # --------------------------------------------------------------------------- one example's job
@@ -182,12 +201,24 @@ class TreeJob:
     plot: bool = True
     verbose: bool = False
     grade: Grader | None = None
+    batch_size: int = 1   # --search_batch_size: examples in flight per worker
 
     def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
+        policy.reseed(self.seed + example.idx)
+        return drive(self.search(example), SimpleNamespace(policy=policy))
+
+    def batch(self, policy: Policy, examples: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
+        """The trees of `examples`, --search_batch_size of them in flight, as they finish."""
+        jobs = ((ex, partial(self.search, ex)) for ex in examples)
+        for example, summary, error in run_batched(SimpleNamespace(policy=policy), jobs, self.batch_size):
+            yield example, summary, None if error is None else describe_error(error)
+
+    def search(self, example: Any) -> Search:
+        """Search one example and write its files; returns its summary."""
         example_seed = self.seed + example.idx
-        policy.reseed(example_seed)
-        root, stats = build_tree(self.graph, example.question, example.gold, policy, self.settings,
-                                 random.Random(example_seed), self.grade)
+        root, stats = yield from tree_search(self.graph, example.question, example.gold, self.settings,
+                                             random.Random(example_seed), self.grade,
+                                             RequestKeys(self.seed, example.idx))
         tree = node_to_json(root)
         tree["meta"] = {
             **self.run_meta, "index": example.idx, "gold": example.gold,
@@ -266,8 +297,9 @@ def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *,
         (done if problem is None else pending).append(example)
     log(f"{len(examples)} examples, {len(done)} trees already in {job.out_dir}, {len(pending)} to build")
     written, failed = 0, []
-    for example, summary, error in map_examples(setup, job, pending, workers=workers, use_ray=use_ray,
-                                                num_gpus_per_worker=gpus_per_worker, desc="trees"):
+    for example, summary, error in map_examples(setup, job.batch, pending, workers=workers, use_ray=use_ray,
+                                                num_gpus_per_worker=gpus_per_worker, desc="trees",
+                                                batched=job.batch_size):
         if error is not None:
             failed.append((example.idx, error))
             log(f"example {example.idx} failed: {error}")
