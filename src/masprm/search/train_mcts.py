@@ -34,6 +34,7 @@ from masprm.cli import UsageError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
 from masprm.search.engine import RequestKeys, Sample, Search, drive, run_batched
+from masprm.search.expand import token_cap
 from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
 
 Grader = Callable[[str, "str | None"], bool]
@@ -115,9 +116,7 @@ class TreeSearch:
     def expand(self, node: Node) -> Search:
         """One child per sampled output of the next runnable agent (no de-duplication)."""
         agent = node.state.next_runnable()
-        cap = self.graph.agents[agent].max_new_tokens
-        if self.settings.max_new_tokens is not None:
-            cap = min(cap, self.settings.max_new_tokens)
+        cap = token_cap(self.graph, agent, self.settings.max_new_tokens)
         keys = self.keys.next(1) if self.keys is not None else None
         [gens] = yield Sample((node.state.messages(agent),), self.settings.n_candidates,
                               self.settings.temperature, self.settings.top_p, cap, keys)
