@@ -14,7 +14,6 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
-from masprm.eval.settings import LOGPROB_AGGS
 from masprm.registry import Registry
 from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
@@ -24,6 +23,7 @@ if TYPE_CHECKING:   # the context is only named in annotations; training MCTS ru
     from masprm.eval.registry import EvalContext
 
 Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
+LOGPROB_AGGS = ("sum", "avg_token", "avg_step")   # how a path's log-prob is aggregated (aggregate_logprob)
 
 
 @dataclass(eq=False)
