@@ -63,7 +63,7 @@ def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: s
 
 
 def single_pass(ctx: EvalContext, example: Any) -> Step:
-    """One greedy-free pass: each agent once, its first sample kept, no scorer."""
+    """One pass through the graph: each agent decided once from a single sample, no scorer."""
     return (yield from sbs(ctx, example, width=1, branching=1, scorer=None))
 
 
