@@ -1,4 +1,4 @@
-"""Stage 1: MAS-MCTS search trees for training (SPEC §5).
+"""Stage 1: MAS-MCTS search trees for training, one outcome-labelled tree per example.
 
     python src/run_mcts.py --dataset gsm8k --split train --n 2 --seed 42 \
         --n_rollouts 2 --search_c 4 --n_candidates 3 --mas_config configs/gsm8k.yaml \
@@ -70,7 +70,8 @@ def validate(args) -> None:
 
 
 def run_settings(args, config: str) -> dict:
-    """What defines the run's trees beyond the folder name (SPEC §1), as recorded in the folder."""
+    """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
+    and config by path and content identity, the token cap), as recorded in the folder: a resumed run must match it."""
     from masprm.checks import file_identity, looks_like_path
     from masprm.eval.logs import path_identity
 

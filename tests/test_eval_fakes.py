@@ -100,7 +100,7 @@ def example(idx: int = 0) -> Example:
 
 
 def test_single_pass_of_the_scripted_world_is_wrong_and_counts_usage():
-    from masprm.eval.methods import single_pass
+    from masprm.search.beam import single_pass
     from masprm.search.engine import drive
 
     policy = FakePolicy(respond)

@@ -7,8 +7,10 @@ import math
 import pytest
 
 from conftest import FakePolicy
-from masprm.eval import methods as M
-from masprm.eval.expand import aggregate_logprob
+import masprm.eval.methods  # noqa: F401  (registers the methods)
+from masprm.search import beam, mcts, vote as V
+from masprm.search.expand import SCORER_KINDS
+from masprm.search.expand import aggregate_logprob
 from masprm.eval.registry import METHODS
 from masprm.eval.settings import ViewSettings
 from masprm.graph import MASGraph
@@ -71,7 +73,7 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
     prm = FakeScorer(lambda t: 0.5 if "stop" in t else 0.1)
     ctx = make_ctx(policy, prm=prm, b1=2, b2=2)
     ctx.graph = graph
-    beams = drive(M.beam_search(ctx, [M.Beam(graph.start("q"))], width=3, branching=2, scorer="prm",
+    beams = drive(beam.beam_search(ctx, [beam.Beam(graph.start("q"))], width=3, branching=2, scorer="prm",
                                 temperature=1.0), ctx)
     # "stop" scored higher and skips agent b (carried forward); the "go" beam ran b. Both then ran c.
     assert [b.state.outputs for b in beams] == [{0: "stop", 2: "C"}, {0: "stop", 2: "C"},
@@ -104,7 +106,7 @@ def test_mcts_tree_statistics_and_batching():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
     ctx = make_ctx(policy, prm=prm, n_simulations=4, max_children=3, c_uct=0.0)
-    root = drive(M.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm"), ctx)
+    root = drive(mcts.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm"), ctx)
     assert root.init_visits == 1 and root.visits == 4
     bad, good1, good2 = root.children
     assert (bad.text, good1.text, good2.text) == ("bad", "good plan 1", "good plan 2")
@@ -123,7 +125,7 @@ def test_mcts_tree_statistics_and_batching():
 def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
     prm, orm = FakeScorer(lambda t: 0.0), FakeScorer(orm_prefers_seven)
     ctx = make_ctx(FakePolicy(respond), prm=prm, orm=orm, orm_leaf=True, n_simulations=6)
-    root = drive(M.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm"), ctx)
+    root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm"), ctx)
     leaves = [n for n in root.walk() if n.is_terminal and n.visits]
     assert leaves and all(n.q_sum == pytest.approx(n.visits * orm_prefers_seven(n.text)) for n in leaves)
     assert METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
@@ -147,9 +149,9 @@ def test_uct_selection_on_a_hand_built_tree():
     n = {"A": 5, "B": 1, "C": 0}
     for c in (0.0, 0.2, 2.0):
         by_hand = {k: q[k] + c * math.sqrt(math.log(10 + 1) / (n[k] + 1)) for k in q}
-        assert M.select_child(root, "uct", c).text == max(by_hand, key=by_hand.get)
-    assert M.select_child(root, "uct", 0.0).text == "A"      # exploitation only
-    assert M.select_child(root, "uct", 2.0).text == "C"      # the unvisited child
+        assert mcts.select_child(root, "uct", c).text == max(by_hand, key=by_hand.get)
+    assert mcts.select_child(root, "uct", 0.0).text == "A"      # exploitation only
+    assert mcts.select_child(root, "uct", 2.0).text == "C"      # the unvisited child
 
 
 def test_puct_selection_follows_the_priors():
@@ -159,13 +161,13 @@ def test_puct_selection_follows_the_priors():
         root = _hand_tree(priors)
         by_hand = {k: q[k] + 1.0 * p * math.sqrt(10) / (1 + n[k]) for k, p in zip("ABC", priors)}
         assert max(by_hand, key=by_hand.get) == expected
-        assert M.select_child(root, "puct", 1.0).text == expected
+        assert mcts.select_child(root, "puct", 1.0).text == expected
 
 
 def test_puct_priors_are_the_softmax_of_per_token_logprobs():
     policy = FakePolicy(respond, score=lambda m, c: -2.0 * len(c.split()))
     ctx = make_ctx(policy, prm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
-    root = drive(M.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm"), ctx)
+    root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm"), ctx)
     priors = [c.info["prior"] for c in root.children]
     assert priors == pytest.approx([1 / 3] * 3)        # equal per-token log-probs -> uniform
     assert sum(priors) == pytest.approx(1.0)
@@ -183,20 +185,20 @@ def test_logprob_aggregation():
 
 def test_vote_majority_and_tie_rules():
     # Grouped by numeric equality; the shortest member represents the group.
-    winner, groups = M.vote(["Answer: 3", "so the answer is 5", "Answer: 5"], [0.0] * 3)
+    winner, groups = V.vote(["Answer: 3", "so the answer is 5", "Answer: 5"], [0.0] * 3)
     assert winner == 2 and groups == [[0], [1, 2]]
     # Equal group sizes: the shorter representative wins.
-    assert M.vote(["the final answer is 12", "Answer: 3"], [0.0, 0.0])[0] == 1
+    assert V.vote(["the final answer is 12", "Answer: 3"], [0.0, 0.0])[0] == 1
     # Equal sizes and lengths: the earlier group wins.
-    assert M.vote(["Answer: 4", "Answer: 3"], [0.0, 0.0])[0] == 0
+    assert V.vote(["Answer: 4", "Answer: 3"], [0.0, 0.0])[0] == 0
 
 
 def test_vote_weights_beat_the_majority_and_ties_fall_back_to_size():
     answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
-    assert M.vote(answers, [math.log(0.1), math.log(0.1), math.log(0.9)])[0] == 2
-    assert M.vote(answers, [math.log(0.5), math.log(0.4), math.log(0.8)])[0] == 0   # 0.9 > 0.8
+    assert V.vote(answers, [math.log(0.1), math.log(0.1), math.log(0.9)])[0] == 2
+    assert V.vote(answers, [math.log(0.5), math.log(0.4), math.log(0.8)])[0] == 0   # 0.9 > 0.8
     # Equal total weight: the larger group wins.
-    assert M.vote(answers, [math.log(0.25), math.log(0.25), math.log(0.5)])[0] == 0
+    assert V.vote(answers, [math.log(0.25), math.log(0.25), math.log(0.5)])[0] == 0
 
 
 PATTERN = ["bad", "good plan", "bad", "bad", "good plan"]   # 3 runs answer 5, 2 answer 7
@@ -221,13 +223,13 @@ def test_voters_on_the_scripted_world():
 def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     prm = FakeScorer(lambda t: {"bad": -0.5}.get(t.split("</step>")[-2][-3:], 0.2))
     ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), prm=prm, voter_k=1)
-    runs = drive(M.beam_search(ctx, [M.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
+    runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
                                temperature=1.0), ctx)
-    (log_w,) = drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)
+    (log_w,) = drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
     ctx.prm = floor
-    assert math.exp(drive(M.SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
+    assert math.exp(drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 
 # --------------------------------------------------------------------------- the original's rules, by hand
@@ -295,7 +297,7 @@ def test_voter_ties_go_to_the_shorter_first_member():
     # Two groups of two with equal weight: the original compares the groups' first members
     # (22 vs 9 characters), not their shortest ones ("5" would win that).
     answers = ["the answer is 5 indeed", "5", "Answer: 3", "Answer: 3"]
-    winner, groups = M.vote(answers, [0.0] * 4)
+    winner, groups = V.vote(answers, [0.0] * 4)
     assert groups == [[0, 1], [2, 3]] and winner == 2
 
 
@@ -306,16 +308,16 @@ def test_mcts_candidates_with_equal_values_keep_the_originals_order():
         child = root.add_child(0, text, init_value=0.0, init_visits=1)
         child.visits, child.q_sum = (1, q_sum) if text != "D" else (0, 0.0)
     # q_mean: A = B = 0.25, C = 0.45; D unvisited. The original's stack visits B before A.
-    assert [n.text for n in M.ranked_terminals(root)] == ["C", "B", "A"]
+    assert [n.text for n in mcts.ranked_terminals(root)] == ["C", "B", "A"]
 
 
 def test_voters_group_option_letters_and_weigh_in_log_space():
     # Kept from the project (README differences): the original's numeric grouping never grouped A-D,
     # so this vote went to the shortest answer ("Final Answer: C" is not shorter; the first wins).
     letters = ["Final Answer: C", "I pick B. Final Answer: B", "Final Answer: B"]
-    winner, groups = M.vote(letters, [0.0] * 3)
+    winner, groups = V.vote(letters, [0.0] * 3)
     assert groups == [[0], [1, 2]] and winner == 2
     # Path log-probs far below -700: the original's exp() made every weight 0 and fell back to the
     # majority (answer 5); in log space the single likelier path (-750) wins.
     answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
-    assert M.vote(answers, [-800.0, -800.0, -750.0])[0] == 2
+    assert V.vote(answers, [-800.0, -800.0, -750.0])[0] == 2

@@ -199,7 +199,8 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
     assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "models/text_encoder.py",
             "models/token_scorer.py", "models/scorer_meta.py",
-            "answers.py", "graph.py", "state_text.py", "search/node.py", "eval/expand.py"} <= names
+            "answers.py", "graph.py", "state_text.py", "search/node.py", "search/expand.py",
+            "search/beam.py", "search/mcts.py", "search/vote.py"} <= names
     assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
 
     def version():

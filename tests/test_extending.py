@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.expand import SCORER_KINDS, ScorerKind
-from masprm.eval.methods import Beam, beam_search, register_scorer_kind
+from masprm.search.expand import SCORER_KINDS, ScorerKind
+from masprm.eval.methods import register_scorer_kind
+from masprm.search.beam import Beam, beam_search
 from masprm.eval.registry import METHODS, MethodResult, register_method
 from masprm.eval.settings import PassSettings, ViewSettings
 

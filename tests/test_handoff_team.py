@@ -285,3 +285,32 @@ def test_the_shipped_math_handoff8_config_builds_a_team():
     assert all(a != b for a, b in zip(team.fixed_schedule, team.fixed_schedule[1:]))
     s = HandoffSettings.from_flags(flags(min_turns=None, max_turns=None), team)
     assert (s.min_turns, s.max_turns) == (4, 12)
+
+
+def test_an_unknown_route_mode_names_the_registered_ones(fake_policy):
+    from masprm.errors import UnknownNameError
+
+    with pytest.raises(UnknownNameError, match=r"unknown route mode 'fre' \(valid: fixed, free, random; "
+                                               r"did you mean 'free'\?\)"):
+        play(fake_policy, route_plan({1: FINAL}), mode="fre")
+
+
+def test_the_log_prob_selector_ranks_by_the_shared_aggregation():
+    from masprm.interfaces import LogProb
+
+    def logprob(pairs):
+        return [LogProb(-6.0, 5, 3), LogProb(-2.0, 5, 4)]
+        yield  # a search step that is served at once
+
+    proposals = [SimpleNamespace(messages=[], text="a"), SimpleNamespace(messages=[], text="b")]
+
+    def ranks(agg):
+        step = logprob_selector(SimpleNamespace(logprob=logprob), agg)(None, proposals)
+        with pytest.raises(StopIteration) as done:
+            next(step)
+        return done.value.value
+
+    assert ranks("avg_token") == [-2.0, -0.5]   # -6/3, -2/4
+    assert ranks("sum") == [-6.0, -2.0]
+    with pytest.raises(ValueError, match=r"'avg_step' \(expected one of sum, avg_token\)"):
+        logprob_selector(SimpleNamespace(logprob=logprob), "avg_step")

@@ -27,6 +27,13 @@ PURE = {
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.models.scorer_meta": HEAVY,
+    "masprm.search.train_mcts": HEAVY,  # stage 1's search, resume and worker plumbing
+    "masprm.search.beam": HEAVY,
+    "masprm.search.vote": HEAVY,
+    "masprm.search.mcts": HEAVY,
+    "masprm.runs": HEAVY,
+    "masprm.parallel": HEAVY,
+    "masprm.plots.tree_plot": ("torch",),   # drawing trees is part of stage 1, without a model
 }
 
 

@@ -305,14 +305,3 @@ def test_failing_example_is_reported_and_others_written(tmp_path, fake_policy):
     assert "ValueError: model crashed" in failed[0][1]
     assert any("example 2 failed" in line for line in logs)
     assert not (tmp_path / "2.json").exists()
-
-
-def test_the_search_core_does_not_import_torch():
-    import subprocess
-    import sys
-
-    code = ("import sys; import masprm.search.train_mcts, masprm.runs, masprm.parallel, masprm.plots.tree_plot; "
-            "print('torch' in sys.modules)")
-    src = str(Path(__file__).resolve().parents[1] / "src")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env={"PYTHONPATH": src})
-    assert out.stdout.strip() == "False", out.stderr

@@ -1,4 +1,4 @@
-"""Stage 4: compare search methods and scorers on a dataset (SPEC §9).
+"""Stage 4: compare search methods and scorers on a dataset, one logged condition per method.
 
     python src/experiments/compare_sbs_mcts.py --dataset gsm8k --split test --seed 14 \
         --prm_dir checkpoints/MASPRM-GSM8K-1.5B --prm_base_model_id Qwen/Qwen2.5-1.5B-Instruct \
@@ -183,7 +183,7 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
 
 def handoff_report(conditions: list) -> None:
     """The printed prefix table of the handoff conditions and, when both handoff_policy and
-    handoff_prm ran, their paired comparison (SPEC §10): printed, kept in handoff_prm's summary
+    handoff_prm ran, their paired comparison on the same examples: printed, kept in handoff_prm's summary
     and written after COMPLETED in its text log, as the original does."""
     handoff = [c for c in conditions if METHODS[c.method].family == "handoff"]
     if handoff_cli is None or not handoff:

@@ -1,217 +1,35 @@
-"""The static evaluation methods of SPEC §9, registered in the method registry.
+"""The static evaluation methods and scorer kinds, registered in the method registry.
 
 single_pass, step-level beam search (sbs_*), inference MCTS (mcts_*) and
-voters (voter_*) all grow trajectories through `masprm.eval.expand`; they
-differ in what they keep. Importing this module also registers the handoff
-methods when that package is present, so the registry is complete for the CLI.
-Pure Python: no torch import.
+voters (voter_*) are implemented in `masprm.search`; this module says what
+each scorer kind's value is (at a step, at an MCTS leaf, as a voter weight)
+and registers one method per kind and family. Importing it also registers the
+handoff methods when that package is present, so the registry is complete for
+the CLI. Pure Python: no torch import.
 """
 
 from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from masprm.answers import answers_equal
-from masprm.eval.expand import (SCORER_KINDS, Candidate, ScorerKind, Step, aggregate_logprob,
-                                drop_duplicate_texts, ensure_logprobs, orm_values, prm_values, propose,
-                                score_candidates, softmax)
-from masprm.eval.registry import EvalContext, MethodResult, register_method
+from masprm.eval.registry import EvalContext, register_method
 from masprm.eval.settings import (LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings, SBSSettings,
                                   ViewSettings, VoterSettings)
-from masprm.graph import RoutingState
-from masprm.search.node import Node, argmax_child, backup, puct, uct_inference
+from masprm.search.beam import Beam, sbs_family, single_pass
+from masprm.search.expand import (SCORER_KINDS, Candidate, ScorerKind, Step, aggregate_logprob,
+                                  ensure_logprobs, orm_values, prm_values)
+from masprm.search.mcts import mcts_family
+from masprm.search.node import Node
+from masprm.search.vote import voter_family
+
+register_method("single_pass", settings=(PassSettings,))(single_pass)
 
 
 def scorers_needed(method: str, settings: Any) -> set[str]:
     """Scorer roles beyond the registry's static `needs` (`--orm_leaf` adds the ORM to mcts_prm)."""
     return {"orm"} if method == "mcts_prm" and getattr(settings, "orm_leaf", False) else set()
-
-
-# --------------------------------------------------------------------------- step-level beam search
-
-
-@dataclass(frozen=True)
-class Beam:
-    state: RoutingState
-    score: float = 0.0
-    trail: tuple[Candidate, ...] = ()    # the candidates chosen so far, in order
-
-
-def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: int,
-                scorer: str | None, temperature: float) -> Step:
-    """Decide the agents in topological order, `branching` candidates per beam, keep `width`.
-
-    Beams for which the agent is not runnable are carried forward with their
-    score. A candidate's score replaces its beam's score. Without a scorer
-    only each beam's first candidate is kept and nothing is re-ranked.
-    """
-    for agent in ctx.graph.topo_order:
-        active = [i for i, b in enumerate(beams) if b.state.is_runnable(agent)]
-        if not active:
-            continue
-        proposals = yield from propose(ctx, [beams[i].state for i in active], agent, branching,
-                                       temperature=temperature)
-        if scorer:
-            yield from score_candidates(ctx, scorer, [c for group in proposals for c in group])
-        grown = dict(zip(active, proposals))
-        next_beams: list[Beam] = []
-        for i, beam in enumerate(beams):
-            if i not in grown:
-                next_beams.append(beam)
-                continue
-            kept = grown[i] if scorer else grown[i][:1]
-            next_beams.extend(Beam(c.state, c.score if scorer else beam.score, beam.trail + (c,))
-                              for c in kept)
-        if scorer:
-            next_beams.sort(key=lambda b: -b.score)   # stable: earlier beams win ties
-        beams = next_beams[:width]
-    return beams
-
-
-def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: str | None) -> Step:
-    start = Beam(ctx.graph.start(example.question))
-    beams = yield from beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
-                        temperature=ctx.settings.sbs_temperature)
-    answers = [b.state.final_answer() for b in beams]
-    return MethodResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
-
-
-@register_method("single_pass", settings=(PassSettings,))
-def single_pass(ctx: EvalContext, example: Any) -> Step:
-    return (yield from sbs(ctx, example, width=1, branching=1, scorer=None))
-
-
-def sbs_family(ctx: EvalContext, example: Any, kind: str) -> Step:
-    return (yield from sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer=kind))
-
-
-# --------------------------------------------------------------------------- inference MCTS
-
-
-def expand(ctx: EvalContext, node: Node, step_scorer: str) -> Step:
-    """Children for the next runnable agent: sample, drop duplicate texts, score, set priors."""
-    s = ctx.settings
-    agent = node.state.next_runnable()
-    [proposed] = yield from propose(ctx, [node.state], agent, s.max_children, temperature=s.mcts_temperature)
-    cands = drop_duplicate_texts(proposed)
-    yield from score_candidates(ctx, step_scorer, cands)
-    if s.uct_type == "puct":
-        yield from ensure_logprobs(ctx, cands)
-        priors = softmax([c.logprob.avg_token for c in cands])
-    else:
-        priors = [1.0 / len(cands)] * len(cands)
-    for c, prior in zip(cands, priors):
-        node.add_child(agent, c.text, init_value=c.score, init_visits=1,
-                       info={"score": c.score, "logprob": c.logprob, "prior": prior})
-
-
-SELECTION_RULES: dict[str, Callable[[Node, Node, float], float]] = {
-    "uct": lambda parent, child, c: uct_inference(child.q_mean, parent.visits, child.visits, c),
-    "puct": lambda parent, child, c: puct(child.q_mean, parent.visits, child.visits, c, child.info["prior"]),
-}
-
-
-def select_child(node: Node, rule: str, c: float) -> Node:
-    score = SELECTION_RULES[rule]
-    return argmax_child(node, lambda child: score(node, child, c))
-
-
-
-
-def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value: str) -> Step:
-    """n_simulations simulations: descend (expanding childless nodes) to a terminal, back up its value."""
-    s = ctx.settings
-    root = Node(ctx.graph.start(question), init_visits=1)
-    for _ in range(s.n_simulations):
-        path = [root]
-        while not path[-1].is_terminal:
-            if not path[-1].children:
-                yield from expand(ctx, path[-1], step_scorer)
-            path.append(select_child(path[-1], s.uct_type, s.c_uct))
-        backup(path, (yield from SCORER_KINDS[leaf_value].leaf(ctx, path)))
-    return root
-
-
-def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -> Step:
-    root = yield from search_tree(ctx, example.question, step_scorer=step_scorer, leaf_value=leaf_value)
-    # The answer: follow the highest q_mean down; finish a branch that was never simulated.
-    node = root
-    while not node.is_terminal:
-        if not node.children:
-            yield from expand(ctx, node, step_scorer)
-        node = argmax_child(node, lambda child: child.q_mean)
-    visited = ranked_terminals(root)
-    nodes = sum(1 for _ in root.walk())
-    return MethodResult(node.final_answer, [n.final_answer for n in visited],
-                        {"tree_nodes": nodes, "terminal_visited": len(visited)})
-
-
-def ranked_terminals(root: Node) -> list[Node]:
-    """Visited terminal nodes by q_mean, best first (the pass@k candidates).
-
-    Ties keep the original's order: it collected nodes with a stack (the last
-    child is visited first) and then sorted stably.
-    """
-    found, stack = [], [root]
-    while stack:
-        node = stack.pop()
-        if node.is_terminal and node.visits > 0:
-            found.append(node)
-        stack.extend(node.children)
-    return sorted(found, key=lambda n: -n.q_mean)
-
-
-def mcts_family(ctx: EvalContext, example: Any, kind: str) -> Step:
-    return (yield from mcts(ctx, example, step_scorer=kind, leaf_value=kind))
-
-
-def _logsumexp(values: Sequence[float]) -> float:
-    top = max(values)
-    return top + math.log(sum(math.exp(v - top) for v in values))
-
-
-def vote(answers: Sequence[str], log_weights: Sequence[float],
-         same: Callable[[str, str], bool] = answers_equal) -> tuple[int, list[list[int]]]:
-    """Index of the winning answer, and the groups (lists of run indices).
-
-    Answers are grouped by `same` against each group's first member. The
-    group with the largest total weight wins; ties go to the larger group,
-    then the shorter representative (the group's first member, as in the
-    original), then the earlier group. The prediction is the winning group's
-    shortest member.
-    """
-    groups: list[list[int]] = []
-    for i, answer in enumerate(answers):
-        for group in groups:
-            if same(answer, answers[group[0]]):
-                group.append(i)
-                break
-        else:
-            groups.append([i])
-
-    def shortest(group: list[int]) -> int:
-        return min(group, key=lambda i: (len(answers[i]), i))
-
-    def rank(g: int) -> tuple:
-        group = groups[g]
-        return (_logsumexp([log_weights[i] for i in group]), len(group), -len(answers[group[0]]), -g)
-
-    best = max(range(len(groups)), key=rank)
-    return shortest(groups[best]), groups
-
-
-def voter_family(ctx: EvalContext, example: Any, weighting: str) -> Step:
-    k = ctx.settings.voter_k
-    start = Beam(ctx.graph.start(example.question))
-    # k independent single passes, advanced together so each agent is one policy call.
-    runs = yield from beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
-                       temperature=ctx.settings.sbs_temperature)
-    answers = [b.state.final_answer() for b in runs]
-    winner, groups = vote(answers, (yield from SCORER_KINDS[weighting].weight(ctx, runs)))
-    return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
 
 
 # --------------------------------------------------------------------------- scorer kinds

@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.search.expand import LOGPROB_AGGS
 from masprm.state_text import VIEWS
-
-LOGPROB_AGGS = ("sum", "avg_token", "avg_step")
 
 
 @dataclass(frozen=True)

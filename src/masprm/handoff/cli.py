@@ -13,7 +13,7 @@ from typing import Any, Sequence
 
 from masprm.cli import UsageError, check
 from masprm.graph import MASGraph
-from masprm.handoff.scoring import LOGPROB_AGGS
+from masprm.handoff.scoring import TURN_LOGPROB_AGGS
 from masprm.handoff.protocol import role_key
 from masprm.handoff.team import (DEFAULT_MAX_TURNS, DEFAULT_MIN_TURNS, HandoffSettings, HandoffTeam,
                                   default_schedule)
@@ -38,7 +38,7 @@ def add_handoff_args(parser: argparse.ArgumentParser) -> argparse._ArgumentGroup
                        help="handoff_random never draws FINAL, so every run lasts --max_turns turns")
     group.add_argument("--prm_context_length", type=int, default=16384,
                        help="token budget of the handoff PRM's transcript; oldest turns are dropped first")
-    group.add_argument("--handoff_logprob_agg", choices=LOGPROB_AGGS, default="avg_token",
+    group.add_argument("--handoff_logprob_agg", choices=TURN_LOGPROB_AGGS, default="avg_token",
                        help="how policy log-prob ranks proposals (default avg_token)")
     group.add_argument("--handoff_temperature", type=float, default=None,
                        help="sampling temperature of handoff proposals (default: --sbs_temperature)")

@@ -1,4 +1,4 @@
-"""The four dynamic-routing conditions as evaluation methods (SPEC §10).
+"""The four dynamic-routing conditions as evaluation methods.
 
     handoff_fixed   the config's fixed schedule, proposals ranked by policy log-prob
     handoff_random  a seeded random recipient each turn, ranked by policy log-prob

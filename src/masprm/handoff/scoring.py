@@ -15,11 +15,13 @@ from typing import Any, Callable, Generator, Sequence
 
 from masprm.handoff.protocol import RoutedTurn
 from masprm.handoff.team import HandoffRun, Proposal, Selector
+from masprm.search.expand import LOGPROB_AGGS, aggregate_logprob
 from masprm.state_text import DEFAULT_SEPARATOR
 
 TokenCounter = Callable[[str], int]
 Step = Generator[Any, Any, list[float]]   # yields model requests (masprm.search.engine)
-LOGPROB_AGGS = ("sum", "avg_token")
+# A proposal is one step, so avg_step would only repeat sum: the handoff offers the other two.
+TURN_LOGPROB_AGGS = tuple(a for a in LOGPROB_AGGS if a != "avg_step")
 
 
 @dataclass(frozen=True)
@@ -103,11 +105,11 @@ def prm_selector(ctx: Any, limit: int) -> Selector:
 
 def logprob_selector(ctx: Any, agg: str) -> Selector:
     """Score each proposal by the policy's log-prob of its raw text given the speaker's prompt."""
-    if agg not in LOGPROB_AGGS:
-        raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
+    if agg not in TURN_LOGPROB_AGGS:
+        raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(TURN_LOGPROB_AGGS)})")
 
     def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
         lps = yield from ctx.logprob([(p.messages, p.text) for p in proposals])
-        return [lp.avg_token if agg == "avg_token" else lp.logprob for lp in lps]
+        return [aggregate_logprob([lp], agg) for lp in lps]
 
     return select

@@ -1,4 +1,4 @@
-"""The handoff team and its turn loop (SPEC §10).
+"""The handoff team and its turn loop: private messages, one recipient per turn.
 
 Roles are the config's agents, named by ``name``. Messages are private: a
 turn is visible to its speaker and its recipient only. Each turn the active
@@ -22,6 +22,7 @@ from typing import Any, Callable, Generator, Sequence
 from masprm.graph import ConfigError, MASGraph
 from masprm.handoff.protocol import FINAL, ParseError, RoutedTurn, fallback_turn, parse_turn, role_key
 from masprm.interfaces import Messages
+from masprm.registry import Registry
 
 PREFIX_TURNS = (4, 8, 12)
 DEFAULT_MIN_TURNS = 4
@@ -209,11 +210,10 @@ class Route:
         return schedule(team, settings)[0] if self.follows_schedule else team.initial_role
 
 
-ROUTE_MODES: dict[str, Route] = {
-    "fixed": Route(fixed_recipient, follows_schedule=True),
-    "random": Route(random_recipient),
-    "free": Route(own_recipient),
-}
+ROUTE_MODES: Registry[Route] = Registry("route mode")
+ROUTE_MODES.register("fixed", Route(fixed_recipient, follows_schedule=True))
+ROUTE_MODES.register("random", Route(random_recipient))
+ROUTE_MODES.register("free", Route(own_recipient))
 
 
 # --------------------------------------------------------------------------- one run

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from masprm.graph import RoutingState
+from masprm.tree_schema import action_text, tree_node
 
 MAX_JSON_CHILDREN = 8
 
@@ -44,7 +45,7 @@ class Node:
 
     @property
     def action_text(self) -> str | None:
-        return None if self.agent is None else f"[agent {self.agent}] {self.text}"
+        return None if self.agent is None else action_text(self.agent, self.text)
 
     def add_child(self, agent: int, text: str, **kwargs: Any) -> "Node":
         child = Node(self.state.decide(agent, text), parent=self, agent=agent, text=text, **kwargs)
@@ -101,18 +102,12 @@ def backup(path: list[Node], value: float) -> None:
         node.q_sum += value
 
 
-# --------------------------------------------------------------------------- tree JSON (SPEC §5)
+# --------------------------------------------------------------------------- tree JSON
+# A node is written with its first MAX_JSON_CHILDREN children; the root's text is the question.
 
 
 def node_to_json(node: Node) -> dict[str, Any]:
-    return {
-        "steps": node.state.steps(),
-        "action_text": node.action_text,
-        "is_terminal": node.is_terminal,
-        "final_answer": node.final_answer,
-        "visits": node.visits,
-        "q_sum": node.q_sum,
-        "q_mean": node.q_mean,
-        "node_text": node.state.question if node.agent is None else node.text,
-        "children": [node_to_json(c) for c in node.children[:MAX_JSON_CHILDREN]],
-    }
+    return tree_node(steps=node.state.steps(), action=node.action_text, is_terminal=node.is_terminal,
+                     final_answer=node.final_answer, visits=node.visits, q_sum=node.q_sum, q_mean=node.q_mean,
+                     node_text=node.state.question if node.agent is None else node.text,
+                     children=[node_to_json(c) for c in node.children[:MAX_JSON_CHILDREN]])

@@ -1,4 +1,4 @@
-"""Training-time MAS-MCTS: one search tree per example, labelled by outcome (SPEC §5).
+"""Training-time MAS-MCTS: one search tree per example, labelled by outcome.
 
 Each rollout walks from the question down to a finished trajectory. A node
 without children is expanded by sampling ``n_candidates`` outputs of the next
@@ -34,11 +34,13 @@ from masprm.cli import UsageError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
 from masprm.search.engine import RequestKeys, Sample, Search, drive, run_batched
+from masprm.search.expand import token_cap
+from masprm.tree_schema import is_search_tree
 from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
 
 Grader = Callable[[str, "str | None"], bool]
 
-# Early stop (SPEC §5): the root value must move by more than MOVE_TOL to count
+# Early stop: the root value must move by more than MOVE_TOL to count
 # as progress, a value within SATURATION_TOL of +-1 is settled anyway, and the
 # search ends after STALE_LIMIT rollouts without progress.
 MOVE_TOL = 0.01
@@ -115,9 +117,7 @@ class TreeSearch:
     def expand(self, node: Node) -> Search:
         """One child per sampled output of the next runnable agent (no de-duplication)."""
         agent = node.state.next_runnable()
-        cap = self.graph.agents[agent].max_new_tokens
-        if self.settings.max_new_tokens is not None:
-            cap = min(cap, self.settings.max_new_tokens)
+        cap = token_cap(self.graph, agent, self.settings.max_new_tokens)
         keys = self.keys.next(1) if self.keys is not None else None
         [gens] = yield Sample((node.state.messages(agent),), self.settings.n_candidates,
                               self.settings.temperature, self.settings.top_p, cap, keys)
@@ -246,8 +246,7 @@ def tree_problem(path: Path, example: Any) -> str | None:
         tree = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as err:  # ValueError: bad JSON or bad UTF-8
         return f"unreadable ({type(err).__name__})"
-    if not isinstance(tree, dict) or not isinstance(tree.get("children"), list) \
-            or not isinstance(tree.get("visits"), int):
+    if not is_search_tree(tree):
         return "not a search tree"
     if tree.get("node_text") != example.question:
         return "built for another question"

@@ -1,6 +1,7 @@
 """The shared search core: batched candidate generation and batched scoring.
 
-Every search method (single pass, step-level beam search, MCTS, voters)
+Every search method (single pass, step-level beam search, MCTS, voters;
+training MCTS shares the token cap)
 grows trajectories the same way: for a set of states waiting on the same
 agent, sample candidates for all of them in ONE policy call, then score all
 candidates in ONE scorer forward (or one batched log-prob call). The methods
@@ -11,16 +12,18 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
-from masprm.eval.registry import EvalContext
-from masprm.eval.settings import LOGPROB_AGGS
 from masprm.registry import Registry
-from masprm.graph import RoutingState
+from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
 from masprm.state_text import DEFAULT_SEPARATOR, state_text
 
+if TYPE_CHECKING:   # the context is only named in annotations; training MCTS runs without it
+    from masprm.eval.registry import EvalContext
+
 Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
+LOGPROB_AGGS = ("sum", "avg_token", "avg_step")   # how a path's log-prob is aggregated (aggregate_logprob)
 
 
 @dataclass(eq=False)
@@ -39,9 +42,10 @@ class Candidate:
 # --------------------------------------------------------------------------- generation
 
 
-def token_cap(ctx: EvalContext, agent: int) -> int:
-    """max_new_tokens = min(requested cap, the agent's own cap)."""
-    return min(ctx.settings.max_new_tokens, ctx.graph.agents[agent].max_new_tokens)
+def token_cap(graph: MASGraph, agent: int, cap: int | None) -> int:
+    """The agent's own max_new_tokens, lowered to `cap` when one is given (None: no cap)."""
+    own = graph.agents[agent].max_new_tokens
+    return own if cap is None else min(cap, own)
 
 
 def propose(ctx: EvalContext, states: Sequence[RoutingState], agent: int, n: int, *,
@@ -49,7 +53,7 @@ def propose(ctx: EvalContext, states: Sequence[RoutingState], agent: int, n: int
     """n candidates of `agent` for each state, from one batched policy call."""
     prompts = [s.messages(agent) for s in states]
     sampled = yield from ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
-                         max_new_tokens=token_cap(ctx, agent))
+                         max_new_tokens=token_cap(ctx.graph, agent, ctx.settings.max_new_tokens))
     return [[Candidate(s, agent, g.text, s.decide(agent, g.text), g.new_tokens) for g in gens]
             for s, gens in zip(states, sampled)]
 

@@ -1,0 +1,62 @@
+"""Voters (voter_*): k independent single passes, answers grouped and weighted.
+
+The k runs advance together (one policy call per agent); a scorer kind gives
+each run a log-weight and the heaviest group of equal answers wins.
+Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any, Callable, Sequence
+
+from masprm.answers import answers_equal
+from masprm.eval.registry import EvalContext, MethodResult
+from masprm.search.beam import Beam, beam_search
+from masprm.search.expand import SCORER_KINDS, Step
+
+
+def _logsumexp(values: Sequence[float]) -> float:
+    top = max(values)
+    return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def vote(answers: Sequence[str], log_weights: Sequence[float],
+         same: Callable[[str, str], bool] = answers_equal) -> tuple[int, list[list[int]]]:
+    """Index of the winning answer, and the groups (lists of run indices).
+
+    Answers are grouped by `same` against each group's first member. The
+    group with the largest total weight wins; ties go to the larger group,
+    then the shorter representative (the group's first member, as in the
+    original), then the earlier group. The prediction is the winning group's
+    shortest member.
+    """
+    groups: list[list[int]] = []
+    for i, answer in enumerate(answers):
+        for group in groups:
+            if same(answer, answers[group[0]]):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+
+    def shortest(group: list[int]) -> int:
+        return min(group, key=lambda i: (len(answers[i]), i))
+
+    def rank(g: int) -> tuple:
+        group = groups[g]
+        return (_logsumexp([log_weights[i] for i in group]), len(group), -len(answers[group[0]]), -g)
+
+    best = max(range(len(groups)), key=rank)
+    return shortest(groups[best]), groups
+
+
+def voter_family(ctx: EvalContext, example: Any, weighting: str) -> Step:
+    k = ctx.settings.voter_k
+    start = Beam(ctx.graph.start(example.question))
+    # k independent single passes, advanced together so each agent is one policy call.
+    runs = yield from beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
+                       temperature=ctx.settings.sbs_temperature)
+    answers = [b.state.final_answer() for b in runs]
+    winner, groups = vote(answers, (yield from SCORER_KINDS[weighting].weight(ctx, runs)))
+    return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
