@@ -40,7 +40,7 @@ pipeline() {  # $1: code folder, $2: output folder (both sides run in one folder
     --model_id "$WORK/tiny" --data_file "$WORK/gsm8k.jsonl" --max_new_tokens 24 --no_plot > stage1.out 2>&1 || return 1
   local run; run=$(ls results | grep '_res_train_' | head -1)
   "$PY" "$code/src/train/preprocess_data.py" --input "results/$run" --target-nodes 5 --make-ppm --ppm-max-pairs 8 \
-    --ppm-pos-topk 4 --ppm-neg-topk 4 --view full --config configs/gsm8k.yaml > stage2.out 2>&1 || return 1
+    --ppm-pos-topk 4 --ppm-neg-topk 4 --ppm-root-window -1 1 --view full --config configs/gsm8k.yaml > stage2.out 2>&1 || return 1
   "$PY" "$code/src/train/trainer.py" --mode ppm --data_dir "results/ppm_pairs_$run.jsonl" --model-id "$WORK/tiny" \
     --output-dir prm --max-steps 2 --lr 1e-4 --train-batch-size 4 --grad-accum 1 --lora-r 8 --lora-alpha 16 \
     --max-length 128 --eval-steps 2 --seed 42 --quiet --no-hub-logs > stage3.out 2>&1 || return 1
