@@ -4,8 +4,9 @@
 
 Reads `<logs_dir>/*.txt`, groups the COMPLETED logs of one experiment (the
 file name without its trailing `_<seed>`), writes the CSV of mean/std across
-seeds, prints the table, and draws accuracy against generated tokens next to
-the CSV (`aggregated_results.png`).
+seeds, prints the table, and draws accuracy against model work per example
+(policy tokens generated + scorer tokens read, from the summary sidecars), one
+line per method through its budgets, next to the CSV (`aggregated_results.png`).
 """
 
 from dataclasses import dataclass
@@ -22,7 +23,7 @@ from masprm.io import atomic_write_text
 class AggregateArgs:
     logs_dir: str = arg("logs", flags=("--logs_dir",), help="folder of the stage-4 text logs (default logs)")
     out: str = arg("aggregated_results.csv", help="CSV to write (the plot goes next to it)")
-    no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/tokens plot")
+    no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/work plot")
     seed: int = arg(42, help="accepted for uniformity; aggregation is not random")
 
 

@@ -2,20 +2,24 @@
 
 Runs the README's five stages as a user would, with ``--dataset toy``:
 
-  0. build the toy world once (tiny policy + data; cached in artifacts/toy)
+  0. the toy world (shipped policy + data; cached in artifacts/toy)
   1. MAS-MCTS trees on the train split               (src/run_mcts.py)
   2. PRM samples and Bradley-Terry pairs             (src/train/preprocess_data.py)
   3. the MASPRM (ppm) and an ORM                     (src/train/trainer.py)
-  4. six search conditions on the test split, seeds 14 / 24 / 42
-                                                     (src/experiments/compare_sbs_mcts.py)
-  5. mean / std over seeds, table and plot           (aggregator.py)
+  4. the search conditions on the 240 test questions, seeds 14 / 24 / 42, each
+     search method at several budgets               (src/experiments/compare_sbs_mcts.py)
+     and the step-level benchmark                    (python -m masprm.toy.stepbench)
+  5. mean / std over seeds, table, budget curves, and the paper's claims as
+     paired comparisons with bootstrap CIs           (aggregator.py, masprm.toy.claims)
 
-Every command is printed before it runs. The conditions that need no
-scorer (single_pass, sbs_logprob, mcts_logprob) are evaluated while stages
-1-3 run, on the other core; the final evaluation command of each seed then
-finds them COMPLETED and runs only the scorer conditions. Stages whose
-outputs exist are skipped and every stage resumes by itself, so an
-interrupted demo continues where it stopped; ``make clean-demo`` starts over.
+Every command is printed before it runs, under the same pinned numerics
+(`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
+job), so another x86-64 CPU computes the same numbers. The conditions that
+need no scorer are evaluated while stages 1-3 run, on the other core; the
+evaluation commands of stage 4 then find them COMPLETED and run only the
+scorer conditions. Stages whose outputs exist are skipped and every stage
+resumes by itself, so an interrupted demo continues where it stopped;
+``make clean-demo`` starts over.
 """
 
 import sys
@@ -31,6 +35,7 @@ from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.errors import MasprmError
 from masprm.io import read_json
 from masprm.models.scorer_meta import SCORER_META_FILE
+from masprm.toy.build import PINNED_NUMERICS
 
 ROOT = Path(__file__).resolve().parents[1]
 PY = sys.executable
@@ -42,19 +47,30 @@ CONFIG = "configs/toy.yaml"
 SEEDS = (14, 24, 42)
 N_TRAIN = 400                      # train-split questions searched in stage 1 (the whole split)
 ROLLOUTS, SEARCH_C, CANDIDATES, TEMPERATURE, TOP_P = 40, 4, 3, 0.7, 0.95
-TARGET_NODES = 3                   # question + Planner + Solver
+TARGET_NODES = 5                   # question + Reader + Planner + Solver + Verifier
 PPM_DIR, ORM_DIR = "checkpoints/toy-ppm", "checkpoints/toy-orm"
 LOGS = "logs/toy_demo"
 TABLE = "results/toy_demo_aggregated_results.csv"
+STEPBENCH = "results/toy_stepbench.json"
+CLAIMS = "results/toy_demo_claims.txt"
 METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
-NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
+NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob", "voter_plain")
+# Budget curves: the README's evaluation command (main), then each search family at other budgets.
+BUDGETS = (
+    ("main", (), METHODS),
+    ("mcts5", ("--n_simulations", "5"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
+    ("mcts20", ("--n_simulations", "20"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
+    ("sbs2x3", ("--b1", "2", "--b2", "3"), ("sbs_logprob", "sbs_prm")),
+    ("vote5", ("--voter_k", "5"), ("voter_plain", "voter_prm", "voter_orm")),
+    ("vote10", ("--voter_k", "10"), ("voter_plain", "voter_prm", "voter_orm")),
+)
 # --eval-steps 40: runs of 160-480 steps pick their best of several evaluations (the default of 200 would
 # leave the MASPRM's run with its final weights only).
 SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--train-batch-size", "16",
                    "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
-SEARCH_BATCH = 16                  # examples searched together, their model calls batched (results unchanged)
+SEARCH_BATCH = 32                  # examples searched together, their model calls batched (results unchanged)
 
 
 def run_folder() -> str:
@@ -92,15 +108,17 @@ class Commands:
     pairs: list[str]
     scorers: list[list[str]]
     early_evals: list[list[str]]   # the conditions that need no scorer
-    evals: list[list[str]]         # the README's evaluation command, one per seed
+    evals: list[list[str]]         # per budget and seed: the README's evaluation command with that budget
+    stepbench: list[str]
     aggregate: list[str]
+    claims: list[str]
 
 
 def commands(args) -> Commands:
     run = run_folder()
     name = Path(run).name
 
-    def evaluation(seed: int, methods, scorers: bool) -> list[str]:
+    def evaluation(seed: int, methods, scorers: bool, budget=()) -> list[str]:
         cmd = [PY, "src/experiments/compare_sbs_mcts.py", "--dataset", "toy", "--split", "test",
                "--seed", str(seed)]
         if scorers:
@@ -110,7 +128,7 @@ def commands(args) -> Commands:
                       "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
                       "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
                       "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
-                      "--search_batch_size", str(SEARCH_BATCH), *CPU]
+                      "--search_batch_size", str(SEARCH_BATCH), *CPU, *budget]
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
         return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
@@ -128,9 +146,14 @@ def commands(args) -> Commands:
                "--view", "full", "--config", CONFIG],
         scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
                  scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
-        early_evals=[evaluation(s, NO_SCORER, scorers=False) for s in args.seeds],
-        evals=[evaluation(s, METHODS, scorers=True) for s in args.seeds],
+        early_evals=[evaluation(s, [m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
+                     for _, budget, methods in BUDGETS if set(methods) & set(NO_SCORER) for s in args.seeds],
+        evals=[evaluation(s, methods, scorers=True, budget=budget) for _, budget, methods in BUDGETS
+               for s in args.seeds],
+        stepbench=[PY, "-m", "masprm.toy.stepbench", "--policy", POLICY, "--prm_dir", PPM_DIR, "--orm_dir", ORM_DIR,
+                   "--mas_config", CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
         aggregate=[PY, "aggregator.py", "--logs_dir", LOGS, "--out", TABLE],
+        claims=[PY, "-m", "masprm.toy.claims", "--logs_dir", LOGS, "--out", CLAIMS, "--seed", str(args.seed)],
     )
 
 
@@ -147,7 +170,7 @@ class Job:
     def __init__(self, cmd: list[str], *, threads: int | None = 1, log: Path | None = None,
                  env: dict[str, str] | None = None):
         self.cmd, self.log = cmd, log
-        full_env = {**os.environ, **(env or {})}
+        full_env = {**PINNED_NUMERICS, **os.environ, **(env or {})}
         if threads:  # tiny models decode fastest on one thread; side-by-side jobs share the cores
             full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         print(f"$ {show(cmd)}" + (f"   [output: {log.relative_to(ROOT)}]" if log else ""), flush=True)
@@ -178,16 +201,22 @@ def quiet_log(name: str) -> Path:
 
 
 def run_side_by_side(cmds: list[list[str]], names: list[str], jobs: int) -> None:
-    pending = list(zip(cmds, names))
-    while pending:
-        batch, pending = pending[:jobs], pending[jobs:]
-        started = [Job(c, log=quiet_log(n)) for c, n in batch]
-        try:
-            for job in started:
-                job.wait()
-        finally:
-            for job in started:
-                job.stop()
+    """Up to `jobs` commands at a time; the next starts as soon as one ends (the first failure stops all)."""
+    pending, running = list(zip(cmds, names)), []
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                cmd, name = pending.pop(0)
+                running.append(Job(cmd, log=quiet_log(name)))
+            done = next((job for job in running if job.proc.poll() is not None), None)
+            if done is None:
+                time.sleep(0.2)
+                continue
+            running.remove(done)
+            done.wait()
+    finally:
+        for job in running:
+            job.stop()
 
 
 class Background:
@@ -231,8 +260,8 @@ def main() -> int:
     p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
     p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="evaluation seeds")
     p.add_argument("--n_train", type=int, default=N_TRAIN, help="train questions searched in stage 1")
-    p.add_argument("--jobs", type=int, default=len(SEEDS),
-                   help=f"evaluation commands run side by side, one thread each (default {len(SEEDS)})")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="evaluation commands run side by side, one thread each (default 2, one per core)")
     p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
     p.add_argument("--seed", type=int, default=42,
                    help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
@@ -241,7 +270,8 @@ def main() -> int:
     check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
     c = commands(args)
     if args.dry_run:
-        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals, *c.evals, c.aggregate]:
+        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals, *c.evals, c.stepbench, c.aggregate,
+                    c.claims]:
             print(f"$ {show(cmd)}")
         return 0
 
@@ -281,19 +311,26 @@ def main() -> int:
     background.join()
     timings.append(("1-3 trees+pairs+scorers", time.time() - t))
 
-    t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)))
-    run_side_by_side(c.evals, [f"eval_seed_{s}" for s in args.seeds], jobs=args.jobs)
+    t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)) + ", and the step-level benchmark")
+    names = [f"eval_{name}_seed_{s}" for name, _, _ in BUDGETS for s in args.seeds]
+    if (ROOT / STEPBENCH).is_file():
+        print(f"step-level benchmark: {STEPBENCH} already there: skipped")
+    else:
+        c.evals, names = [c.stepbench, *c.evals], ["stepbench", *names]
+    run_side_by_side(c.evals, names, jobs=args.jobs)
     timings.append(("4 evaluation", time.time() - t))
 
-    t = stage("5 aggregate")
+    t = stage("5 aggregate, budget curves and the paper's claims")
     Job(c.aggregate).wait()
+    Job(c.claims).wait()
     timings.append(("5 aggregate", time.time() - t))
 
     print("\n=== demo finished ===")
     for name, seconds in timings:
         print(f"{name:<26} {seconds:7.1f} s")
     print(f"{'total':<26} {time.time() - started:7.1f} s")
-    print(f"table: {TABLE}\nplot:  {Path(TABLE).with_suffix('.png')}")
+    print(f"table:  {TABLE}\nplot:   {Path(TABLE).with_suffix('.png')}\nclaims: {CLAIMS}\n"
+          f"step-level benchmark: {STEPBENCH}")
     return 0
 
 

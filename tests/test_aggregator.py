@@ -1,8 +1,12 @@
-"""Stage 5: seed logs of one experiment become one row; unfinished and FAILED logs are skipped."""
+"""Stage 5: seed logs of one experiment become one row; unfinished and FAILED logs are skipped.
+
+The plot joins the experiments of one method (its budgets) into one curve over model work per example.
+"""
 
 from __future__ import annotations
 
 import csv
+import json
 import statistics
 import subprocess
 import sys
@@ -10,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.aggregate import aggregate, columns, parse_log, read_logs, split_experiment, to_csv
-from masprm.eval.logs import render_log
+from masprm.aggregate import (aggregate, budget_label, columns, model_work, parse_log, plot_results, plot_series,
+                              read_logs, split_experiment, split_label, to_csv, uses_model_work)
+from masprm.eval.logs import render_log, stable_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 EXP = "gsm8k_mcts_prm_0123abcd45_Qwen_Qwen2.5-1.5B-Instruct"
@@ -96,3 +101,109 @@ def test_cli_writes_csv_and_plot_and_reports_skips(logs, tmp_path):
     bad = subprocess.run([sys.executable, str(ROOT / "aggregator.py"), "--logs_dir", str(tmp_path / "nope")],
                          capture_output=True, text=True, cwd=tmp_path, timeout=120)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "--logs_dir" in bad.stderr
+
+
+# --------------------------------------------------------------------------- the budget-curve plot
+
+
+def write_condition(folder: Path, method: str, settings: dict, seed: int, acc: float, generated: int, scored: int,
+                    n: int = 10, sidecars: bool = True) -> str:
+    """A COMPLETED log with (by default) its manifest and summary sidecars, as stage 4 writes them."""
+    definition = {"method": method, "settings": settings, "data": {"dataset": "toy"}, "code_version": "c0de"}
+    stem = f"toy_{method}_{stable_hash(definition)}_policy"
+    s = summary(acc, generated / n, n=n)
+    s.update(generated_tokens_total=generated, scorer_tokens_total=scored, condition=method)
+    write_log(folder, f"{stem}_{seed}", s, condition=f"{method} label")
+    if sidecars:
+        (folder / f"{stem}_{seed}.summary.json").write_text(json.dumps(s))
+        (folder / f"{stem}_{seed}.manifest.json").write_text(
+            json.dumps({"condition": method, "seed": seed, "definition": definition}))
+    return stem
+
+
+MCTS = {"max_children": 3, "c_uct": 2.0, "uct_type": "uct"}
+
+
+@pytest.fixture
+def budgets(tmp_path):
+    """mcts_prm at 20, 5 and 10 simulations (two seeds each), voter_prm at k=5 and k=10 (one seed)."""
+    for sims, acc in ((20, 0.8), (5, 0.4), (10, 0.6)):
+        for seed, shift in ((1, -0.05), (2, 0.05)):
+            write_condition(tmp_path, "mcts_prm", {**MCTS, "n_simulations": sims}, seed, acc + shift,
+                            generated=100 * sims, scored=50 * sims)
+    for k in (5, 10):
+        write_condition(tmp_path, "voter_prm", {"voter_k": k, "top_p": 0.95}, 1, 0.3 + k / 100,
+                        generated=80 * k, scored=20 * k)
+    return tmp_path
+
+
+def test_work_is_generated_plus_scorer_tokens_per_finished_example(budgets):
+    logs = read_logs(budgets)
+    mcts = [log for log in logs if log.condition.method == "mcts_prm"]
+    assert sorted(log.work for log in mcts) == [75.0, 75.0, 150.0, 150.0, 300.0, 300.0]   # (100 + 50) * sims / 10
+    voter = [log for log in logs if log.condition.method == "voter_prm"]
+    assert sorted(log.work for log in voter) == [50.0, 100.0]                           # 100 * k / 10
+    assert sorted(log.condition.budget for log in voter) == ["k=10", "k=5"]
+
+
+def test_one_curve_per_method_sorted_by_work_with_budget_labels(budgets):
+    rows, _ = aggregate(read_logs(budgets))
+    assert uses_model_work(rows)
+    series = plot_series(rows)
+    assert set(series) == {"mcts_prm", "voter_prm"}
+    mcts = series["mcts_prm"]
+    assert [(x, budget) for x, _, _, budget in mcts] == [(75.0, "5 sims"), (150.0, "10 sims"), (300.0, "20 sims")]
+    assert [y for _, y, _, _ in mcts] == pytest.approx([0.4, 0.6, 0.8])
+    assert [e for _, _, e, _ in mcts] == pytest.approx([statistics.stdev([0.35, 0.45])] * 3)   # std over seeds
+    assert [budget for *_, budget in series["voter_prm"]] == ["k=5", "k=10"]
+
+
+def test_the_plot_is_written_and_the_csv_does_not_change_with_sidecars(budgets, tmp_path):
+    rows, _ = aggregate(read_logs(budgets))
+    out = tmp_path / "plots" / "aggregated_results.png"
+    assert plot_results(rows, out) and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    for sidecar in budgets.glob("*.json"):
+        sidecar.unlink()
+    bare, _ = aggregate(read_logs(budgets))
+    assert to_csv(bare) == to_csv(rows)
+
+
+def test_without_sidecars_the_plot_falls_back_to_generated_tokens_and_label_names(tmp_path):
+    for b1, tokens in ((3, 200.0), (2, 100.0)):
+        (tmp_path / f"gsm8k_SBS + PRM (B1={b1}, B2=5)_x_1.txt").write_text(
+            f"=== START SBS + PRM (B1={b1}, B2=5) [prm: ppm] | dataset=gsm8k | N=5 | manifest=a ===\n"
+            f"Accuracy (pass@1): 0.5000\nTokens: {tokens} ± 1.0 (5 examples)\nCOMPLETED\n")
+    rows, _ = aggregate(read_logs(tmp_path))
+    assert not uses_model_work(rows)
+    assert plot_series(rows) == {"SBS + PRM [prm: ppm]": [(100.0, 0.5, 0.0, "B1=2, B2=5"),
+                                                           (200.0, 0.5, 0.0, "B1=3, B2=5")]}
+    # one log with a summary sidecar among logs without: the axis stays generated tokens for all
+    write_condition(tmp_path, "mcts_prm", {**MCTS, "n_simulations": 5}, 1, 0.5, generated=100, scored=50)
+    rows, _ = aggregate(read_logs(tmp_path))
+    assert not uses_model_work(rows) and plot_series(rows)["mcts_prm"] == [(10.0, 0.5, 0.0, "5 sims")]
+
+
+def test_curves_of_one_method_are_told_apart_by_the_settings_that_differ(tmp_path):
+    for uct in ("uct", "puct"):
+        for sims in (5, 10):
+            write_condition(tmp_path, "mcts_prm", {**MCTS, "uct_type": uct, "n_simulations": sims}, 1, 0.5,
+                            generated=10 * sims, scored=0)
+    series = plot_series(aggregate(read_logs(tmp_path))[0])
+    assert sorted(series) == ["mcts_prm (uct_type=puct)", "mcts_prm (uct_type=uct)"]
+    assert all(len(points) == 2 for points in series.values())
+
+
+def test_label_splitting_and_budget_names():
+    assert split_label("SBS + PRM (B1=3, B2=5) [prm: x]") == ("SBS + PRM [prm: x]", "B1=3, B2=5")
+    assert split_label("DyLAN MCTS (PUCT) + PPM (N=10, 3 children)") == ("DyLAN MCTS (PUCT) + PPM", "N=10, 3 children")
+    assert split_label("Greedy + Voter (policy only, no PRM)") == ("Greedy + Voter (policy only, no PRM)", "")
+    assert budget_label("sbs_prm", {"b1": 3, "b2": 5}) == "3x5"
+    assert budget_label("voter_plain", {"voter_k": 10}) == "k=10"
+    assert budget_label("handoff_prm", {"handoff_candidates": 3}) == ""
+
+
+def test_model_work_counts_finished_examples_only():
+    done = {"n": 12, "errors": 2, "generated_tokens_total": 800, "scorer_tokens_total": 200}
+    assert model_work(done) == 100.0
+    assert model_work({**done, "errors": 12}) is None and model_work(None) is None
+    assert model_work({"n": 3, "errors": 0, "tokens_mean": 5.0}) is None   # an older summary: no token totals

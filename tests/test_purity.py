@@ -22,6 +22,10 @@ PURE = {
     "masprm.checks": HEAVY,
     "masprm.eval.runner": HEAVY,
     "masprm.aggregate": HEAVY,
+    "masprm.paired": HEAVY + ("numpy",),
+    "masprm.stepbench": HEAVY + ("numpy",),
+    "masprm.toy.steplabel": HEAVY,
+    "masprm.toy.claims": HEAVY + ("numpy",),
     "masprm.handoff.methods": HEAVY,
     "masprm.handoff.cli": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant

@@ -88,9 +88,9 @@ def test_cli_reports_bad_flags_in_one_line(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--steps" in proc.stderr
     proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path),
-                           "--mas_config", "configs/gsm8k.yaml"],
+                           "--mas_config", "configs/single.yaml"],
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
-    assert proc.returncode == 2 and "Planner -> Solver" in proc.stderr
+    assert proc.returncode == 2 and "Reader -> Planner -> Solver -> Verifier" in proc.stderr
     assert not (tmp_path / "policy").exists()
 
 

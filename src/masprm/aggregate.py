@@ -6,14 +6,23 @@ whose status line says COMPLETED count (handoff_prm's paired lines may follow
 it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
 standard deviation across seeds (0 for one seed), 4 decimals; missing values
 are `N/A`. Column names, row order (first appearance in the sorted file names)
-and CSV dialect are the original aggregator's, so its logs give its CSV. Pure
-Python (matplotlib is imported only to draw the plot).
+and CSV dialect are the original aggregator's, so its logs give its CSV.
+
+The plot reads more than the CSV: from a log's `.summary.json` sidecar its
+model work per finished example (policy tokens generated + scorer tokens read,
+the policy's log-prob scoring included), and from its `.manifest.json` the
+method and its budget (simulations, beam widths, voters). Experiments of one
+method that differ only in the budget form one curve. Logs without sidecars
+(the original's format) still plot: against generated tokens, with the method
+and budget read from the condition label. Pure Python (matplotlib is imported
+only to draw the plot).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import re
 import statistics
@@ -21,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from masprm.eval.logs import text_status
+from masprm.eval.logs import LogFiles, text_status
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
@@ -56,6 +65,77 @@ def columns() -> list[str]:
     return cols
 
 
+# --------------------------------------------------------------------------- what a condition is
+
+
+# A method family's budget: the settings that scale its work, and how a plot point names them.
+BUDGETS = {
+    "mcts": (("n_simulations",), "{n_simulations} sims"),
+    "sbs": (("b1", "b2"), "{b1}x{b2}"),
+    "voter": (("voter_k",), "k={voter_k}"),
+}
+# An original-format label: name, a "(key=value, ...)" settings group, then optional "[scorer folders]".
+_LABEL_SETTINGS = re.compile(r"^(?P<name>.*?)\s*\((?P<settings>[^()]*=[^()]*)\)(?P<folders>\s*\[[^\]]*\])?$")
+
+
+def split_label(label: str) -> tuple[str, str]:
+    """A condition label without its settings group, and that group.
+
+    ``"SBS + PRM (B1=3, B2=5) [prm: x]"`` gives ``("SBS + PRM [prm: x]", "B1=3, B2=5")``;
+    a parenthesis without ``=`` is part of the name ("Greedy + Voter (policy only, no PRM)").
+    """
+    m = _LABEL_SETTINGS.match(label)
+    return (m.group("name") + (m.group("folders") or ""), m.group("settings")) if m else (label, "")
+
+
+def budget_of(method: str) -> tuple[tuple[str, ...], str]:
+    """The budget settings of a method's family (mcts_prm -> mcts) and their point name; none for others."""
+    return BUDGETS.get(method.partition("_")[0], ((), ""))
+
+
+def budget_label(method: str, settings: dict) -> str:
+    """"10 sims", "3x5", "k=5" from a manifest's settings; "" for a method without a budget."""
+    keys, fmt = budget_of(method)
+    return fmt.format(**settings) if keys and all(k in settings for k in keys) else ""
+
+
+def model_work(summary: dict | None) -> float | None:
+    """(generated_tokens_total + scorer_tokens_total) / finished examples of a summary sidecar, else None."""
+    try:
+        done = summary["n"] - summary["errors"]
+        work = summary["generated_tokens_total"] + summary["scorer_tokens_total"]
+    except (KeyError, TypeError):
+        return None
+    return work / done if done > 0 else None
+
+
+@dataclass
+class PlotCondition:
+    """What a plot needs to know about a log's condition besides its metrics."""
+
+    method: str                   # the registered method (mcts_prm), or the label's name for old logs
+    budget: str = ""              # "10 sims", "3x5", "k=5", or the label's settings group
+    series: str = ""              # experiments with equal series differ only in the budget
+    settings: dict = field(default_factory=dict)   # the non-budget settings, to tell series apart
+
+
+def condition_of(label: str, manifest: dict | None, summary: dict | None) -> PlotCondition:
+    """The method from the manifest (or summary) sidecar; without either, from the label."""
+    definition = (manifest or {}).get("definition") or {}
+    method = ((manifest or {}).get("condition") or definition.get("method")
+              or (summary or {}).get("condition"))
+    name, label_budget = split_label(label)
+    if not method:   # the original's format: the label is the only record of the condition
+        return PlotCondition(name, label_budget, json.dumps([name]))
+    settings = dict(definition.get("settings") or {})
+    others = {k: v for k, v in settings.items() if k not in budget_of(method)[0]}
+    series = json.dumps([method, {**definition, "settings": others}], sort_keys=True, default=str)
+    return PlotCondition(method, budget_label(method, settings) or label_budget, series, others)
+
+
+# --------------------------------------------------------------------------- reading logs
+
+
 @dataclass
 class ParsedLog:
     experiment: str
@@ -63,6 +143,8 @@ class ParsedLog:
     status: str | None            # COMPLETED, FAILED or None (unfinished)
     metrics: dict[str, float]
     label: str                    # condition (from the START line), for plots
+    condition: PlotCondition | None = None   # method and budget, for plots (None: from the label)
+    work: float | None = None     # model work per finished example (None: no summary sidecar)
 
 
 def split_experiment(stem: str) -> tuple[str, int | None]:
@@ -70,12 +152,18 @@ def split_experiment(stem: str) -> tuple[str, int | None]:
     return (m.group(1), int(m.group(2))) if m else (stem, None)
 
 
-def parse_log(stem: str, text: str) -> ParsedLog:
+def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict | None = None) -> ParsedLog:
+    """A log's text, with its manifest and summary sidecars where they exist."""
     status = text_status(text)
     metrics = {k: float(m.group(1)) for k, pat in _PATTERNS.items() if (m := pat.search(text))}
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
-    return ParsedLog(experiment, seed, status, metrics, start.group(1) if start else experiment)
+    label = start.group(1) if start else experiment
+    return ParsedLog(experiment, seed, status, metrics, label, condition_of(label, manifest, summary),
+                     model_work(summary))
+
+
+# --------------------------------------------------------------------------- one row per experiment
 
 
 @dataclass
@@ -84,6 +172,12 @@ class Row:
     label: str
     seeds: list[int | None] = field(default_factory=list)
     values: dict[str, list[float]] = field(default_factory=dict)
+    condition: PlotCondition | None = None     # its first log's (None: from the label)
+    work: list[float | None] = field(default_factory=list)   # per seed, None without a summary sidecar
+
+    def __post_init__(self) -> None:
+        if self.condition is None:
+            self.condition = condition_of(self.label, None, None)
 
     def mean(self, key: str) -> float | None:
         vals = self.values.get(key) or []
@@ -92,6 +186,12 @@ class Row:
     def std(self, key: str) -> float | None:
         vals = self.values.get(key) or []
         return (statistics.stdev(vals) if len(vals) > 1 else 0.0) if vals else None
+
+    def work_mean(self) -> float | None:
+        """Mean model work over seeds; None unless every seed's log had a summary sidecar."""
+        if not self.work or any(w is None for w in self.work):
+            return None
+        return statistics.fmean(self.work)
 
 
 def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
@@ -107,17 +207,31 @@ def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
             skipped.append(f"{log.experiment}_{log.seed} ({log.status or 'unfinished'})"
                            if log.seed is not None else f"{log.experiment} ({log.status or 'unfinished'})")
             continue
-        row = rows.setdefault(log.experiment, Row(log.experiment, log.label))
+        row = rows.setdefault(log.experiment, Row(log.experiment, log.label, condition=log.condition))
         row.seeds.append(log.seed)
+        row.work.append(log.work)
         for key, value in log.metrics.items():
             row.values.setdefault(key, []).append(value)
     return list(rows.values()), skipped
 
 
 def read_logs(logs_dir: str | Path) -> list[ParsedLog]:
-    """The folder's `*.txt` logs in sorted file-name order."""
-    paths = sorted(Path(logs_dir).glob("*.txt"), key=lambda p: p.name)
-    return [parse_log(p.stem, p.read_text(encoding="utf-8", errors="replace")) for p in paths]
+    """The folder's `*.txt` logs in sorted file-name order, with their sidecars where present."""
+    logs = []
+    for path in sorted(Path(logs_dir).glob("*.txt"), key=lambda p: p.name):
+        files = LogFiles(path.with_name(path.stem))
+        logs.append(parse_log(path.stem, path.read_text(encoding="utf-8", errors="replace"),
+                              _read_sidecar(files.manifest), _read_sidecar(files.summary)))
+    return logs
+
+
+def _read_sidecar(path: Path) -> dict | None:
+    """A JSON sidecar, or None when it is missing or unreadable (the log's text still counts)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
 
 
 def _fmt(value: float | None) -> str:
@@ -150,31 +264,83 @@ def format_table(rows: Sequence[Row]) -> str:
     return "\n".join(lines)
 
 
-def plot_labels(rows: Sequence[Row]) -> list[str]:
-    """The condition name, or the experiment id where two experiments share a condition name."""
-    names = [r.label for r in rows]
-    return [r.label if names.count(r.label) == 1 else r.experiment for r in rows]
+# --------------------------------------------------------------------------- the plot
+
+Point = tuple[float, float, float, str]    # (work, accuracy mean, accuracy std over seeds, budget)
+
+
+def uses_model_work(rows: Sequence[Row]) -> bool:
+    """True when every row with an accuracy has model work for every seed; else the plot uses generated
+    tokens for all rows, so that one axis never mixes the two."""
+    scored = [r for r in rows if r.mean("pass@1") is not None]
+    return bool(scored) and all(r.work_mean() is not None for r in scored)
+
+
+def plot_series(rows: Sequence[Row]) -> dict[str, list[Point]]:
+    """One curve per method: its experiments' points sorted by work (see `uses_model_work`).
+
+    Experiments join a curve when their manifests agree except in the method's
+    budget settings; a curve is named by its method, plus what tells it apart
+    where two curves share a method (`_curve_names`). Rows without an accuracy
+    or a work value are left out.
+    """
+    model = uses_model_work(rows)
+    curves: dict[str, list[tuple[Row, float]]] = {}
+    for row in rows:
+        x = row.work_mean() if model else row.mean("tokens")
+        if row.mean("pass@1") is not None and x is not None:
+            curves.setdefault(row.condition.series, []).append((row, x))
+    names = _curve_names([members[0][0] for members in curves.values()])
+    return {name: sorted((x, r.mean("pass@1"), r.std("pass@1"), r.condition.budget) for r, x in members)
+            for name, members in zip(names, curves.values())}
+
+
+def _curve_names(firsts: Sequence[Row]) -> list[str]:
+    """The method; where curves share one, plus the non-budget settings that differ between them, else
+    the condition label's name (it names the scorer folders); names still equal are numbered."""
+    names = []
+    for row in firsts:
+        cond = row.condition
+        same = [r.condition for r in firsts if r.condition.method == cond.method]
+        keys = sorted({k for c in same for k in c.settings}, key=str)
+        differ = [k for k in keys if len({json.dumps(c.settings.get(k), default=str) for c in same}) > 1]
+        if len(same) == 1:
+            names.append(cond.method)
+        elif differ:
+            names.append(f"{cond.method} ({', '.join(f'{k}={cond.settings.get(k)}' for k in differ)})")
+        else:
+            names.append(f"{cond.method} ({split_label(row.label)[0]})")
+    return [n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}" for i, n in enumerate(names)]
 
 
 def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
-    """Accuracy (mean ± std over seeds) against mean generated tokens, one labelled point per experiment."""
-    points = [(r, lab) for r, lab in zip(rows, plot_labels(rows))
-              if r.mean("pass@1") is not None and r.mean("tokens") is not None]
-    if not points:
+    """Accuracy (mean ± std over seeds) against work, one line per method (`plot_series`); False if
+    nothing to draw. The PNG is written to a temporary file and renamed into place."""
+    series = plot_series(rows)
+    if not series:
         return False
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
-    fig, ax = plt.subplots(figsize=(7.5, 5))
-    for row, label in points:
-        x, y, err = row.mean("tokens"), row.mean("pass@1"), row.std("pass@1")
-        ax.errorbar([x], [y], yerr=[err], fmt="o", capsize=4)
-        ax.annotate(f"{label} (n={len(row.seeds)})", (x, y), textcoords="offset points", xytext=(6, 6),
-                    fontsize=8)
-    ax.set_xlabel("mean generated tokens per example")
+    fig, ax = plt.subplots(figsize=(8, 5.5))
+    for name, points in series.items():
+        xs, ys, errs, budgets = zip(*points)
+        ax.errorbar(xs, ys, yerr=errs, fmt="-o", capsize=3, markersize=4, label=name)
+        for x, y, budget in zip(xs, ys, budgets):
+            if budget:
+                ax.annotate(budget, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
+    if all(x > 0 for points in series.values() for x, *_ in points):
+        ax.set_xscale("log")   # budgets grow geometrically (5, 10, 20 simulations)
+        # plain numbers ("60", not "6x10^1"); minor ticks labelled only over a narrow range
+        ax.xaxis.set_major_formatter(matplotlib.ticker.LogFormatter())
+        ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.set_xlabel("model work per example: policy tokens generated + scorer tokens read (mean)"
+                  if uses_model_work(rows) else "generated tokens per example (mean; summary sidecars missing)")
     ax.set_ylabel("accuracy (pass@1), mean ± std over seeds")
-    ax.grid(alpha=0.3)
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=8)
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)

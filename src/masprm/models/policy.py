@@ -183,9 +183,25 @@ class HFPolicy:
 
     def _decode(self, seqs: list[tuple[list[int], tuple[int, int]]], temperature: float, top_p: float,
                 max_new_tokens: int) -> list[list[int]]:
-        """Sampled tokens of each (prompt, stream seed) row, one forward per new token (KV cache)."""
-        input_ids, attention_mask = self._padded([row for row, _ in seqs], left=True)
+        """Sampled tokens of each (prompt, stream seed) row, one forward per new token (KV cache).
+
+        The n samples of one prompt share its prefill: each distinct prompt is
+        encoded once and its KV cache (and first logits) copied to its rows, so
+        a call of n samples per prompt reads each prompt once, not n times.
+        """
         rows = len(seqs)
+        distinct: dict[tuple[int, ...], int] = {}
+        owner = [distinct.setdefault(tuple(row), len(distinct)) for row, _ in seqs]
+        input_ids, attention_mask = self._padded([list(row) for row in distinct], left=True)
+        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+        result = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
+                            use_cache=True, logits_to_keep=1, **{self._cache_arg: None})
+        cache = getattr(result, self._cache_arg)
+        logits = result.logits[:, -1, :]
+        if len(distinct) < rows:   # copy each prompt's state to its sample rows
+            index = torch.tensor(owner)   # a CPU index selects rows on any device (layers may sit on several GPUs)
+            cache.batch_select_indices(index)
+            logits, attention_mask, positions = logits[index], attention_mask[index], positions[index]
         seeds = torch.tensor([seed for _, seed in seqs], dtype=torch.long, device=self.device)
         config = self.model.generation_config
         penalty = config.repetition_penalty if config.repetition_penalty not in (None, 1.0) else None
@@ -198,27 +214,27 @@ class HFPolicy:
         stop = torch.tensor(sorted(self.stop_ids), device=self.device)
         done = torch.zeros(rows, dtype=torch.bool, device=self.device)
         out = torch.full((rows, max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
-        positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-        ids, cache = input_ids, None
+        positions = positions[:, -1:]
         for step in range(max_new_tokens):
-            result = self.model(input_ids=ids, attention_mask=attention_mask, position_ids=positions,
-                                use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
-            cache = getattr(result, self._cache_arg)
-            logits = result.logits[:, -1, :].float()
+            logits = logits.float()
             if seen is not None:
                 logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
             token = logits.argmax(-1) if temperature <= 0 else pick_token(
                 logits / temperature, top_p, config.top_k or 0, seeds, step)
+            token = token.to(self.device)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             out[:, step] = token
             done |= torch.isin(token, stop)
-            if bool(done.all()):
+            if bool(done.all()) or step == max_new_tokens - 1:
                 break
             if seen is not None:
                 seen[torch.arange(rows, device=self.device), token] = True
-            ids = token[:, None]
             attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-            positions = positions[:, -1:] + 1
+            positions = positions + 1
+            result = self.model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=positions,
+                                use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
+            cache = getattr(result, self._cache_arg)
+            logits = result.logits[:, -1, :]
         return out.tolist()
 
     def _generation(self, tokens: list[int], prompt_tokens: int) -> Generation:

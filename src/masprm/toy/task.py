@@ -12,7 +12,8 @@ a model of a few hundred thousand parameters can learn the task on a CPU in
 minutes, and still make mistakes. Everything is a pure function of a fixed world seed: the same questions on
 every machine, no network. Questions are assigned to the splits by a hash of
 their text, so ``sft`` (the policy's training transcripts), ``train`` (search
-trees for the scorer) and ``test`` (evaluation) never share a question.
+trees for the scorer) and ``test`` (evaluation, 240 questions, enough for
+paired confidence intervals of a few points) never share a question.
 
 Registers the dataset ``toy`` with ``masprm.data`` (``--dataset toy``).
 """
@@ -33,7 +34,7 @@ from masprm.errors import ConfigError
 
 WORLD_SEED = 20251028
 SPLITS = ("sft", "train", "test")
-SPLIT_SIZES = {"sft": 24000, "train": 400, "test": 60}
+SPLIT_SIZES = {"sft": 24000, "train": 400, "test": 240}
 MAX_VALUE = 50          # every running total stays in 1..MAX_VALUE
 DISTRACTOR_SHARE = 0.35  # stories that also mention someone else's number
 
@@ -73,6 +74,15 @@ class Problem:
     ops: tuple[tuple[str, int], ...]   # (op symbol, operand), applied left to right
     answer: int
     distractor: bool
+    kinds: tuple[str, ...] = ()          # the event kind of each op (EVENTS' keys)
+
+    @property
+    def written(self) -> tuple[int, ...]:
+        """The numbers the story writes about the person, in order: the start and each written operand.
+
+        Events with a fixed operand ("the number doubles") write no number.
+        """
+        return (self.start,) + tuple(n for (_, n), kind in zip(self.ops, self.kinds) if kind not in FIXED_OPERAND)
 
     @property
     def gold(self) -> str:
@@ -127,7 +137,7 @@ def make_problem(rng: random.Random) -> Problem:
         items = rng.choice(ITEMS)
         start = rng.randint(2, 12)
         n_events = rng.choice((2, 3))
-        total, ops, sentences, used = start, [], [], {start}
+        total, ops, kinds_used, sentences, used = start, [], [], [], {start}
         for _ in range(n_events):
             kinds = list(EVENTS)
             rng.shuffle(kinds)
@@ -142,6 +152,7 @@ def make_problem(rng: random.Random) -> Problem:
                 used.add(n)
             total = apply_op(total, op, n)
             ops.append((op, n))
+            kinds_used.append(kind)
             sentences.append(story.format(n=n, P=pronoun, o=obj, items=items))
         if len(ops) < n_events:
             continue
@@ -155,7 +166,7 @@ def make_problem(rng: random.Random) -> Problem:
             # first or last, so a pronoun never follows the other person's sentence
             sentences.insert(rng.choice((0, len(sentences))), text)
         sentences.append(rng.choice(ASKS).format(items=items, name=name))
-        return Problem(" ".join(sentences), start, tuple(ops), total, distractor)
+        return Problem(" ".join(sentences), start, tuple(ops), total, distractor, tuple(kinds_used))
 
 
 def split_of(question: str) -> str:

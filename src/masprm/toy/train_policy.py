@@ -1,4 +1,4 @@
-"""Train the toy world's tiny policy: a small Qwen2 model that plays every agent of configs/toy.yaml.
+"""Train the toy world's tiny policy: a small Qwen2 model that plays all four agents of configs/toy.yaml.
 
 A byte-level BPE tokenizer with a ChatML chat template is trained on the toy
 corpus (``masprm.models.tiny.build_tokenizer``), with the whole numbers
@@ -9,7 +9,8 @@ with a plain torch loop on two kinds of batches:
 
 - the reference team transcripts: the loss covers the agent's output and
   its end-of-turn token (as in chat SFT), plus the prompt at a small weight,
-  which teaches the model to read the stories much faster;
+  which teaches the model to read the stories much faster; the two agents
+  that read the story (Reader, Planner) get their turns twice per epoch;
 - every ``drill_every``-th batch, short arithmetic drills (``11-9=`` -> ``2``)
   drawn from the same problems, the way a model meets arithmetic in
   pre-training.
@@ -54,13 +55,13 @@ class PolicySpec:
     num_heads: int = 6
     num_kv_heads: int = 2
     intermediate_size: int = 288
-    steps: int = 2000
+    steps: int = 3000
     batch_size: int = 32
     lr: float = 3e-3
     warmup: int = 100
     weight_decay: float = 0.01
     prompt_loss_weight: float = 0.25  # the prompt's share of the loss, relative to the output
-    turn_repeats: tuple[int, ...] = (3, 1)  # copies of each agent's turns per epoch (reading is the hard part)
+    turn_repeats: tuple[int, ...] = (2, 2, 1, 1)  # copies of each agent's turns per epoch (reading is the hard part)
     drill_every: int = 3              # every n-th batch is an arithmetic drill (0: none)
     drill_batch_size: int = 128
     n_problems: int = 24000

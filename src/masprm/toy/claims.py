@@ -1,0 +1,140 @@
+"""The paper's three claims, tested on the toy world's logs with paired bootstrap CIs over questions.
+
+    python -m masprm.toy.claims --logs_dir logs/toy_demo --out results/toy_demo_claims.txt
+
+(i)   MASPRM beats a size-matched ORM under MCTS at the same budget (simulations):
+      mcts_prm vs mcts_orm, at every simulation count both ran;
+(ii)  MASPRM beats policy likelihood as a guide: sbs_prm vs sbs_logprob and
+      mcts_prm vs mcts_logprob, at the README's budget;
+(iii) MASPRM ranks its candidates better: a smaller Hit@1 -> Hit@5 gap
+      (pass@5 - pass@1 per question) than likelihood, under SBS and MCTS.
+
+A condition's value on a question is its mean over the seeds; the CI resamples
+questions (`masprm.paired`). A claim "holds" when its 95% CI excludes zero in
+the claimed direction. Conditions are found by method and budget in the
+logs' manifests, so a rerun with other code (a new fingerprint) is compared
+only with itself: when one method has several experiments of the same budget,
+the newest log wins. Pure Python.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Iterator
+
+from masprm.aggregate import split_experiment
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.eval.logs import COMPLETED, log_status
+from masprm.io import atomic_write_text
+from masprm.paired import PairedResult, compare, compare_gaps, format_comparison
+
+MAIN = {"b1": 3, "b2": 5, "n_simulations": 10}   # the README's evaluation budget
+
+
+@dataclass
+class ClaimsArgs:
+    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
+    out: str = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
+    seed: int = arg(42, help="seed of the bootstrap resampling")
+
+
+def experiments(logs_dir: str | Path) -> dict[tuple[str, tuple], str]:
+    """(method, its budget settings) -> experiment id, for every COMPLETED log (newest wins)."""
+    found: dict[tuple[str, tuple], tuple[float, str]] = {}
+    for log in Path(logs_dir).glob("*.txt"):
+        experiment, seed = split_experiment(log.stem)
+        manifest = log.with_name(log.stem + ".manifest.json")
+        if seed is None or log_status(log) != COMPLETED or not manifest.is_file():
+            continue
+        data = json.loads(manifest.read_text(encoding="utf-8"))
+        settings = data.get("definition", {}).get("settings", {})
+        budget = tuple(sorted((k, settings[k]) for k in ("b1", "b2", "n_simulations", "voter_k") if k in settings))
+        key = (data.get("condition"), budget)
+        mtime = log.stat().st_mtime
+        if key not in found or found[key][0] < mtime:
+            found[key] = (mtime, experiment)
+    return {key: experiment for key, (_, experiment) in found.items()}
+
+
+def find(table: dict, method: str, **budget) -> str | None:
+    matches = [exp for (m, b), exp in table.items() if m == method and all(dict(b).get(k) == v
+                                                                          for k, v in budget.items())]
+    return matches[0] if len(matches) == 1 else None
+
+
+@dataclass
+class Comparison:
+    claim: str
+    name: str
+    result: PairedResult | None    # None: a condition is missing
+    gap: bool = False              # compares Hit@1->Hit@5 gaps (smaller is better for the first condition)
+
+    def line(self) -> str:
+        if self.result is None:
+            return f"{self.name}: not evaluated"
+        text = format_comparison(self.name, self.result)
+        if self.gap:   # for a gap, the claim is that A's is smaller: a negative difference
+            verdict = self.result.verdict
+            flipped = {"holds": "reversed", "reversed": "holds"}.get(verdict, verdict)
+            text = text.replace(f"({verdict})", f"({flipped})")
+        return text
+
+
+def comparisons(logs_dir: str | Path, seed: int) -> Iterator[Comparison]:
+    table = experiments(logs_dir)
+
+    def pair(claim: str, a: str, b: str, budget: dict, label: str, gap: bool = False) -> Comparison:
+        ea, eb = find(table, a, **budget), find(table, b, **budget)
+        name = f"{a} vs {b} ({label})" if not gap else f"Hit@1->Hit@5 gap, {a} vs {b} ({label})"
+        if ea is None or eb is None:
+            return Comparison(claim, name, None, gap)
+        result = (compare_gaps if gap else compare)(logs_dir, ea, eb, seed=seed)
+        return Comparison(claim, name, result, gap)
+
+    sims = sorted({dict(b)["n_simulations"] for (m, b) in table if m == "mcts_prm"})
+    for n in sims:
+        yield pair("i", "mcts_prm", "mcts_orm", {"n_simulations": n}, f"{n} simulations")
+    sbs = {"b1": MAIN["b1"], "b2": MAIN["b2"]}
+    mcts = {"n_simulations": MAIN["n_simulations"]}
+    yield pair("ii", "sbs_prm", "sbs_logprob", sbs, f"B1={sbs['b1']}, B2={sbs['b2']}")
+    yield pair("ii", "mcts_prm", "mcts_logprob", mcts, f"{mcts['n_simulations']} simulations")
+    yield pair("iii", "sbs_prm", "sbs_logprob", sbs, f"B1={sbs['b1']}, B2={sbs['b2']}", gap=True)
+    yield pair("iii", "mcts_prm", "mcts_logprob", mcts, f"{mcts['n_simulations']} simulations", gap=True)
+
+
+TITLES = {"i": "(i) MASPRM > ORM under MCTS at the same number of simulations",
+          "ii": "(ii) MASPRM > policy likelihood under SBS and MCTS",
+          "iii": "(iii) smaller Hit@1 -> Hit@5 gap under MASPRM than under likelihood"}
+
+
+def report(found: list[Comparison]) -> str:
+    lines = []
+    for claim, title in TITLES.items():
+        lines.append(title)
+        lines += [f"  {c.line()}" for c in found if c.claim == claim]
+    return "\n".join(lines) + "\n"
+
+
+def main() -> int:
+    p = ArgumentParser(description="Test the paper's claims on the toy world's logs (paired bootstrap CIs).")
+    add_config_args(p, ClaimsArgs)
+    args = p.parse_args()
+    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+    check_output_file(args.out, "--out")
+    found = list(comparisons(args.logs_dir, args.seed))
+    text = report(found)
+    atomic_write_text(args.out, text)
+    atomic_write_text(Path(args.out).with_suffix(".json"), json.dumps(
+        [{"claim": c.claim, "name": c.name, "line": c.line(), "result": asdict(c.result) if c.result else None}
+         for c in found], indent=1) + "\n")
+    print(text, end="")
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

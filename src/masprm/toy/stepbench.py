@@ -1,0 +1,188 @@
+"""The toy world's step-level benchmark: where does a team transcript first go wrong, and do the scorers see it?
+
+    python -m masprm.toy.stepbench --policy artifacts/toy/policy \\
+        --prm_dir checkpoints/toy-ppm --orm_dir checkpoints/toy-orm --out results/toy_stepbench.json
+
+The world knows every story, so each message of a sampled transcript can be
+checked for free (`masprm.toy.steplabel`): the labels say which agent made
+the first error, if any. These labels are for evaluation only; the scorers
+were trained on final outcomes alone.
+
+Transcripts are sampled from the policy (one pass through the team at
+``--temperature``, ``--samples`` per question) on two splits: ``train``
+(calibration) and ``test`` (the benchmark). Each scorer gives every step a
+value:
+
+- ``masprm``: the MASPRM's value of the state after the step (what SBS and
+  MCTS read);
+- ``orm``: the ORM's value of the same state (it was trained on finished
+  transcripts only);
+- ``logprob``: the policy's mean log-prob per token of the step's message.
+
+As in ProcessBench, a scorer flags the first step whose value falls below a
+threshold as the first error (none below: "no error"); the threshold that
+maximises F1 on the calibration transcripts is applied to the test
+transcripts. Reported per scorer: accuracy on erroneous transcripts, on
+correct ones, their harmonic mean (F1), and the AUC of the step value
+against step correctness over all test steps.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any, Sequence
+
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.eval.registry import EvalContext
+from masprm.graph import MASGraph, load_mas_config
+from masprm.io import atomic_write_json
+from masprm.search.engine import RequestKeys, run_batched
+from masprm.search.expand import Step, ensure_logprobs, orm_values, prm_values, propose
+from masprm.stepbench import auc, best_threshold, localisation_scores
+from masprm.toy.steplabel import label_transcript, summarize
+from masprm.toy.task import Problem, generate_split
+
+SCORERS = ("masprm", "orm", "logprob")
+SPLITS = {"calibration": "train", "test": "test"}
+
+
+@dataclass
+class StepBenchArgs:
+    policy: str = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
+    prm_dir: str = arg("checkpoints/toy-ppm", flags=("--prm_dir",), help="the MASPRM folder")
+    orm_dir: str = arg("checkpoints/toy-orm", flags=("--orm_dir",), help="the ORM folder")
+    mas_config: str = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
+    out: str = arg("results/toy_stepbench.json", help="JSON report to write")
+    samples: int = arg(2, help="transcripts sampled per question (default 2)")
+    temperature: float = arg(0.7, help="sampling temperature (default 0.7, the demo's)")
+    top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default 0.95)")
+    seed: int = arg(42, help="seed of the sampled transcripts")
+    search_batch_size: int = arg(32, flags=("--search_batch_size",),
+                                 help="questions whose model calls are batched together (results do not depend on it)")
+
+
+# --------------------------------------------------------------------------- one question
+
+
+def transcripts(ctx: EvalContext, problem: Problem, samples: int, temperature: float) -> Step:
+    """`samples` passes through the team, then every step's value under each scorer (batched calls)."""
+    graph = ctx.graph
+    states = [graph.start(problem.question)] * samples
+    steps: list[list[Any]] = [[] for _ in range(samples)]   # per transcript: its candidates, in order
+    for agent in graph.topo_order:
+        proposals = yield from propose(ctx, states, agent, 1, temperature=temperature)
+        for trail, [cand] in zip(steps, proposals):
+            trail.append(cand)
+        states = [cand.state for [cand] in proposals]
+    flat = [c for trail in steps for c in trail]
+    masprm = iter((yield from prm_values(ctx, [c.state for c in flat], [c.agent for c in flat])))
+    orm = iter((yield from orm_values(ctx, [c.state for c in flat])))
+    yield from ensure_logprobs(ctx, flat)
+    out = []
+    for trail in steps:
+        values = {"masprm": [next(masprm) for _ in trail], "orm": [next(orm) for _ in trail],
+                  "logprob": [c.logprob.avg_token for c in trail]}
+        out.append({"outputs": [c.text for c in trail], "values": values})
+    return out
+
+
+def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args) -> list[dict]:
+    """Every question's transcripts, labelled, in question order (independent of the batch size)."""
+    settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
+
+    def job(i: int, problem: Problem):
+        ctx = EvalContext(models.policy, graph, settings, prm=models.prm, orm=models.orm,
+                          keys=RequestKeys(args.seed, i))
+        return (i, problem), lambda: transcripts(ctx, problem, args.samples, args.temperature)
+
+    from tqdm import tqdm
+    found: dict[int, list[dict]] = {}
+    bar = tqdm(total=len(problems), desc="stepbench", unit="question")
+    for (i, problem), result, error in run_batched(models, (job(i, p) for i, p in enumerate(problems)),
+                                                   args.search_batch_size):
+        if error is not None:
+            raise error
+        for t in result:
+            label = label_transcript(problem, t["outputs"])
+            t.update(question=problem.question, first_error=label.first_error, final_correct=label.final_correct,
+                     repaired=label.repaired, steps=[asdict(s) for s in label.steps], label=label)
+        found[i] = result
+        bar.update(1)
+    bar.close()
+    return [t for i in sorted(found) for t in found[i]]
+
+
+# --------------------------------------------------------------------------- metrics
+
+
+def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dict:
+    """Threshold from the calibration transcripts, localisation and AUC on the test transcripts."""
+    threshold = best_threshold([(t["values"][scorer], t["first_error"]) for t in calibration])
+    scores = localisation_scores([(t["values"][scorer], t["first_error"]) for t in test], threshold)
+    values = [v for t in test for v in t["values"][scorer]]
+    labels = [int(s["correct"]) for t in test for s in t["steps"]]
+    return {"threshold": threshold, **scores, "auc": auc(values, labels)}
+
+
+def report_lines(report: dict) -> list[str]:
+    lines = [f"{'scorer':<8} {'acc_erroneous':>13} {'acc_correct':>11} {'F1':>6} {'AUC':>6}"]
+    for name in SCORERS:
+        r = report["scorers"][name]
+        lines.append(f"{name:<8} {r['acc_erroneous']:>13.3f} {r['acc_correct']:>11.3f} {r['f1']:>6.3f} "
+                     f"{(r['auc'] if r['auc'] is not None else float('nan')):>6.3f}")
+    return lines
+
+
+def load_models(args) -> SimpleNamespace:
+    from masprm.models.loading import ModelOptions
+    from masprm.models.policy import HFPolicy
+    from masprm.models.scorer import load_scorer
+
+    options = ModelOptions(device_map="cpu")
+    return SimpleNamespace(policy=HFPolicy(args.policy, options, flag="--policy"),
+                           prm=load_scorer(args.prm_dir, args.policy, options, flag="--prm_dir"),
+                           orm=load_scorer(args.orm_dir, args.policy, options, flag="--orm_dir"))
+
+
+def main() -> int:
+    p = ArgumentParser(description="Step-level benchmark of the toy world: error localisation by each scorer.")
+    add_config_args(p, StepBenchArgs)
+    args = p.parse_args()
+    check(args.samples >= 1, f"--samples must be at least 1, got {args.samples}")
+    check(args.temperature > 0, f"--temperature must be positive, got {args.temperature}")
+    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
+    check(args.search_batch_size >= 1, f"--search_batch_size must be at least 1, got {args.search_batch_size}")
+    for flag in ("policy", "prm_dir", "orm_dir"):
+        check(Path(getattr(args, flag)).is_dir(), f"--{flag} {getattr(args, flag)}: no such folder")
+    check(Path(args.mas_config).is_file(), f"--mas_config {args.mas_config}: no such file")
+    check_output_file(args.out, "--out")
+    graph = load_mas_config(args.mas_config)
+    from masprm.toy.transcripts import check_graph
+    try:
+        check_graph(graph)
+    except ValueError as err:
+        check(False, f"{err} (--mas_config)")
+
+    started = time.time()
+    models = load_models(args)
+    sets = {name: sample_split(models, graph, generate_split(split), args) for name, split in SPLITS.items()}
+    report = {
+        "settings": {k: v for k, v in vars(args).items()},
+        "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
+        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s) for s in SCORERS},
+        "seconds": round(time.time() - started, 1),
+        "transcripts": sets["test"],
+    }
+    atomic_write_json(args.out, report)
+    print("\n".join(report_lines(report)))
+    print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)
