@@ -54,15 +54,13 @@ TABLE = "results/toy_demo_aggregated_results.csv"
 STEPBENCH = "results/toy_stepbench.json"
 CLAIMS = "results/toy_demo_claims.txt"
 METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
-NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob", "voter_plain")
+NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
 # Budget curves: the README's evaluation command (main), then each search family at other budgets.
+# (Two budgets per search family is what fits 15 minutes on two cores; voters are left to the README's commands.)
 BUDGETS = (
     ("main", (), METHODS),
     ("mcts5", ("--n_simulations", "5"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
-    ("mcts20", ("--n_simulations", "20"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
     ("sbs2x3", ("--b1", "2", "--b2", "3"), ("sbs_logprob", "sbs_prm")),
-    ("vote5", ("--voter_k", "5"), ("voter_plain", "voter_prm", "voter_orm")),
-    ("vote10", ("--voter_k", "10"), ("voter_plain", "voter_prm", "voter_orm")),
 )
 # --eval-steps 40: runs of 160-480 steps pick their best of several evaluations (the default of 200 would
 # leave the MASPRM's run with its final weights only).
@@ -70,7 +68,9 @@ SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--tra
                    "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
-SEARCH_BATCH = 32                  # examples searched together, their model calls batched (results unchanged)
+# Examples searched together, their model calls batched (results do not depend on it); the fastest sizes
+# measured on the demo's 2-core CPU: 64 trees, 32 evaluation examples.
+TREE_BATCH, EVAL_BATCH = 64, 32
 
 
 def run_folder() -> str:
@@ -107,8 +107,8 @@ class Commands:
     trees: list[str]
     pairs: list[str]
     scorers: list[list[str]]
-    early_evals: list[list[str]]   # the conditions that need no scorer
-    evals: list[list[str]]         # per budget and seed: the README's evaluation command with that budget
+    early_evals: dict[str, list[str]]   # output name -> command: the conditions that need no scorer
+    evals: dict[str, list[str]]         # per budget and seed: the README's evaluation command with that budget
     stepbench: list[str]
     aggregate: list[str]
     claims: list[str]
@@ -128,7 +128,7 @@ def commands(args) -> Commands:
                       "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
                       "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
                       "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
-                      "--search_batch_size", str(SEARCH_BATCH), *CPU, *budget]
+                      "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
         return [PY, "src/train/trainer.py", "--mode", mode, "--data_dir", data, "--model-id", POLICY,
@@ -139,17 +139,18 @@ def commands(args) -> Commands:
         trees=[PY, "src/run_mcts.py", "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
                "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
                "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
-               "--mas_config", CONFIG, "--model_id", POLICY, "--search_batch_size", str(SEARCH_BATCH),
+               "--mas_config", CONFIG, "--model_id", POLICY, "--search_batch_size", str(TREE_BATCH),
                "--no_plot", *CPU],
         pairs=[PY, "src/train/preprocess_data.py", "--input", run, "--target-nodes", str(TARGET_NODES),
                "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
                "--view", "full", "--config", CONFIG],
         scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
                  scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
-        early_evals=[evaluation(s, [m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
-                     for _, budget, methods in BUDGETS if set(methods) & set(NO_SCORER) for s in args.seeds],
-        evals=[evaluation(s, methods, scorers=True, budget=budget) for _, budget, methods in BUDGETS
-               for s in args.seeds],
+        early_evals={f"eval_no_scorer_{name}_seed_{s}":
+                     evaluation(s, [m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
+                     for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER) for s in args.seeds},
+        evals={f"eval_{name}_seed_{s}": evaluation(s, methods, scorers=True, budget=budget)
+               for name, budget, methods in BUDGETS for s in args.seeds},
         stepbench=[PY, "-m", "masprm.toy.stepbench", "--policy", POLICY, "--prm_dir", PPM_DIR, "--orm_dir", ORM_DIR,
                    "--mas_config", CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
         aggregate=[PY, "aggregator.py", "--logs_dir", LOGS, "--out", TABLE],
@@ -270,8 +271,8 @@ def main() -> int:
     check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
     c = commands(args)
     if args.dry_run:
-        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals, *c.evals, c.stepbench, c.aggregate,
-                    c.claims]:
+        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals.values(), *c.evals.values(), c.stepbench,
+                    c.aggregate, c.claims]:
             print(f"$ {show(cmd)}")
         return 0
 
@@ -282,7 +283,7 @@ def main() -> int:
     timings.append(("0 build", time.time() - t))
 
     t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
-    background = Background(c.early_evals, [f"eval_no_scorer_seed_{s}" for s in args.seeds])
+    background = Background(list(c.early_evals.values()), list(c.early_evals))
     try:
         # A stage is skipped only when its outputs exist and nothing before it ran again.
         fresh = not trees_done(args.n_train, args.seed)
@@ -312,12 +313,12 @@ def main() -> int:
     timings.append(("1-3 trees+pairs+scorers", time.time() - t))
 
     t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)) + ", and the step-level benchmark")
-    names = [f"eval_{name}_seed_{s}" for name, _, _ in BUDGETS for s in args.seeds]
+    todo = dict(c.evals)
     if (ROOT / STEPBENCH).is_file():
         print(f"step-level benchmark: {STEPBENCH} already there: skipped")
     else:
-        c.evals, names = [c.stepbench, *c.evals], ["stepbench", *names]
-    run_side_by_side(c.evals, names, jobs=args.jobs)
+        todo = {"stepbench": c.stepbench, **todo}
+    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs)
     timings.append(("4 evaluation", time.time() - t))
 
     t = stage("5 aggregate, budget curves and the paper's claims")

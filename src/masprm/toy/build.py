@@ -72,8 +72,12 @@ def file_digest(path: Path) -> str:
     return hashlib.sha256(path.read_bytes()).hexdigest()
 
 
-def shipped_policy(key: str, shipped: Path = SHIPPED) -> dict | None:
-    """The shipped policy's manifest when it was trained for this build key and its files are intact."""
+def shipped_policy(key: str, shipped: Path | None = None) -> dict | None:
+    """The shipped policy's manifest when it was trained for this build key and its files are intact.
+
+    ``shipped`` defaults to the module's SHIPPED, read at call time.
+    """
+    shipped = SHIPPED if shipped is None else Path(shipped)
     try:
         manifest = read_json(shipped / SHIPPED_MANIFEST)
         if manifest.get("fingerprint") != key:
@@ -85,12 +89,13 @@ def shipped_policy(key: str, shipped: Path = SHIPPED) -> dict | None:
         return None
 
 
-def ship_policy(policy: Path, key: str, stats: dict, shipped: Path = SHIPPED) -> None:
+def ship_policy(policy: Path, key: str, stats: dict, shipped: Path | None = None) -> None:
     """Record a trained policy as the shipped one (the reference machine's weights)."""
     import platform
 
     import torch
 
+    shipped = SHIPPED if shipped is None else Path(shipped)
     shutil.rmtree(shipped, ignore_errors=True)
     shutil.copytree(policy, shipped)
     files = {p.name: file_digest(p) for p in sorted(shipped.iterdir()) if p.is_file()}
@@ -169,9 +174,10 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     write_data_files(out, graph, spec.seed)
     tmp = out / f".policy.tmp-{key}"
     shutil.rmtree(tmp, ignore_errors=True)
-    shipped = None if retrain else shipped_policy(key)
+    source = SHIPPED   # read once: the folder checked is the folder copied
+    shipped = None if retrain else shipped_policy(key, source)
     if shipped is not None:
-        shutil.copytree(SHIPPED, tmp, ignore=shutil.ignore_patterns(SHIPPED_MANIFEST))
+        shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(SHIPPED_MANIFEST))
         stats = {"source": "shipped", "spec": asdict(spec), **{k: shipped[k] for k in
                                                                 ("final_loss", "parameters", "trained_on")}}
         log(f"toy world: using the shipped policy (trained on {shipped['trained_on']['processor']}; "
