@@ -39,38 +39,53 @@ def test_demo_runs_every_stage_with_the_readme_flags():
     scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
     assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
                        "src/train/trainer.py", "src/train/trainer.py"] + \
-        ["src/experiments/compare_sbs_mcts.py"] * 6 + ["aggregator.py"]
-    trees, pairs, ppm, orm, *evals, agg = cmds[1:]
-    early, evals = evals[:3], evals[3:]
-    for e, full in zip(early, evals):   # the no-scorer conditions first, then the README command
-        assert flag(e, "--methods") == ["single_pass", "sbs_logprob", "mcts_logprob"]
-        assert "--prm_dir" not in e and flag(e, "--seed") == flag(full, "--seed")
-        scorer_flags = ("--prm_dir", "--prm_base_model_id", "--orm_dir", "--orm_base_model_id")
-        assert without(e, "--methods") == without(full, "--methods", *scorer_flags)
+        ["src/experiments/compare_sbs_mcts.py"] * 18 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
+    trees, pairs, ppm, orm, *evals = cmds[1:-3]
+    stepbench, agg, claims = cmds[-3:]
+    early, evals = evals[:9], evals[9:]
     assert flag(trees, "--dataset") == ["toy"] and flag(trees, "--split") == ["train"]
     assert flag(trees, "--model_id") == ["artifacts/toy/policy"]
     for name in ("--n_rollouts", "--search_c", "--n_candidates", "--temperature", "--top_p", "--mas_config"):
         assert flag(trees, name)
     run = flag(pairs, "--input")[0]
     assert run == "results/toy_res_train_policy_r40_c4_cand3_t0p7_p0p95"
-    assert "--make-ppm" in pairs and flag(pairs, "--view") == ["full"]
+    assert "--make-ppm" in pairs and flag(pairs, "--view") == ["full"] and flag(pairs, "--target-nodes") == ["5"]
     assert flag(ppm, "--mode") == ["ppm"] and flag(ppm, "--data_dir") == [f"results/ppm_pairs_{Path(run).name}.jsonl"]
     assert flag(orm, "--mode") == ["orm"] and flag(orm, "--data_dir") == [f"results/prm_samples_{Path(run).name}.jsonl"]
-    assert [flag(e, "--seed") for e in evals] == [["14"], ["24"], ["42"]]
+
+    def budget(cmd):   # the last value of a repeated flag wins, as in argparse
+        return {name: cmd[len(cmd) - 1 - cmd[::-1].index(name) + 1]
+                for name in ("--b1", "--b2", "--n_simulations")}
+
+    main = {"--b1": "3", "--b2": "5", "--n_simulations": "10"}
+    plan = {(tuple(flag(e, "--methods")), tuple(sorted(budget(e).items())), flag(e, "--seed")[0]) for e in evals}
+    expected = {(methods, tuple(sorted({**main, **extra}.items())), seed) for seed in ("14", "24", "42")
+                for methods, extra in [
+                    (("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm"), {}),
+                    (("mcts_logprob", "mcts_prm", "mcts_orm"), {"--n_simulations": "5"}),
+                    (("sbs_logprob", "sbs_prm"), {"--b1": "2", "--b2": "3"})]}
+    assert plan == expected   # the README's command, then MCTS and SBS at a second budget, three seeds each
     for e in evals:
         assert flag(e, "--dataset") == ["toy"] and flag(e, "--split") == ["test"]
-        assert flag(e, "--methods") == ["single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm",
-                                        "mcts_orm"]
         assert flag(e, "--prm_dir") == flag(ppm, "--output-dir") and flag(e, "--orm_dir") == flag(orm, "--output-dir")
         assert flag(e, "--prm_base_model_id") == flag(e, "--gen_model_id") == ["artifacts/toy/policy"]
-        assert flag(e, "--logs_dir") == flag(agg, "--logs_dir")
+        assert flag(e, "--logs_dir") == flag(agg, "--logs_dir") == flag(claims, "--logs_dir")
+    scorer_flags = ("--prm_dir", "--prm_base_model_id", "--orm_dir", "--orm_base_model_id")
+    for e in early:   # the no-scorer conditions of each evaluation command run first, alongside stages 1-3
+        assert "--prm_dir" not in e
+        full = next(f for f in evals if budget(f) == budget(e) and flag(f, "--seed") == flag(e, "--seed"))
+        assert flag(e, "--methods") == [m for m in flag(full, "--methods") if m in ("single_pass", "sbs_logprob",
+                                                                                    "mcts_logprob")]
+        assert without(e, "--methods") == without(full, "--methods", *scorer_flags)
+    assert flag(stepbench, "--prm_dir") == flag(ppm, "--output-dir") and flag(stepbench, "--orm_dir") == \
+        flag(orm, "--output-dir") and flag(stepbench, "--policy") == ["artifacts/toy/policy"]
 
 
 def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
     cmds = dry_run("--seeds", "7", "--n_train", "5", "--jobs", "1")
     trees = next(c for c in cmds if c[1] == "src/run_mcts.py")
     assert flag(trees, "--n") == ["5"]
-    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["7"], ["7"]]
+    assert {flag(c, "--seed")[0] for c in cmds if c[1].endswith("compare_sbs_mcts.py")} == {"7"}
     proc = subprocess.run([sys.executable, "src/demo.py", "--n_train", "0"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--n_train" in proc.stderr
@@ -81,9 +96,10 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     import json
 
     cmds = dry_run("--seed", "3")
-    seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py")]
-    assert len(seeded) == 3 and all(flag(c, "--seed") == ["3"] for c in seeded)
-    assert [flag(c, "--seed") for c in cmds if c[1].endswith("compare_sbs_mcts.py")] == [["14"], ["24"], ["42"]] * 2
+    seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py") or "masprm.toy.stepbench" in c]
+    assert len(seeded) == 4 and all(flag(c, "--seed") == ["3"] for c in seeded)
+    assert sorted(flag(c, "--seed")[0] for c in cmds if c[1].endswith("compare_sbs_mcts.py")) == \
+        ["14"] * 6 + ["24"] * 6 + ["42"] * 6
 
     spec = importlib.util.spec_from_file_location("demo_under_test", ROOT / "src" / "demo.py")
     demo = importlib.util.module_from_spec(spec)

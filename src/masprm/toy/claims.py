@@ -3,7 +3,8 @@
     python -m masprm.toy.claims --logs_dir logs/toy_demo --out results/toy_demo_claims.txt
 
 (i)   MASPRM beats a size-matched ORM under MCTS at the same budget (simulations):
-      mcts_prm vs mcts_orm, at every simulation count both ran;
+      mcts_prm vs mcts_orm, at every simulation count mcts_prm ran (the README's
+      when it ran none; "not evaluated" where mcts_orm did not run that count);
 (ii)  MASPRM beats policy likelihood as a guide: sbs_prm vs sbs_logprob and
       mcts_prm vs mcts_logprob, at the README's budget;
 (iii) MASPRM ranks its candidates better: a smaller Hit@1 -> Hit@5 gap
@@ -73,14 +74,22 @@ class Comparison:
     result: PairedResult | None    # None: a condition is missing
     gap: bool = False              # compares Hit@1->Hit@5 gaps (smaller is better for the first condition)
 
+    @property
+    def verdict(self) -> str:
+        """The claim's verdict: "holds", "reversed", "inconclusive", or "not evaluated"."""
+        if self.result is None:
+            return "not evaluated"
+        verdict = self.result.verdict
+        if self.gap:   # for a gap, the claim is that A's is smaller: a negative difference
+            verdict = {"holds": "reversed", "reversed": "holds"}.get(verdict, verdict)
+        return verdict
+
     def line(self) -> str:
         if self.result is None:
             return f"{self.name}: not evaluated"
         text = format_comparison(self.name, self.result)
-        if self.gap:   # for a gap, the claim is that A's is smaller: a negative difference
-            verdict = self.result.verdict
-            flipped = {"holds": "reversed", "reversed": "holds"}.get(verdict, verdict)
-            text = text.replace(f"({verdict})", f"({flipped})")
+        if self.verdict != self.result.verdict:   # the line ends with the paired result's verdict
+            text = text[:text.rindex(f"({self.result.verdict})")] + f"({self.verdict})"
         return text
 
 
@@ -95,8 +104,8 @@ def comparisons(logs_dir: str | Path, seed: int) -> Iterator[Comparison]:
         result = (compare_gaps if gap else compare)(logs_dir, ea, eb, seed=seed)
         return Comparison(claim, name, result, gap)
 
-    sims = sorted({dict(b)["n_simulations"] for (m, b) in table if m == "mcts_prm"})
-    for n in sims:
+    sims = sorted({dict(b)["n_simulations"] for (m, b) in table if m == "mcts_prm" and "n_simulations" in dict(b)})
+    for n in sims or [MAIN["n_simulations"]]:   # no mcts_prm at all: claim (i) says so at the README's budget
         yield pair("i", "mcts_prm", "mcts_orm", {"n_simulations": n}, f"{n} simulations")
     sbs = {"b1": MAIN["b1"], "b2": MAIN["b2"]}
     mcts = {"n_simulations": MAIN["n_simulations"]}
@@ -129,7 +138,8 @@ def main() -> int:
     text = report(found)
     atomic_write_text(args.out, text)
     atomic_write_text(Path(args.out).with_suffix(".json"), json.dumps(
-        [{"claim": c.claim, "name": c.name, "line": c.line(), "result": asdict(c.result) if c.result else None}
+        [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
+          "result": asdict(c.result) if c.result else None}
          for c in found], indent=1) + "\n")
     print(text, end="")
     print(f"wrote {args.out}")

@@ -1,0 +1,162 @@
+"""The toy step-level benchmark: sampled team transcripts, every step's value under each scorer, the report."""
+
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from masprm.eval.registry import EvalContext
+from masprm.graph import load_mas_config
+from masprm.interfaces import Generation, LogProb
+from masprm.search.engine import CallStats, RequestKeys, drive
+from masprm.toy import stepbench
+from masprm.toy.task import generate_split
+from masprm.toy.transcripts import planner_text, reader_text
+
+ROOT = Path(__file__).resolve().parents[1]
+GRAPH = load_mas_config(ROOT / "configs/toy.yaml")
+PROBLEMS = generate_split("test")[:3]
+SEP = "</step>"
+
+
+def script(problem) -> list[dict[str, str]]:
+    """Per sample number, each agent's text: sample 0 is right throughout, sample 1's Solver is off by one."""
+    right, wrong = f"Answer: {problem.answer}", f"Answer: {problem.answer + 1}"
+    shared = {"Reader": reader_text(problem), "Planner": planner_text(problem)}
+    return [{**shared, "Solver": right, "Verifier": right}, {**shared, "Solver": wrong, "Verifier": wrong}]
+
+
+class ScriptedPolicy:
+    """Texts by (example, sample number) and agent: the request keys name both, the system prompt the agent."""
+
+    def __init__(self, problems):
+        self.scripts = [script(p) for p in problems]
+        self.samples: list[dict] = []        # each sample call's settings and prompts
+        self.logprob_requests: list = []
+
+    def sample(self, prompts, n, *, temperature, top_p, max_new_tokens, keys=None):
+        assert keys is not None and n == 1
+        self.samples.append({"prompts": list(prompts), "temperature": temperature, "top_p": top_p,
+                             "max_new_tokens": max_new_tokens})
+        out = []
+        for messages, (_seed, example, _request, sample_no) in zip(prompts, keys):
+            agent = messages[0]["content"].split(":")[0]
+            text = self.scripts[example][sample_no][agent]
+            out.append([Generation(text, prompt_tokens=3, new_tokens=len(text.split()))])
+        return out
+
+    def logprob(self, requests):
+        self.logprob_requests.extend(requests)
+        # -1 per character of the completion over its words: the per-token mean is -len(text) / words
+        return [LogProb(-float(len(text)), prompt_tokens=2, completion_tokens=len(text.split()))
+                for _, text in requests]
+
+
+class CountingScorer:
+    """Values the number of completed steps (separators) in the text, times ``factor``."""
+
+    separator = SEP
+
+    def __init__(self, factor: float):
+        self.factor = factor
+        self.texts: list[str] = []
+
+    def score_batch(self, texts):
+        self.texts.extend(texts)
+        self.last_tokens = [len(t.split()) for t in texts]
+        return [self.factor * t.count(SEP) for t in texts]
+
+
+def models(problems=PROBLEMS):
+    return SimpleNamespace(policy=ScriptedPolicy(problems), prm=CountingScorer(1.0), orm=CountingScorer(-0.5))
+
+
+SETTINGS = SimpleNamespace(top_p=0.95, max_new_tokens=None, view_mode="full")
+
+
+def test_transcripts_gives_every_step_each_scorers_value():
+    problem, m = PROBLEMS[0], models()
+    ctx = EvalContext(m.policy, GRAPH, SETTINGS, prm=m.prm, orm=m.orm, keys=RequestKeys(42, 0))
+    stats = CallStats()
+    found = drive(stepbench.transcripts(ctx, problem, 2, 0.7), m, stats)
+
+    expected = [[s[a] for a in ("Reader", "Planner", "Solver", "Verifier")] for s in script(problem)]
+    assert [t["outputs"] for t in found] == expected          # 4 messages each, in team order
+    for t in found:
+        assert t["values"]["masprm"] == [1.0, 2.0, 3.0, 4.0]   # the state after step k has k steps
+        assert t["values"]["orm"] == [-0.5, -1.0, -1.5, -2.0]
+        assert t["values"]["logprob"] == pytest.approx([-len(x) / len(x.split()) for x in t["outputs"]])
+    # the scorers read the full transcript prefixes: question + each step + separator
+    prefixes = [problem.question + "".join(o + SEP for o in outs[:k + 1]) for outs in expected for k in range(4)]
+    assert m.prm.texts == prefixes and m.orm.texts == prefixes
+    # one sampling call per agent (both transcripts together) at the agent's token cap, then one call per scorer
+    assert [(len(c["prompts"]), c["temperature"], c["top_p"], c["max_new_tokens"]) for c in m.policy.samples] == \
+        [(2, 0.7, 0.95, a.max_new_tokens) for a in GRAPH.agents]
+    assert [c["prompts"][0][0]["content"] for c in m.policy.samples] == [a.system_prompt for a in GRAPH.agents]
+    assert stats.by_kind == {"sample": 4, "score": 2, "logprob": 1}
+    # each step's log-prob is of its own message given the prompt the agent was sampled with
+    sampled = [(c["prompts"][j], found[j]["outputs"][k]) for j in range(2) for k, c in enumerate(m.policy.samples)]
+    assert m.policy.logprob_requests == sampled
+    assert ctx.usage.agent_runs == 8 and ctx.usage.scorer_calls == 16
+
+
+@pytest.mark.parametrize("batch_size", [1, 2])
+def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
+    args = SimpleNamespace(top_p=0.95, seed=7, samples=2, temperature=0.7, search_batch_size=batch_size)
+    found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args)
+    assert [t["question"] for t in found] == [p.question for p in PROBLEMS for _ in range(2)]
+    assert [t["first_error"] for t in found] == [None, 2] * 3      # sample 1's Solver is wrong
+    assert [t["final_correct"] for t in found] == [True, False] * 3
+    assert [[s["correct"] for s in t["steps"]] for t in found[:2]] == [[True] * 4, [True, True, False, False]]
+    assert all(t["values"]["masprm"] == [1.0, 2.0, 3.0, 4.0] for t in found)
+
+
+def item(values: list[float], first_error, step_correct: list[int]) -> dict:
+    """A labelled transcript as sample_split leaves it; the orm values are a constant decoy."""
+    return {"values": {"masprm": values, "orm": [0.5] * len(values)}, "first_error": first_error,
+            "steps": [{"correct": bool(c)} for c in step_correct]}
+
+
+def test_scorer_report_takes_the_threshold_from_calibration_and_scores_the_test_set():
+    calibration = [
+        item([0.9, 0.8, 0.2, 0.1], 2, [1, 1, 0, 0]),     # located for t in (0.2, 0.8]
+        item([0.9, 0.7, 0.6, 0.5], None, [1] * 4),       # error-free for t <= 0.5
+        item([0.3, 0.9, 0.9, 0.9], 0, [0, 1, 1, 1]),     # located for t > 0.3
+        item([0.8, 0.4, 0.9, 0.9], None, [1] * 4),       # error-free for t <= 0.4
+    ]
+    # candidates below 0.3 miss the third transcript; 0.35 (between 0.3 and 0.4) gets all four: F1 = 1
+    test = [
+        item([0.9, 0.3, 0.1, 0.9], 1, [1, 0, 0, 1]),     # first value < 0.35 at step 1: located
+        item([0.9, 0.9, 0.9, 0.2], 2, [1, 1, 0, 0]),     # flagged at step 3, the error is at 2: missed
+        item([0.9, 0.8, 0.7, 0.6], None, [1] * 4),       # nothing below 0.35: right
+        item([0.9, 0.34, 0.9, 0.9], None, [1] * 4),      # a dip to 0.34: wrongly flagged
+    ]
+    report = stepbench.scorer_report(calibration, test, "masprm")
+    assert report["threshold"] == pytest.approx(0.35)
+    assert (report["acc_erroneous"], report["acc_correct"], report["f1"]) == (0.5, 0.5, 0.5)
+    assert (report["n_erroneous"], report["n_correct"]) == (2, 2)
+    # AUC: 12 right steps, 4 wrong (0.3, 0.1, 0.9, 0.2); every right step beats 0.3, 0.1 and 0.2, and the
+    # eight right 0.9s tie the wrong 0.9: (3 * 12 + 8 / 2) / (12 * 4) = 40 / 48
+    assert report["auc"] == pytest.approx(40 / 48)
+    decoy = stepbench.scorer_report(calibration, test, "orm")     # constant values: no ranking at all
+    assert decoy["auc"] == 0.5 and decoy["threshold"] != report["threshold"]
+
+
+def run_stepbench(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "masprm.toy.stepbench", *args], cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
+
+
+def test_cli_missing_policy_folder_is_one_line_and_writes_nothing(tmp_path):
+    out = tmp_path / "results" / "stepbench.json"
+    proc = run_stepbench("--policy", str(tmp_path / "no_policy"), "--prm_dir", str(tmp_path),
+                         "--orm_dir", str(tmp_path), "--out", str(out))
+    assert proc.returncode == 2
+    assert proc.stderr.strip().count("\n") == 0 and "--policy" in proc.stderr and "no_policy" in proc.stderr
+    assert not out.exists() and not out.parent.exists()
+    proc = run_stepbench("--policy", str(tmp_path), "--prm_dir", str(tmp_path), "--orm_dir", str(tmp_path),
+                         "--samples", "0", "--out", str(out))
+    assert proc.returncode == 2 and "--samples" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert not out.exists()
