@@ -7,6 +7,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from masprm.toy.steplabel import AGENTS
+
 from masprm.eval.registry import EvalContext
 from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb
@@ -116,7 +118,7 @@ def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
 def item(values: list[float], first_error, step_correct: list[int]) -> dict:
     """A labelled transcript as sample_split leaves it; the orm values are a constant decoy."""
     return {"values": {"masprm": values, "orm": [0.5] * len(values)}, "first_error": first_error,
-            "steps": [{"correct": bool(c)} for c in step_correct]}
+            "steps": [{"agent": agent, "correct": bool(c)} for agent, c in zip(AGENTS, step_correct)]}
 
 
 def test_scorer_report_takes_the_threshold_from_calibration_and_scores_the_test_set():
@@ -140,6 +142,11 @@ def test_scorer_report_takes_the_threshold_from_calibration_and_scores_the_test_
     # AUC: 12 right steps, 4 wrong (0.3, 0.1, 0.9, 0.2); every right step beats 0.3, 0.1 and 0.2, and the
     # eight right 0.9s tie the wrong 0.9: (3 * 12 + 8 / 2) / (12 * 4) = 40 / 48
     assert report["auc"] == pytest.approx(40 / 48)
+    # Within one agent's steps: the Reader's are all right (no AUC); the Planner's and the Verifier's one
+    # wrong step is below every right one; the Solver's right {0.7, 0.9} against wrong {0.1, 0.9}:
+    # (1 + 0 + 1 + 0.5) / 4
+    assert report["auc_by_agent"] == {"Reader": None, "Planner": 1.0, "Solver": pytest.approx(0.625),
+                                      "Verifier": 1.0}
     decoy = stepbench.scorer_report(calibration, test, "orm")     # constant values: no ranking at all
     assert decoy["auc"] == 0.5 and decoy["threshold"] != report["threshold"]
 

@@ -124,17 +124,26 @@ def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dic
     """Threshold from the calibration transcripts, localisation and AUC on the test transcripts."""
     threshold = best_threshold([(t["values"][scorer], t["first_error"]) for t in calibration])
     scores = localisation_scores([(t["values"][scorer], t["first_error"]) for t in test], threshold)
-    values = [v for t in test for v in t["values"][scorer]]
-    labels = [int(s["correct"]) for t in test for s in t["steps"]]
-    return {"threshold": threshold, **scores, "auc": auc(values, labels)}
+    pairs = [(v, step) for t in test for v, step in zip(t["values"][scorer], t["steps"])]
+    by_agent = {}   # within one agent's steps: free of the value's drift along the transcript
+    for agent in dict.fromkeys(step["agent"] for _, step in pairs):
+        mine = [(v, step) for v, step in pairs if step["agent"] == agent]
+        by_agent[agent] = auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
+    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], [int(s["correct"]) for _, s in pairs]),
+            "auc_by_agent": by_agent}
 
 
 def report_lines(report: dict) -> list[str]:
-    lines = [f"{'scorer':<8} {'acc_erroneous':>13} {'acc_correct':>11} {'F1':>6} {'AUC':>6}"]
+    def num(x):
+        return f"{x:.3f}" if x is not None else "n/a"
+
+    agents = list(report["scorers"][SCORERS[0]]["auc_by_agent"])
+    lines = [f"{'scorer':<8} {'acc_erroneous':>13} {'acc_correct':>11} {'F1':>6} {'AUC':>6}   AUC by agent: "
+             + " ".join(f"{a:>8}" for a in agents)]
     for name in SCORERS:
         r = report["scorers"][name]
         lines.append(f"{name:<8} {r['acc_erroneous']:>13.3f} {r['acc_correct']:>11.3f} {r['f1']:>6.3f} "
-                     f"{(r['auc'] if r['auc'] is not None else float('nan')):>6.3f}")
+                     f"{num(r['auc']):>6}   {'':14}" + " ".join(f"{num(r['auc_by_agent'][a]):>8}" for a in agents))
     return lines
 
 
