@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from typing import Iterable, Sequence
 
 from masprm.toy.task import FIXED_OPERAND, Problem, apply_op
+from masprm.toy.transcripts import worked_steps   # the true steps: (total, op, operand, new total)
 
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
 
@@ -86,15 +87,6 @@ def written_numbers(problem: Problem) -> tuple[int, ...]:
 def distractor_numbers(problem: Problem) -> frozenset[int]:
     """Integers the question writes that are not about the person (someone else's number)."""
     return frozenset(int(s) for s in re.findall(r"\d+", problem.question)) - set(written_numbers(problem))
-
-
-def true_steps(problem: Problem) -> list[Step]:
-    total, steps = problem.start, []
-    for op, n in problem.ops:
-        new = apply_op(total, op, n)
-        steps.append((total, op, n, new))
-        total = new
-    return steps
 
 
 # --------------------------------------------------------------------------- reading messages
@@ -203,7 +195,7 @@ def solver_error(problem: Problem, text: str) -> str | None:
         return None if answer == problem.answer else "guess"
     if not all(_holds(step) for step in work):
         return "arithmetic"
-    if work != true_steps(problem):
+    if work != worked_steps(problem):
         return "wrong_plan"
     if answer is None:
         return "no_answer"
