@@ -118,9 +118,10 @@ def commands(args) -> Commands:
     run = run_folder()
     name = Path(run).name
 
-    def evaluation(seed: int, methods, scorers: bool, budget=()) -> list[str]:
+    def evaluation(methods, scorers: bool, budget=()) -> list[str]:
+        # every seed in one process (--seeds): the same logs as one command per seed, one model load
         cmd = [PY, "src/experiments/compare_sbs_mcts.py", "--dataset", "toy", "--split", "test",
-               "--seed", str(seed)]
+               "--seeds", *map(str, args.seeds)]
         if scorers:
             cmd += ["--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
                     "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY]
@@ -146,11 +147,10 @@ def commands(args) -> Commands:
                "--view", "full", "--config", CONFIG],
         scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
                  scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
-        early_evals={f"eval_no_scorer_{name}_seed_{s}":
-                     evaluation(s, [m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
-                     for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER) for s in args.seeds},
-        evals={f"eval_{name}_seed_{s}": evaluation(s, methods, scorers=True, budget=budget)
-               for name, budget, methods in BUDGETS for s in args.seeds},
+        early_evals={f"eval_no_scorer_{name}":
+                     evaluation([m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
+                     for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER)},
+        evals={f"eval_{name}": evaluation(methods, scorers=True, budget=budget) for name, budget, methods in BUDGETS},
         stepbench=[PY, "-m", "masprm.toy.stepbench", "--policy", POLICY, "--prm_dir", PPM_DIR, "--orm_dir", ORM_DIR,
                    "--mas_config", CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
         aggregate=[PY, "aggregator.py", "--logs_dir", LOGS, "--out", TABLE],

@@ -186,3 +186,21 @@ def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_mode
     assert not specs["policy"].options.load_in_4bit and specs["prm"].options.load_in_4bit
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])
+
+
+def test_seeds_in_one_process_write_the_logs_of_one_command_per_seed(tiny_model_dir, tmp_path):
+    data = write_gsm8k(tmp_path / "gsm8k.jsonl")
+    base = ["--dataset", "gsm8k", "--split", "test", "--gen_model_id", tiny_model_dir, "--data_file", data,
+            "--mas_config", "configs/gsm8k.yaml", "--methods", "single_pass", "mcts_logprob", "--sample_n", 2,
+            "--n_simulations", 2, "--max_children", 2, *FAST]
+    together, apart = tmp_path / "together", tmp_path / "apart"
+    done = run(*base, "--seeds", 14, 24, "--logs_dir", together)
+    assert done.returncode == 0, done.stderr[-3000:]
+    for seed in (14, 24):
+        done = run(*base, "--seed", seed, "--logs_dir", apart)
+        assert done.returncode == 0, done.stderr[-3000:]
+    names = sorted(p.name for p in together.glob("*.txt"))
+    assert names == sorted(p.name for p in apart.glob("*.txt")) and len(names) == 4   # same fingerprints
+    for name in names:
+        stem = name[:-4]
+        assert (together / f"{stem}.jsonl").read_text() == (apart / f"{stem}.jsonl").read_text()

@@ -39,10 +39,10 @@ def test_demo_runs_every_stage_with_the_readme_flags():
     scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
     assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
                        "src/train/trainer.py", "src/train/trainer.py"] + \
-        ["src/experiments/compare_sbs_mcts.py"] * 18 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
+        ["src/experiments/compare_sbs_mcts.py"] * 6 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
     trees, pairs, ppm, orm, *evals = cmds[1:-3]
     stepbench, agg, claims = cmds[-3:]
-    early, evals = evals[:9], evals[9:]
+    early, evals = evals[:3], evals[3:]
     assert flag(trees, "--dataset") == ["toy"] and flag(trees, "--split") == ["train"]
     assert flag(trees, "--model_id") == ["artifacts/toy/policy"]
     for name in ("--n_rollouts", "--search_c", "--n_candidates", "--temperature", "--top_p", "--mas_config"):
@@ -58,8 +58,8 @@ def test_demo_runs_every_stage_with_the_readme_flags():
                 for name in ("--b1", "--b2", "--n_simulations")}
 
     main = {"--b1": "3", "--b2": "5", "--n_simulations": "10"}
-    plan = {(tuple(flag(e, "--methods")), tuple(sorted(budget(e).items())), flag(e, "--seed")[0]) for e in evals}
-    expected = {(methods, tuple(sorted({**main, **extra}.items())), seed) for seed in ("14", "24", "42")
+    plan = {(tuple(flag(e, "--methods")), tuple(sorted(budget(e).items())), tuple(flag(e, "--seeds"))) for e in evals}
+    expected = {(methods, tuple(sorted({**main, **extra}.items())), ("14", "24", "42"))
                 for methods, extra in [
                     (("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm"), {}),
                     (("mcts_logprob", "mcts_prm", "mcts_orm"), {"--n_simulations": "5"}),
@@ -73,7 +73,7 @@ def test_demo_runs_every_stage_with_the_readme_flags():
     scorer_flags = ("--prm_dir", "--prm_base_model_id", "--orm_dir", "--orm_base_model_id")
     for e in early:   # the no-scorer conditions of each evaluation command run first, alongside stages 1-3
         assert "--prm_dir" not in e
-        full = next(f for f in evals if budget(f) == budget(e) and flag(f, "--seed") == flag(e, "--seed"))
+        full = next(f for f in evals if budget(f) == budget(e) and flag(f, "--seeds") == flag(e, "--seeds"))
         assert flag(e, "--methods") == [m for m in flag(full, "--methods") if m in ("single_pass", "sbs_logprob",
                                                                                     "mcts_logprob")]
         assert without(e, "--methods") == without(full, "--methods", *scorer_flags)
@@ -85,7 +85,7 @@ def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
     cmds = dry_run("--seeds", "7", "--n_train", "5", "--jobs", "1")
     trees = next(c for c in cmds if c[1] == "src/run_mcts.py")
     assert flag(trees, "--n") == ["5"]
-    assert {flag(c, "--seed")[0] for c in cmds if c[1].endswith("compare_sbs_mcts.py")} == {"7"}
+    assert all(flag(c, "--seeds") == ["7"] for c in cmds if c[1].endswith("compare_sbs_mcts.py"))
     proc = subprocess.run([sys.executable, "src/demo.py", "--n_train", "0"], cwd=ROOT, capture_output=True,
                           text=True, timeout=60)
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1 and "--n_train" in proc.stderr
@@ -98,8 +98,7 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     cmds = dry_run("--seed", "3")
     seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py") or "masprm.toy.stepbench" in c]
     assert len(seeded) == 4 and all(flag(c, "--seed") == ["3"] for c in seeded)
-    assert sorted(flag(c, "--seed")[0] for c in cmds if c[1].endswith("compare_sbs_mcts.py")) == \
-        ["14"] * 6 + ["24"] * 6 + ["42"] * 6
+    assert all(flag(c, "--seeds") == ["14", "24", "42"] for c in cmds if c[1].endswith("compare_sbs_mcts.py"))
 
     spec = importlib.util.spec_from_file_location("demo_under_test", ROOT / "src" / "demo.py")
     demo = importlib.util.module_from_spec(spec)

@@ -106,8 +106,8 @@ def test_transcripts_gives_every_step_each_scorers_value():
 
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
-    args = SimpleNamespace(top_p=0.95, seed=7, samples=2, temperature=0.7, search_batch_size=batch_size)
-    found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args)
+    args = SimpleNamespace(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
+    found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args, 2)
     assert [t["question"] for t in found] == [p.question for p in PROBLEMS for _ in range(2)]
     assert [t["first_error"] for t in found] == [None, 2] * 3      # sample 1's Solver is wrong
     assert [t["final_correct"] for t in found] == [True, False] * 3

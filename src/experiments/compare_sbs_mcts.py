@@ -55,6 +55,9 @@ def build_parser() -> argparse.ArgumentParser:
     data.add_argument("--math_stratify_by", default="type",
                       help="competition_math field handoff runs stratify by")
     data.add_argument("--seed", type=int, default=42, help="example i is decoded with seed + i")
+    data.add_argument("--seeds", type=int, nargs="+", default=None,
+                      help="evaluate each of these seeds in turn instead of --seed, in one process: the same "
+                           "logs as one command per seed, with the models loaded once")
 
     models = p.add_argument_group("models")
     models.add_argument("--gen_model_id", default=DEFAULT_MODEL, help="the agents' policy model")
@@ -234,17 +237,20 @@ def main() -> int:
         check_text_data_file(args.data_file)
     if family == "handoff":
         handoff_cli.check_handoff_config(args, graph, args.methods)
-    data = load_data(args, family)
     workers, gpus_per_worker = resolve_workers(args.workers)
-    print(f"{len(data.examples)} examples ({data.skipped} skipped without gold), "
-          f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
-    conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
-                                workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
-    print(results_table(conditions))
-    for c in conditions:
-        print(f"  {c.method}: {c.files.log}")
-    handoff_report(conditions)
-    failed = [c.method for c in conditions if c.summary.get("status") == "FAILED"]
+    failed = []
+    for seed in args.seeds or [args.seed]:
+        args.seed = seed
+        data = load_data(args, family)
+        print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
+              f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
+        conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
+                                    workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
+        print(results_table(conditions))
+        for c in conditions:
+            print(f"  {c.method}: {c.files.log}")
+        handoff_report(conditions)
+        failed += [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
     if failed:
         print(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}",
               file=sys.stderr)

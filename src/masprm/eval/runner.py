@@ -41,7 +41,7 @@ from masprm.parallel import describe_error, map_examples
 from masprm.search.engine import RequestKeys, drive, run_batched
 
 # Flags that never change what a condition computes (or enter the manifest another way).
-HOUSEKEEPING = {"seed", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
+HOUSEKEEPING = {"seed", "seeds", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
                 "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens"}

@@ -9,8 +9,9 @@ the first error, if any. These labels are for evaluation only; the scorers
 were trained on final outcomes alone.
 
 Transcripts are sampled from the policy (one pass through the team at
-``--temperature``, ``--samples`` per question) on two splits: ``train``
-(calibration) and ``test`` (the benchmark). Each scorer gives every step a
+``--temperature``) on two splits: ``train`` (calibration,
+``--calibration_samples`` per question) and ``test`` (the benchmark,
+``--samples`` per question). Each scorer gives every step a
 value:
 
 - ``masprm``: the MASPRM's value of the state after the step (what SBS and
@@ -48,7 +49,7 @@ from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
 
 SCORERS = ("masprm", "orm", "logprob")
-SPLITS = {"calibration": "train", "test": "test"}
+SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
 
 
 @dataclass
@@ -58,7 +59,9 @@ class StepBenchArgs:
     orm_dir: str = arg("checkpoints/toy-orm", flags=("--orm_dir",), help="the ORM folder")
     mas_config: str = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
     out: str = arg("results/toy_stepbench.json", help="JSON report to write")
-    samples: int = arg(2, help="transcripts sampled per question (default 2)")
+    samples: int = arg(2, help="transcripts sampled per test question (default 2)")
+    calibration_samples: int = arg(1, flags=("--calibration_samples",),
+                                   help="transcripts sampled per train question, to choose the thresholds (default 1)")
     temperature: float = arg(0.7, help="sampling temperature (default 0.7, the demo's)")
     top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default 0.95)")
     seed: int = arg(42, help="seed of the sampled transcripts")
@@ -91,14 +94,14 @@ def transcripts(ctx: EvalContext, problem: Problem, samples: int, temperature: f
     return out
 
 
-def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args) -> list[dict]:
+def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args, samples: int) -> list[dict]:
     """Every question's transcripts, labelled, in question order (independent of the batch size)."""
     settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
 
     def job(i: int, problem: Problem):
         ctx = EvalContext(models.policy, graph, settings, prm=models.prm, orm=models.orm,
                           keys=RequestKeys(args.seed, i))
-        return (i, problem), lambda: transcripts(ctx, problem, args.samples, args.temperature)
+        return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
     from tqdm import tqdm
     found: dict[int, list[dict]] = {}
@@ -163,6 +166,7 @@ def main() -> int:
     add_config_args(p, StepBenchArgs)
     args = p.parse_args()
     check(args.samples >= 1, f"--samples must be at least 1, got {args.samples}")
+    check(args.calibration_samples >= 1, f"--calibration_samples must be at least 1, got {args.calibration_samples}")
     check(args.temperature > 0, f"--temperature must be positive, got {args.temperature}")
     check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
     check(args.search_batch_size >= 1, f"--search_batch_size must be at least 1, got {args.search_batch_size}")
@@ -179,7 +183,8 @@ def main() -> int:
 
     started = time.time()
     models = load_models(args)
-    sets = {name: sample_split(models, graph, generate_split(split), args) for name, split in SPLITS.items()}
+    sets = {name: sample_split(models, graph, generate_split(split), args, getattr(args, samples))
+            for name, (split, samples) in SPLITS.items()}
     report = {
         "settings": {k: v for k, v in vars(args).items()},
         "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
