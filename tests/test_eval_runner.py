@@ -176,6 +176,11 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     trained = fp()
     (adapter / "checkpoint-4" / "trainer_state.json").write_text('{"eval_runtime": 0.4}')
     assert fp() == trained
+    # ... nor its event logs, data cache and training arguments (times and paths of the training run)
+    for by_product in ("runs/Dec02_vm/events.out.tfevents.1", "map_cache/ppm_1.json", "training_args.bin"):
+        (adapter / by_product).parent.mkdir(parents=True, exist_ok=True)
+        (adapter / by_product).write_bytes(b"run at 23:51")
+    assert fp() == trained
     (adapter / "adapter_config.json").write_text('{"r": 8}')
     assert fp() != trained
     config = tmp_path / "team.yaml"

@@ -44,12 +44,19 @@ def stable_hash(obj: Any, length: int = 10) -> str:
 _identity_cache: dict[tuple, str] = {}
 
 
+def _training_by_product(rel: str) -> bool:
+    top = rel.split("/", 1)[0]
+    return top.startswith("checkpoint-") or top in ("runs", "map_cache", "training_args.bin")
+
+
 def path_identity(path: str | os.PathLike | None, *, model: bool = False) -> str | None:
     """A content hash of a local file or folder (None when the path is not local, e.g. a hub id).
 
     Hidden files are ignored; files over 256 MB count by name and size only.
     With `model`, a folder that holds a model at its top level is identified by
-    what loads: its training checkpoints (checkpoint-*/, with their run times) are left out.
+    what loads: training by-products (checkpoint-*/, the event logs in runs/, the data cache
+    map_cache/ and training_args.bin, which hold run times and paths) are left out, so the same
+    weights trained twice, or in another folder, give one identity.
     Hashes are cached per (path, file sizes and modification times).
     """
     if not path:
@@ -61,7 +68,7 @@ def path_identity(path: str | os.PathLike | None, *, model: bool = False) -> str
         (p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
     files = [(rel, f, f.stat()) for rel, f in files if not (rel.startswith(".") or "/." in rel)]
     if model and any((root / name).is_file() for name in ("config.json", "adapter_config.json")):
-        files = [item for item in files if not item[0].startswith("checkpoint-")]
+        files = [item for item in files if not _training_by_product(item[0])]
     key = (str(root.resolve()), tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files))
     if key not in _identity_cache:
         digest = hashlib.sha1()
