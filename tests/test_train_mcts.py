@@ -114,13 +114,13 @@ def test_every_terminal_child_is_graded_and_values_add_up(fake_policy):
 def test_selection_uses_the_training_uct(fake_policy):
     from masprm.search.node import Node
     from masprm.search.engine import drive
-    from masprm.search.train_mcts import TreeSearch
+    from masprm.search.mcts import OutcomeGuide, simulate
 
     root = Node(SINGLE.start("Q"))
     weak, strong = root.add_child(0, "Answer: 2"), root.add_child(0, "Answer: 1")
     root.visits, (weak.visits, weak.q_sum), (strong.visits, strong.q_sum) = 10, (1, -1.0), (4, 4.0)
-    search = TreeSearch(SINGLE, SearchSettings(c=4.0), "1", FirstChoice(), ends_with_gold)
-    drive(search.rollout(root), SimpleNamespace(policy=fake_policy(lambda m, k, rng: "unused")))
+    guide = OutcomeGuide(SINGLE, SearchSettings(c=4.0), "1", FirstChoice(), ends_with_gold)
+    drive(simulate(root, guide), SimpleNamespace(policy=fake_policy(lambda m, k, rng: "unused")))
     # -1 + 4*sqrt(ln 10 / 1) = 5.07 beats 1 + 4*sqrt(ln 10 / 4) = 4.03 (with N+1 below, the strong one would win)
     assert (weak.visits, weak.q_sum, strong.visits) == (2, -2.0, 4)
     assert (root.visits, root.q_sum) == (11, -1.0)

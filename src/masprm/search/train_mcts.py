@@ -1,13 +1,11 @@
-"""Training-time MAS-MCTS: one search tree per example, labelled by outcome.
+"""Stage 1: one outcome-labelled MAS-MCTS tree per example, written to disk.
 
-Each rollout walks from the question down to a finished trajectory. A node
-without children is expanded by sampling ``n_candidates`` outputs of the next
-runnable agent in one batched policy call; a node with children picks the
-child with the best UCT value. The finished path earns +1 when its final
-answer is correct and -1 otherwise (also for a dead end), and every node on
-it gets that reward backed up. When an expansion produces several terminal
-children, the rollout continues into one of them and the others are graded
-on the spot, so no finished trajectory is left without a label.
+The search is the MCTS loop of ``masprm.search.mcts`` with its outcome
+guide: each rollout walks from the question to a finished trajectory,
+expanding a childless node with ``n_candidates`` samples of the next
+runnable agent and choosing among children by the training UCT; the path
+earns +1 when its final answer is correct and -1 otherwise (also for a dead
+end). Rollouts stop early once the root value has settled (``EarlyStop``).
 
 ``TreeJob`` wraps one example's search with its outputs (``<idx>.json`` and
 ``<idx>.png``) so any worker, local or a Ray actor, can run it. The random
@@ -33,12 +31,10 @@ from masprm.interfaces import Policy
 from masprm.cli import UsageError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
-from masprm.search.engine import RequestKeys, Sample, Search, drive, run_batched
-from masprm.search.expand import token_cap
+from masprm.search.engine import RequestKeys, Search, drive, run_batched
+from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
+from masprm.search.node import Node, node_to_json
 from masprm.tree_schema import is_search_tree
-from masprm.search.node import Node, argmax_child, backup, node_to_json, uct_training
-
-Grader = Callable[[str, "str | None"], bool]
 
 # Early stop: the root value must move by more than MOVE_TOL to count
 # as progress, a value within SATURATION_TOL of +-1 is settled anyway, and the
@@ -88,86 +84,20 @@ def default_grader() -> Grader:
     return is_correct
 
 
-@dataclass
-class TreeSearch:
-    """The search state of one example: its tree, its RNG and what it has cost.
-
-    Its steps are search generators (`masprm.search.engine`): they yield
-    sampling requests, so many examples' expansions can share a policy call.
-    """
-
-    graph: MASGraph
-    settings: SearchSettings
-    gold: str | None
-    rng: random.Random
-    grade: Grader
-    keys: RequestKeys | None = None   # the example's random streams (None: the policy's own RNG)
-    policy_calls: int = 0
-    agent_runs: int = 0          # candidates sampled
-    prompt_tokens: int = 0       # each call's prompt, counted once whatever n is
-    generated_tokens: int = 0
-
-    def reward(self, leaf: Node) -> float:
-        """+1 for a terminal leaf with a correct final answer, else -1 (cached on the node)."""
-        if "reward" not in leaf.info:
-            correct = leaf.is_terminal and self.grade(leaf.final_answer, self.gold)
-            leaf.info["reward"] = 1.0 if correct else -1.0
-        return leaf.info["reward"]
-
-    def expand(self, node: Node) -> Search:
-        """One child per sampled output of the next runnable agent (no de-duplication)."""
-        agent = node.state.next_runnable()
-        cap = token_cap(self.graph, agent, self.settings.max_new_tokens)
-        keys = self.keys.next(1) if self.keys is not None else None
-        [gens] = yield Sample((node.state.messages(agent),), self.settings.n_candidates,
-                              self.settings.temperature, self.settings.top_p, cap, keys)
-        self.policy_calls += 1
-        self.agent_runs += len(gens)
-        self.prompt_tokens += gens[0].prompt_tokens if gens else 0
-        self.generated_tokens += sum(g.new_tokens for g in gens)
-        return [node.add_child(agent, g.text) for g in gens]
-
-    def rollout(self, root: Node) -> Search:
-        path = [root]
-        node = root
-        while not node.is_terminal:
-            if node.children:
-                parent_visits = node.visits
-                node = argmax_child(node, lambda ch: uct_training(ch.q_mean, parent_visits,
-                                                                  ch.visits, self.settings.c))
-            else:
-                new = yield from self.expand(node)
-                if not new:  # the policy returned nothing: a dead end
-                    break
-                terminal = [ch for ch in new if ch.is_terminal]
-                node = self.rng.choice(terminal or new)
-                for sibling in terminal:
-                    if sibling is not node:
-                        backup(path + [sibling], self.reward(sibling))
-            path.append(node)
-        backup(path, self.reward(node))
-
-    def run(self, root: Node) -> Search:
-        """All rollouts (or until the root value settles); returns the search statistics."""
-        stop = EarlyStop()
-        rollouts, settled = 0, False
-        while rollouts < self.settings.n_rollouts and not settled:
-            yield from self.rollout(root)
-            rollouts += 1
-            settled = bool(root.children) and stop.update(root.q_mean)
-        return {"rollouts": rollouts, "early_stopped": settled and rollouts < self.settings.n_rollouts,
-                "nodes": sum(1 for _ in root.walk()), "policy_calls": self.policy_calls,
-                "agent_runs": self.agent_runs, "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens}
-
-
 def tree_search(graph: MASGraph, question: str, gold: str | None, settings: SearchSettings,
                 rng: random.Random, grade: Grader | None = None,
                 keys: RequestKeys | None = None) -> Search:
-    """Search one example (a search generator); returns the root and the search statistics."""
-    search = TreeSearch(graph, settings, gold, rng, grade or default_grader(), keys)
+    """Search one example (a search generator): all rollouts, or until the root value settles.
+
+    Returns the root and the search statistics.
+    """
+    guide = OutcomeGuide(graph, settings, gold, rng, grade or default_grader(), keys)
     root = Node(graph.start(question))
-    stats = yield from search.run(root)
+    stop = EarlyStop()
+    rollouts = yield from run_simulations(root, guide, settings.n_rollouts,
+                                          settled=lambda r: bool(r.children) and stop.update(r.q_mean))
+    stats = {"rollouts": rollouts, "early_stopped": rollouts < settings.n_rollouts,
+             "nodes": sum(1 for _ in root.walk()), **guide.usage()}
     return root, stats
 
 
