@@ -96,14 +96,14 @@ def main() -> int:
     check_known_dataset(args.dataset)
     config = args.mas_config or default_config_path(args.dataset)
     graph = load_mas_config(config)
-    out_dir = check_output_dir(args.out_root, "--out_root") / run_folder_name(
+    out_dir = check_output_dir(args.out_root, "out_root") / run_folder_name(
         args.dataset, args.split, args.model_id, args.n_rollouts, args.c, args.n_candidates,
         args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
-    check_output_dir(out_dir, "--out_root")
+    check_output_dir(out_dir, "out_root")
     if args.data_file:
         check_text_data_file(args.data_file)
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
-    check_local_model(args.model_id, "--model_id")
+    check_local_model(args.model_id, "model_id")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 

@@ -42,7 +42,7 @@ def main() -> int:
     if args.out or not args.text:
         out = pathlib.Path(args.out) if args.out else pathlib.Path(args.tree).with_suffix(".png")
         check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
-        check_output_file(out, "--out")
+        check_output_file(out, "out")
     tree = read_json(args.tree)
     check(is_search_tree(tree),
           f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from masprm.cli import UsageError
-from masprm.errors import MasprmError
+from masprm.cli import PARSED_FLAGS, UsageError, error_line
+from masprm.errors import MasprmError, ModelError
 
 from helpers import load_script
 
@@ -132,8 +132,9 @@ def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, m
             "--mas_config", "configs/gsm8k.yaml", "--logs_dir", str(tmp_path / "logs")]
     monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tmp_path / "missing_model"),
                                              "--data_file", str(write_gsm8k(tmp_path / "d.jsonl"))])
-    with pytest.raises(UsageError, match="--gen_model_id .*missing_model"):
+    with pytest.raises(ModelError, match="^gen_model_id .*missing_model") as err:
         cli.main()
+    assert error_line(err.value, PARSED_FLAGS).startswith("--gen_model_id ")
     monkeypatch.setattr(sys, "argv", base + ["--gen_model_id", str(tiny_model_dir),
                                              "--data_file", str(tmp_path / "missing.jsonl")])
     with pytest.raises(MasprmError, match="missing.jsonl"):   # a DataError; run_cli prefixes --data_file

@@ -298,7 +298,7 @@ def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
 
 
 def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, monkeypatch):
-    from masprm.cli import UsageError
+    from masprm.errors import ConfigError
     from masprm.eval.runner import results_table
 
     monkeypatch.setenv("LOG_EVERY", "3")
@@ -312,5 +312,5 @@ def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, mon
     from masprm.aggregate import parse_log   # the aggregator reads the label back for its plot
     assert parse_log(cond.files.log.stem, cond.files.log.read_text()).label == cond.label
     monkeypatch.setenv("LOG_EVERY", "0")
-    with pytest.raises(UsageError, match=r"\$LOG_EVERY must be a positive integer"):
+    with pytest.raises(ConfigError, match=r"\$LOG_EVERY must be a positive integer"):
         World().run(tmp_path / "bad", ["sbs_prm"])

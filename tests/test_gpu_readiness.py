@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.models import loading
 from masprm.models.loading import choose_dtype
 
@@ -46,7 +46,7 @@ def test_explicit_dtype_wins_and_cpu_is_fp32(monkeypatch):
     fake_gpu(monkeypatch, (8, 0))
     assert choose_dtype("cuda", "fp16") == torch.float16 and choose_dtype("cpu", "bf16") == torch.bfloat16
     assert choose_dtype("cuda", torch.float32) == torch.float32
-    with pytest.raises(UsageError, match="dtype 'fp8'"):
+    with pytest.raises(ConfigError, match="dtype 'fp8'"):
         choose_dtype("cuda", "fp8")
 
 
@@ -131,7 +131,7 @@ def test_gpu_shares_ray_cannot_give_are_usage_errors_before_ray_starts(share, mo
     from masprm import parallel
 
     monkeypatch.setattr(parallel, "_ray_map", lambda *a, **k: pytest.fail("Ray must not be started"))
-    with pytest.raises(UsageError, match="give a share of one GPU .* or a whole number"):
+    with pytest.raises(ConfigError, match="give a share of one GPU .* or a whole number"):
         list(parallel.map_examples(lambda: None, lambda s, x: x, [1], use_ray=True, num_gpus_per_worker=share))
     for fine in (0.0, 0.25, 1.0, 2.0):
         parallel.check_gpu_share(fine)

@@ -182,7 +182,7 @@ def test_fixed_mode_without_a_schedule_uses_the_default_one(fake_policy):
     assert [t.speaker for t in run.turns] == ["Analyst", "Algebraist", "Critic", "Analyst", "Algebraist",
                                               "Finalizer"]
     assert run.turns[-1].recipient == FINAL and run.stop_reason == "final"
-    with pytest.raises(ConfigError, match=r"5 roles; handoff_fixed needs at least --max_turns \(6\)"):
+    with pytest.raises(ConfigError, match=r"5 roles; handoff_fixed needs at least `max_turns` \(6\)"):
         play(fake_policy, obey, mode="fixed", max_turns=6)      # make_graph's schedule has 5 roles
 
 

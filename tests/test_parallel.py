@@ -8,7 +8,7 @@ from functools import partial
 
 import pytest
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, ModelError
 from masprm.data import Example
 from masprm.graph import MASGraph
 from masprm.parallel import map_examples
@@ -29,7 +29,7 @@ def add_offset(state: dict, item: int) -> int:
 
 
 def bad_setup() -> None:
-    raise UsageError("--model_id nowhere: no such model folder")
+    raise ModelError("model_id nowhere: no such model folder", setting="model_id")
 
 
 def crashing_setup() -> None:
@@ -61,7 +61,7 @@ def test_local_runs_setup_once_and_reports_failures_per_item():
 
 
 def test_local_setup_usage_error_stops_the_run():
-    with pytest.raises(UsageError, match="no such model folder"):
+    with pytest.raises(ModelError, match="no such model folder"):
         list(map_examples(bad_setup, add_offset, ITEMS, progress=False))
 
 
@@ -85,15 +85,16 @@ def test_ray_two_workers_same_outcomes(local_ray):
 
 
 def test_ray_setup_errors_reach_the_driver(local_ray):
-    with pytest.raises(UsageError, match="^--model_id nowhere: no such model folder$"):
+    with pytest.raises(ModelError, match="^model_id nowhere: no such model folder$") as err:
         list(map_examples(bad_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
+    assert err.value.setting == "model_id"   # the CLI can still name the flag
     with pytest.raises(RuntimeError, match="worker setup failed: RuntimeError: out of memory"):
         list(map_examples(crashing_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
 
 
 def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
     monkeypatch.setattr(local_ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
-    with pytest.raises(UsageError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
+    with pytest.raises(ConfigError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
         list(map_examples(partial(make_state, 0), add_offset, ITEMS, workers=2, use_ray=True,
                           num_gpus_per_worker=1.0, progress=False))
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.run_folder import LOCK_FILE, check_settings, locked_folder, write_settings
 from masprm.search.train_mcts import run_trees
 from test_run_mcts_cli import RUN_MCTS, SMOKE, call_main, workdir  # noqa: F401  (fixture)
@@ -31,11 +31,11 @@ def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
     moved = {**SETTINGS, "data_file": {"path": "/elsewhere/a.jsonl", "identity": "aa"}}
     assert check_settings(tmp_path, moved) is True  # the same content, wherever it lies now
     other = {**SETTINGS, "max_new_tokens": 64, "model": {"path": "/m2/tiny", "identity": "m2"}}
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(ConfigError) as err:
         check_settings(tmp_path, other)
     message = str(err.value)
-    assert "--max_new_tokens was None, now 64" in message and "--model_id was /m/tiny [m1], now /m2/tiny [m2]" in message
-    assert "--seed" not in message and "\n" not in message
+    assert "`max_new_tokens` was None, now 64" in message and "`model_id` was /m/tiny [m1], now /m2/tiny [m2]" in message
+    assert "seed" not in message and "\n" not in message
 
 
 def test_a_corrupt_tree_is_rebuilt_with_one_line(tmp_path, fake_policy):
@@ -59,7 +59,7 @@ def test_a_lock_dies_with_its_holder(tmp_path):
          str(tmp_path / "run")], stdout=subprocess.PIPE, text=True, env={**os.environ, "PYTHONPATH": str(REPO / "src")})
     try:
         assert holder.stdout.readline().strip() == "held"
-        with pytest.raises(UsageError, match=rf"run is in use by another run \(pid {holder.pid} on .*\); wait"):
+        with pytest.raises(ConfigError, match=rf"run is in use by another run \(pid {holder.pid} on .*\); wait"):
             with locked_folder(tmp_path / "run"):
                 pass
     finally:

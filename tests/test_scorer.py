@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 import torch
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, ModelError
 from masprm.models.scorer import load_scorer, resolve_scorer_folder
 from masprm.train import train_scorer
 from helpers import SEP, config, ppm_record, step_record, write_jsonl
@@ -51,7 +51,7 @@ def test_full_fine_tune_is_loaded_as_a_plain_model(tmp_path, tiny_model_dir):
     assert (result.output_dir / "model.safetensors").is_file()
     assert not (result.output_dir / "adapter_config.json").exists()
     expected = trainer_eval_predictions(result)
-    loaded = load_scorer(result.output_dir, flag="--orm_dir")
+    loaded = load_scorer(result.output_dir, setting="orm_dir")
     got = loaded.score_batch([e["text"] for e in result.eval_examples])
     # prm rows hold tanh(logit) per labelled separator (-100 padding); the last one is the text's score.
     last = [row[row != -100][-1] for row in expected]
@@ -124,19 +124,19 @@ def test_folder_without_adapter_uses_its_newest_checkpoint(ppm_run, tmp_path):
 
 
 def test_unusable_folders_and_base_models_are_one_line_errors(ppm_run, tmp_path):
-    with pytest.raises(UsageError, match=r"--prm_dir .*: no such folder"):
+    with pytest.raises(ModelError, match=r"^prm_dir .*: no such folder"):
         load_scorer(tmp_path / "missing")
     (tmp_path / "empty").mkdir()
-    with pytest.raises(UsageError, match=r"--orm_dir .*: no adapter .* or checkpoint-\* folder"):
-        load_scorer(tmp_path / "empty", flag="--orm_dir")
-    with pytest.raises(UsageError, match=r"--prm_dir .*no_such_base.*") as err:
+    with pytest.raises(ModelError, match=r"^orm_dir .*: no adapter .* or checkpoint-\* folder"):
+        load_scorer(tmp_path / "empty", setting="orm_dir")
+    with pytest.raises(ModelError, match=r"^prm_dir .*no_such_base.*") as err:
         load_scorer(ppm_run.output_dir, base_model_id=str(tmp_path / "no_such_base"))
     assert "\n" not in str(err.value)
     from masprm.models.tiny import build_tiny_model
 
     narrower = build_tiny_model(tmp_path / "narrower", hidden_size=32, num_heads=2, num_kv_heads=1,
                                 intermediate_size=64)
-    with pytest.raises(UsageError, match=r"the adapter does not fit base model .*narrower") as err:
+    with pytest.raises(ModelError, match=r"the adapter does not fit base model .*narrower") as err:
         load_scorer(ppm_run.output_dir, base_model_id=str(narrower))
     assert "\n" not in str(err.value)
 
@@ -172,5 +172,5 @@ def test_scorer_precision_is_its_own_and_defaults_to_the_originals(monkeypatch):
         assert not scorer_options(policy).load_in_4bit
     assert scorer_options(policy_full, "4bit").load_in_4bit
     assert scorer_options(policy_4bit, "bf16") == ModelOptions(load_in_4bit=False, dtype="bf16")
-    with pytest.raises(UsageError, match="--scorer_precision 'int3'"):
+    with pytest.raises(ConfigError, match="^scorer_precision 'int3'"):
         scorer_options(policy_full, "int3")

@@ -279,13 +279,13 @@ def test_killed_run_resumes_without_corrupt_or_duplicate_trees(tmp_path, fake_po
 
 
 def test_a_folder_of_another_selection_is_refused(tmp_path, fake_policy):
-    from masprm.cli import UsageError
+    from masprm.errors import ConfigError
 
     job = make_job(tmp_path, plot=False)
     run_trees(job, lambda: random_team(fake_policy), EXAMPLES[:2], log=lambda s: None)
     reshuffled = [Example(i, ex.question, ex.gold) for i, ex in enumerate(reversed(EXAMPLES))]
     before = {p.name: p.read_text() for p in tmp_path.iterdir()}
-    with pytest.raises(UsageError, match="another question than example 0"):
+    with pytest.raises(ConfigError, match="another question than example 0"):
         run_trees(job, lambda: random_team(fake_policy), reshuffled, log=lambda s: None)
     assert {p.name: p.read_text() for p in tmp_path.iterdir()} == before
     # More examples of the same selection (a larger --n) just add trees.

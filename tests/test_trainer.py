@@ -18,7 +18,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, DataError
 from masprm.train import train_scorer
 from masprm.state_text import join_steps
 from masprm.errors import MasprmError
@@ -349,7 +349,7 @@ def test_training_is_seeded_and_resumes_after_a_crash(tmp_path, tiny_model_dir):
     with pytest.raises(_Crash):
         train_scorer(run("d"), callbacks=[CrashAtStep3()])
     assert [p.name for p in (tmp_path / "d").glob("checkpoint-*")] == ["checkpoint-2"]
-    with pytest.raises(UsageError, match="already holds checkpoints .*--resume"):
+    with pytest.raises(ConfigError, match="^output_dir .*already holds checkpoints .*`resume`"):
         train_scorer(run("d"))
     train_scorer(run("d", resume=True))
     d = adapter("d")
@@ -458,9 +458,9 @@ def test_resume_keeps_a_scorer_on_its_own_data(tmp_path):
     check_same_data(out, str(other))  # no record yet: anything goes
     (out / "masprm_scorer.json").write_text(json.dumps({"status": "completed", "data": data_record(str(pairs))}))
     check_same_data(out, str(pairs))
-    with pytest.raises(UsageError, match=r"--data_dir .*other.jsonl is not the data .*pairs.jsonl; status completed"):
+    with pytest.raises(DataError, match=r"^data_file .*other.jsonl is not the data .*pairs.jsonl; status completed"):
         check_same_data(out, str(other))
     # A record from before data hashes were kept is compared by path.
     (out / "masprm_scorer.json").write_text(json.dumps({"status": "training", "settings": {"data_file": str(pairs)}}))
-    with pytest.raises(UsageError, match="status training"):
+    with pytest.raises(DataError, match="status training"):
         check_same_data(out, str(other))

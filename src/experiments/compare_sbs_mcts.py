@@ -17,7 +17,7 @@ import argparse
 import os
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.cli import ArgumentParser, UsageError, check, run_cli, with_flags
 from masprm.config import add_config_args
 from masprm.search.engine import EngineSettings
 from masprm.eval.settings import SEARCH_FAMILIES, ViewSettings, add_method_args
@@ -161,23 +161,23 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
     from masprm.models.loading import options_from_args, scorer_options
 
     options = options_from_args(args)
-    policy = check_local_model(args.gen_model_id, "--gen_model_id")
-    specs = {"policy": ModelSpec("policy", policy, None, options, flag="--gen_model_id",
+    policy = check_local_model(args.gen_model_id, "gen_model_id")
+    specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
                                  max_batch_tokens=args.max_batch_tokens)}
     scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
         if folder:
             base = getattr(args, f"{prefix}_base_model_id")
-            note = check_scorer_folder(folder, f"--{prefix}_dir", base_model_id=base,
-                                       base_flag=f"--{prefix}_base_model_id",
+            note = check_scorer_folder(folder, f"{prefix}_dir", base_model_id=base,
+                                       base_setting=f"{prefix}_base_model_id",
                                        allow_unfinished=args.allow_unfinished_scorer)
             if note:
-                print(note, file=sys.stderr)
+                print(with_flags(note), file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
             max_length = getattr(args, "prm_context_length", None) if role == "handoff_prm" else None
-            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, flag=f"--{prefix}_dir")
+            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{prefix}_dir")
     return specs
 
 
@@ -230,7 +230,7 @@ def main() -> int:
     from masprm.graph import load_mas_config
 
     check_known_dataset(args.dataset)
-    check_output_dir(args.logs_dir, "--logs_dir")
+    check_output_dir(args.logs_dir, "logs_dir")
     specs = model_specs(args)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(args.mas_config)
     if args.data_file:

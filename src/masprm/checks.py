@@ -1,8 +1,11 @@
 """Checks of user inputs and output locations, made before any expensive work.
 
-Every check raises ``UsageError`` with one line that names the flag and the
-path and says what is wrong, so a bad input never costs a model load and a
-run never dies after hours because its output folder cannot be written.
+Every check raises a domain error (``masprm.errors``) with one line that
+starts with the setting it checks (e.g. ``out_root``), names the path and
+says what is wrong; the CLI layer shows the setting's flag in its place
+(``--out_root``). So a bad input never costs a model load and a run never
+dies after hours because its output folder cannot be written. ``label``
+replaces the setting at the start of a message when more context helps.
 
 - outputs: ``check_output_dir`` / ``check_output_file`` (a file where a folder
   goes, a folder where a file goes, a location that cannot be written);
@@ -23,7 +26,7 @@ import socket
 from functools import lru_cache
 from pathlib import Path
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, DataError, MasprmError, ModelError
 from masprm.models.scorer_meta import SCORER_META_FILE
 
 # A local model folder needs one of these to build its tokenizer; without them transformers
@@ -55,41 +58,42 @@ def _existing_ancestor(path: Path) -> Path:
     return path
 
 
-def _check_can_hold(folder: Path, flag: str, shown: str) -> None:
-    """`folder` exists as a writable folder, or can be made inside one."""
+def _check_can_hold(folder: Path, setting: str, shown: str) -> None:
+    """`folder` exists as a writable folder, or can be made inside one (`shown` starts the message)."""
     base = _existing_ancestor(folder)
     if not base.is_dir():
-        raise UsageError(f"{flag} {shown}: {base} is a file, so no folder can be made there")
+        raise ConfigError(f"{shown}: {base} is a file, so no folder can be made there", setting=setting)
     if not os.access(base, os.W_OK | os.X_OK):
-        raise UsageError(f"{flag} {shown}: {base} is not writable")
+        raise ConfigError(f"{shown}: {base} is not writable", setting=setting)
 
 
-def check_output_dir(path: str | os.PathLike, flag: str) -> Path:
+def check_output_dir(path: str | os.PathLike, setting: str) -> Path:
     """A folder the run will write into: not a file, and writable (or creatable)."""
     path = Path(path)
     if path.exists() and not path.is_dir():
-        raise UsageError(f"{flag} {path}: is a file, not a folder")
-    _check_can_hold(path, flag, str(path))
+        raise ConfigError(f"{setting} {path}: is a file, not a folder", setting=setting)
+    _check_can_hold(path, setting, f"{setting} {path}")
     return path
 
 
-def check_output_file(path: str | os.PathLike, flag: str) -> Path:
+def check_output_file(path: str | os.PathLike, setting: str, *, label: str | None = None) -> Path:
     """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder."""
     path = Path(path)
+    shown = f"{label or setting} {path}"
     if path.is_dir():
-        raise UsageError(f"{flag} {path}: is a folder, not a file")
-    _check_can_hold(path.parent, flag, str(path))
+        raise ConfigError(f"{shown}: is a folder, not a file", setting=setting)
+    _check_can_hold(path.parent, setting, shown)
     return path
 
 
 # --------------------------------------------------------------------------- names and text inputs
 
 
-def check_known_dataset(name: str, flag: str = "--dataset") -> None:
+def check_known_dataset(name: str, setting: str = "dataset") -> None:
     from masprm.data import DATASETS
 
     if name not in DATASETS:
-        raise UsageError(f"{flag}: {DATASETS.unknown_message(name)}")
+        raise ConfigError(f"{setting}: {DATASETS.unknown_message(name)}", setting=setting)
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:
@@ -98,23 +102,23 @@ def read_utf8(path: str | os.PathLike, what: str = "file") -> str:
     try:
         return path.read_bytes().decode("utf-8")
     except UnicodeDecodeError as err:
-        raise UsageError(f"{path}: the {what} is not UTF-8 text (byte 0x{err.object[err.start]:02x} "
-                         f"at offset {err.start}); save it as UTF-8") from None
+        raise DataError(f"{path}: the {what} is not UTF-8 text (byte 0x{err.object[err.start]:02x} "
+                        f"at offset {err.start}); save it as UTF-8") from None
 
 
-def check_text_data_file(path: str | os.PathLike, flag: str = "--data_file") -> None:
+def check_text_data_file(path: str | os.PathLike, setting: str = "data_file") -> None:
     """A JSON/JSONL data file must be UTF-8 and hold something."""
     path = Path(path)
     if path.suffix.lower() not in (".json", ".jsonl") or not path.is_file():
         return
-    if not read_utf8(path, f"data file ({flag})").strip():
-        raise UsageError(f"{path}: the data file ({flag}) is empty")
+    if not read_utf8(path, f"data file (`{setting}`)").strip():
+        raise DataError(f"{path}: the data file (`{setting}`) is empty", setting=setting)
 
 
 # --------------------------------------------------------------------------- model folders
 
 
-def check_safetensors(path: Path, flag: str) -> None:
+def check_safetensors(path: Path, setting: str) -> None:
     """The file is complete: an 8-byte header length, a JSON header, and every tensor's bytes."""
     size = path.stat().st_size
     try:
@@ -125,20 +129,22 @@ def check_safetensors(path: Path, flag: str) -> None:
             header = json.loads(fh.read(n))
         end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
     except (ValueError, KeyError, TypeError, IndexError):
-        raise UsageError(f"{flag}: {path} is not a readable safetensors file (truncated or corrupt)") from None
+        raise ModelError(f"{setting}: {path} is not a readable safetensors file (truncated or corrupt)",
+                         setting=setting) from None
     if 8 + n + end != size:
-        raise UsageError(f"{flag}: {path} is truncated or corrupt ({size} bytes, its header "
-                         f"describes {8 + n + end})")
+        raise ModelError(f"{setting}: {path} is truncated or corrupt ({size} bytes, its header "
+                         f"describes {8 + n + end})", setting=setting)
 
 
-def _check_weights(folder: Path, names: tuple[str, ...], flag: str, what: str) -> None:
+def _check_weights(folder: Path, names: tuple[str, ...], setting: str, what: str, label: str | None = None) -> None:
     present = [folder / name for name in names if (folder / name).is_file()]
     shards = sorted(folder.glob("*.safetensors")) if any(p.name.endswith(".index.json") for p in present) else []
     if not present:
-        raise UsageError(f"{flag} {folder}: no {what} weights (expected {' or '.join(names)})")
+        raise ModelError(f"{label or setting} {folder}: no {what} weights (expected {' or '.join(names)})",
+                         setting=setting)
     for file in {*present, *shards}:
         if file.suffix == ".safetensors":
-            check_safetensors(file, flag)
+            check_safetensors(file, setting)
 
 
 def has_tokenizer(folder: Path) -> bool:
@@ -151,31 +157,32 @@ def looks_like_path(model_id: str) -> bool:
             or Path(model_id).exists())
 
 
-def check_model_source(model_id: str, flag: str, *, need_tokenizer: bool = False,
-                       need_weights: bool = False) -> str:
+def check_model_source(model_id: str, setting: str, *, need_tokenizer: bool = False,
+                       need_weights: bool = False, label: str | None = None) -> str:
     """A local model folder that can load, or a hub id that can be fetched; returns the id to load."""
+    label = label or setting
     if not model_id:
-        raise UsageError(f"{flag}: empty model id")
+        raise ModelError(f"{label}: empty model id", setting=setting)
     if not looks_like_path(model_id):
-        check_hub_id(model_id, flag)
+        check_hub_id(model_id, setting, label=label)
         return model_id
     path = Path(model_id).expanduser()
     if not path.is_dir():
-        raise UsageError(f"{flag} {model_id}: no such model folder")
+        raise ModelError(f"{label} {model_id}: no such model folder", setting=setting)
     is_model, is_adapter = (path / "config.json").is_file(), (path / "adapter_config.json").is_file()
     if not (is_model or is_adapter):
-        raise UsageError(f"{flag} {model_id}: not a model folder (no config.json)")
+        raise ModelError(f"{label} {model_id}: not a model folder (no config.json)", setting=setting)
     if need_weights and is_model:
-        _check_weights(path, MODEL_WEIGHTS, flag, "model")
+        _check_weights(path, MODEL_WEIGHTS, setting, "model", label)
     if need_tokenizer and not has_tokenizer(path):
-        raise UsageError(f"{flag} {model_id}: no tokenizer files in the folder (expected one of "
-                         f"{', '.join(TOKENIZER_FILES[:3])}); save the tokenizer next to the model")
+        raise ModelError(f"{label} {model_id}: no tokenizer files in the folder (expected one of "
+                         f"{', '.join(TOKENIZER_FILES[:3])}); save the tokenizer next to the model", setting=setting)
     return str(path)
 
 
-def check_local_model(model_id: str, flag: str) -> str:
+def check_local_model(model_id: str, setting: str) -> str:
     """What stages 1, 3 and 4 need of their policy or base model: weights and a tokenizer."""
-    return check_model_source(model_id, flag, need_tokenizer=True, need_weights=True)
+    return check_model_source(model_id, setting, need_tokenizer=True, need_weights=True)
 
 
 # --------------------------------------------------------------------------- hub ids
@@ -209,28 +216,29 @@ def hub_reachable(endpoint: str | None = None) -> bool:
         return False
 
 
-def check_hub_id(model_id: str, flag: str) -> None:
+def check_hub_id(model_id: str, setting: str, *, label: str | None = None) -> None:
     """A hub id must be in the local cache, or the hub must be reachable to fetch it."""
     if in_hub_cache(model_id):
         return
     why = "HF_HUB_OFFLINE is set" if hub_offline() else "the hub is unreachable" if not hub_reachable() else ""
     if why:
-        raise UsageError(f"{flag} {model_id}: not a local folder and not in the Hugging Face cache, and {why}; "
-                         "pass a local model folder")
+        raise ModelError(f"{label or setting} {model_id}: not a local folder and not in the Hugging Face cache, "
+                         f"and {why}; pass a local model folder", setting=setting)
 
 
 # --------------------------------------------------------------------------- trained scorers
 
 
-def _read_json_file(path: Path, flag: str, folder: Path) -> dict:
+def _read_json_file(path: Path, setting: str, folder: Path) -> dict:
     try:
         data = json.loads(read_utf8(path, "file"))
     except json.JSONDecodeError as err:
-        raise UsageError(f"{flag} {folder}: {path.name} is not valid JSON ({err.msg}, line {err.lineno})") from None
-    except UsageError as err:
-        raise UsageError(f"{flag} {folder}: {err}") from None
+        raise ModelError(f"{setting} {folder}: {path.name} is not valid JSON ({err.msg}, line {err.lineno})",
+                         setting=setting) from None
+    except MasprmError as err:
+        raise ModelError(f"{setting} {folder}: {err}", setting=setting) from None
     if not isinstance(data, dict):
-        raise UsageError(f"{flag} {folder}: {path.name} must hold a JSON object")
+        raise ModelError(f"{setting} {folder}: {path.name} must hold a JSON object", setting=setting)
     return data
 
 
@@ -240,44 +248,49 @@ def _newest_checkpoint(folder: Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
-def check_scorer_folder(path: str | os.PathLike, flag: str, *, base_model_id: str | None = None,
-                        base_flag: str = "--prm_base_model_id", allow_unfinished: bool = False) -> str | None:
+def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id: str | None = None,
+                        base_setting: str = "prm_base_model_id", allow_unfinished: bool = False) -> str | None:
     """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.
 
     Returns a warning line when an unfinished training is used (``allow_unfinished``), else None.
     """
     folder = Path(path).expanduser()
+
+    def fail(problem: str) -> ModelError:
+        return ModelError(f"{setting} {path}: {problem}", setting=setting)
+
     if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: no such folder")
+        raise fail("no such folder")
     if not any(not p.name.startswith(".") for p in folder.iterdir()):
-        raise UsageError(f"{flag} {path}: the folder is empty (no trained scorer in it)")
-    meta = _read_json_file(folder / SCORER_META_FILE, flag, folder) if (folder / SCORER_META_FILE).is_file() else {}
-    unfinished = "--allow_unfinished_scorer to use its newest checkpoint, or finish it with trainer.py --resume"
+        raise fail("the folder is empty (no trained scorer in it)")
+    meta = _read_json_file(folder / SCORER_META_FILE, setting, folder) if (folder / SCORER_META_FILE).is_file() else {}
+    unfinished = "`allow_unfinished_scorer` to use its newest checkpoint, or finish it with trainer.py --resume"
     status = meta.get("status")
     finished = status in (None, "completed")
     if not finished and not allow_unfinished:
-        raise UsageError(f"{flag} {path}: its training did not finish ({SCORER_META_FILE} says status "
-                         f"{status!r}); pass {unfinished}")
+        raise fail(f"its training did not finish ({SCORER_META_FILE} says status {status!r}); pass {unfinished}")
     target = folder
     if not ((folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()):
         target = _newest_checkpoint(folder)
         if target is None:
-            raise UsageError(f"{flag} {path}: no adapter (adapter_config.json), model (config.json) "
-                             "or checkpoint-* folder in it")
+            raise fail("no adapter (adapter_config.json), model (config.json) or checkpoint-* folder in it")
         if not allow_unfinished:
-            raise UsageError(f"{flag} {path}: holds only training checkpoints (newest {target.name}), "
-                             f"not a finished scorer; pass {unfinished}")
+            raise fail(f"holds only training checkpoints (newest {target.name}), not a finished scorer; "
+                       f"pass {unfinished}")
         finished = False
     if (target / "adapter_config.json").is_file():
-        adapter = _read_json_file(target / "adapter_config.json", flag, target)
-        _check_weights(target, ADAPTER_WEIGHTS, flag, "adapter")
+        adapter = _read_json_file(target / "adapter_config.json", setting, target)
+        _check_weights(target, ADAPTER_WEIGHTS, setting, "adapter")
         base = base_model_id or adapter.get("base_model_name_or_path") or meta.get("base_model_id")
         if not base:
-            raise UsageError(f"{flag} {path}: the adapter does not name its base model; pass {base_flag}")
-        where = base_flag if base_model_id else f"{flag} {path}: base model (from adapter_config.json)"
-        check_model_source(base, where, need_tokenizer=not has_tokenizer(target), need_weights=True)
+            raise fail(f"the adapter does not name its base model; pass `{base_setting}`")
+        if base_model_id:
+            check_model_source(base, base_setting, need_tokenizer=not has_tokenizer(target), need_weights=True)
+        else:
+            check_model_source(base, setting, need_tokenizer=not has_tokenizer(target), need_weights=True,
+                               label=f"{setting} {path}: base model (from adapter_config.json)")
     else:
-        _check_weights(target, MODEL_WEIGHTS, flag, "model")
+        _check_weights(target, MODEL_WEIGHTS, setting, "model")
         if not has_tokenizer(target):
-            raise UsageError(f"{flag} {path}: no tokenizer files next to the model")
-    return None if finished else f"warning: {flag} {path}: using an unfinished training ({target.name})"
+            raise fail("no tokenizer files next to the model")
+    return None if finished else f"warning: `{setting}` {path}: using an unfinished training ({target.name})"

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import re
 import sys
 from typing import Callable, Mapping, NoReturn
 
@@ -56,18 +57,28 @@ class ArgumentParser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
+def with_flags(text: str, flags: Mapping[str, str] | None = None) -> str:
+    """Library text names settings in backquotes (`prm_dir`); show each as this script's flag (--prm_dir).
+
+    A setting the script has no flag for keeps its backquoted name.
+    """
+    flags = {**COMMON_FLAGS, **PARSED_FLAGS, **(flags or {})}
+    return re.sub(r"`(\w+)`", lambda m: flags.get(m.group(1), m.group(0)), text)
+
+
 def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
     """The one line shown for a domain error, naming the flag of its setting when the script has one.
 
-    A message that starts with the setting's name gets the flag in its place, any other is prefixed
-    (``--flag: message``).
+    Backquoted settings in the message become flags (`with_flags`); then a message that starts
+    with the setting's name gets the flag in its place, one that starts with the flag or names it
+    in parentheses is shown as it is, and any other is prefixed (``--flag: message``).
     """
     setting = err.setting or ""
     flag = (flags or {}).get(setting)
-    message = first_line(err)
-    if not flag or message.startswith(flag):
+    message = with_flags(first_line(err), flags)
+    if not flag or message.startswith(flag) or f"({flag})" in message:
         return message
-    if message.startswith(setting + " "):   # "epochs must be > 0" -> "--epochs must be > 0"
+    if message.startswith((setting + " ", setting + ":")):   # "epochs must be > 0" -> "--epochs must be > 0"
         return flag + message[len(setting):]
     return f"{flag}: {message}"
 

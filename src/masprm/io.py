@@ -13,7 +13,7 @@ from pathlib import Path
 from contextlib import contextmanager
 from typing import Any, Iterable, Iterator, TextIO
 
-from masprm.cli import UsageError
+from masprm.errors import DataError
 
 
 @contextmanager
@@ -60,33 +60,33 @@ def atomic_write_jsonl(path: str | os.PathLike, records: Iterable[dict]) -> int:
 def read_json(path: str | os.PathLike) -> Any:
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"{path}: file not found")
+        raise DataError(f"{path}: file not found")
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise UsageError(f"{path}: not valid JSON ({err})") from None
+        raise DataError(f"{path}: not valid JSON ({err})") from None
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
-    """Yield (line_number, record) for each non-blank line; bad lines raise UsageError."""
+    """Yield (line_number, record) for each non-blank line; bad lines raise DataError."""
     path = Path(path)
     if not path.is_file():
-        raise UsageError(f"{path}: file not found")
+        raise DataError(f"{path}: file not found")
     with open(path, "rb") as fh:
         for lineno, raw in enumerate(fh, start=1):
             try:
                 line = raw.decode("utf-8")
             except UnicodeDecodeError as err:
-                raise UsageError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
-                                 "save the file as UTF-8") from None
+                raise DataError(f"{path}:{lineno}: not UTF-8 text (byte 0x{raw[err.start]:02x}); "
+                                "save the file as UTF-8") from None
             if not line.strip():
                 continue
             try:
                 rec = json.loads(line)
             except json.JSONDecodeError as err:
-                raise UsageError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
+                raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
             if not isinstance(rec, dict):
-                raise UsageError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+                raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
             yield lineno, rec
 
 

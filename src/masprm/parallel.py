@@ -9,7 +9,7 @@ picklable for Ray: a module-level function, a ``functools.partial`` of one,
 or an instance of a module-level class. Results come back as they finish,
 each as ``(item, result, None)`` or ``(item, None, "error text")``: one
 failing item never stops the others. A setup failure stops the run (a
-``UsageError`` in setup, e.g. a bad model path, stays a ``UsageError``).
+domain error in setup, e.g. a bad model path, is raised as it was).
 
 One tqdm bar counts finished items. With Ray, each actor holds one copy of
 the models and is handed the next item as soon as it is free; on a machine
@@ -19,6 +19,7 @@ must seed from the item (e.g. ``seed + idx``), never from worker order.
 
 from __future__ import annotations
 
+import importlib
 import logging
 import math
 import os
@@ -28,8 +29,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from tqdm.auto import tqdm
 
-from masprm.cli import UsageError
-from masprm.errors import MasprmError
+from masprm.errors import ConfigError, MasprmError
 
 W = TypeVar("W")
 Item = TypeVar("Item")
@@ -50,11 +50,11 @@ def describe_error(err: BaseException) -> str:
     return f"{type(err).__name__}: {message}{where}"
 
 
-def check_gpu_share(gpus: float, flag: str = "--gpus_per_actor") -> None:
-    """Ray gives an actor a share of one GPU (0 to 1) or whole GPUs; anything else is a usage error."""
+def check_gpu_share(gpus: float, setting: str = "gpus_per_actor") -> None:
+    """Ray gives an actor a share of one GPU (0 to 1) or whole GPUs; anything else is a ConfigError."""
     if not (math.isfinite(gpus) and gpus >= 0) or (gpus > 1 and not float(gpus).is_integer()):
-        raise UsageError(f"{flag} {gpus:g}: give a share of one GPU (0 to 1, e.g. 0.5) or a whole number "
-                         "of GPUs (e.g. 2); Ray gives an actor nothing in between")
+        raise ConfigError(f"{setting} {gpus:g}: give a share of one GPU (0 to 1, e.g. 0.5) or a whole number "
+                          "of GPUs (e.g. 2); Ray gives an actor nothing in between", setting=setting)
 
 
 def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: Iterable[Item], *,
@@ -137,15 +137,15 @@ class _Worker:
     def __init__(self, setup: Callable[[], Any], task: Callable[[Any, Any], Any]):
         self.task = task
         self.state = None
-        self.setup_error: tuple[bool, str] | None = None
+        self.setup_error: tuple[str, ...] | None = None
         try:
             self.state = setup()
-        except MasprmError as err:   # a bad input: reported as one line, like the CLI does
-            self.setup_error = (True, str(err))
+        except MasprmError as err:   # a bad input: sent back as data, rebuilt by the driver (`_setup_failure`)
+            self.setup_error = ("input", type(err).__module__, type(err).__qualname__, str(err), err.setting or "")
         except Exception as err:
-            self.setup_error = (False, describe_error(err))
+            self.setup_error = ("crash", describe_error(err))
 
-    def ready(self) -> tuple[bool, str] | None:
+    def ready(self) -> tuple[str, ...] | None:
         return self.setup_error
 
     def run(self, item: Any) -> tuple[Any, str | None]:
@@ -153,6 +153,17 @@ class _Worker:
             return self.task(self.state, item), None
         except Exception as err:
             return None, describe_error(err)
+
+
+def _setup_failure(failure: tuple[str, ...]) -> Exception:
+    """The driver's exception for an actor's setup failure: a domain error of its own class and
+    setting (so the CLI names the flag), or a RuntimeError with the crash's text."""
+    if failure[0] == "crash":
+        return RuntimeError(f"worker setup failed: {failure[1]}")
+    _, module, name, message, setting = failure
+    cls = getattr(importlib.import_module(module), name, MasprmError)
+    cls = cls if isinstance(cls, type) and issubclass(cls, MasprmError) else MasprmError
+    return cls(message, setting=setting or None)
 
 
 def _import_path() -> str:
@@ -183,8 +194,8 @@ def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[I
             workers = max(1, math.floor(gpus / num_gpus_per_worker + 1e-9)) if num_gpus_per_worker else 1
         workers = min(workers, len(items))
         if workers * num_gpus_per_worker > gpus + 1e-9:  # Ray would wait forever for the missing GPUs
-            raise UsageError(f"{workers} workers x {num_gpus_per_worker:g} GPUs each need "
-                             f"{workers * num_gpus_per_worker:g} GPUs; Ray sees {gpus:g}")
+            raise ConfigError(f"{workers} workers x {num_gpus_per_worker:g} GPUs each need "
+                              f"{workers * num_gpus_per_worker:g} GPUs; Ray sees {gpus:g}")
         # CPU workers share the cores (Ray gives each that many torch threads); a GPU worker
         # needs one core to feed it. Shares below one core keep every worker schedulable.
         cpus_each = min(1.0, cpus / workers) if num_gpus_per_worker else (
@@ -193,10 +204,13 @@ def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[I
             num_cpus=cpus_each, num_gpus=num_gpus_per_worker,
             runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": _import_path()}})
         actors = [actor_class.remote(setup, task) for _ in range(workers)]
-        for failure in ray.get([actor.ready.remote() for actor in actors]):
-            if failure is not None:
-                is_usage, message = failure
-                raise UsageError(message) if is_usage else RuntimeError(f"worker setup failed: {message}")
+        failures = [f for f in ray.get([actor.ready.remote() for actor in actors]) if f is not None]
+        if failures:
+            # Free the actors' CPUs and GPUs now: the raised error's traceback keeps their handles
+            # (and so the actors) alive for as long as the caller holds it.
+            for actor in actors:
+                ray.kill(actor)
+            raise _setup_failure(failures[0])
 
         todo = iter(items)
         running: dict[Any, tuple[Any, Item]] = {}  # object ref -> (actor, item)

@@ -26,7 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
 
 LOCK_FILE = ".lock"
@@ -34,8 +34,8 @@ SETTINGS_FILE = ".run_settings"
 
 
 @contextmanager
-def locked_folder(folder: str | os.PathLike, flag: str = "--out_root") -> Iterator[Path]:
-    """Create `folder` if needed and hold its lock; a folder another run holds is a UsageError."""
+def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Iterator[Path]:
+    """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY)
@@ -44,8 +44,8 @@ def locked_folder(folder: str | os.PathLike, flag: str = "--out_root") -> Iterat
     except BlockingIOError:
         os.close(fd)
         holder = _read_holder(folder / LOCK_FILE)
-        raise UsageError(f"{folder} is in use by another run ({holder}); wait for it to finish, "
-                         f"or use another {flag}") from None
+        raise ConfigError(f"{folder} is in use by another run ({holder}); wait for it to finish, "
+                          f"or use another `{setting}`") from None
     except OSError as err:  # a file system without locks (some network mounts): run, but say so
         print(f"warning: cannot lock {folder} ({err.strerror}); a second run on it would not be stopped",
               file=sys.stderr)
@@ -73,9 +73,8 @@ def _read_holder(path: Path) -> str:
 
 # --------------------------------------------------------------------------- defining settings
 
-# setting -> the flag a user changes it with (for the message)
-SETTING_FLAGS = {"seed": "--seed", "dataset": "--dataset", "split": "--split", "data_file": "--data_file",
-                 "model": "--model_id", "max_new_tokens": "--max_new_tokens", "mas_config": "--mas_config"}
+# recorded name -> the setting a user changes it with (for the message)
+SETTING_NAMES = {"model": "model_id"}
 
 
 def read_settings(folder: Path) -> dict | None:
@@ -85,8 +84,8 @@ def read_settings(folder: Path) -> dict | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError):
-        raise UsageError(f"{path} is corrupt (not JSON); it records what made the trees in {folder}: "
-                         "fix it or move the folder") from None
+        raise ConfigError(f"{path} is corrupt (not JSON); it records what made the trees in {folder}: "
+                          "fix it or move the folder") from None
     return data if isinstance(data, dict) else {}
 
 
@@ -106,16 +105,16 @@ def _shown(value: Any) -> str:
 
 
 def check_settings(folder: Path, current: dict) -> bool:
-    """Compare with the folder's record; True when it has one. A difference is a UsageError."""
+    """Compare with the folder's record; True when it has one. A difference is a ConfigError."""
     recorded = read_settings(folder)
     if recorded is None:
         return False
     changed = [k for k in current if k in recorded and not _same(recorded[k], current[k])]
     if changed:
-        diffs = "; ".join(f"{SETTING_FLAGS.get(k, k)} was {_shown(recorded[k])}, now {_shown(current[k])}"
+        diffs = "; ".join(f"`{SETTING_NAMES.get(k, k)}` was {_shown(recorded[k])}, now {_shown(current[k])}"
                           for k in changed)
-        raise UsageError(f"{folder} holds trees of another run ({diffs}); use another --out_root "
-                         "or move the folder")
+        raise ConfigError(f"{folder} holds trees of another run ({diffs}); use another `out_root` "
+                          "or move the folder")
     return True
 
 

@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
     for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
-        check_output_file(path, f"--input {args.input}: output")
+        check_output_file(path, "input", label=f"input {args.input}: output")
     root = args.input if args.input.is_dir() else args.input.parent
     if graph is not None and args.view == "local":
         print(f"[preprocess] local view, routing inboxes with {graph.source}")

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
 
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.runs import model_tag
 
@@ -226,7 +226,7 @@ def log_every() -> int:
     """Examples between progress lines: $LOG_EVERY (the original's variable), default 10."""
     raw = os.environ.get("LOG_EVERY", "") or "10"
     if not (raw.isdigit() and int(raw) >= 1):
-        raise UsageError(f"$LOG_EVERY must be a positive integer, got {raw!r}")
+        raise ConfigError(f"$LOG_EVERY must be a positive integer, got {raw!r}")
     return int(raw)
 
 

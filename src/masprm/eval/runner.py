@@ -57,20 +57,20 @@ class ModelSpec:
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
-    flag: str | None = None           # the flag that named it, for error messages (default by kind)
+    setting: str | None = None        # the setting that named it, for error messages (default by kind)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
     from masprm.models.policy import HFPolicy
     extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
-    return HFPolicy(spec.model_id, spec.options, flag=spec.flag or "--gen_model_id", **extra)
+    return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
-                       flag=spec.flag or "--prm_dir")
+                       setting=spec.setting or "prm_dir")
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}

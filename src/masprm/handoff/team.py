@@ -178,7 +178,7 @@ def schedule(team: HandoffTeam, settings: HandoffSettings) -> tuple[str, ...]:
     planned = team.fixed_schedule or default_schedule(team.roles, settings.max_turns)
     if len(planned) < settings.max_turns:
         raise ConfigError(f"handoff.fixed_schedule has {len(planned)} roles; handoff_fixed needs at least "
-                          f"--max_turns ({settings.max_turns})")
+                          f"`max_turns` ({settings.max_turns})")
     return planned[:settings.max_turns]
 
 

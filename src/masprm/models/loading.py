@@ -19,9 +19,8 @@ from pathlib import Path
 import torch
 
 from masprm.checks import check_model_source, looks_like_path
-from masprm.cli import UsageError
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.errors import first_line
+from masprm.errors import ConfigError, ModelError, first_line
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
@@ -104,7 +103,8 @@ def scorer_options(options: ModelOptions, precision: str = "auto") -> ModelOptio
     `choose_dtype`'s dtype for the device.
     """
     if precision not in SCORER_PRECISIONS:
-        raise UsageError(f"--scorer_precision {precision!r}: expected one of {', '.join(SCORER_PRECISIONS)}")
+        raise ConfigError(f"scorer_precision {precision!r}: expected one of {', '.join(SCORER_PRECISIONS)}",
+                          setting="scorer_precision")
     if precision == "auto":
         return replace(options, load_in_4bit=resolve_device(options.device_map).type == "cuda", dtype=None)
     if precision == "4bit":
@@ -137,12 +137,14 @@ def resolve_device(device_map: str = "auto") -> torch.device:
     try:
         device = torch.device(device_map)
     except RuntimeError:
-        raise UsageError(f"--device_map {device_map!r}: expected auto, cpu, cuda or cuda:N") from None
+        raise ConfigError(f"device_map {device_map!r}: expected auto, cpu, cuda or cuda:N",
+                          setting="device_map") from None
     if device.type == "cuda":
         if not torch.cuda.is_available():
-            raise UsageError(f"--device_map {device_map!r}: {cuda_unavailable_reason()}")
+            raise ConfigError(f"device_map {device_map!r}: {cuda_unavailable_reason()}", setting="device_map")
         if device.index is not None and device.index >= torch.cuda.device_count():
-            raise UsageError(f"--device_map {device_map!r}: only {torch.cuda.device_count()} GPU(s) are visible")
+            raise ConfigError(f"device_map {device_map!r}: only {torch.cuda.device_count()} GPU(s) are visible",
+                              setting="device_map")
     return device
 
 
@@ -163,7 +165,7 @@ def choose_dtype(device: torch.device | str, requested: str | torch.dtype | None
         return requested
     if requested not in (None, "auto"):
         if requested not in DTYPES:
-            raise UsageError(f"dtype {requested!r}: expected auto or one of {', '.join(DTYPES)}")
+            raise ConfigError(f"dtype {requested!r}: expected auto or one of {', '.join(DTYPES)}", setting="dtype")
         return DTYPES[requested]
     device = torch.device(device)
     if device.type != "cuda":
@@ -172,14 +174,14 @@ def choose_dtype(device: torch.device | str, requested: str | torch.dtype | None
     return torch.bfloat16 if major >= 8 else torch.float16
 
 
-def check_model_id(model_id: str, flag: str = "--model_id") -> str:
+def check_model_id(model_id: str, setting: str = "model_id") -> str:
     """Reject a missing or non-model local folder (or an unfetchable hub id) before anything is loaded."""
-    return check_model_source(model_id, flag)
+    return check_model_source(model_id, setting)
 
 
-def _load_error(model_id: str, flag: str, err: Exception) -> UsageError:
+def _load_error(model_id: str, setting: str, err: Exception) -> ModelError:
     where = "local folder" if looks_like_path(model_id) else "hub id (not cached, and the hub is unreachable or has no such repo)"
-    return UsageError(f"{flag} {model_id}: cannot load as a {where}: {first_line(err)}")
+    return ModelError(f"{setting} {model_id}: cannot load as a {where}: {first_line(err)}", setting=setting)
 
 
 # ---------------------------------------------------------------------------
@@ -187,15 +189,15 @@ def _load_error(model_id: str, flag: str, err: Exception) -> UsageError:
 
 
 def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_side: str = "left",
-                   flag: str = "--model_id"):
+                   setting: str = "model_id"):
     """Tokenizer with a pad token (EOS when missing), left padding for generation."""
     from transformers import AutoTokenizer
 
-    model_id = check_model_source(model_id, flag, need_tokenizer=True)  # else an empty tokenizer, silently
+    model_id = check_model_source(model_id, setting, need_tokenizer=True)  # else an empty tokenizer, silently
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
     except (OSError, ValueError, ImportError) as err:
-        raise _load_error(model_id, flag, err) from None
+        raise _load_error(model_id, setting, err) from None
     if tokenizer.pad_token is None:
         tokenizer.pad_token = tokenizer.eos_token
     tokenizer.padding_side = padding_side
@@ -216,11 +218,11 @@ def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | No
                               bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip_modules)
 
 
-def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, flag: str = "--model_id"):
+def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id"):
     """AutoModelForCausalLM in eval mode on the resolved device, per `options`."""
     from transformers import AutoModelForCausalLM
 
-    model_id = check_model_id(model_id, flag)
+    model_id = check_model_id(model_id, setting)
     device = resolve_device(options.device_map)
     dtype = policy_dtype(options, device)
     kwargs = dict(dtype=dtype, attn_implementation=options.attn_impl, trust_remote_code=options.trust_remote_code)
@@ -234,7 +236,7 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, fla
     try:
         model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
     except (OSError, ValueError, ImportError) as err:
-        raise _load_error(model_id, flag, err) from None
+        raise _load_error(model_id, setting, err) from None
     if "device_map" not in kwargs:
         model.to(device)
     model.eval()

@@ -87,11 +87,11 @@ def pick_token(logits: torch.Tensor, top_p: float, top_k: int, seeds: torch.Tens
 class HFPolicy:
     """Implements `masprm.interfaces.Policy` on a local folder or hub id."""
 
-    def __init__(self, model_id: str, options: ModelOptions = ModelOptions(), *, flag: str = "--model_id",
+    def __init__(self, model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id",
                  prompt_cache_size: int = 4096, max_batch_tokens: int = 262144):
         self.model_id = model_id
-        self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, flag=flag)
-        self.model = load_causal_lm(model_id, options, flag=flag)
+        self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
+        self.model = load_causal_lm(model_id, options, setting=setting)
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.stop_ids = self._stop_ids()

@@ -23,8 +23,7 @@ from typing import Any, Sequence
 import torch
 from peft import PeftModel
 
-from masprm.cli import UsageError
-from masprm.errors import first_line
+from masprm.errors import ModelError, first_line
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
 from masprm.models.scorer_meta import read_scorer_meta, text_style
@@ -83,27 +82,28 @@ def _checkpoint_step(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
-def resolve_scorer_folder(path: str | Path, flag: str = "--prm_dir") -> Path:
+def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir") -> Path:
     """The folder itself when it holds an adapter or a model, else its newest checkpoint-*."""
     folder = Path(path).expanduser()
     if not folder.is_dir():
-        raise UsageError(f"{flag} {path}: no such folder")
+        raise ModelError(f"{setting} {path}: no such folder", setting=setting)
     if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
         return folder
     checkpoints = [p for p in folder.glob("checkpoint-*") if p.is_dir() and _checkpoint_step(p) >= 0]
     if not checkpoints:
-        raise UsageError(f"{flag} {path}: no adapter (adapter_config.json), model (config.json) "
-                         "or checkpoint-* folder in it")
+        raise ModelError(f"{setting} {path}: no adapter (adapter_config.json), model (config.json) "
+                         "or checkpoint-* folder in it", setting=setting)
     return max(checkpoints, key=_checkpoint_step)
 
 
-def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, flag: str) -> str:
+def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, setting: str) -> str:
     if base_model_id:
         return base_model_id
     adapter_config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
     base = adapter_config.get("base_model_name_or_path") or meta.get("base_model_id")
     if not base:
-        raise UsageError(f"{flag} {folder}: the adapter does not name its base model; pass the base model id")
+        raise ModelError(f"{setting} {folder}: the adapter does not name its base model; pass the base model id",
+                         setting=setting)
     return base
 
 
@@ -111,23 +111,23 @@ def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, flag: st
 
 
 def load_scorer(path: str | Path, base_model_id: str | None = None, options: ModelOptions | None = None,
-                max_length: int | None = None, batch_size: int = 16, *, flag: str = "--prm_dir") -> HFScorer:
+                max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir") -> HFScorer:
     """Load a trained scorer in eval mode.
 
     `options=None` means `scorer_options(ModelOptions())`: a 4-bit NF4 base on
     CUDA, fp32 on CPU; `options.load_in_4bit` quantises on CPU too.
     `max_length=None` is the training run's --max-length (2048 if unknown).
-    `flag` names the command-line flag in error messages.
+    `setting` names the scorer's setting (its folder's flag) in error messages.
     """
     if options is None:
         options = scorer_options(ModelOptions())
-    folder = resolve_scorer_folder(path, flag)
+    folder = resolve_scorer_folder(path, setting)
     meta = read_scorer_meta(folder)
     is_adapter = (folder / "adapter_config.json").is_file()
-    base = _base_model_id(folder, meta, base_model_id, flag) if is_adapter else str(folder)
+    base = _base_model_id(folder, meta, base_model_id, setting) if is_adapter else str(folder)
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
-                               padding_side="right", flag=flag)
+                               padding_side="right", setting=setting)
     separator = meta.get("separator", DEFAULT_SEPARATOR)
     sep_id = separator_token_id(tokenizer, separator)  # already there when the tokenizer was saved with it
 
@@ -137,14 +137,14 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized,
                               dtype=choose_dtype(device, options.dtype), device_map={"": place},
                               attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
-                              pad_token_id=tokenizer.pad_token_id, flag=flag)
+                              pad_token_id=tokenizer.pad_token_id, setting=setting)
     if is_adapter:
         try:
             with peft_alias_warning_silenced():
                 model = PeftModel.from_pretrained(model, str(folder))
         except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
-            raise UsageError(f"{flag} {folder}: the adapter does not fit base model {base}: "
-                             f"{first_line(err)}") from None
+            raise ModelError(f"{setting} {folder}: the adapter does not fit base model {base}: "
+                             f"{first_line(err)}", setting=setting) from None
     if not quantized:
         model.to(device)
     model.eval()

@@ -18,8 +18,7 @@ import torch
 from transformers import AutoModelForTokenClassification, BitsAndBytesConfig
 from transformers.utils import logging as hf_logging
 
-from masprm.cli import UsageError
-from masprm.errors import ConfigError, first_line
+from masprm.errors import ConfigError, ModelError, first_line
 from masprm.models.loading import check_model_id, choose_dtype, quantization_config
 
 SCORE_HEAD = "score"  # the head's attribute name in transformers' *ForTokenClassification
@@ -83,14 +82,14 @@ def separator_token_id(tokenizer, separator: str, add_if_missing: bool = True) -
 def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit: bool = False,
                       dtype: torch.dtype | None = None, device_map: Any = None, attn_impl: str = "sdpa",
                       trust_remote_code: bool = False, pad_token_id: int | None = None,
-                      flag: str = "--model-id"):
+                      setting: str = "model_id"):
     """`AutoModelForTokenClassification` (num_labels=1) on `source`, embeddings resized to `n_tokens`.
 
     Without `dtype`, weights load in fp32 (CPU training, and fp32 master
     weights under mixed precision); with 4-bit, in the compute dtype (bf16/fp16
     on CUDA, fp32 on CPU).
     """
-    source = check_model_id(source, flag)
+    source = check_model_id(source, setting)
     kwargs: dict[str, Any] = {"num_labels": 1, "attn_implementation": attn_impl,
                               "trust_remote_code": trust_remote_code}
     if load_in_4bit:
@@ -109,8 +108,8 @@ def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit:
         try:
             model = AutoModelForTokenClassification.from_pretrained(source, **kwargs)
         except (OSError, ValueError, KeyError, ImportError, RuntimeError) as err:
-            raise UsageError(f"{flag} {source}: cannot load as a token-classification model: "
-                             f"{first_line(err)}") from None
+            raise ModelError(f"{setting} {source}: cannot load as a token-classification model: "
+                             f"{first_line(err)}", setting=setting) from None
         if n_tokens is not None and n_tokens != model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(n_tokens)
     if pad_token_id is not None:

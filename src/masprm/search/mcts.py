@@ -33,7 +33,6 @@ from masprm.search.node import Node, argmax_child, backup, puct, uct_inference, 
 
 if TYPE_CHECKING:
     from masprm.graph import MASGraph
-    from masprm.search.train_mcts import SearchSettings
 
 Grader = Callable[[str, "str | None"], bool]
 
@@ -79,7 +78,7 @@ class OutcomeGuide:
     """The stage-1 guide of one example: its grader, its random choices and what its expansions cost."""
 
     graph: MASGraph
-    settings: SearchSettings
+    settings: Any                # train_mcts.SearchSettings (not imported: stage 4 never loads stage 1's module)
     gold: str | None
     rng: random.Random
     grade: Grader

@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterator
 from masprm.config import arg
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
-from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
 from masprm.search.engine import RequestKeys, Search, drive, run_batched
@@ -196,8 +196,8 @@ def check_same_selection(out_dir: str | Path, examples: list[Any]) -> None:
         path = tree_path(out_dir, example.idx)
         problem = tree_problem(path, example) if path.exists() else "missing"
         if problem == "built for another question":
-            raise UsageError(f"{path} was built for another question than example {example.idx} of this "
-                             "run (another --seed or --data_file?); use another --out_root or move the folder")
+            raise ConfigError(f"{path} was built for another question than example {example.idx} of this "
+                              "run (another `seed` or `data_file`?); use another `out_root` or move the folder")
         if problem is None:
             return
 

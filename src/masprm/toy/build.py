@@ -33,7 +33,8 @@ import time
 from dataclasses import asdict, fields
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.errors import ConfigError
 from masprm.graph import load_mas_config
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
 
@@ -163,7 +164,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     try:
         check_graph(graph)
     except ValueError as err:
-        raise UsageError(f"{err} (--mas_config)") from None
+        raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
     key = fingerprint(asdict(spec), config.read_text(encoding="utf-8"))
     if not force and is_built(out, key):
         log(f"toy world: cached in {out} (build {key})")

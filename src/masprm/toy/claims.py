@@ -133,7 +133,7 @@ def main() -> int:
     add_config_args(p, ClaimsArgs)
     args = p.parse_args()
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_output_file(args.out, "--out")
+    check_output_file(args.out, "out")
     found = list(comparisons(args.logs_dir, args.seed))
     text = report(found)
     atomic_write_text(args.out, text)

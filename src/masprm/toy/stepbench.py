@@ -156,9 +156,9 @@ def load_models(args) -> SimpleNamespace:
     from masprm.models.scorer import load_scorer
 
     options = ModelOptions(device_map="cpu")
-    return SimpleNamespace(policy=HFPolicy(args.policy, options, flag="--policy"),
-                           prm=load_scorer(args.prm_dir, args.policy, options, flag="--prm_dir"),
-                           orm=load_scorer(args.orm_dir, args.policy, options, flag="--orm_dir"))
+    return SimpleNamespace(policy=HFPolicy(args.policy, options, setting="policy"),
+                           prm=load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
+                           orm=load_scorer(args.orm_dir, args.policy, options, setting="orm_dir"))
 
 
 def main() -> int:
@@ -173,7 +173,7 @@ def main() -> int:
     for flag in ("policy", "prm_dir", "orm_dir"):
         check(Path(getattr(args, flag)).is_dir(), f"--{flag} {getattr(args, flag)}: no such folder")
     check(Path(args.mas_config).is_file(), f"--mas_config {args.mas_config}: no such file")
-    check_output_file(args.out, "--out")
+    check_output_file(args.out, "out")
     graph = load_mas_config(args.mas_config)
     from masprm.toy.transcripts import check_graph
     try:

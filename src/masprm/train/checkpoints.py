@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from masprm.checks import ADAPTER_WEIGHTS, MODEL_WEIGHTS, SCORER_META_FILE, check_safetensors, file_identity
-from masprm.cli import UsageError
+from masprm.errors import ConfigError, DataError, MasprmError
 
 TRAINER_STATE = "trainer_state.json"
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
@@ -49,8 +49,8 @@ def incomplete_reason(checkpoint: Path) -> str | None:
     for file in weights:
         if file.suffix == ".safetensors":
             try:
-                check_safetensors(file, "--output-dir")
-            except UsageError:
+                check_safetensors(file, "output_dir")
+            except MasprmError:
                 return f"{file.name} is cut short"
     return None
 
@@ -74,7 +74,7 @@ def resume_checkpoint(folder: Path, log: Callable[[str], None]) -> Path | None:
         reason = incomplete_reason(checkpoint)
         if reason is not None:
             aside = _set_aside(checkpoint)
-            log(f"--resume: {checkpoint} is incomplete ({reason}; the run stopped while saving it): "
+            log(f"resuming: {checkpoint} is incomplete ({reason}; the run stopped while saving it): "
                 f"moved to {aside.name}, resuming from {newest.name if newest else 'scratch'}")
     return newest
 
@@ -84,14 +84,15 @@ def data_record(data_file: str) -> dict:
 
 
 def check_same_data(folder: Path, data_file: str) -> None:
-    """--resume on a folder whose record names other training data is refused."""
+    """Resuming on a folder whose record names other training data is refused."""
     meta_path = folder / SCORER_META_FILE
     if not meta_path.is_file():
         return
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
-        raise UsageError(f"--output-dir {folder}: {SCORER_META_FILE} is corrupt; move the folder or delete it") from None
+        raise ConfigError(f"output_dir {folder}: {SCORER_META_FILE} is corrupt; move the folder or delete it",
+                          setting="output_dir") from None
     meta = meta if isinstance(meta, dict) else {}
     recorded = meta.get("data") or {}
     previous = recorded.get("path") or (meta.get("settings") or {}).get("data_file")
@@ -100,6 +101,6 @@ def check_same_data(folder: Path, data_file: str) -> None:
     else:  # a record from before data hashes were kept: compare the paths
         same = previous is None or Path(previous).resolve() == Path(data_file).resolve()
     if not same:
-        raise UsageError(f"--data_dir {data_file} is not the data the scorer in {folder} was trained on "
-                         f"({previous}; status {meta.get('status', 'unknown')}); --resume continues a run "
-                         "on its own data: use another --output-dir for new data")
+        raise DataError(f"data_file {data_file} is not the data the scorer in {folder} was trained on "
+                        f"({previous}; status {meta.get('status', 'unknown')}); `resume` continues a run "
+                        "on its own data: use another `output_dir` for new data", setting="data_file")

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
-from masprm.cli import check
+from masprm.errors import ConfigError, DataError
 from masprm.models.scorer_meta import write_scorer_meta
 from masprm.train.config import TrainConfig
 from masprm.train.objectives import OBJECTIVES, Objective
@@ -102,11 +102,12 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
         check_same_data(out, cfg.data_file)
         last = resume_checkpoint(out, lambda line: _log(cfg, line))
         if last is None:
-            _log(cfg, f"--resume: no checkpoint in {out}; starting from scratch")
+            _log(cfg, f"resuming: no checkpoint in {out}; starting from scratch")
         return str(last) if last else None
     found = checkpoints(out) if out.is_dir() else []
-    check(not found, f"--output-dir {out} already holds checkpoints ({found[-1].name if found else ''}); "
-                     "pass --resume to continue that run or choose another folder")
+    if found:
+        raise ConfigError(f"output_dir {out} already holds checkpoints ({found[-1].name}); "
+                          "pass `resume` to continue that run or choose another folder", setting="output_dir")
     return None
 
 
@@ -128,11 +129,12 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     objective = OBJECTIVES[cfg.mode]
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
     usable = objective.usable(records)
-    check(usable >= 2, f"{cfg.data_file} (--data_dir): {usable} usable record(s) of {len(records)}"
-                       f"{' (the others have identical chosen and rejected steps)' if usable < len(records) else ''}"
-                       "; training needs at least 2 (one is held out for evaluation)")
-    check_output_dir(cfg.output_dir, "--output-dir")
-    check_local_model(cfg.model_id, "--model-id")
+    if usable < 2:
+        others = " (the others have identical chosen and rejected steps)" if usable < len(records) else ""
+        raise DataError(f"{cfg.data_file} (`data_file`): {usable} usable record(s) of {len(records)}{others}"
+                        "; training needs at least 2 (one is held out for evaluation)", setting="data_file")
+    check_output_dir(cfg.output_dir, "output_dir")
+    check_local_model(cfg.model_id, "model_id")
 
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
@@ -146,7 +148,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     resume_from = _resume_checkpoint(cfg, out)
     set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
 
-    tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", flag="--model-id")
+    tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", setting="model_id")
     sep_id = token_scorer.separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out)
