@@ -277,24 +277,24 @@ def test_root_window_edges(tmp_path):
     trees[-1]["visits"] = 0  # no value at all: outside every window
     paths = write_trees(tmp_path, trees)
     prm, ppm, prep = run_all(paths, make_ppm=True, dedupe=False)
-    assert len(prm) == 2 * 3 and prep.counts.prm_outside_window == 3
-    assert len(ppm) == 2 * 2 and prep.counts.ppm_outside_window == 3
+    assert len(prm) == 2 * 3 and prep.counts.prm.outside_window == 3
+    assert len(ppm) == 2 * 2 and prep.counts.ppm.outside_window == 3
     # The PPM window is the flag's; the PRM window stays [-0.7, 0.7].
     prm, ppm, prep = run_all(paths, make_ppm=True, dedupe=False, ppm_root_window=(0.7, 0.8))
-    assert len(prm) == 6 and len(ppm) == 2 * 2 and prep.counts.ppm_outside_window == 3
+    assert len(prm) == 6 and len(ppm) == 2 * 2 and prep.counts.ppm.outside_window == 3
 
 
 def test_dedupe_across_trees_keeps_first_and_counts(tmp_path):
     paths = write_trees(tmp_path, [gsm8k_tree(), gsm8k_tree(), fan_tree([1.0, -1.0])])
     prm, ppm, prep = run_all(paths, make_ppm=True)
     c = prep.counts
-    assert (len(prm), c.prm_records, c.prm_duplicates, c.prm_kept) == (3, 6, 3, 3)
-    assert (len(ppm), c.ppm_pairs, c.ppm_duplicates, c.ppm_kept) == (3, 5, 2, 3)
+    assert (len(prm), c.prm.made, c.prm.duplicates, c.prm.kept) == (3, 6, 3, 3)
+    assert (len(ppm), c.ppm.made, c.ppm.duplicates, c.ppm.kept) == (3, 5, 2, 3)
     prm, ppm, _ = run_all(paths, make_ppm=True, dedupe=False)
     assert (len(prm), len(ppm)) == (6, 5)
     # Local view: shared upstream steps of different paths are the same sample.
     prm, _, prep = run_all(paths[:1], view="local")
-    assert prep.counts.prm_records == 12 and len(prm) == 8
+    assert prep.counts.prm.made == 12 and len(prm) == 8
 
 
 def test_dedupe_key_rounds_labels_to_4_decimals(tmp_path):

@@ -24,7 +24,7 @@ import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 from masprm.config import arg
 from masprm.graph import MASGraph
@@ -238,6 +238,16 @@ class Options:
 
 
 @dataclass
+class OutputCounts:
+    """What became of one output (PRM samples or PPM pairs) over the trees."""
+
+    outside_window: int = 0              # trees whose root value is outside this output's window
+    made: int = 0                        # records or pairs before dedupe across trees
+    duplicates: int = 0
+    kept: int = 0
+
+
+@dataclass
 class Counts:
     files: int = 0
     trees: int = 0                       # trees read without error
@@ -245,17 +255,11 @@ class Counts:
     malformed_named: list[str] = field(default_factory=list)  # the first MAX_NAMED_FAILURES reasons
     off_config: int = 0                  # local view: subtrees left out because they do not follow --config
     off_config_named: list[str] = field(default_factory=list)
-    prm_outside_window: int = 0
     candidate_paths: int = 0
     r_pos: int = 0
     r_neg: int = 0
-    prm_records: int = 0                 # before dedupe
-    prm_duplicates: int = 0
-    prm_kept: int = 0
-    ppm_outside_window: int = 0
-    ppm_pairs: int = 0                   # before dedupe across trees
-    ppm_duplicates: int = 0
-    ppm_kept: int = 0
+    prm: OutputCounts = field(default_factory=OutputCounts)
+    ppm: OutputCounts = field(default_factory=OutputCounts)
 
 
 class Preprocessor:
@@ -285,27 +289,27 @@ class Preprocessor:
         c.off_config += len(tree.off_config)
         c.off_config_named.extend(tree.off_config[:MAX_NAMED_FAILURES - len(c.off_config_named)])
         root_value = tree.root.value
-        prm: list[dict] = []
-        if in_window(root_value, PRM_ROOT_WINDOW):
-            records = prm_records(tree, o.target_nodes, o.view, c)
-            c.prm_records += len(records)
-            prm = self._dedupe(records, self._seen_prm, _prm_key)
-            c.prm_duplicates += len(records) - len(prm)
-            c.prm_kept += len(prm)
-        else:
-            c.prm_outside_window += 1
-        ppm: list[dict] = []
-        if o.make_ppm:
-            if in_window(root_value, o.ppm_root_window):
-                pairs = ppm_pairs(tree, target_nodes=o.target_nodes, view=o.view, pos_topk=o.ppm_pos_topk,
-                                  neg_topk=o.ppm_neg_topk, max_pairs=o.ppm_max_pairs)
-                c.ppm_pairs += len(pairs)
-                ppm = self._dedupe(pairs, self._seen_ppm, _ppm_key)
-                c.ppm_duplicates += len(pairs) - len(ppm)
-                c.ppm_kept += len(ppm)
-            else:
-                c.ppm_outside_window += 1
+        prm = self._take(root_value, PRM_ROOT_WINDOW, lambda: prm_records(tree, o.target_nodes, o.view, c),
+                         c.prm, self._seen_prm, _prm_key)
+        ppm = [] if not o.make_ppm else self._take(
+            root_value, o.ppm_root_window,
+            lambda: ppm_pairs(tree, target_nodes=o.target_nodes, view=o.view, pos_topk=o.ppm_pos_topk,
+                              neg_topk=o.ppm_neg_topk, max_pairs=o.ppm_max_pairs),
+            c.ppm, self._seen_ppm, _ppm_key)
         return prm, ppm
+
+    def _take(self, root_value: float, window: tuple[float, float], make: Callable[[], list[dict]],
+              counts: OutputCounts, seen: set[bytes], key_of) -> list[dict]:
+        """One output of a tree whose root value is in `window`: made, deduped across trees, counted."""
+        if not in_window(root_value, window):
+            counts.outside_window += 1
+            return []
+        made = make()
+        kept = self._dedupe(made, seen, key_of)
+        counts.made += len(made)
+        counts.duplicates += len(made) - len(kept)
+        counts.kept += len(kept)
+        return kept
 
     def _dedupe(self, records: list[dict], seen: set[bytes], key_of) -> list[dict]:
         if not self.options.dedupe:
@@ -322,15 +326,15 @@ class Preprocessor:
     def prm_summary(self, out_path: Path) -> str:
         c = self.counts
         return (f"[preprocess][PRM] files={c.files} trees={c.trees} malformed={c.malformed} "
-                f"outside_root_window={c.prm_outside_window} | candidate_paths={c.candidate_paths} "
-                f"| R+1={c.r_pos} | R-1={c.r_neg} | records={c.prm_records} duplicates={c.prm_duplicates} "
-                f"| kept={c.prm_kept} | wrote -> {out_path}")
+                f"outside_root_window={c.prm.outside_window} | candidate_paths={c.candidate_paths} "
+                f"| R+1={c.r_pos} | R-1={c.r_neg} | records={c.prm.made} duplicates={c.prm.duplicates} "
+                f"| kept={c.prm.kept} | wrote -> {out_path}")
 
     def ppm_summary(self, out_path: Path) -> str:
         c = self.counts
         return (f"[preprocess][PPM] files={c.files} trees={c.trees} malformed={c.malformed} "
-                f"outside_root_window={c.ppm_outside_window} | pairs={c.ppm_pairs} "
-                f"duplicates={c.ppm_duplicates} | kept={c.ppm_kept} | wrote -> {out_path}")
+                f"outside_root_window={c.ppm.outside_window} | pairs={c.ppm.made} "
+                f"duplicates={c.ppm.duplicates} | kept={c.ppm.kept} | wrote -> {out_path}")
 
     def malformed_summary(self) -> str | None:
         c = self.counts
@@ -343,12 +347,12 @@ class Preprocessor:
 
     def why_no_prm(self) -> str | None:
         c, o = self.counts, self.options
-        if c.prm_kept:
+        if c.prm.kept:
             return None
         if not c.trees:
             return "no PRM samples: no tree could be read"
         lo, hi = PRM_ROOT_WINDOW
-        if c.prm_outside_window == c.trees:
+        if c.prm.outside_window == c.trees:
             return f"no PRM samples: every tree's root value is outside [{lo:g}, {hi:g}]"
         shape = (f"of exactly {o.target_nodes} nodes" if o.target_nodes > 0 else "from the root to a leaf")
         if not c.candidate_paths:
@@ -358,12 +362,12 @@ class Preprocessor:
 
     def why_no_ppm(self) -> str | None:
         c, o = self.counts, self.options
-        if not o.make_ppm or c.ppm_kept:
+        if not o.make_ppm or c.ppm.kept:
             return None
         if not c.trees:
             return "no PPM pairs: no tree could be read"
         lo, hi = o.ppm_root_window
-        if c.ppm_outside_window == c.trees:
+        if c.ppm.outside_window == c.trees:
             return f"no PPM pairs: every tree's root value is outside the window [{lo:g}, {hi:g}] (--ppm-root-window)"
         return ("no PPM pairs: no prefix node has two children with different texts and strictly "
                 "different values")

@@ -18,7 +18,7 @@ import hashlib
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
@@ -146,37 +146,28 @@ def code_version(module_file: str | None = None, root: Path = _SRC) -> str:
 # --------------------------------------------------------------------------- file names
 
 
+# The files of one condition: attribute -> suffix after the shared stem.
+LOG_FILE_SUFFIXES = {"log": ".txt", "records": ".jsonl", "manifest": ".manifest.json",
+                     "summary": ".summary.json", "partial": ".partial.jsonl"}
+
+
 @dataclass(frozen=True)
 class LogFiles:
     stem: Path   # logs/<name>, no suffix
+    log: Path = field(init=False)
+    records: Path = field(init=False)
+    manifest: Path = field(init=False)
+    summary: Path = field(init=False)
+    partial: Path = field(init=False)
+
+    def __post_init__(self) -> None:
+        for name, suffix in LOG_FILE_SUFFIXES.items():
+            object.__setattr__(self, name, self.stem.with_name(self.stem.name + suffix))
 
     @classmethod
     def for_condition(cls, logs_dir: str | os.PathLike, dataset: str, method: str, fingerprint: str,
                       model_id: str, seed: int) -> "LogFiles":
         return cls(Path(logs_dir) / f"{dataset}_{method}_{fingerprint}_{model_tag(model_id)}_{seed}")
-
-    def _with(self, suffix: str) -> Path:
-        return self.stem.with_name(self.stem.name + suffix)
-
-    @property
-    def log(self) -> Path:
-        return self._with(".txt")
-
-    @property
-    def records(self) -> Path:
-        return self._with(".jsonl")
-
-    @property
-    def manifest(self) -> Path:
-        return self._with(".manifest.json")
-
-    @property
-    def summary(self) -> Path:
-        return self._with(".summary.json")
-
-    @property
-    def partial(self) -> Path:
-        return self._with(".partial.jsonl")
 
 
 # Lines a finished log may carry after its status: handoff_prm's paired comparison with
