@@ -105,7 +105,7 @@ class Recorder:
         self.fail_on = fail_on
         self.last_tokens = None   # per-text token counts of the last scoring call
         self.policy = self
-        self.prm = self
+        self.masprm = self
 
     def sample(self, prompts, n, **kw):
         self.calls.append(("sample", len(prompts)))
@@ -128,7 +128,7 @@ def searcher(name: str, steps: int):
         out = []
         for step in range(steps):
             [gens] = yield Sample((f"{name}{step}",), 2, 0.7, 0.95, 8)
-            scores = [value for value, _ in (yield Score("prm", tuple(gens)))]
+            scores = [value for value, _ in (yield Score("masprm", tuple(gens)))]
             [lp] = yield LogProbs(((name, gens[0]),))
             out.append((gens[0], scores[0], lp))
         return out
@@ -170,7 +170,7 @@ def test_request_keys_count_the_searchs_own_requests():
 
 def stage4(tmp_path, methods, batch_size: int, respond=random_respond) -> dict[str, list[str]]:
     policy, prm = FakePolicy(respond), FakeScorer(prefers_good)
-    specs = {"policy": ModelSpec("policy", "fake-policy"), "prm": ModelSpec("scorer", "fake-prm")}
+    specs = {"policy": ModelSpec("policy", "fake-policy"), "masprm": ModelSpec("scorer", "fake-prm")}
     s = settings(dataset="chain", split="test", gen_model_id="fake-policy", prm_dir="fake-prm", seed=14,
                  methods=methods, search_batch_size=batch_size, n_simulations=4)
     data = LoadedData([Example(i, f"What is 3 + 4? (#{i})", "7", {}) for i in range(5)], skipped=0)

@@ -182,9 +182,9 @@ def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_mode
     argv = ["--methods", "mcts_prm", "--prm_dir", str(tmp_path), "--gen_model_id", str(tiny_model_dir),
             "--device_map", "cpu", "--load_in_4bit"]
     specs = cli.model_specs(cli.build_parser().parse_args(argv))
-    assert specs["policy"].options.load_in_4bit and not specs["prm"].options.load_in_4bit  # auto on CPU: fp32
+    assert specs["policy"].options.load_in_4bit and not specs["masprm"].options.load_in_4bit  # auto on CPU: fp32
     specs = cli.model_specs(cli.build_parser().parse_args(argv[:-1] + ["--scorer_precision", "4bit"]))
-    assert not specs["policy"].options.load_in_4bit and specs["prm"].options.load_in_4bit
+    assert not specs["policy"].options.load_in_4bit and specs["masprm"].options.load_in_4bit
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])
 

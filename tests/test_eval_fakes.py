@@ -88,8 +88,8 @@ def settings(**overrides) -> SimpleNamespace:
     return SimpleNamespace(**{**_defaults(), **overrides})
 
 
-def make_ctx(policy, *, prm=None, orm=None, **overrides) -> EvalContext:
-    return EvalContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), prm=prm, orm=orm)
+def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> EvalContext:
+    return EvalContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
 
 
 def example(idx: int = 0) -> Example:

@@ -26,7 +26,7 @@ from test_eval_fakes import (FakeScorer, example, make_ctx, orm_prefers_seven, p
 def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy, prm=prm, b1=3, b2=5)
+    ctx = make_ctx(policy, masprm=prm, b1=3, b2=5)
     result = METHODS["sbs_prm"].run(ctx, example())
     assert result.prediction == "Answer: 7"
     # The top beams are the good plans; all surviving beams answer 7.
@@ -41,7 +41,7 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
 
 
 def test_sbs_prm_fails_with_a_scorer_that_prefers_wrong_steps():
-    ctx = make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad), b1=3, b2=5)
+    ctx = make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_bad), b1=3, b2=5)
     assert METHODS["sbs_prm"].run(ctx, example()).prediction == "Answer: 5"
 
 
@@ -55,7 +55,7 @@ def test_sbs_logprob_prefers_the_likely_short_wrong_step():
 
 def test_sbs_local_view_scores_the_agents_inbox_and_output():
     prm = FakeScorer(prefers_good)
-    ctx = make_ctx(FakePolicy(respond), prm=prm, b1=1, b2=2, view_mode="local")
+    ctx = make_ctx(FakePolicy(respond), masprm=prm, b1=1, b2=2, view_mode="local")
     METHODS["sbs_prm"].run(ctx, example())
     assert prm.texts[:2] == ["What is 3 + 4?bad</step>", "What is 3 + 4?good plan 1</step>"]
     assert prm.texts[2] == "good plan 1Answer: 7</step>"   # Finisher's inbox + its output
@@ -71,7 +71,7 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
     outputs = {"a": ["go", "stop"], "b": ["B"], "c": ["C"]}
     policy = FakePolicy(lambda m, k, rng: outputs[m[0]["content"]][k % len(outputs[m[0]["content"]])])
     prm = FakeScorer(lambda t: 0.5 if "stop" in t else 0.1)
-    ctx = make_ctx(policy, prm=prm, b1=2, b2=2)
+    ctx = make_ctx(policy, masprm=prm, b1=2, b2=2)
     ctx.graph = graph
     beams = drive(beam.beam_search(ctx, [beam.Beam(graph.start("q"))], width=3, branching=2, scorer="prm",
                                 temperature=1.0), ctx)
@@ -86,8 +86,8 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
 
 
 def test_mcts_prm_answers_correctly_with_a_good_scorer_and_wrongly_with_a_bad_one():
-    good = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_good)), example())
-    bad = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(prefers_bad)), example())
+    good = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_good)), example())
+    bad = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_bad)), example())
     assert good.prediction == "Answer: 7"
     assert bad.prediction == "Answer: 5"
     assert good.candidates[0] == "Answer: 7"
@@ -105,7 +105,7 @@ def test_mcts_logprob_picks_the_likely_wrong_branch_and_mcts_orm_finds_the_right
 def test_mcts_tree_statistics_and_batching():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy, prm=prm, n_simulations=4, max_children=3, c_uct=0.0)
+    ctx = make_ctx(policy, masprm=prm, n_simulations=4, max_children=3, c_uct=0.0)
     root = drive(mcts.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm"), ctx)
     assert root.init_visits == 1 and root.visits == 4
     bad, good1, good2 = root.children
@@ -124,11 +124,11 @@ def test_mcts_tree_statistics_and_batching():
 
 def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
     prm, orm = FakeScorer(lambda t: 0.0), FakeScorer(orm_prefers_seven)
-    ctx = make_ctx(FakePolicy(respond), prm=prm, orm=orm, orm_leaf=True, n_simulations=6)
+    ctx = make_ctx(FakePolicy(respond), masprm=prm, orm=orm, orm_leaf=True, n_simulations=6)
     root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm"), ctx)
     leaves = [n for n in root.walk() if n.is_terminal and n.visits]
     assert leaves and all(n.q_sum == pytest.approx(n.visits * orm_prefers_seven(n.text)) for n in leaves)
-    assert METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), prm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
+    assert METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
                                orm_leaf=True), example()).prediction == "Answer: 7"
 
 
@@ -166,7 +166,7 @@ def test_puct_selection_follows_the_priors():
 
 def test_puct_priors_are_the_softmax_of_per_token_logprobs():
     policy = FakePolicy(respond, score=lambda m, c: -2.0 * len(c.split()))
-    ctx = make_ctx(policy, prm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
+    ctx = make_ctx(policy, masprm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
     root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm"), ctx)
     priors = [c.info["prior"] for c in root.children]
     assert priors == pytest.approx([1 / 3] * 3)        # equal per-token log-probs -> uniform
@@ -209,7 +209,7 @@ def test_voters_on_the_scripted_world():
     assert plain.prediction == "Answer: 5" and len(plain.candidates) == 5
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(scripted_solver(PATTERN))
-    weighted = METHODS["voter_prm"].run(make_ctx(policy, prm=prm, voter_k=5), example())
+    weighted = METHODS["voter_prm"].run(make_ctx(policy, masprm=prm, voter_k=5), example())
     assert weighted.prediction == "Answer: 7"
     assert prm.batches == [10]                              # every step of every run in one forward
     assert policy.calls == [("sample", 5), ("sample", 5)]   # the 5 runs advance together
@@ -222,13 +222,13 @@ def test_voters_on_the_scripted_world():
 
 def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     prm = FakeScorer(lambda t: {"bad": -0.5}.get(t.split("</step>")[-2][-3:], 0.2))
-    ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), prm=prm, voter_k=1)
+    ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), masprm=prm, voter_k=1)
     runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
                                temperature=1.0), ctx)
     (log_w,) = drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
-    ctx.prm = floor
+    ctx.masprm = floor
     assert math.exp(drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 
@@ -271,7 +271,7 @@ def test_voter_usage_matches_the_original():
     solver = 5 * 6 + (1 + 2 + 1 + 1 + 2)          # "bad" / "good plan" per PATTERN
     finisher = 3 * (2 + 2) + 2 * (3 + 2)
     assert ctx.usage.agent_runs == 10 and ctx.usage.scorer_tokens == solver + finisher == 59
-    prm_ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), prm=FakeScorer(prefers_good), voter_k=5)
+    prm_ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), masprm=FakeScorer(prefers_good), voter_k=5)
     METHODS["voter_prm"].run(prm_ctx, example())
     assert prm_ctx.usage.scorer_calls == 10 and prm_ctx.usage.agent_runs == 10   # one PRM call per step
 

@@ -19,7 +19,7 @@ def data(n=N):
     return LoadedData([Example(i, f"What is 3 + 4? (#{i})", "7", {}) for i in range(n)], skipped=1)
 
 
-SPECS = {"policy": ModelSpec("policy", "fake-policy"), "prm": ModelSpec("scorer", "fake-prm")}
+SPECS = {"policy": ModelSpec("policy", "fake-policy"), "masprm": ModelSpec("scorer", "fake-prm")}
 
 
 class World:
@@ -153,7 +153,7 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     adapter = tmp_path / "adapter"
     adapter.mkdir()
     (adapter / "adapter_model.safetensors").write_bytes(b"weights-1")
-    specs = {**SPECS, "prm": ModelSpec("scorer", str(adapter))}
+    specs = {**SPECS, "masprm": ModelSpec("scorer", str(adapter))}
     s = settings(dataset="chain", split="test", gen_model_id="fake-policy", seed=14)
 
     def fp(graph=None):
@@ -163,9 +163,9 @@ def test_fingerprint_follows_checkpoint_and_config_content(tmp_path):
     copy = tmp_path / "elsewhere"
     copy.mkdir()
     (copy / "adapter_model.safetensors").write_bytes(b"weights-1")
-    specs["prm"] = ModelSpec("scorer", str(copy))
+    specs["masprm"] = ModelSpec("scorer", str(copy))
     assert fp() != before           # the path is part of the identity ...
-    specs["prm"] = ModelSpec("scorer", str(adapter))
+    specs["masprm"] = ModelSpec("scorer", str(adapter))
     assert fp() == before
     (adapter / "adapter_model.safetensors").write_bytes(b"weights-2")
     assert fp() != before           # ... and so is the content

@@ -58,7 +58,7 @@ class WordScorer:
 def run(method, fake_policy, gold="3", **kw):
     policy = fake_policy(Respond())
     ctx = EvalContext(policy=policy, graph=GRAPH, settings=flags(**kw), rng=random.Random(7),
-                      handoff_prm=WordScorer())
+                      handoff_masprm=WordScorer())
     example = SimpleNamespace(idx=0, question="What is 1 + 2?", gold=gold, meta={})
     return METHODS[method].run(ctx, example), ctx
 
@@ -66,7 +66,7 @@ def run(method, fake_policy, gold="3", **kw):
 def test_registered_as_one_family_with_the_prm_needing_its_scorer():
     for name in ("handoff_fixed", "handoff_random", "handoff_policy", "handoff_prm"):
         assert METHODS[name].family == "handoff" and METHODS[name].summarize is summarize
-        assert METHODS[name].needs == ({"handoff_prm"} if name == "handoff_prm" else set())
+        assert METHODS[name].needs == ({"handoff_masprm"} if name == "handoff_prm" else set())
 
 
 def test_handoff_prm_follows_the_scorer_and_records_route_metrics(fake_policy):

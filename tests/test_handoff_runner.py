@@ -75,8 +75,8 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
                                           "--prm_context_length", "5000"])
     specs = cli.model_specs(args)
     # the original: max_length = --prm_context_length for the handoff scorer; static scorers keep theirs
-    assert specs["handoff_prm"].max_length == 5000 and specs["prm"].max_length is None
+    assert specs["handoff_masprm"].max_length == 5000 and specs["masprm"].max_length is None
     assert cli.model_specs(cli.build_parser().parse_args(
-        ["--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir]))["handoff_prm"].max_length == 16384
+        ["--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir]))["handoff_masprm"].max_length == 16384
     spec = ModelSpec("scorer", tiny_model_dir, None, ModelOptions(device_map="cpu"), 5000)
     assert MODEL_LOADERS["scorer"](spec).encoder.max_length == 5000

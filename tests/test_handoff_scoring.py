@@ -90,7 +90,7 @@ class FakeScorer:
 
 def make_ctx(scorer=None, policy=None):
     graph = MASGraph.from_dict({"agents": [{"name": "A"}, {"name": "B"}], "handoff": {"initial_role": "A"}})
-    return EvalContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_prm=scorer,
+    return EvalContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
                        rng=random.Random(0))
 
 

@@ -35,7 +35,8 @@ except ModuleNotFoundError as err:
 
 DEFAULT_DATASET = "mmlu"
 DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
-SCORER_FLAGS = {"prm": "prm", "orm": "orm", "handoff_prm": "handoff_prm"}  # role -> flag prefix (--<p>_dir)
+# scorer role (named for what it was trained as) -> its flag prefix (--<p>_dir, the seed README's spelling)
+SCORER_FLAGS = {"masprm": "prm", "orm": "orm", "handoff_masprm": "handoff_prm"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -176,7 +177,7 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
                 print(with_flags(note), file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
-            max_length = getattr(args, "prm_context_length", None) if role == "handoff_prm" else None
+            max_length = getattr(args, "prm_context_length", None) if role == "handoff_masprm" else None
             specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{prefix}_dir")
     return specs
 

@@ -24,7 +24,8 @@ VOTER_NAMES = {
     "orm": "score-weighted, ORM end",
 }
 MCTS_SCORERS = {"prm": "PPM", "logprob": "logprob", "orm": "ORM"}
-SCORER_FOLDERS = (("prm", "prm_dir"), ("orm", "orm_dir"), ("handoff_prm", "handoff_prm_dir"))
+# scorer role -> the setting of its folder; a label names the folder by the flag's prefix ("[prm: X]")
+SCORER_FOLDERS = (("masprm", "prm_dir"), ("orm", "orm_dir"), ("handoff_masprm", "handoff_prm_dir"))
 
 
 def base_label(method: str, s: Any) -> str:
@@ -55,7 +56,7 @@ def base_label(method: str, s: Any) -> str:
 
 def condition_label(method: str, settings: Any, roles: tuple[str, ...] = ()) -> str:
     """`base_label` plus the folder of each scorer the condition uses ("[prm: MASPRM-GSM8K-1.5B]")."""
-    folders = [f"{role}: {Path(getattr(settings, flag)).name}" for role, flag in SCORER_FOLDERS
-               if role in roles and getattr(settings, flag, None)]
+    folders = [f"{setting.removesuffix('_dir')}: {Path(getattr(settings, setting)).name}"
+               for role, setting in SCORER_FOLDERS if role in roles and getattr(settings, setting, None)]
     label = base_label(method, settings)
     return f"{label} [{', '.join(folders)}]" if folders else label

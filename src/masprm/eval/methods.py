@@ -115,7 +115,7 @@ def register_scorer_kind(kind: ScorerKind) -> ScorerKind:
     return kind
 
 
-register_scorer_kind(ScorerKind("prm", _score_prm, _leaf_prm, _log_weights_prm, needs=("prm",),
+register_scorer_kind(ScorerKind("prm", _score_prm, _leaf_prm, _log_weights_prm, needs=("masprm",),
                                 settings=(ViewSettings,), mcts_settings=(ORMLeafSettings,)))
 register_scorer_kind(ScorerKind("logprob", _score_logprob, _leaf_logprob, _log_weights_logprob,
                                 settings=(LogProbSettings,)))

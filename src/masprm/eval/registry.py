@@ -20,7 +20,9 @@ from masprm.eval.settings import check_settings_classes
 from masprm.registry import Registry
 from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, drive
 
-SCORER_ROLES = ("prm", "orm", "handoff_prm")
+# What each scorer was trained as: the MASPRM (ppm pairs, --prm_dir), the ORM (outcome labels,
+# --orm_dir), and the MASPRM that ranks handoff transcripts (--handoff_prm_dir).
+SCORER_ROLES = ("masprm", "orm", "handoff_masprm")
 
 
 @dataclass
@@ -35,9 +37,9 @@ class EvalContext:
     policy: Policy
     graph: MASGraph
     settings: Any                      # argparse.Namespace or any object with the flag attributes
-    prm: Scorer | None = None
+    masprm: Scorer | None = None       # scorers by role (SCORER_ROLES)
     orm: Scorer | None = None
-    handoff_prm: Scorer | None = None
+    handoff_masprm: Scorer | None = None
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)

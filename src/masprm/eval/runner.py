@@ -99,7 +99,7 @@ def release_model(spec: ModelSpec) -> None:
 
 
 class WorkerModels:
-    """A worker's models by role ('policy', 'prm', 'orm', 'handoff_prm'), loaded on first use.
+    """A worker's models by role ('policy', 'masprm', 'orm', 'handoff_masprm'), loaded on first use.
 
     `keep_only(roles)` frees the models no longer needed before a condition loads others, so a
     worker never holds policy + PRM + ORM when a condition needs two of them. A worker's items come

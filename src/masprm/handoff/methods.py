@@ -185,7 +185,7 @@ def prefix_table(rows: Sequence[tuple[str, dict]], width: int) -> list[str]:
 
 
 def _register(name: str, mode: str, scorer: str) -> None:
-    needs = ("handoff_prm",) if scorer == "prm" else ()
+    needs = ("handoff_masprm",) if scorer == "prm" else ()
     register_method(name, needs=needs, family="handoff", summarize=summarize, settings=_SETTINGS[name],
                     report=report_lines)(
         lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer))

@@ -87,7 +87,7 @@ def prm_selector(ctx: Any, limit: int) -> Selector:
     loaded with that maximum length (as the original loads it), so the cut made
     here is the only one. A turn's proposals are one batched PRM call.
     """
-    scorer = ctx.handoff_prm
+    scorer = ctx.handoff_masprm
     if scorer is None:
         raise RuntimeError("handoff_prm needs a handoff PRM scorer (--handoff_prm_dir)")
     count = token_counter(scorer)
@@ -98,7 +98,7 @@ def prm_selector(ctx: Any, limit: int) -> Selector:
                  for p in proposals]
         run.scored.extend({"tokens": t.tokens, "full_tokens": t.full_tokens, "truncated": t.truncated}
                           for t in texts)
-        return (yield from ctx.score("handoff_prm", [t.text for t in texts], batched=True))
+        return (yield from ctx.score("handoff_masprm", [t.text for t in texts], batched=True))
 
     return select
 

@@ -4,7 +4,7 @@ A search is a generator function. Where it needs a model it yields a
 request and receives the result::
 
     gens = yield Sample(prompts, n, temperature=0.7, top_p=0.95, max_new_tokens=256, keys=keys)
-    values = yield Score("prm", texts)
+    values = yield Score("masprm", texts)
 
 so every method reads top to bottom and exists once. `drive` serves one
 search alone (one request, one model call); `run_batched` keeps up to

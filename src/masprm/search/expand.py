@@ -108,9 +108,9 @@ def separator(scorer: object) -> str:
 
 def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
     """PRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
-    sep = separator(ctx.prm)
+    sep = separator(ctx.masprm)
     view = ctx.settings.view_mode
-    return (yield from ctx.score("prm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
+    return (yield from ctx.score("masprm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
 
 
 def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> Step:

@@ -99,7 +99,7 @@ def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args
     settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
 
     def job(i: int, problem: Problem):
-        ctx = EvalContext(models.policy, graph, settings, prm=models.prm, orm=models.orm,
+        ctx = EvalContext(models.policy, graph, settings, masprm=models.masprm, orm=models.orm,
                           keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
@@ -157,7 +157,7 @@ def load_models(args) -> SimpleNamespace:
 
     options = ModelOptions(device_map="cpu")
     return SimpleNamespace(policy=HFPolicy(args.policy, options, setting="policy"),
-                           prm=load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
+                           masprm=load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
                            orm=load_scorer(args.orm_dir, args.policy, options, setting="orm_dir"))
 
 
