@@ -1,16 +1,30 @@
 """Helpers shared by the test files (imported as ``helpers``: pytest puts tests/ on the path).
 
 Hand-built MAS configs and search trees (in the tree format of ``masprm.tree_schema``),
-synthetic stage-2 records for scorer training, and loading a stage script as a module.
+synthetic stage-2 records for scorer training, loading a stage script as a module, the
+scripted two-agent world of the evaluation tests, stage-1 jobs on a scripted team, and
+running the stage CLIs on small local data.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib
 import importlib.util
 import json
 import random
+import subprocess
+import sys
 from pathlib import Path
+from types import SimpleNamespace
 
+import pytest
+import yaml
+
+from masprm.data import Example
+from masprm.eval.registry import EvalContext
+from masprm.graph import MASGraph
+from masprm.search.train_mcts import SearchSettings, TreeJob
 from masprm.train import TrainConfig
 from masprm.tree_schema import action_text, tree_node
 
@@ -129,3 +143,202 @@ def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainC
                     max_length=64, max_prompt_length=32, logging_steps=1, progress=False)
     settings.update(overrides)
     return TrainConfig(**settings)
+
+
+# --------------------------------------------------------------------------- the scripted evaluation world
+# Solver -> Finisher. The Solver's first sample for a prompt is "bad", later ones are "good plan k";
+# the Finisher answers 7 (the gold) after a good plan and 5 after a bad one. The fake policy's
+# log-prob is -len(text), so likelihood prefers the short "bad" step: only a scorer that knows
+# better finds the answer.
+
+CHAIN = {
+    "agents": [{"name": "Solver", "system_prompt": "solve"}, {"name": "Finisher", "system_prompt": "finish"}],
+    "edges": [[-1, 0], [0, 1]],
+}
+GOLD = "7"
+QUESTION = "What is 3 + 4?"
+
+
+def chain_graph() -> MASGraph:
+    return MASGraph.from_dict(CHAIN, source="<chain>")
+
+
+def respond(messages, k, rng):
+    if messages[0]["content"] == "solve":
+        return "bad" if k == 0 else f"good plan {k}"
+    return "Answer: 7" if "good" in messages[1]["content"] else "Answer: 5"
+
+
+def scripted_solver(pattern):
+    """A respond() whose Solver outputs follow `pattern` call after call (for voters: n=1 per prompt)."""
+    calls = iter(range(10**6))
+
+    def fn(messages, k, rng):
+        if messages[0]["content"] == "solve":
+            return pattern[next(calls) % len(pattern)]
+        return respond(messages, k, rng)
+
+    return fn
+
+
+class FakeScorer:
+    """score_batch via a rule on the text; records batch sizes; counts words as tokens."""
+
+    separator = "</step>"
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.batches: list[int] = []
+        self.texts: list[str] = []
+        self.tokens_seen = 0
+
+    def score_batch(self, texts):
+        self.batches.append(len(texts))
+        self.texts.extend(texts)
+        self.last_tokens = [len(t.split()) for t in texts]   # per text, as HFScorer reports them
+        self.tokens_seen += sum(self.last_tokens)
+        return [self.rule(t) for t in texts]
+
+
+def prefers_good(text: str) -> float:
+    return 0.9 if "good" in text else -0.9
+
+
+def prefers_bad(text: str) -> float:
+    return -prefers_good(text)
+
+
+def orm_prefers_seven(text: str) -> float:
+    return 0.9 if "Answer: 7" in text else -0.9
+
+
+@functools.lru_cache(maxsize=1)
+def _defaults() -> dict:
+    from experiments.compare_sbs_mcts import build_parser
+    return vars(build_parser().parse_args([]))
+
+
+def settings(**overrides) -> SimpleNamespace:
+    """The CLI's defaults (the one source of them), with overrides."""
+    return SimpleNamespace(**{**_defaults(), **overrides})
+
+
+def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> EvalContext:
+    return EvalContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
+
+
+def example(idx: int = 0) -> Example:
+    return Example(idx, QUESTION, GOLD, {})
+
+
+# --------------------------------------------------------------------------- stage-1 jobs on a scripted team
+
+# A reader, a solver and a refiner that runs only when the solver hedges: trajectories of 2 or 3 steps.
+BRANCHY = MASGraph.from_dict({
+    "agents": [{"name": "reader", "system_prompt": "read"}, {"name": "solver", "system_prompt": "solve"},
+               {"name": "refiner", "system_prompt": "refine"}],
+    "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2, "contains:unsure"]],
+})
+
+
+def ends_with_gold(prediction: str, gold: str | None) -> bool:
+    return gold is not None and prediction.strip().endswith(gold)
+
+
+def random_team(fake_policy):
+    """Outputs drawn from the policy's (reseeded) RNG: the tree depends only on the seed."""
+    def respond(messages, k, rng):
+        role = messages[0]["content"]
+        if role == "solve":
+            return rng.choice(["Answer: 3", "Answer: 4", "unsure, maybe 3"])
+        if role == "refine":
+            return rng.choice(["Answer: 3", "Answer: 5"])
+        return rng.choice(["numbers 1 and 2", "one plus two"])
+    return fake_policy(respond)
+
+
+EXAMPLES = [Example(i, f"What is {i} + 2?", str(i + 2), {"source": "test"}) for i in range(4)]
+
+
+def make_job(out_dir: Path, seed: int = 42, **kw) -> TreeJob:
+    settings = SearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
+    return TreeJob(BRANCHY, settings, str(out_dir), seed, {"dataset": "toy", "split": "train",
+                   "config": "configs/x.yaml", "model": "fake"}, grade=ends_with_gold, **kw)
+
+
+# --------------------------------------------------------------------------- the stage CLIs on small local data
+
+EVAL_SCRIPT = REPO / "src" / "experiments" / "compare_sbs_mcts.py"
+EVAL_ROWS = [("Tom has 3 apples and buys 4 more. How many apples does he have?", 7),
+              ("A box holds 6 pens. How many pens are in 2 boxes?", 12),
+              ("Sara had 10 coins and lost 3. How many are left?", 7)]
+FAST = ["--max_new_tokens", "6", "--device_map", "cpu", "--no_compile"]   # the random tiny model never stops
+
+
+def write_gsm8k(path: Path) -> Path:
+    path.write_text("".join(json.dumps({"question": q, "answer": f"So it is {a}.\n#### {a}"}) + "\n"
+                            for q, a in EVAL_ROWS))
+    return path
+
+
+def trained_adapter(tmp_path_factory, tiny_model_dir) -> Path:
+    """A ppm adapter from src/train/trainer.py (a couple of steps), built once per test session."""
+    out = tmp_path_factory.getbasetemp() / "eval_prm_adapter"
+    if (out / "adapter_config.json").is_file():
+        return out
+    pairs = tmp_path_factory.getbasetemp() / "eval_pairs.jsonl"
+    pairs.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?",
+                                         "chosen_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i}"],
+                                         "rejected_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i + 1}"]}) + "\n"
+                             for i in range(6)))
+    done = subprocess.run([sys.executable, str(REPO / "src" / "train" / "trainer.py"), "--mode", "ppm",
+                           "--data_dir", str(pairs), "--model-id", str(tiny_model_dir), "--output-dir", str(out),
+                           "--max-steps", "1", "--train-batch-size", "4", "--grad-accum", "1", "--lora-r", "4",
+                           "--lora-alpha", "8", "--seed", "0", "--quiet"],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return out
+
+
+def run_eval(*argv, cwd=REPO):
+    """src/experiments/compare_sbs_mcts.py with `argv`, as a user runs it."""
+    return subprocess.run([sys.executable, str(EVAL_SCRIPT), *map(str, argv)], cwd=cwd, capture_output=True,
+                          text=True, timeout=400)
+
+
+RUN_MCTS = REPO / "src" / "run_mcts.py"
+SHOW_TREE = REPO / "src" / "show_tree.py"
+
+STAGE1_ROWS = [
+    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "3 + 4 = 7\n#### 7"},
+    {"question": "A box holds 6 pens. How many pens are in 2 boxes?", "answer": "6 * 2 = 12\n#### 12"},
+    {"question": "Ann had 9 cards and gave away 5. How many are left?", "answer": "no final answer here"},
+]
+def make_workdir(tmp_path: Path) -> Path:
+    """A folder laid out like the repo: configs/gsm8k.yaml (short outputs, so the test is quick) and data."""
+    shipped = REPO / "configs" / "gsm8k.yaml"
+    config = yaml.safe_load(shipped.read_text()) if shipped.is_file() else GSM8K
+    for agent in config["agents"]:
+        agent["max_new_tokens"] = 6
+    (tmp_path / "configs").mkdir()
+    (tmp_path / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(config))
+    (tmp_path / "gsm8k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in STAGE1_ROWS))
+    return tmp_path
+
+
+SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "--n_rollouts", "2",
+         "--search_c", "4", "--n_candidates", "3", "--mas_config", "configs/gsm8k.yaml", "--load_in_4bit",
+         "--no_compile"]  # the seed README's smoke test, verbatim
+
+
+def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") -> tuple[int, str, str]:
+    """Run a CLI in this process: fast, and run_mcts loads no model before the input is checked."""
+    import importlib
+
+    from masprm.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", [f"{script}.py", *args])
+    with pytest.raises(SystemExit) as exit_info:
+        run_cli(importlib.import_module(script).main)
+    captured = capsys.readouterr()
+    return exit_info.value.code, captured.out, captured.err

@@ -12,7 +12,7 @@ from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
-from test_eval_fakes import FakeScorer, chain_graph, prefers_good, settings
+from helpers import FakeScorer, chain_graph, prefers_good, settings
 
 TEAM = MASGraph.from_dict({
     "agents": [{"name": "reader", "system_prompt": "read"}, {"name": "solver", "system_prompt": "solve"}],

@@ -12,49 +12,8 @@ import pytest
 from masprm.cli import PARSED_FLAGS, UsageError, error_line
 from masprm.errors import MasprmError, ModelError
 
-from helpers import load_script
-
-ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
-GSM8K_ROWS = [("Tom has 3 apples and buys 4 more. How many apples does he have?", 7),
-              ("A box holds 6 pens. How many pens are in 2 boxes?", 12),
-              ("Sara had 10 coins and lost 3. How many are left?", 7)]
-FAST = ["--max_new_tokens", "6", "--device_map", "cpu", "--no_compile"]   # the random tiny model never stops
-
-
-def write_gsm8k(path: Path) -> Path:
-    path.write_text("".join(json.dumps({"question": q, "answer": f"So it is {a}.\n#### {a}"}) + "\n"
-                            for q, a in GSM8K_ROWS))
-    return path
-
-
-def trained_adapter(tmp_path_factory, tiny_model_dir) -> Path:
-    """A ppm adapter from src/train/trainer.py (a couple of steps), built once per test session."""
-    out = tmp_path_factory.getbasetemp() / "eval_prm_adapter"
-    if (out / "adapter_config.json").is_file():
-        return out
-    pairs = tmp_path_factory.getbasetemp() / "eval_pairs.jsonl"
-    pairs.write_text("".join(json.dumps({"prompt": f"What is {i} + {i}?",
-                                         "chosen_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i}"],
-                                         "rejected_actions": [f"{i}+{i}={2 * i}", f"Answer: {2 * i + 1}"]}) + "\n"
-                             for i in range(6)))
-    done = subprocess.run([sys.executable, str(ROOT / "src" / "train" / "trainer.py"), "--mode", "ppm",
-                           "--data_dir", str(pairs), "--model-id", str(tiny_model_dir), "--output-dir", str(out),
-                           "--max-steps", "1", "--train-batch-size", "4", "--grad-accum", "1", "--lora-r", "4",
-                           "--lora-alpha", "8", "--seed", "0", "--quiet"],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    return out
-
-
-@pytest.fixture(scope="module")
-def prm_dir(tmp_path_factory, tiny_model_dir):
-    return trained_adapter(tmp_path_factory, tiny_model_dir)
-
-
-def run(*argv, cwd=ROOT):
-    return subprocess.run([sys.executable, str(SCRIPT), *map(str, argv)], cwd=cwd, capture_output=True,
-                          text=True, timeout=400)
+from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, load_script, write_gsm8k
+from helpers import run_eval as run
 
 
 def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, prm_dir, tmp_path):

@@ -17,7 +17,7 @@ from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
 from masprm.search.engine import drive
 from masprm.search.node import Node
-from test_eval_fakes import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
+from helpers import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
                              scripted_solver)
 
 # --------------------------------------------------------------------------- SBS

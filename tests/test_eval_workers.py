@@ -7,7 +7,8 @@ import re
 
 import yaml
 
-from test_eval_cli import FAST, prm_dir, run, write_gsm8k  # noqa: F401  (prm_dir is a fixture)
+from helpers import FAST, write_gsm8k
+from helpers import run_eval as run
 
 TEAM = {"agents": [{"name": "Solver", "system_prompt": "Solve it.", "max_new_tokens": 6},
                    {"name": "Checker", "system_prompt": "Check it.", "max_new_tokens": 6}],

@@ -11,7 +11,7 @@ from masprm.eval.logs import log_status, set_trailer
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from helpers import REPO, load_script
-from test_eval_fakes import settings
+from helpers import settings
 
 ROLES = ["Analyst", "Solver", "Finalizer"]
 GRAPH = MASGraph.from_dict({"agents": [{"name": r, "system_prompt": f"You are the {r}."} for r in ROLES],

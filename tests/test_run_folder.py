@@ -15,8 +15,7 @@ import pytest
 from masprm.errors import ConfigError
 from masprm.run_folder import LOCK_FILE, check_settings, locked_folder, write_settings
 from masprm.search.train_mcts import run_trees
-from test_run_mcts_cli import RUN_MCTS, SMOKE, call_main, workdir  # noqa: F401  (fixture)
-from test_train_mcts import EXAMPLES, make_job, random_team
+from helpers import EXAMPLES, RUN_MCTS, SMOKE, call_main, make_job, random_team
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"path": "/d/a.jsonl", "identity": "aa"},

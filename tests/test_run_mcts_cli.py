@@ -11,42 +11,12 @@ from pathlib import Path
 import pytest
 import yaml
 
-REPO = Path(__file__).resolve().parents[1]
-RUN_MCTS = REPO / "src" / "run_mcts.py"
-SHOW_TREE = REPO / "src" / "show_tree.py"
-
-GSM8K_ROWS = [
-    {"question": "Tom has 3 apples and buys 4 more. How many apples does he have?", "answer": "3 + 4 = 7\n#### 7"},
-    {"question": "A box holds 6 pens. How many pens are in 2 boxes?", "answer": "6 * 2 = 12\n#### 12"},
-    {"question": "Ann had 9 cards and gave away 5. How many are left?", "answer": "no final answer here"},
-]
-TEAM = {  # the shape of configs/gsm8k.yaml, used if that file is not in the repo
-    "agents": [{"name": n, "system_prompt": f"You are the {n}."} for n in ("Reader", "Planner", "Solver", "Verifier")],
-    "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2], [-1, 3], [2, 3]],
-}
-
-
-@pytest.fixture
-def workdir(tmp_path: Path) -> Path:
-    """A folder laid out like the repo: configs/gsm8k.yaml (short outputs, so the test is quick) and data."""
-    shipped = REPO / "configs" / "gsm8k.yaml"
-    config = yaml.safe_load(shipped.read_text()) if shipped.is_file() else TEAM
-    for agent in config["agents"]:
-        agent["max_new_tokens"] = 6
-    (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(config))
-    (tmp_path / "gsm8k.jsonl").write_text("".join(json.dumps(r) + "\n" for r in GSM8K_ROWS))
-    return tmp_path
+from helpers import RUN_MCTS, SHOW_TREE, SMOKE, call_main
 
 
 def run(script: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(script), *args], cwd=cwd, capture_output=True, text=True,
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
-
-
-SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "--n_rollouts", "2",
-         "--search_c", "4", "--n_candidates", "3", "--mas_config", "configs/gsm8k.yaml", "--load_in_4bit",
-         "--no_compile"]  # the seed README's smoke test, verbatim
 
 
 def test_readme_smoke_command_writes_the_documented_folder_and_resumes(workdir, tiny_model_dir, monkeypatch,
@@ -87,19 +57,6 @@ def test_bad_input_subprocess_is_one_line(workdir):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "unknown dataset 'nosuchset'" in proc.stderr
     assert "Traceback" not in proc.stderr
-
-
-def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") -> tuple[int, str, str]:
-    """Run a CLI in this process: fast, and run_mcts loads no model before the input is checked."""
-    import importlib
-
-    from masprm.cli import run_cli
-
-    monkeypatch.setattr(sys, "argv", [f"{script}.py", *args])
-    with pytest.raises(SystemExit) as exit_info:
-        run_cli(importlib.import_module(script).main)
-    captured = capsys.readouterr()
-    return exit_info.value.code, captured.out, captured.err
 
 
 @pytest.mark.parametrize("args, message", [

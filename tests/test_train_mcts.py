@@ -6,30 +6,20 @@ from types import SimpleNamespace
 
 import json
 import random
-from pathlib import Path
 
 import pytest
 
 from masprm.data import Example
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import (STALE_LIMIT, EarlyStop, SearchSettings, TreeJob, build_tree,
-                                      run_trees)
+from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, SearchSettings, build_tree, run_trees
+
+from helpers import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
 
 CHAIN = MASGraph.from_dict({
     "agents": [{"name": "planner", "system_prompt": "plan"}, {"name": "solver", "system_prompt": "solve"}],
     "edges": [[-1, 0], [0, 1]],
 })
 SINGLE = MASGraph.from_dict({"agents": [{"name": "solo", "system_prompt": "solo"}], "edges": [[-1, 0]]})
-# A reader, a solver and a refiner that runs only when the solver hedges: trajectories of 2 or 3 steps.
-BRANCHY = MASGraph.from_dict({
-    "agents": [{"name": "reader", "system_prompt": "read"}, {"name": "solver", "system_prompt": "solve"},
-               {"name": "refiner", "system_prompt": "refine"}],
-    "edges": [[-1, 0], [-1, 1], [0, 1], [1, 2, "contains:unsure"]],
-})
-
-
-def ends_with_gold(prediction: str, gold: str | None) -> bool:
-    return gold is not None and prediction.strip().endswith(gold)
 
 
 class FirstChoice:
@@ -43,18 +33,6 @@ def scripted(table: dict[tuple[str, str], list[str]], fake_policy):
     """Policy answering from (system prompt, user content) -> the n outputs."""
     def respond(messages, k, rng):
         return table[(messages[0]["content"], messages[1]["content"])][k]
-    return fake_policy(respond)
-
-
-def random_team(fake_policy):
-    """Outputs drawn from the policy's (reseeded) RNG: the tree depends only on the seed."""
-    def respond(messages, k, rng):
-        role = messages[0]["content"]
-        if role == "solve":
-            return rng.choice(["Answer: 3", "Answer: 4", "unsure, maybe 3"])
-        if role == "refine":
-            return rng.choice(["Answer: 3", "Answer: 5"])
-        return rng.choice(["numbers 1 and 2", "one plus two"])
     return fake_policy(respond)
 
 
@@ -190,15 +168,6 @@ def test_default_grader_is_the_answer_checker(fake_policy):
 
 
 # --------------------------------------------------------------------------- tree files
-
-
-EXAMPLES = [Example(i, f"What is {i} + 2?", str(i + 2), {"source": "test"}) for i in range(4)]
-
-
-def make_job(out_dir: Path, seed: int = 42, **kw) -> TreeJob:
-    settings = SearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
-    return TreeJob(BRANCHY, settings, str(out_dir), seed, {"dataset": "toy", "split": "train",
-                   "config": "configs/x.yaml", "model": "fake"}, grade=ends_with_gold, **kw)
 
 
 def test_tree_json_schema(tmp_path, fake_policy):

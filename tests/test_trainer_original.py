@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import random
 import runpy
-import sys
 from pathlib import Path
 
 import pytest

@@ -17,7 +17,7 @@ import argparse
 import os
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, UsageError, check, run_cli, with_flags
+from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.config import add_config_args
 from masprm.search.engine import EngineSettings
 from masprm.eval.settings import SEARCH_FAMILIES, ViewSettings, add_method_args

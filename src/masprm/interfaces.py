@@ -7,7 +7,7 @@ test, or anything else that fits. Pure Python: no torch import here.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol, Sequence
 
 Messages = list[dict[str, str]]  # chat messages: [{"role": ..., "content": ...}, ...]

@@ -14,7 +14,6 @@ import functools
 import warnings
 from contextlib import contextmanager
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 import torch
 
