@@ -19,7 +19,6 @@ must seed from the item (e.g. ``seed + idx``), never from worker order.
 
 from __future__ import annotations
 
-import importlib
 import logging
 import math
 import os
@@ -137,15 +136,15 @@ class _Worker:
     def __init__(self, setup: Callable[[], Any], task: Callable[[Any, Any], Any]):
         self.task = task
         self.state = None
-        self.setup_error: tuple[str, ...] | None = None
+        self.setup_error: MasprmError | str | None = None
         try:
             self.state = setup()
-        except MasprmError as err:   # a bad input: sent back as data, rebuilt by the driver (`_setup_failure`)
-            self.setup_error = ("input", type(err).__module__, type(err).__qualname__, str(err), err.setting or "")
+        except MasprmError as err:   # a bad input: sent back whole (it pickles with its setting)
+            self.setup_error = err
         except Exception as err:
-            self.setup_error = ("crash", describe_error(err))
+            self.setup_error = describe_error(err)
 
-    def ready(self) -> tuple[str, ...] | None:
+    def ready(self) -> MasprmError | str | None:
         return self.setup_error
 
     def run(self, item: Any) -> tuple[Any, str | None]:
@@ -153,17 +152,6 @@ class _Worker:
             return self.task(self.state, item), None
         except Exception as err:
             return None, describe_error(err)
-
-
-def _setup_failure(failure: tuple[str, ...]) -> Exception:
-    """The driver's exception for an actor's setup failure: a domain error of its own class and
-    setting (so the CLI names the flag), or a RuntimeError with the crash's text."""
-    if failure[0] == "crash":
-        return RuntimeError(f"worker setup failed: {failure[1]}")
-    _, module, name, message, setting = failure
-    cls = getattr(importlib.import_module(module), name, MasprmError)
-    cls = cls if isinstance(cls, type) and issubclass(cls, MasprmError) else MasprmError
-    return cls(message, setting=setting or None)
 
 
 def _import_path() -> str:
@@ -210,7 +198,8 @@ def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[I
             # (and so the actors) alive for as long as the caller holds it.
             for actor in actors:
                 ray.kill(actor)
-            raise _setup_failure(failures[0])
+            failure = failures[0]
+            raise failure if isinstance(failure, MasprmError) else RuntimeError(f"worker setup failed: {failure}")
 
         todo = iter(items)
         running: dict[Any, tuple[Any, Item]] = {}  # object ref -> (actor, item)
