@@ -1,0 +1,122 @@
+"""Model loading and its options: missing or unusable folders, hub ids, model flags, dtypes, devices."""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from masprm.errors import ConfigError, ModelError  # noqa: E402
+from masprm.models import loading  # noqa: E402
+from masprm.models.loading import ModelOptions, add_model_args, load_causal_lm, options_from_args  # noqa: E402
+from masprm.models.policy import HFPolicy  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@pytest.mark.parametrize("bad", ["./no/such/model", "/definitely/missing/dir", "artifacts/nope/policy"])
+def test_missing_local_model_is_a_model_error(bad):
+    with pytest.raises(ModelError, match="no such model folder"):
+        HFPolicy(bad)
+
+
+def test_folder_without_config_is_a_model_error(tmp_path):
+    with pytest.raises(ModelError, match="not a model folder"):
+        load_causal_lm(str(tmp_path), setting="gen_model_id")
+
+
+def test_unreachable_hub_id_is_a_model_error(monkeypatch):
+    import time
+
+    from masprm import checks
+
+    # conftest sets HF_HUB_OFFLINE=1, so an uncached hub id fails at once, before transformers is asked
+    with pytest.raises(ModelError, match=r"^model_id no-such-org/no-such-model: not a local folder and not "
+                                         r"in the Hugging Face cache, and HF_HUB_OFFLINE is set"):
+        HFPolicy("no-such-org/no-such-model")
+    # Without the flag, an unreachable hub is found by one short probe instead of ~30 s of retries.
+    monkeypatch.delenv("HF_HUB_OFFLINE", raising=False)
+    monkeypatch.delenv("TRANSFORMERS_OFFLINE", raising=False)
+    probes = []
+
+    def no_network(address, timeout):
+        probes.append((address, timeout))
+        raise OSError("Network is unreachable")
+
+    monkeypatch.setattr(checks.socket, "create_connection", no_network)
+    checks.hub_reachable.cache_clear()
+    started = time.monotonic()
+    with pytest.raises(ModelError, match="the hub is unreachable"):
+        checks.check_hub_id("no-such-org/no-such-model", "model_id")
+    assert time.monotonic() - started < 2 and probes == [(("huggingface.co", 443), checks.HUB_PROBE_TIMEOUT_S)]
+    checks.hub_reachable.cache_clear()
+
+
+def test_cli_reports_a_bad_model_path_in_one_line(tmp_path):
+    script = ("import sys; from masprm.cli import run_cli; from masprm.models.policy import HFPolicy\n"
+              "run_cli(lambda: HFPolicy(sys.argv[1], setting='gen_model_id') and 0, "
+              "{'gen_model_id': '--gen_model_id'})\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing")], cwd=ROOT,
+                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
+                          capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 2
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "--gen_model_id" in lines[0] and "missing" in lines[0]
+    assert "Traceback" not in proc.stderr
+
+
+def test_model_flags_and_prefix():
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    add_model_args(parser, prefix="prm_")
+    args = parser.parse_args(["--load_in_4bit", "--no_compile", "--attn_impl", "eager", "--prm_device_map", "cpu"])
+    assert options_from_args(args) == ModelOptions(device_map="auto", load_in_4bit=True, attn_impl="eager",
+                                                   compile=False, trust_remote_code=False)
+    prm = options_from_args(args, prefix="prm_")
+    assert prm.device_map == "cpu" and prm.compile and not prm.load_in_4bit
+
+
+def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    assert options_from_args(parser.parse_args([])).dtype is None
+    assert loading.policy_dtype(ModelOptions(), "cuda") is torch.float16  # the original's policy dtype
+    assert loading.policy_dtype(ModelOptions(), "cpu") is torch.float32
+    chosen = options_from_args(parser.parse_args(["--dtype", "bfloat16"]))
+    assert loading.policy_dtype(chosen, "cuda") is torch.bfloat16
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--dtype", "int8"])
+    # 4-bit computes in the same dtype (fp16 unless bf16 is chosen)
+    assert loading.quantization_config(torch.float16).bnb_4bit_compute_dtype == torch.float16
+    assert loading.quantization_config(torch.bfloat16).bnb_4bit_compute_dtype == torch.bfloat16
+
+
+def test_device_resolution():
+    assert loading.resolve_device("cpu").type == "cpu"
+    assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="^device_map 'gpu0'"):
+        loading.resolve_device("gpu0")
+
+
+def test_cuda_request_without_cuda_names_the_build_and_what_torch_said(monkeypatch):
+    monkeypatch.setattr(loading, "_warned", set())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.version, "cuda", None)
+    with pytest.raises(ConfigError) as err:
+        loading.resolve_device("cuda:0")
+    message = str(err.value)
+    assert "\n" not in message and message.startswith("device_map 'cuda:0'") and err.value.setting == "device_map"
+    assert f"torch {torch.__version__} is a CPU-only build" in message
+    assert "torch.cuda.is_available() returned False" in message
+    # A CUDA build that sees no GPU (e.g. a driver too old for its CUDA): the same error names the CUDA
+    # version, and "auto" says why it falls back to the CPU instead of doing so silently.
+    monkeypatch.setattr(torch.version, "cuda", "13.0")
+    with pytest.raises(ConfigError, match=r"built for CUDA 13\.0, but torch\.cuda\.is_available\(\) returned False"):
+        loading.resolve_device("cuda")
+    with pytest.warns(RuntimeWarning, match="running on CPU: .*too old for CUDA 13.0"):
+        assert loading.resolve_device("auto").type == "cpu"
