@@ -81,7 +81,7 @@ def main() -> int:
 
     import torch
 
-    from experiments.compare_sbs_mcts import build_parser, model_specs
+    from masprm.stages.evaluate import build_parser, model_specs
     from masprm.data import load_examples
     from masprm.eval.runner import load_model, run_conditions
     from masprm.graph import load_mas_config

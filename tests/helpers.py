@@ -22,7 +22,7 @@ import pytest
 import yaml
 
 from masprm.data import Example
-from masprm.eval.registry import EvalContext
+from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
 from masprm.search.train_mcts import SearchSettings, TreeJob
 from masprm.train import TrainConfig
@@ -33,7 +33,7 @@ SEP = "</step>"
 
 
 def load_script(path: str | Path, name: str | None = None):
-    """A stage script (e.g. src/experiments/compare_sbs_mcts.py) imported as a module, without running main."""
+    """A module file (e.g. a plug-in in tmp_path) imported by path, without running it as __main__."""
     path = Path(path)
     spec = importlib.util.spec_from_file_location(name or path.stem, path)
     module = importlib.util.module_from_spec(spec)
@@ -214,7 +214,7 @@ def orm_prefers_seven(text: str) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _defaults() -> dict:
-    from experiments.compare_sbs_mcts import build_parser
+    from masprm.stages.evaluate import build_parser
     return vars(build_parser().parse_args([]))
 
 
@@ -223,8 +223,8 @@ def settings(**overrides) -> SimpleNamespace:
     return SimpleNamespace(**{**_defaults(), **overrides})
 
 
-def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> EvalContext:
-    return EvalContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
+def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
+    return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
 
 
 def example(idx: int = 0) -> Example:
@@ -331,14 +331,22 @@ SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "
          "--no_compile"]  # the seed README's smoke test, verbatim
 
 
+# a checkout script's name -> the stage module it runs (masprm.stages)
+STAGE_OF_SCRIPT = {"run_mcts": "trees", "preprocess_data": "preprocess", "trainer": "train",
+                   "compare_sbs_mcts": "evaluate", "aggregator": "aggregate", "show_tree": "show_tree", "demo": "demo"}
+
+
+def stage_module(script: str):
+    """The stage module behind a checkout script (``run_mcts`` -> ``masprm.stages.trees``)."""
+    return importlib.import_module(f"masprm.stages.{STAGE_OF_SCRIPT[script]}")
+
+
 def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") -> tuple[int, str, str]:
     """Run a CLI in this process: fast, and run_mcts loads no model before the input is checked."""
-    import importlib
-
     from masprm.cli import run_cli
 
     monkeypatch.setattr(sys, "argv", [f"{script}.py", *args])
     with pytest.raises(SystemExit) as exit_info:
-        run_cli(importlib.import_module(script).main)
+        run_cli(stage_module(script).main)
     captured = capsys.readouterr()
     return exit_info.value.code, captured.out, captured.err

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from masprm.aggregate import (aggregate, budget_label, columns, model_work, parse_log, plot_results, plot_series,
+from masprm.eval.aggregate import (aggregate, budget_label, columns, model_work, parse_log, plot_results, plot_series,
                               read_logs, split_experiment, split_label, to_csv, uses_model_work)
 from masprm.eval.logs import render_log, stable_hash
 

@@ -14,7 +14,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from masprm.aggregate import aggregate, read_logs, to_csv
+from masprm.eval.aggregate import aggregate, read_logs, to_csv
 
 ROOT = Path(__file__).resolve().parents[1]
 SBS = "gsm8k_SBS + PRM (B1=3, B2=5)B1-3_B2-5_gen_kwargs_0123456789ab_Qwen2.5-1.5B-RM_Qwen2.5-1.5B-Instruct"

@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import runpy
 import shutil
 import sys
 import traceback
@@ -23,7 +22,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import GSM8K, gsm8k_tree
+from helpers import GSM8K, gsm8k_tree, stage_module
 
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
@@ -58,7 +57,7 @@ _mains: dict[str, object] = {}
 
 def main_of(cli: str):
     if cli not in _mains:
-        _mains[cli] = runpy.run_path(str(SCRIPTS[cli]), run_name=f"{cli}_cli")["main"]
+        _mains[cli] = stage_module(SCRIPTS[cli].stem).main
     return _mains[cli]
 
 

@@ -12,7 +12,7 @@ import pytest
 from masprm.cli import PARSED_FLAGS, UsageError, error_line
 from masprm.errors import MasprmError, ModelError
 
-from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, load_script, write_gsm8k
+from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, stage_module, write_gsm8k
 from helpers import run_eval as run
 
 
@@ -57,7 +57,7 @@ def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, pr
 
 
 def _cli():
-    return load_script(SCRIPT)
+    return stage_module("compare_sbs_mcts")
 
 
 def _validate(argv):

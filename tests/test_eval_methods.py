@@ -7,12 +7,11 @@ import math
 import pytest
 
 from conftest import FakePolicy
-import masprm.eval.methods  # noqa: F401  (registers the methods)
 from masprm.search import beam, mcts, vote as V
-from masprm.search.expand import SCORER_KINDS
+from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.search.expand import aggregate_logprob
-from masprm.eval.registry import METHODS
-from masprm.eval.settings import ViewSettings
+from masprm.eval.methods import METHODS
+from masprm.search.settings import ViewSettings
 from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
 from masprm.search.engine import drive

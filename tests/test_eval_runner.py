@@ -203,7 +203,7 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     method_file = str(root / "eval" / "methods.py")
     names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
     assert {"models/policy.py", "models/scorer.py", "models/loading.py", "data.py", "models/text_encoder.py",
-            "models/token_scorer.py", "models/scorer_meta.py",
+            "models/token_scorer.py", "scorer_meta.py",
             "answers.py", "graph.py", "state_text.py", "search/node.py", "search/expand.py",
             "search/beam.py", "search/mcts.py", "search/vote.py"} <= names
     assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
@@ -277,7 +277,7 @@ def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, mo
 
 
 def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
-    from masprm.eval.labels import condition_label
+    from masprm.eval.naming import condition_label
     from masprm.eval.runner import condition_roles
 
     def label(method, **kw):
@@ -309,7 +309,7 @@ def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, mon
     assert table[1] == "Table-4 style results" and table[3].startswith("Condition ")
     row = table[5]
     assert row.startswith("SBS + PRM (B1=2, B2=5) [prm: fake-prm]  ") and " 1.000 " in row
-    from masprm.aggregate import parse_log   # the aggregator reads the label back for its plot
+    from masprm.eval.aggregate import parse_log   # the aggregator reads the label back for its plot
     assert parse_log(cond.files.log.stem, cond.files.log.read_text()).label == cond.label
     monkeypatch.setenv("LOG_EVERY", "0")
     with pytest.raises(ConfigError, match=r"\$LOG_EVERY must be a positive integer"):

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from masprm.search.expand import SCORER_KINDS, ScorerKind
-from masprm.eval.methods import register_scorer_kind
+from masprm.search.scorer_kinds import SCORER_KINDS, ScorerKind, register_scorer_kind
 from masprm.search.beam import Beam, beam_search
-from masprm.eval.registry import METHODS, MethodResult, register_method
-from masprm.eval.settings import PassSettings, ViewSettings
+from masprm.search.context import SearchResult
+from masprm.eval.methods import METHODS, register_method, register_scored_method
+from masprm.search.settings import MCTSSettings, PassSettings, SBSSettings, ViewSettings, VoterSettings
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,11 +43,16 @@ def _last_of_two(ctx, example):
     runs = yield from beam_search(ctx, [Beam(ctx.graph.start(example.question))] * 2, width=2, branching=1,
                                   scorer=None, temperature=ctx.settings.sbs_temperature)
     answers = [b.state.final_answer() for b in runs]
-    return MethodResult(answers[-1], answers[::-1])
+    return SearchResult(answers[-1], answers[::-1])
 
 
 if "shortest" not in SCORER_KINDS:
-    register_scorer_kind(ScorerKind("shortest", _short_steps, _short_leaf, _short_weight, settings=(ViewSettings,)))
+    register_scorer_kind(ScorerKind("shortest", _short_steps, _short_leaf, _short_weight))
+    # name               family   kind        settings (the fingerprint)
+    for row in (("sbs_shortest",   "sbs",   "shortest", (SBSSettings, ViewSettings)),
+                ("mcts_shortest",  "mcts",  "shortest", (MCTSSettings, ViewSettings)),
+                ("voter_shortest", "voter", "shortest", (VoterSettings, ViewSettings))):
+        register_scored_method(*row)
 if "last_of_two" not in METHODS:
     register_method("last_of_two", settings=(PassSettings,))(_last_of_two)
 
@@ -56,7 +61,7 @@ if "last_of_two" not in METHODS:
 
 
 def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
-    from experiments import compare_sbs_mcts as cli
+    from masprm.stages import evaluate as cli
 
     argv = ["compare_sbs_mcts.py", "--dataset", "toy", "--split", "test", "--sample_n", "3", "--seed", "14",
             "--gen_model_id", str(tiny_model_dir), "--mas_config", str(ROOT / "configs" / "toy.yaml"),
@@ -69,7 +74,7 @@ def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
             for m in methods}
 
 
-def test_a_new_scorer_kind_is_one_record_and_gets_its_three_methods(monkeypatch, tiny_model_dir, tmp_path):
+def test_a_new_scorer_kind_is_one_record_and_one_row_per_method(monkeypatch, tiny_model_dir, tmp_path):
     methods = ["sbs_shortest", "mcts_shortest", "voter_shortest"]
     assert all(m in METHODS for m in methods)
     assert METHODS["sbs_shortest"].settings[1:] == (ViewSettings,)   # the kind's settings join the fingerprint

@@ -10,7 +10,7 @@ from masprm.cli import run_cli
 from masprm.data import DATASETS, register_dataset, seeded_order, select_examples
 from masprm.dataset_rows import gsm8k_gold
 
-from helpers import REPO, load_script
+from helpers import REPO, stage_module
 
 ROWS = [{"question": f"What is {a} plus {b}?", "answer": f"{a} + {b} = {a + b}\n#### {a + b}"}
         for a, b in ((1, 2), (3, 4), (5, 6))]
@@ -32,7 +32,7 @@ def plugin_dataset():
 def cli(monkeypatch, script, args):
     monkeypatch.setattr(sys, "argv", [script.name, *map(str, args)])
     with pytest.raises(SystemExit) as done:
-        run_cli(load_script(script).main)
+        run_cli(stage_module(script.stem).main)
     return done.value.code
 
 

@@ -6,7 +6,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from masprm.eval.registry import METHODS, EvalContext
+from masprm.search.context import SearchContext
+from masprm.eval.methods import METHODS
 from masprm.graph import MASGraph
 from masprm.handoff.methods import (compare_handoff_conditions, format_paired_comparison, paired_comparison,
                                     paired_log_lines, summarize)
@@ -57,7 +58,7 @@ class WordScorer:
 
 def run(method, fake_policy, gold="3", **kw):
     policy = fake_policy(Respond())
-    ctx = EvalContext(policy=policy, graph=GRAPH, settings=flags(**kw), rng=random.Random(7),
+    ctx = SearchContext(policy=policy, graph=GRAPH, settings=flags(**kw), rng=random.Random(7),
                       handoff_masprm=WordScorer())
     example = SimpleNamespace(idx=0, question="What is 1 + 2?", gold=gold, meta={})
     return METHODS[method].run(ctx, example), ctx

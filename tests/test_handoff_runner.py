@@ -10,7 +10,7 @@ from masprm.data import Example, LoadedData
 from masprm.eval.logs import log_status, set_trailer
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
-from helpers import REPO, load_script
+from helpers import REPO, stage_module
 from helpers import settings
 
 ROLES = ["Analyst", "Solver", "Finalizer"]
@@ -66,7 +66,7 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
     import masprm.checks
     # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
     monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
-    cli = load_script(REPO / "src" / "experiments" / "compare_sbs_mcts.py")
+    cli = stage_module("compare_sbs_mcts")
     from masprm.eval.runner import MODEL_LOADERS
     from masprm.models.loading import ModelOptions
 

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from masprm.eval.registry import EvalContext
+from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
 from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL, RoutedTurn
@@ -90,7 +90,7 @@ class FakeScorer:
 
 def make_ctx(scorer=None, policy=None):
     graph = MASGraph.from_dict({"agents": [{"name": "A"}, {"name": "B"}], "handoff": {"initial_role": "A"}})
-    return EvalContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
+    return SearchContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
                        rng=random.Random(0))
 
 

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from masprm.eval.registry import EvalContext
+from masprm.search.context import SearchContext
 from masprm.graph import ConfigError, MASGraph
 from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL
@@ -61,7 +61,7 @@ def play(fake_policy, plan, mode="free", seed=0, graph=None, score=None, **kw):
     script = Script(plan, settings.handoff_candidates)
     policy = fake_policy(script, score)
     graph = graph or make_graph()
-    ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed))
+    ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed))
     team = HandoffTeam.from_graph(graph)
     hs = HandoffSettings.from_flags(settings, team)
     run = drive(run_handoff(ctx, team, hs, QUESTION, mode=mode, select=logprob_selector(ctx, hs.logprob_agg)),

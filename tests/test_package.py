@@ -1,27 +1,49 @@
-"""The installable package: console scripts that run the stage scripts, no sys.path edits, short modules."""
+"""The installable package: console scripts run the stage modules, shims run the same code, short modules."""
 
 import subprocess
 import sys
 import tomllib
 
-from masprm import scripts
-
-from helpers import REPO
+from helpers import REPO, STAGE_OF_SCRIPT
 
 
-def test_every_console_script_runs_an_existing_stage_script():
+def test_every_console_script_runs_a_stage_main():
+    import importlib
+
     entries = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
-    assert set(entries) == set(scripts.SCRIPTS)
+    assert len(entries) == len(STAGE_OF_SCRIPT)
     for name, target in entries.items():
         module, attribute = target.split(":")
-        assert module == "masprm.scripts" and callable(getattr(scripts, attribute))
-        assert getattr(scripts, attribute).args == (name,) and scripts.SCRIPTS[name].is_file()
+        assert module.startswith("masprm.stages.") and attribute == "cli"
+        stage = importlib.import_module(module)
+        assert callable(stage.cli) and callable(stage.main)
 
 
-def test_a_console_script_runs_its_script_with_the_flags():
-    code = "import sys; sys.argv = ['masprm-train', '--help']; from masprm.scripts import train; train()"
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0 and "--model-id MODEL_ID, --model_id MODEL_ID" in done.stdout
+def test_each_checkout_script_is_a_shim_over_its_stage():
+    shims = {"run_mcts": REPO / "src" / "run_mcts.py", "preprocess_data": REPO / "src" / "train" / "preprocess_data.py",
+             "trainer": REPO / "src" / "train" / "trainer.py",
+             "compare_sbs_mcts": REPO / "src" / "experiments" / "compare_sbs_mcts.py",
+             "aggregator": REPO / "aggregator.py", "show_tree": REPO / "src" / "show_tree.py",
+             "demo": REPO / "src" / "demo.py"}
+    for script, path in shims.items():
+        code = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith('"""')]
+        assert code == [f"from masprm.stages.{STAGE_OF_SCRIPT[script]} import cli", 'if __name__ == "__main__":',
+                        "    cli()"], path
+
+
+def test_a_script_and_its_console_entry_print_the_same_help_and_a_version():
+    script = subprocess.run([sys.executable, str(REPO / "src" / "train" / "trainer.py"), "--help"],
+                            capture_output=True, text=True, timeout=60)
+    module = subprocess.run([sys.executable, "-c", "import sys; sys.argv = ['masprm-train', '--help']; "
+                             "from masprm.stages.train import cli; cli()"], capture_output=True, text=True, timeout=60)
+    assert script.returncode == module.returncode == 0
+    assert "--model-id MODEL_ID, --model_id MODEL_ID" in script.stdout
+    # the usage lines name the program; the flags and their help are the same
+    assert script.stdout.split("options:")[1] == module.stdout.split("options:")[1]
+    version = subprocess.run([sys.executable, str(REPO / "src" / "run_mcts.py"), "--version"],
+                             capture_output=True, text=True, timeout=60)
+    from masprm import __version__
+    assert version.returncode == 0 and version.stdout.strip() == f"run_mcts.py (masprm {__version__})"
 
 
 def test_no_sys_path_edits_and_no_module_over_400_lines():

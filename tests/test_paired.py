@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from masprm.errors import DataError
-from masprm.paired import (PairedResult, compare, compare_gaps, format_comparison, gap_per_question, load_condition,
+from masprm.eval.bootstrap import (PairedResult, compare, compare_gaps, format_comparison, gap_per_question, load_condition,
                            nearest_rank, paired_bootstrap, per_question)
 
 A = "toy_mcts_prm_0123abcd45_policy"

@@ -1,4 +1,4 @@
-"""Stage 2 core (masprm.pairs): hand-built trees with hand-computed records and pairs."""
+"""Stage 2 core (masprm.labels.mining): hand-built trees with hand-computed records and pairs."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import re
 import pytest
 
 from masprm.graph import MASGraph
-from masprm.pairs import (Options, Preprocessor, TreeError, parse_tree, ppm_pairs, ppm_texts,
+from masprm.labels.mining import (Options, Preprocessor, TreeError, parse_tree, ppm_pairs, ppm_texts,
                           prm_records, Counts, split_sizes)
 from masprm.search.node import Node, backup, node_to_json
 from masprm.state_text import full_state_text, join_steps, local_state_text

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import os
 import subprocess
@@ -20,9 +19,7 @@ REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "src" / "train" / "preprocess_data.py"
 README_RUN = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 
-_spec = importlib.util.spec_from_file_location("preprocess_data", SCRIPT)
-preprocess_data = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(preprocess_data)
+from masprm.stages import preprocess as preprocess_data
 
 
 def read_jsonl(path):
@@ -100,7 +97,7 @@ def test_malformed_trees_are_named_on_stderr(workdir, capsys):
     (["--input", f"results/{README_RUN}", "--config", "configs/cycle.yaml"], "cycle among agents"),
     (["--input", f"results/{README_RUN}", "--config", "configs/broken.yaml"], "not valid YAML"),
     (["--input", "other", "--view", "local"], "cannot derive the MAS config from the folder name 'other'"),
-    (["--input", "mmlu_res_x", "--view", "local"], "configs/mmlu.yaml (derived from the input folder name) not found"),
+    (["--input", "nosuch_res_x", "--view", "local"], "configs/nosuch.yaml (derived from the input folder name) not found"),
     (["--input", f"results/{README_RUN}", "--target-nodes", "1"], "--target-nodes 1"),
     (["--input", f"results/{README_RUN}", "--ppm-max-pairs", "0"], "--ppm-max-pairs must be at least 1"),
     (["--input", f"results/{README_RUN}", "--ppm-root-window", "0.5", "-0.5"], "LO (0.5) must not exceed HI (-0.5)"),
@@ -108,7 +105,7 @@ def test_malformed_trees_are_named_on_stderr(workdir, capsys):
 def test_user_errors_are_one_clear_line_and_write_nothing(workdir, argv, message):
     (workdir / "empty").mkdir()
     write_trees(workdir / "other", [gsm8k_tree()])
-    write_trees(workdir / "mmlu_res_x", [gsm8k_tree()])
+    write_trees(workdir / "nosuch_res_x", [gsm8k_tree()])
     (workdir / "configs" / "cycle.yaml").write_text(yaml.safe_dump(
         {"agents": [{"name": "a"}, {"name": "b"}], "edges": [[0, 1], [1, 0]]}))
     (workdir / "configs" / "broken.yaml").write_text("agents: [\n")

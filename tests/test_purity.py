@@ -12,7 +12,7 @@ PURE = {
     "masprm.answers": HEAVY,
     "masprm.graph": HEAVY,
     "masprm.state_text": HEAVY,
-    "masprm.pairs": HEAVY,
+    "masprm.labels.mining": HEAVY,
     "masprm.tree_schema": HEAVY,
     "masprm.data": HEAVY + ("datasets", "numpy"),   # the loaders import them when they run
     "masprm.registry": HEAVY,
@@ -21,21 +21,27 @@ PURE = {
     "masprm.cli": HEAVY,
     "masprm.checks": HEAVY,
     "masprm.eval.runner": HEAVY,
-    "masprm.aggregate": HEAVY,
-    "masprm.paired": HEAVY + ("numpy",),
-    "masprm.stepbench": HEAVY + ("numpy",),
+    "masprm.eval.aggregate": HEAVY,
+    "masprm.eval.bootstrap": HEAVY + ("numpy",),
+    "masprm.step_metrics": HEAVY + ("numpy",),
     "masprm.toy.steplabel": HEAVY,
     "masprm.toy.claims": HEAVY + ("numpy",),
     "masprm.handoff.methods": HEAVY,
     "masprm.handoff.cli": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
-    "masprm.models.scorer_meta": HEAVY,
+    "masprm.scorer_meta": HEAVY,
     "masprm.search.train_mcts": HEAVY,  # stage 1's search, resume and worker plumbing
     "masprm.search.beam": HEAVY,
     "masprm.search.vote": HEAVY,
     "masprm.search.mcts": HEAVY,
-    "masprm.runs": HEAVY,
+    "masprm.search.context": HEAVY,
+    "masprm.search.scorer_kinds": HEAVY,
+    "masprm.eval.methods": HEAVY,
+    "masprm.stages.train": HEAVY,       # the stage commands load models only after their flags are checked
+    "masprm.stages.trees": HEAVY,
+    "masprm.stages.evaluate": HEAVY,
+    "masprm.run_folder": HEAVY,
     "masprm.parallel": HEAVY,
     "masprm.plots.tree_plot": ("torch",),   # drawing trees is part of stage 1, without a model
 }

@@ -104,14 +104,14 @@ def test_show_tree_rejects_what_is_not_a_tree(tmp_path):
 
 
 def test_run_folder_name_of_the_seed_readme():
-    from masprm.runs import run_folder_name
+    from masprm.run_folder import run_folder_name
 
     assert run_folder_name("gsm8k", "train", "Qwen/Qwen2.5-1.5B-Instruct", 40, 4.0, 3, 0.7, 0.95,
                            "configs/gsm8k.yaml") == "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 
 
 def test_a_max_new_tokens_cap_is_part_of_the_run_folder_name():
-    from masprm.runs import run_folder_name
+    from masprm.run_folder import run_folder_name
 
     base = ("gsm8k", "train", "Qwen/Qwen2.5-1.5B-Instruct", 40, 4.0, 3, 0.7, 0.95, "configs/gsm8k.yaml")
     plain = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
@@ -123,7 +123,7 @@ def test_a_max_new_tokens_cap_is_part_of_the_run_folder_name():
 def test_run_mcts_writes_a_capped_run_to_its_own_folder(workdir, tiny_model_dir, monkeypatch, capsys):
     import importlib
 
-    script = importlib.import_module("run_mcts")
+    script = importlib.import_module("masprm.stages.trees")
     seen = []
     monkeypatch.setattr(script, "run_trees", lambda job, *a, **k: seen.append(job) or (0, []))
     monkeypatch.chdir(workdir)
@@ -137,7 +137,7 @@ def test_run_mcts_writes_a_capped_run_to_its_own_folder(workdir, tiny_model_dir,
 
 
 def test_run_folder_name_parts(tmp_path):
-    from masprm.runs import dataset_tag, dataset_tag_of_run, format_number, model_tag
+    from masprm.run_folder import dataset_tag, dataset_tag_of_run, format_number, model_tag
 
     assert [format_number(x) for x in (4.0, 0.7, 0.95, 1, 1e-5, 2.5)] == ["4", "0p7", "0p95", "1", "1e-05", "2p5"]
     local = tmp_path / "models" / "tiny-policy"

@@ -4,7 +4,7 @@ import random
 
 import pytest
 
-from masprm.stepbench import auc, best_threshold, candidate_thresholds, localisation_scores, predict_first_error
+from masprm.step_metrics import auc, best_threshold, candidate_thresholds, localisation_scores, predict_first_error
 
 # Five scored transcripts: (step values, first-error label). At threshold 0.5:
 #   A: first value below 0.5 is step 2, label 2     -> hit

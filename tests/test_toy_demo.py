@@ -92,7 +92,6 @@ def test_demo_flags_change_the_plan_and_bad_ones_fail_cleanly():
 
 
 def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_path, monkeypatch):
-    import importlib.util
     import json
 
     cmds = dry_run("--seed", "3")
@@ -100,9 +99,7 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     assert len(seeded) == 4 and all(flag(c, "--seed") == ["3"] for c in seeded)
     assert all(flag(c, "--seeds") == ["14", "24", "42"] for c in cmds if c[1].endswith("compare_sbs_mcts.py"))
 
-    spec = importlib.util.spec_from_file_location("demo_under_test", ROOT / "src" / "demo.py")
-    demo = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(demo)
+    from masprm.stages import demo
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     run = tmp_path / demo.run_folder()
     run.mkdir(parents=True)

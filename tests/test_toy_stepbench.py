@@ -9,7 +9,7 @@ import pytest
 
 from masprm.toy.steplabel import AGENTS
 
-from masprm.eval.registry import EvalContext
+from masprm.search.context import SearchContext
 from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb
 from masprm.search.engine import CallStats, RequestKeys, drive
@@ -80,7 +80,7 @@ SETTINGS = SimpleNamespace(top_p=0.95, max_new_tokens=None, view_mode="full")
 
 def test_transcripts_gives_every_step_each_scorers_value():
     problem, m = PROBLEMS[0], models()
-    ctx = EvalContext(m.policy, GRAPH, SETTINGS, masprm=m.masprm, orm=m.orm, keys=RequestKeys(42, 0))
+    ctx = SearchContext(m.policy, GRAPH, SETTINGS, masprm=m.masprm, orm=m.orm, keys=RequestKeys(42, 0))
     stats = CallStats()
     found = drive(stepbench.transcripts(ctx, problem, 2, 0.7), m, stats)
 

@@ -252,7 +252,7 @@ def test_ppm_learns_a_property_of_the_chosen_step(tmp_path, tiny_model_dir):
     assert np.mean(losses[-10:]) < 0.5 * np.mean(losses[:5])
 
     held_out = [ppm_record(random.Random(10_000 + i)) for i in range(40)]
-    from masprm.pairs import ppm_texts
+    from masprm.labels.mining import ppm_texts
 
     scorer = load_scorer(result.output_dir)
     texts = [ppm_texts(r, SEP) for r in held_out]
@@ -317,7 +317,7 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
     from masprm.cli import run_cli
 
     script = REPO / "src" / "train" / "trainer.py"
-    main = runpy.run_path(str(script), run_name="trainer_cli")["main"]
+    from masprm.stages.train import main
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"prompt": "q", "completions": ["a"], "labels": [1]}\n{broken\n', encoding="utf-8")
     cases = [

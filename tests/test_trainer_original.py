@@ -6,7 +6,7 @@ Short CPU runs on the session's tiny model; each training run is a few steps.
 from __future__ import annotations
 
 import random
-import runpy
+import importlib
 from pathlib import Path
 
 import pytest
@@ -33,7 +33,7 @@ SEED_README_TRAINING = [  # the seed README's scorer command, verbatim
 
 
 def _parser():
-    return runpy.run_path(str(REPO / "src/train/trainer.py"), run_name="trainer_cli")["build_parser"]()
+    return importlib.import_module("masprm.stages.train").build_parser()
 
 
 def test_cli_defaults_are_the_originals_and_hub_logs_is_accepted():

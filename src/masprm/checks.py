@@ -27,7 +27,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from masprm.errors import ConfigError, DataError, MasprmError, ModelError
-from masprm.models.scorer_meta import SCORER_META_FILE
+from masprm.scorer_meta import SCORER_META_FILE
 
 # A local model folder needs one of these to build its tokenizer; without them transformers
 # silently builds an empty tokenizer (every text becomes nothing).

@@ -14,6 +14,7 @@ import re
 import sys
 from typing import Callable, Mapping, NoReturn
 
+from masprm import __version__
 from masprm.errors import MasprmError, first_line
 
 
@@ -39,12 +40,13 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
 
     Every ``type=float`` flag (also in argument groups, which share the
-    registry) accepts finite numbers only.
+    registry) accepts finite numbers only, and every command has ``--version``.
     """
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
+        self.add_argument("--version", action="version", version=f"%(prog)s (masprm {__version__})")
 
     def parse_known_args(self, args=None, namespace=None):
         # Remember each setting's flag (dest -> first spelling), so run_cli can name the flag of

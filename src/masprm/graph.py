@@ -225,10 +225,33 @@ def _parse_edge(raw: Any, k: int, source: str) -> Edge:
     return Edge(src, dst, parse_edge_rule(cond, f"{source}: edge [{src}, {dst}]"))
 
 
+SHIPPED_CONFIGS = Path(__file__).resolve().parent / "configs"   # configs/ of a checkout links here
+
+
+def shipped_config_names() -> list[str]:
+    return sorted(p.stem for p in SHIPPED_CONFIGS.glob("*.yaml"))
+
+
+def resolve_config_path(value: str | Path) -> Path:
+    """A MAS config named by its path or by a shipped config's name (``gsm8k``, ``toy``).
+
+    An existing file is used as given. Otherwise a bare name, or the
+    README's ``configs/<name>.yaml`` from a folder that has no configs/ (an
+    installed package), is the package's own copy of that config.
+    """
+    path = Path(value)
+    if path.is_file():
+        return path
+    name = path.name.removesuffix(".yaml").removesuffix(".yml")
+    shipped = SHIPPED_CONFIGS / f"{name}.yaml"
+    if (len(path.parts) == 1 or path.parent == Path("configs")) and shipped.is_file():
+        return shipped
+    raise ConfigError(f"{path}: MAS config not found (give a path, or a shipped config: "
+                      f"{', '.join(shipped_config_names())})")
+
+
 def load_mas_config(path: str | Path) -> MASGraph:
-    path = Path(path)
-    if not path.is_file():
-        raise ConfigError(f"{path}: MAS config not found")
+    path = resolve_config_path(path)
     try:
         data = yaml.safe_load(read_utf8(path, "MAS config"))
     except yaml.YAMLError as err:

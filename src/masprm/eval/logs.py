@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
-from masprm.runs import model_tag
+from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"

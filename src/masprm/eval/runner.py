@@ -13,7 +13,6 @@ before decoding, so the records do not depend on the number of workers.
 from __future__ import annotations
 
 import gc
-import inspect
 import random
 import sys
 from collections import Counter
@@ -26,19 +25,18 @@ from typing import Any, Callable, Iterator, Sequence
 from masprm.answers import is_correct
 from masprm.data import dataset_options
 from masprm.errors import MasprmError
-from masprm.eval import methods as _methods  # noqa: F401  (registers the methods)
-from masprm.eval.labels import condition_label
+from masprm.eval.naming import condition_label
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
                               progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
-from masprm.eval.methods import scorers_needed
+from masprm.eval.methods import METHODS, scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
-from masprm.eval.registry import METHODS, SCORER_ROLES, EvalContext
-from masprm.eval.settings import setting_values
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
+from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.engine import RequestKeys, drive, run_batched
+from masprm.search.settings import setting_values
 
 # Flags that never change what a condition computes (or enter the manifest another way).
 HOUSEKEEPING = {"seed", "seeds", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
@@ -146,7 +144,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph
     policy.reseed(seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
-    ctx = EvalContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
+    ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
                       keys=RequestKeys(settings.seed, ex.idx), **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
@@ -259,7 +257,7 @@ def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: _model_identity(specs[role]) for role in roles},
-        "code_version": code_version(inspect.getsourcefile(METHODS[method].search)),
+        "code_version": code_version(METHODS[method].source_file),
     }
     examples = data.examples
     return {"condition": method, "fingerprint": stable_hash(definition), "seed": settings.seed,

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Generator, Sequence
 
 from masprm.answers import is_correct
-from masprm.eval.registry import EvalContext, MethodResult, register_method
+from masprm.search.context import SearchContext, SearchResult
 from masprm.handoff.scoring import logprob_selector, prm_selector
 from masprm.handoff.stats import paired_accuracy, route_metrics, summarize_routes
 from masprm.handoff.team import PREFIX_TURNS, HandoffSettings, HandoffTeam, run_handoff
@@ -57,7 +57,7 @@ class HandoffPRMFlags:
     prm_context_length: int = 16384
 
 
-_SETTINGS: dict[str, tuple[type, ...]] = {
+HANDOFF_SETTINGS: dict[str, tuple[type, ...]] = {
     "handoff_fixed": (HandoffFlags, HandoffLogProbFlags),
     "handoff_random": (HandoffFlags, HandoffLogProbFlags, RandomHorizonFlags),
     "handoff_policy": (HandoffFlags, HandoffLogProbFlags),
@@ -65,7 +65,7 @@ _SETTINGS: dict[str, tuple[type, ...]] = {
 }
 
 
-def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> Generator[Any, Any, MethodResult]:
+def run_condition(ctx: SearchContext, example: Any, *, mode: str, scorer: str) -> Generator[Any, Any, SearchResult]:
     team = HandoffTeam.from_graph(ctx.graph)
     settings = HandoffSettings.from_flags(ctx.settings, team)
     select = (prm_selector(ctx, settings.prm_context_length) if scorer == "prm"
@@ -81,7 +81,7 @@ def run_condition(ctx: EvalContext, example: Any, *, mode: str, scorer: str) -> 
         "turns": [{"speaker": t.speaker, "recipient": t.recipient, "message": t.message,
                    "current_answer": t.current_answer, "raw": t.raw, "parsed": t.parsed} for t in run.turns],
     }
-    return MethodResult(prediction=run.answer, candidates=[run.answer], extra={EXTRA_KEY: entry})
+    return SearchResult(prediction=run.answer, candidates=[run.answer], extra={EXTRA_KEY: entry})
 
 
 def handoff_entry(record: dict) -> dict | None:
@@ -184,13 +184,15 @@ def prefix_table(rows: Sequence[tuple[str, dict]], width: int) -> list[str]:
     return lines
 
 
-def _register(name: str, mode: str, scorer: str) -> None:
-    needs = ("handoff_masprm",) if scorer == "prm" else ()
-    register_method(name, needs=needs, family="handoff", summarize=summarize, settings=_SETTINGS[name],
-                    report=report_lines)(
-        lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer))
+def handoff_search(mode: str, scorer: str):
+    """The search of one handoff condition: route `mode`, proposals ranked by `scorer` (logprob or prm)."""
+    return lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer)
 
 
-for _name, _mode, _scorer in (("handoff_fixed", "fixed", "logprob"), ("handoff_random", "random", "logprob"),
-                              ("handoff_policy", "free", "logprob"), ("handoff_prm", "free", "prm")):
-    _register(_name, _mode, _scorer)
+# name               route mode  ranked by  scorer roles          (registered by masprm.eval.methods)
+HANDOFF_METHODS = (
+    ("handoff_fixed",  "fixed",    "logprob", ()),
+    ("handoff_random", "random",   "logprob", ()),
+    ("handoff_policy", "free",     "logprob", ()),
+    ("handoff_prm",    "free",     "prm",     ("handoff_masprm",)),
+)

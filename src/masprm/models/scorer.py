@@ -26,7 +26,7 @@ from peft import PeftModel
 from masprm.errors import ModelError, first_line
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
-from masprm.models.scorer_meta import read_scorer_meta, text_style
+from masprm.scorer_meta import read_scorer_meta, text_style
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.token_scorer import load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR

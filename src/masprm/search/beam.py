@@ -11,9 +11,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from masprm.eval.registry import EvalContext, MethodResult
 from masprm.graph import RoutingState
-from masprm.search.expand import Candidate, Step, propose, score_candidates
+from masprm.search.context import SearchContext, SearchResult
+from masprm.search.expand import Candidate, Step, propose
+from masprm.search.scorer_kinds import score_candidates
 
 
 @dataclass(frozen=True)
@@ -23,7 +24,7 @@ class Beam:
     trail: tuple[Candidate, ...] = ()    # the candidates chosen so far, in order
 
 
-def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: int,
+def beam_search(ctx: SearchContext, beams: list[Beam], *, width: int, branching: int,
                 scorer: str | None, temperature: float) -> Step:
     """Decide the agents in topological order, `branching` candidates per beam, keep `width`.
 
@@ -54,18 +55,18 @@ def beam_search(ctx: EvalContext, beams: list[Beam], *, width: int, branching: i
     return beams
 
 
-def sbs(ctx: EvalContext, example: Any, *, width: int, branching: int, scorer: str | None) -> Step:
+def sbs(ctx: SearchContext, example: Any, *, width: int, branching: int, scorer: str | None) -> Step:
     start = Beam(ctx.graph.start(example.question))
     beams = yield from beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
                         temperature=ctx.settings.sbs_temperature)
     answers = [b.state.final_answer() for b in beams]
-    return MethodResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
+    return SearchResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
 
 
-def single_pass(ctx: EvalContext, example: Any) -> Step:
+def single_pass(ctx: SearchContext, example: Any) -> Step:
     """One pass through the graph: each agent decided once from a single sample, no scorer."""
     return (yield from sbs(ctx, example, width=1, branching=1, scorer=None))
 
 
-def sbs_family(ctx: EvalContext, example: Any, kind: str) -> Step:
+def sbs_family(ctx: SearchContext, example: Any, kind: str) -> Step:
     return (yield from sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer=kind))

@@ -14,13 +14,12 @@ import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
 
-from masprm.registry import Registry
 from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
 from masprm.state_text import DEFAULT_SEPARATOR, state_text
 
 if TYPE_CHECKING:   # the context is only named in annotations; training MCTS runs without it
-    from masprm.eval.registry import EvalContext
+    from masprm.search.context import SearchContext
 
 Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
 LOGPROB_AGGS = ("sum", "avg_token", "avg_step")   # how a path's log-prob is aggregated (aggregate_logprob)
@@ -48,7 +47,7 @@ def token_cap(graph: MASGraph, agent: int, cap: int | None) -> int:
     return own if cap is None else min(cap, own)
 
 
-def propose(ctx: EvalContext, states: Sequence[RoutingState], agent: int, n: int, *,
+def propose(ctx: SearchContext, states: Sequence[RoutingState], agent: int, n: int, *,
             temperature: float) -> Step:
     """n candidates of `agent` for each state, from one batched policy call."""
     prompts = [s.messages(agent) for s in states]
@@ -83,7 +82,7 @@ def aggregate_logprob(steps: Sequence[LogProb], agg: str) -> float:
     raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
 
 
-def ensure_logprobs(ctx: EvalContext, cands: Sequence[Candidate]) -> Step:
+def ensure_logprobs(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
     """Fill in missing log-probs with one batched call."""
     missing = [c for c in cands if c.logprob is None]
     if missing:
@@ -106,46 +105,14 @@ def separator(scorer: object) -> str:
     return getattr(scorer, "separator", DEFAULT_SEPARATOR)
 
 
-def prm_values(ctx: EvalContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
+def prm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
     """PRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
     sep = separator(ctx.masprm)
     view = ctx.settings.view_mode
     return (yield from ctx.score("masprm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
 
 
-def orm_values(ctx: EvalContext, states: Sequence[RoutingState]) -> Step:
+def orm_values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
     """ORM value of each finished state in --view_mode (local: the last decided agent's view), one forward."""
     sep = separator(ctx.orm)
     return (yield from ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states]))
-
-
-@dataclass(frozen=True)
-class ScorerKind:
-    """One way to score trajectories, as one record: what the search families ask of it.
-
-    ``step(ctx, candidates)`` sets each candidate's score (beam search and MCTS
-    expansions), ``leaf(ctx, path)`` values a finished MCTS path, and
-    ``weight(ctx, runs)`` gives each voter run its log-weight; each is a search
-    step (it may yield model requests). ``families`` says which of
-    ``sbs``/``mcts``/``voter`` get a ``<family>_<name>`` method; ``needs`` are
-    the scorer roles it loads and ``settings`` the settings classes that join
-    its methods' fingerprints.
-    """
-
-    name: str
-    step: Callable[..., Step] | None = None
-    leaf: Callable[..., Step] | None = None
-    weight: Callable[..., Step] | None = None
-    families: tuple[str, ...] = ("sbs", "mcts", "voter")
-    needs: tuple[str, ...] = ()
-    settings: tuple[type, ...] = ()
-    mcts_settings: tuple[type, ...] = ()   # settings only its MCTS method has (e.g. --orm_leaf)
-
-
-SCORER_KINDS: Registry[ScorerKind] = Registry("scorer kind")
-
-
-def score_candidates(ctx: EvalContext, kind: str, cands: Sequence[Candidate]) -> Step:
-    """Set `score` on every candidate with one batched call of the `kind` scorer."""
-    if cands:
-        yield from SCORER_KINDS[kind].step(ctx, cands)

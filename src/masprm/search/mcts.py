@@ -25,11 +25,11 @@ import random
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Callable, Protocol
 
-from masprm.eval.registry import EvalContext, MethodResult
+from masprm.search.context import SearchContext, SearchResult
 from masprm.search.engine import RequestKeys, Sample, Search
-from masprm.search.expand import (SCORER_KINDS, drop_duplicate_texts, ensure_logprobs, propose,
-                                  score_candidates, softmax, token_cap)
+from masprm.search.expand import drop_duplicate_texts, ensure_logprobs, propose, softmax, token_cap
 from masprm.search.node import Node, argmax_child, backup, puct, uct_inference, uct_training
+from masprm.search.scorer_kinds import SCORER_KINDS, score_candidates
 
 if TYPE_CHECKING:
     from masprm.graph import MASGraph
@@ -147,7 +147,7 @@ def select_child(node: Node, rule: str, c: float) -> Node:
 class ScorerGuide:
     """The stage-4 guide: children scored by `step_scorer`, paths valued by `leaf_value` (scorer kinds)."""
 
-    ctx: EvalContext
+    ctx: SearchContext
     step_scorer: str
     leaf_value: str
 
@@ -180,14 +180,14 @@ class ScorerGuide:
         return (yield from SCORER_KINDS[self.leaf_value].leaf(self.ctx, path))
 
 
-def search_tree(ctx: EvalContext, question: str, *, step_scorer: str, leaf_value: str) -> Search:
+def search_tree(ctx: SearchContext, question: str, *, step_scorer: str, leaf_value: str) -> Search:
     """n_simulations simulations from the question; returns the root."""
     root = Node(ctx.graph.start(question), init_visits=1)
     yield from run_simulations(root, ScorerGuide(ctx, step_scorer, leaf_value), ctx.settings.n_simulations)
     return root
 
 
-def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -> Search:
+def mcts(ctx: SearchContext, example: Any, *, step_scorer: str, leaf_value: str) -> Search:
     """The search, then the answer: the highest q_mean followed down from the root."""
     root = yield from search_tree(ctx, example.question, step_scorer=step_scorer, leaf_value=leaf_value)
     guide = ScorerGuide(ctx, step_scorer, leaf_value)
@@ -198,7 +198,7 @@ def mcts(ctx: EvalContext, example: Any, *, step_scorer: str, leaf_value: str) -
         node = argmax_child(node, lambda child: child.q_mean)
     visited = ranked_terminals(root)
     nodes = sum(1 for _ in root.walk())
-    return MethodResult(node.final_answer, [n.final_answer for n in visited],
+    return SearchResult(node.final_answer, [n.final_answer for n in visited],
                         {"tree_nodes": nodes, "terminal_visited": len(visited)})
 
 
@@ -217,5 +217,5 @@ def ranked_terminals(root: Node) -> list[Node]:
     return sorted(found, key=lambda n: -n.q_mean)
 
 
-def mcts_family(ctx: EvalContext, example: Any, kind: str) -> Search:
+def mcts_family(ctx: SearchContext, example: Any, kind: str) -> Search:
     return (yield from mcts(ctx, example, step_scorer=kind, leaf_value=kind))

@@ -11,9 +11,10 @@ import math
 from typing import Any, Callable, Sequence
 
 from masprm.answers import answers_equal
-from masprm.eval.registry import EvalContext, MethodResult
+from masprm.search.context import SearchContext, SearchResult
 from masprm.search.beam import Beam, beam_search
-from masprm.search.expand import SCORER_KINDS, Step
+from masprm.search.expand import Step
+from masprm.search.scorer_kinds import SCORER_KINDS
 
 
 def _logsumexp(values: Sequence[float]) -> float:
@@ -51,12 +52,12 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
     return shortest(groups[best]), groups
 
 
-def voter_family(ctx: EvalContext, example: Any, weighting: str) -> Step:
+def voter_family(ctx: SearchContext, example: Any, kind: str) -> Step:
     k = ctx.settings.voter_k
     start = Beam(ctx.graph.start(example.question))
     # k independent single passes, advanced together so each agent is one policy call.
     runs = yield from beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
                        temperature=ctx.settings.sbs_temperature)
     answers = [b.state.final_answer() for b in runs]
-    winner, groups = vote(answers, (yield from SCORER_KINDS[weighting].weight(ctx, runs)))
-    return MethodResult(answers[winner], answers, {"answer_groups": len(groups)})
+    winner, groups = vote(answers, (yield from SCORER_KINDS[kind].weight(ctx, runs)))
+    return SearchResult(answers[winner], answers, {"answer_groups": len(groups)})

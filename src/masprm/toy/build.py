@@ -35,7 +35,7 @@ from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.errors import ConfigError
-from masprm.graph import load_mas_config
+from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
 
 DEFAULT_OUT = "artifacts/toy"
@@ -221,7 +221,7 @@ def main() -> int:
     for flag in ("steps", "batch_size", "hidden_size", "num_layers"):
         check(getattr(args, flag) >= 1, f"--{flag} must be at least 1, got {getattr(args, flag)}")
     check(args.lr > 0, f"--lr must be positive, got {args.lr}")
-    check(Path(args.mas_config).is_file(), f"{args.mas_config}: MAS config not found (--mas_config)")
+    args.mas_config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
     known = {f.name for f in fields(PolicySpec)}
     spec = PolicySpec(**{k: v for k, v in vars(args).items() if k in known})
     if args.verify_shipped:

@@ -11,7 +11,7 @@
       (pass@5 - pass@1 per question) than likelihood, under SBS and MCTS.
 
 A condition's value on a question is its mean over the seeds; the CI resamples
-questions (`masprm.paired`). A claim "holds" when its 95% CI excludes zero in
+questions (`masprm.eval.bootstrap`). A claim "holds" when its 95% CI excludes zero in
 the claimed direction. Conditions are found by method and budget in the
 logs' manifests, so a rerun with other code (a new fingerprint) is compared
 only with itself: when one method has several experiments of the same budget,
@@ -25,13 +25,13 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Iterator
 
-from masprm.aggregate import split_experiment
+from masprm.eval.aggregate import split_experiment
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
-from masprm.paired import PairedResult, compare, compare_gaps, format_comparison
+from masprm.eval.bootstrap import PairedResult, compare, compare_gaps, format_comparison
 
 MAIN = {"b1": 3, "b2": 5, "n_simulations": 10}   # the README's evaluation budget
 

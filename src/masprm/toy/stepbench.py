@@ -39,12 +39,12 @@ from typing import Any, Sequence
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg
-from masprm.eval.registry import EvalContext
+from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
 from masprm.search.engine import RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, orm_values, prm_values, propose
-from masprm.stepbench import auc, best_threshold, localisation_scores
+from masprm.step_metrics import auc, best_threshold, localisation_scores
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
 
@@ -72,7 +72,7 @@ class StepBenchArgs:
 # --------------------------------------------------------------------------- one question
 
 
-def transcripts(ctx: EvalContext, problem: Problem, samples: int, temperature: float) -> Step:
+def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature: float) -> Step:
     """`samples` passes through the team, then every step's value under each scorer (batched calls)."""
     graph = ctx.graph
     states = [graph.start(problem.question)] * samples
@@ -99,7 +99,7 @@ def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args
     settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
 
     def job(i: int, problem: Problem):
-        ctx = EvalContext(models.policy, graph, settings, masprm=models.masprm, orm=models.orm,
+        ctx = SearchContext(models.policy, graph, settings, masprm=models.masprm, orm=models.orm,
                           keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
@@ -172,7 +172,6 @@ def main() -> int:
     check(args.search_batch_size >= 1, f"--search_batch_size must be at least 1, got {args.search_batch_size}")
     for flag in ("policy", "prm_dir", "orm_dir"):
         check(Path(getattr(args, flag)).is_dir(), f"--{flag} {getattr(args, flag)}: no such folder")
-    check(Path(args.mas_config).is_file(), f"--mas_config {args.mas_config}: no such file")
     check_output_file(args.out, "out")
     graph = load_mas_config(args.mas_config)
     from masprm.toy.transcripts import check_graph

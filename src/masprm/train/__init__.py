@@ -5,7 +5,7 @@
     trainer.py     train_scorer(cfg): records -> examples -> LoRA scorer -> the output folder
 """
 
-from masprm.models.scorer_meta import SCORER_META_FILE
+from masprm.scorer_meta import SCORER_META_FILE
 from masprm.train.config import DEFAULT_BASE_MODEL, TrainConfig
 from masprm.train.objectives import LOSSES, MODES, OBJECTIVES
 from masprm.train.trainer import TrainResult, train_scorer

@@ -18,7 +18,7 @@ import torch
 import torch.nn.functional as F
 
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
-from masprm.pairs import ppm_texts
+from masprm.labels.mining import ppm_texts
 from masprm.train.metrics import pair_metrics
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer

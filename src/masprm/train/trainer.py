@@ -23,7 +23,7 @@ from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError
-from masprm.models.scorer_meta import write_scorer_meta
+from masprm.scorer_meta import write_scorer_meta
 from masprm.train.config import TrainConfig
 from masprm.train.objectives import OBJECTIVES, Objective
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from masprm.aggregate import split_experiment
+from masprm.eval.aggregate import split_experiment
 from masprm.errors import DataError
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 

@@ -1,24 +1,21 @@
-"""The registry of evaluation methods and the context they run in.
+"""What a search runs in and what it returns: the context of one example and its result.
 
-A method is a search generator ``search(ctx, example)`` that yields model
-requests and returns a `MethodResult`, registered under its CLI name. Every
-model call goes through the context, which counts usage (prompt and
-generated tokens, scorer tokens and calls, agent runs), so
-no method does its own bookkeeping. Pure Python: no torch import.
+A search (``masprm.search.beam``, ``mcts``, ``vote``, ...) is a generator
+``search(ctx, example)`` that yields model requests and returns a
+`SearchResult`. Every model call goes through the context, which counts usage
+(prompt and generated tokens, scorer tokens and calls, agent runs), so no
+search does its own bookkeeping. Pure Python: no torch import.
 """
 
 from __future__ import annotations
 
 import random
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Sequence
+from typing import Any, Generator, Sequence
 
-from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
-from masprm.eval.settings import check_settings_classes
-from masprm.registry import Registry
-from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, drive
+from masprm.search.engine import LogProbs, RequestKeys, Sample, Score
 
 # What each scorer was trained as: the MASPRM (ppm pairs, --prm_dir), the ORM (outcome labels,
 # --orm_dir), and the MASPRM that ranks handoff transcripts (--handoff_prm_dir).
@@ -26,7 +23,7 @@ SCORER_ROLES = ("masprm", "orm", "handoff_masprm")
 
 
 @dataclass
-class EvalContext:
+class SearchContext:
     """Models, graph and settings for one example; counts usage as models are called.
 
     `sample`, `logprob` and `score` are search steps: a method writes
@@ -74,41 +71,7 @@ class EvalContext:
 
 
 @dataclass
-class MethodResult:
+class SearchResult:
     prediction: str
     candidates: list[str]              # pass@k candidates, best first (prediction first)
     extra: dict[str, Any] = field(default_factory=dict)  # per-example method-specific metrics
-
-
-@dataclass(frozen=True)
-class Method:
-    name: str
-    search: Callable[[EvalContext, Any], Any]   # a search generator (masprm.search.engine) -> MethodResult
-    needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
-    family: str = "static"                # "static" or "handoff": the two cannot share a run
-    summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
-    settings: tuple[type, ...] = ()       # settings dataclasses: their fields define a condition (its fingerprint)
-    report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
-
-    def run(self, ctx: EvalContext, example: Any) -> MethodResult:
-        """The method on one example alone, each request one model call."""
-        return drive(self.search(ctx, example), ctx)
-
-
-METHODS: Registry[Method] = Registry("method")   # METHODS[name], METHODS.get(name), name in METHODS
-
-
-def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
-                    summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[type] = (),
-                    report: Callable[[dict], list[str]] | None = None):
-    """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
-    unknown = set(needs) - set(SCORER_ROLES)
-    if unknown:
-        raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
-
-    def decorator(fn: Callable[[EvalContext, Any], Any]):
-        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize,
-                                      check_settings_classes(settings), report))
-        return fn
-
-    return decorator

@@ -1,0 +1,134 @@
+"""Scorer kinds: what a scorer's value is at a step, at an MCTS leaf and as a voter run's weight.
+
+A search family (beam search, MCTS, voters) is written once over a scorer
+kind's name; the kind says how to value what the family asks about:
+
+- ``step(ctx, candidates)`` sets each candidate's ``score`` (beam search and
+  MCTS expansions);
+- ``leaf(ctx, path)`` values a finished (or dead-end) MCTS path;
+- ``weight(ctx, runs)`` gives each voter run its log-weight.
+
+Each is a search step (it may yield model requests). ``needs`` names the
+scorer roles the kind reads (``masprm.search.context.SCORER_ROLES``).
+The built-in kinds are registered here, so any search can be run without
+the evaluation package. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Callable, Sequence
+
+from masprm.registry import Registry
+from masprm.search.expand import (Candidate, Step, aggregate_logprob, ensure_logprobs, orm_values,
+                                  prm_values)
+
+if TYPE_CHECKING:
+    from masprm.search.beam import Beam
+    from masprm.search.context import SearchContext
+    from masprm.search.node import Node
+
+
+@dataclass(frozen=True)
+class ScorerKind:
+    """One way to score trajectories, as one record: what the search families ask of it."""
+
+    name: str
+    step: Callable[..., Step] | None = None
+    leaf: Callable[..., Step] | None = None
+    weight: Callable[..., Step] | None = None
+    needs: tuple[str, ...] = ()
+
+
+SCORER_KINDS: Registry[ScorerKind] = Registry("scorer kind")
+
+
+def register_scorer_kind(kind: ScorerKind) -> ScorerKind:
+    SCORER_KINDS.register(kind.name, kind)
+    return kind
+
+
+def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) -> Step:
+    """Set `score` on every candidate with one batched call of the `kind` scorer."""
+    if cands:
+        yield from SCORER_KINDS[kind].step(ctx, cands)
+
+
+# --------------------------------------------------------------------------- the MASPRM (prm)
+
+
+def _score_prm(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+    values = yield from prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
+    for c, v in zip(cands, values):
+        c.score = v
+
+
+def _leaf_prm(ctx: SearchContext, path: list[Node]) -> Step:
+    if ctx.settings.orm_leaf:   # --orm_leaf: the PRM guides the search, the ORM values its leaves
+        return (yield from _leaf_orm(ctx, path))
+    return path[-1].info.get("score", 0.0)
+
+
+def _log_weights_prm(ctx: SearchContext, beams: list[Beam]) -> Step:
+    # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
+    steps = [c for b in beams for c in b.trail]
+    values = iter((yield from prm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
+    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in b.trail) for b in beams]
+
+
+# --------------------------------------------------------------------------- the policy's log-prob
+
+
+def _score_logprob(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+    yield from ensure_logprobs(ctx, cands)
+    for c in cands:
+        c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
+
+
+def _leaf_logprob(ctx: SearchContext, path: list[Node]) -> Step:
+    # Every node of a log-prob tree got its step log-prob when it was created.
+    return aggregate_logprob([n.info["logprob"] for n in path[1:]], ctx.settings.logprob_agg)
+    yield  # asks no model
+
+
+def _log_weights_logprob(ctx: SearchContext, beams: list[Beam]) -> Step:
+    yield from ensure_logprobs(ctx, [c for b in beams for c in b.trail])
+    return [aggregate_logprob([c.logprob for c in b.trail], ctx.settings.logprob_agg) for b in beams]
+
+
+# --------------------------------------------------------------------------- the ORM
+
+
+def _score_zero(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+    # The ORM only judges finished transcripts; intermediate steps start neutral.
+    for c in cands:
+        c.score = 0.0
+    return
+    yield  # a search step that asks no model
+
+
+def _leaf_orm(ctx: SearchContext, path: list[Node]) -> Step:
+    leaf = path[-1]
+    if "orm" not in leaf.info:   # a terminal leaf is revisited; score it once
+        [leaf.info["orm"]] = yield from orm_values(ctx, [leaf.state])
+    return leaf.info["orm"]
+
+
+def _log_weights_orm(ctx: SearchContext, beams: list[Beam]) -> Step:
+    values = yield from orm_values(ctx, [b.state for b in beams])
+    return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
+
+
+# --------------------------------------------------------------------------- no scorer
+
+
+def _log_weights_plain(ctx: SearchContext, beams: list[Beam]) -> Step:
+    return [0.0] * len(beams)
+    yield  # asks no model
+
+
+register_scorer_kind(ScorerKind("prm", _score_prm, _leaf_prm, _log_weights_prm, needs=("masprm",)))
+register_scorer_kind(ScorerKind("logprob", _score_logprob, _leaf_logprob, _log_weights_logprob))
+register_scorer_kind(ScorerKind("orm", _score_zero, _leaf_orm, _log_weights_orm, needs=("orm",)))
+register_scorer_kind(ScorerKind("plain", weight=_log_weights_plain))

@@ -1,0 +1,62 @@
+"""Stage 5: aggregate evaluation logs across seeds.
+
+    python aggregator.py [--logs_dir logs] [--out aggregated_results.csv]
+
+Reads `<logs_dir>/*.txt`, groups the COMPLETED logs of one experiment (the
+file name without its trailing `_<seed>`), writes the CSV of mean/std across
+seeds, prints the table, and draws accuracy against model work per example
+(policy tokens generated + scorer tokens read, from the summary sidecars), one
+line per method through its budgets, next to the CSV (`aggregated_results.png`).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from masprm.eval.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.io import atomic_write_text
+
+
+@dataclass
+class AggregateArgs:
+    logs_dir: str = arg("logs", flags=("--logs_dir",), help="folder of the stage-4 text logs (default logs)")
+    out: str = arg("aggregated_results.csv", help="CSV to write (the plot goes next to it)")
+    no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/work plot")
+    seed: int = arg(42, help="accepted for uniformity; aggregation is not random")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description="Aggregate seed-specific evaluation logs into mean/std per experiment.")
+    add_config_args(p, AggregateArgs)
+    args = p.parse_args(argv)
+    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+    check_output_file(args.out, "--out")
+    if not args.no_plot:
+        check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")
+
+    rows, skipped = aggregate(read_logs(args.logs_dir))
+    # An empty table would replace the results of an earlier aggregation (and sit beside its old plot).
+    check(bool(rows), f"--logs_dir {args.logs_dir}: no COMPLETED logs (*.txt)"
+                      f"{f'; {len(skipped)} not finished or FAILED' if skipped else ''}; nothing written"
+                      f"{f', {args.out} left as it was' if Path(args.out).exists() else ''}")
+    if skipped:
+        print(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}")
+    atomic_write_text(args.out, to_csv(rows))
+    print(format_table(rows))
+    print(f"wrote {args.out} ({len(rows)} experiment(s))")
+    if not args.no_plot:
+        plot = Path(args.out).with_suffix(".png")
+        if plot_results(rows, plot):
+            print(f"wrote {plot}")
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,359 @@
+"""`make demo`: the whole MASPRM pipeline on the toy world, on a laptop CPU, in minutes.
+
+Runs the README's five stages as a user would, with ``--dataset toy``:
+
+  0. the toy world (shipped policy + data; cached in artifacts/toy)
+  1. MAS-MCTS trees on the train split               (src/run_mcts.py)
+  2. PRM samples and Bradley-Terry pairs             (src/train/preprocess_data.py)
+  3. the MASPRM (ppm) and an ORM                     (src/train/trainer.py)
+  4. the search conditions on the 240 test questions, seeds 14 / 24 / 42, each
+     search method at several budgets               (src/experiments/compare_sbs_mcts.py)
+     and the step-level benchmark                    (python -m masprm.toy.stepbench)
+  5. mean / std over seeds, table, budget curves, and the paper's claims as
+     paired comparisons with bootstrap CIs           (aggregator.py, masprm.toy.claims)
+
+Every command is printed before it runs, under the same pinned numerics
+(`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
+job), so another x86-64 CPU computes the same numbers. The conditions that
+need no scorer are evaluated while stages 1-3 run, on the other core; the
+evaluation commands of stage 4 then find them COMPLETED and run only the
+scorer conditions. Stages whose outputs exist are skipped and every stage
+resumes by itself, so an interrupted demo continues where it stopped;
+``make clean-demo`` starts over.
+"""
+
+import sys
+import os
+import shlex
+import subprocess
+import threading
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.errors import MasprmError
+from masprm.io import read_json
+from masprm.scorer_meta import SCORER_META_FILE
+from masprm.toy.build import PINNED_NUMERICS
+
+ROOT = Path.cwd()   # every output lands in the folder the demo is started from
+PY = sys.executable
+# stage -> (the checkout's script, the package module): a checkout runs the README's scripts, an installed
+# package (no src/ here) the same code as modules.
+STAGES = {
+    "trees": ("src/run_mcts.py", "masprm.stages.trees"),
+    "preprocess": ("src/train/preprocess_data.py", "masprm.stages.preprocess"),
+    "train": ("src/train/trainer.py", "masprm.stages.train"),
+    "evaluate": ("src/experiments/compare_sbs_mcts.py", "masprm.stages.evaluate"),
+    "aggregate": ("aggregator.py", "masprm.stages.aggregate"),
+}
+
+
+def stage_command(name: str) -> list[str]:
+    """The command that runs one stage: the README's script in a checkout, else ``python -m``."""
+    script, module = STAGES[name]
+    return [PY, script] if (ROOT / script).is_file() else [PY, "-m", module]
+
+# The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU.
+TOY = "artifacts/toy"
+POLICY = f"{TOY}/policy"
+CONFIG = "configs/toy.yaml"
+SEEDS = (14, 24, 42)
+N_TRAIN = 400                      # train-split questions searched in stage 1 (the whole split)
+ROLLOUTS, SEARCH_C, CANDIDATES, TEMPERATURE, TOP_P = 40, 4, 3, 0.7, 0.95
+TARGET_NODES = 5                   # question + Reader + Planner + Solver + Verifier
+PPM_DIR, ORM_DIR = "checkpoints/toy-ppm", "checkpoints/toy-orm"
+LOGS = "logs/toy_demo"
+TABLE = "results/toy_demo_aggregated_results.csv"
+STEPBENCH = "results/toy_stepbench.json"
+CLAIMS = "results/toy_demo_claims.txt"
+METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
+NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
+# Budget curves: the README's evaluation command (main), then each search family at other budgets.
+# (Two budgets per search family is what fits 15 minutes on two cores; voters are left to the README's commands.)
+BUDGETS = (
+    ("main", (), METHODS),
+    ("mcts5", ("--n_simulations", "5"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
+    ("sbs2x3", ("--b1", "2", "--b2", "3"), ("sbs_logprob", "sbs_prm")),
+)
+# --eval-steps 40: runs of 160-480 steps pick their best of several evaluations (the default of 200 would
+# leave the MASPRM's run with its final weights only).
+SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--train-batch-size", "16",
+                   "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
+                   "--max-length", "256", "--quiet")
+CPU = ("--no_compile", "--device_map", "cpu")
+# Examples searched together, their model calls batched (results do not depend on it); the fastest sizes
+# measured on the demo's 2-core CPU: 64 trees, 32 evaluation examples.
+TREE_BATCH, EVAL_BATCH = 64, 32
+
+
+def run_folder() -> str:
+    from masprm.run_folder import run_folder_name
+    # the policy is a local folder, tagged by its last path component (it may not be built yet)
+    return "results/" + run_folder_name("toy", "train", Path(POLICY).name, ROLLOUTS, SEARCH_C, CANDIDATES,
+                                        TEMPERATURE, TOP_P, CONFIG)
+
+
+def trees_done(n_train: int, seed: int) -> bool:
+    """Stage 1 has its trees, made with this seed (run_mcts.py itself refuses to mix two seeds)."""
+    trees = sorted((ROOT / run_folder()).glob("*.json"))
+    if len(trees) < n_train:
+        return False
+    try:
+        return read_json(trees[0])["meta"]["seed"] == seed
+    except (MasprmError, OSError, KeyError, TypeError):
+        return False  # unreadable: let stage 1 look at the folder and say what is wrong
+
+
+def scorer_completed(folder: Path) -> bool:
+    """The trainer marks its folder "training" when it starts and "completed" when the scorer is saved."""
+    try:
+        return read_json(folder / SCORER_META_FILE).get("status") == "completed"
+    except (MasprmError, OSError, AttributeError):  # missing or unreadable: not completed
+        return False
+
+
+@dataclass
+class Commands:
+    """Every command of the demo, in the order a user would type them."""
+
+    build: list[str]
+    trees: list[str]
+    pairs: list[str]
+    scorers: list[list[str]]
+    early_evals: dict[str, list[str]]   # output name -> command: the conditions that need no scorer
+    evals: dict[str, list[str]]         # per budget and seed: the README's evaluation command with that budget
+    stepbench: list[str]
+    aggregate: list[str]
+    claims: list[str]
+
+
+def commands(args) -> Commands:
+    run = run_folder()
+    name = Path(run).name
+
+    def evaluation(methods, scorers: bool, budget=()) -> list[str]:
+        # every seed in one process (--seeds): the same logs as one command per seed, one model load
+        cmd = [*stage_command("evaluate"), "--dataset", "toy", "--split", "test",
+               "--seeds", *map(str, args.seeds)]
+        if scorers:
+            cmd += ["--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
+                    "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY]
+        return cmd + ["--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
+                      "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
+                      "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
+                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
+                      "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+
+    def scorer(mode: str, data: str, out: str) -> list[str]:
+        return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
+                "--output-dir", out, "--seed", str(args.seed), "--resume", *SCORER_TRAINING]
+
+    return Commands(
+        build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
+        trees=[*stage_command("trees"), "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
+               "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
+               "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
+               "--mas_config", CONFIG, "--model_id", POLICY, "--search_batch_size", str(TREE_BATCH),
+               "--no_plot", *CPU],
+        pairs=[*stage_command("preprocess"), "--input", run, "--target-nodes", str(TARGET_NODES),
+               "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
+               "--view", "full", "--config", CONFIG],
+        scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
+                 scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
+        early_evals={f"eval_no_scorer_{name}":
+                     evaluation([m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
+                     for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER)},
+        evals={f"eval_{name}": evaluation(methods, scorers=True, budget=budget) for name, budget, methods in BUDGETS},
+        stepbench=[PY, "-m", "masprm.toy.stepbench", "--policy", POLICY, "--prm_dir", PPM_DIR, "--orm_dir", ORM_DIR,
+                   "--mas_config", CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
+        aggregate=[*stage_command("aggregate"), "--logs_dir", LOGS, "--out", TABLE],
+        claims=[PY, "-m", "masprm.toy.claims", "--logs_dir", LOGS, "--out", CLAIMS, "--seed", str(args.seed)],
+    )
+
+
+# --------------------------------------------------------------------------- running
+
+
+def show(cmd: list[str]) -> str:
+    return " ".join(shlex.quote(c if c != PY else "python") for c in cmd)
+
+
+class Job:
+    """One command in a subprocess; quiet jobs write their output to a file and print its tail at the end."""
+
+    def __init__(self, cmd: list[str], *, threads: int | None = 1, log: Path | None = None,
+                 env: dict[str, str] | None = None):
+        self.cmd, self.log = cmd, log
+        full_env = {**PINNED_NUMERICS, **os.environ, **(env or {})}
+        if threads:  # tiny models decode fastest on one thread; side-by-side jobs share the cores
+            full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
+        print(f"$ {show(cmd)}" + (f"   [output: {log.relative_to(ROOT)}]" if log else ""), flush=True)
+        if log is None:
+            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
+        else:
+            log.parent.mkdir(parents=True, exist_ok=True)
+            with log.open("w") as out:
+                self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
+
+    def wait(self) -> None:
+        code = self.proc.wait()
+        if self.log is not None:
+            lines = [ln for ln in self.log.read_text(errors="replace").replace("\r", "\n").splitlines()
+                     if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
+            print("\n".join(f"  | {line}" for line in lines[-10:]), flush=True)
+        if code != 0:
+            raise UsageError(f"command failed (exit {code}): {show(self.cmd)}"
+                             + (f"; its output is in {self.log}" if self.log else ""))
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.terminate()
+
+
+def quiet_log(name: str) -> Path:
+    return ROOT / LOGS / "demo_output" / f"{name}.out"
+
+
+def run_side_by_side(cmds: list[list[str]], names: list[str], jobs: int) -> None:
+    """Up to `jobs` commands at a time; the next starts as soon as one ends (the first failure stops all)."""
+    pending, running = list(zip(cmds, names)), []
+    try:
+        while pending or running:
+            while pending and len(running) < jobs:
+                cmd, name = pending.pop(0)
+                running.append(Job(cmd, log=quiet_log(name)))
+            done = next((job for job in running if job.proc.poll() is not None), None)
+            if done is None:
+                time.sleep(0.2)
+                continue
+            running.remove(done)
+            done.wait()
+    finally:
+        for job in running:
+            job.stop()
+
+
+class Background:
+    """Commands run one after another by a helper thread, alongside the main track."""
+
+    def __init__(self, cmds: list[list[str]], names: list[str]):
+        self.error: BaseException | None = None
+        self.current: Job | None = None
+        self.stopped = False
+
+        def target():
+            try:
+                for cmd, name in zip(cmds, names):
+                    if self.stopped:
+                        return
+                    self.current = Job(cmd, log=quiet_log(name))
+                    self.current.wait()
+            except BaseException as err:  # noqa: BLE001 - re-raised by join()
+                self.error = err
+
+        self.thread = threading.Thread(target=target, daemon=True)
+        self.thread.start()
+
+    def join(self) -> None:
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+
+    def stop(self) -> None:
+        self.stopped = True
+        if self.current is not None:
+            self.current.stop()
+
+
+def stage(title: str) -> float:
+    print(f"\n=== {title} ===", flush=True)
+    return time.time()
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
+    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="evaluation seeds")
+    p.add_argument("--n_train", type=int, default=N_TRAIN, help="train questions searched in stage 1")
+    p.add_argument("--jobs", type=int, default=2,
+                   help="evaluation commands run side by side, one thread each (default 2, one per core)")
+    p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
+    p.add_argument("--seed", type=int, default=42,
+                   help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
+    args = p.parse_args(argv)
+    check(args.n_train >= 1, f"--n_train must be at least 1, got {args.n_train}")
+    check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
+    c = commands(args)
+    if args.dry_run:
+        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals.values(), *c.evals.values(), c.stepbench,
+                    c.aggregate, c.claims]:
+            print(f"$ {show(cmd)}")
+        return 0
+
+    started, timings = time.time(), []
+
+    t = stage("0 build the toy world (cached)")
+    Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    timings.append(("0 build", time.time() - t))
+
+    t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
+    background = Background(list(c.early_evals.values()), list(c.early_evals))
+    try:
+        # A stage is skipped only when its outputs exist and nothing before it ran again.
+        fresh = not trees_done(args.n_train, args.seed)
+        if fresh:
+            Job(c.trees).wait()
+        else:
+            print(f"stage 1: {run_folder()} has its trees: skipped")
+        fresh = fresh or not all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
+        if fresh:
+            Job(c.pairs).wait()
+        else:
+            print("stage 2: pairs already there: skipped")
+        folders = [ROOT / cmd[cmd.index("--output-dir") + 1] for cmd in c.scorers]
+        stale = [f for f in folders if fresh and f.exists()]
+        check(not stale, f"{stale[0].relative_to(ROOT) if stale else ''} holds a scorer trained on earlier "
+                         "pairs; run `make clean-demo` to start over")
+        todo = [(cmd, name) for cmd, name, folder in zip(c.scorers, ("train_ppm", "train_orm"), folders)
+                if not scorer_completed(folder)]  # an interrupted training resumes (--resume)
+        if todo:
+            run_side_by_side([cmd for cmd, _ in todo], [name for _, name in todo], jobs=2)
+        else:
+            print("stage 3: scorers already there: skipped")
+    except BaseException:
+        background.stop()
+        raise
+    background.join()
+    timings.append(("1-3 trees+pairs+scorers", time.time() - t))
+
+    t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)) + ", and the step-level benchmark")
+    todo = dict(c.evals)
+    if (ROOT / STEPBENCH).is_file():
+        print(f"step-level benchmark: {STEPBENCH} already there: skipped")
+    else:
+        todo = {"stepbench": c.stepbench, **todo}
+    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs)
+    timings.append(("4 evaluation", time.time() - t))
+
+    t = stage("5 aggregate, budget curves and the paper's claims")
+    Job(c.aggregate).wait()
+    Job(c.claims).wait()
+    timings.append(("5 aggregate", time.time() - t))
+
+    print("\n=== demo finished ===")
+    for name, seconds in timings:
+        print(f"{name:<26} {seconds:7.1f} s")
+    print(f"{'total':<26} {time.time() - started:7.1f} s")
+    print(f"table:  {TABLE}\nplot:   {Path(TABLE).with_suffix('.png')}\nclaims: {CLAIMS}\n"
+          f"step-level benchmark: {STEPBENCH}")
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

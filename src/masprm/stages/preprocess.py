@@ -1,0 +1,161 @@
+"""Stage 2: MAS-MCTS trees -> PRM samples and Bradley-Terry preference pairs.
+
+    python src/train/preprocess_data.py --input results/<run> --target-nodes 5 \\
+        --make-ppm --ppm-max-pairs 8 --ppm-pos-topk 4 --ppm-neg-topk 4 \\
+        --view full --config configs/gsm8k.yaml
+
+Writes next to the tree folder: results/prm_samples[_local]_<run>.jsonl and,
+with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. Trees are read one at
+a time and the outputs are streamed into temporary files that replace the
+old outputs only when the whole pass succeeds.
+"""
+
+import sys
+import argparse
+import json
+from contextlib import ExitStack
+from dataclasses import dataclass
+from pathlib import Path
+
+from tqdm import tqdm
+
+from masprm.checks import check_output_file, file_identity
+from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.config import add_config_args, arg, config_from_args
+from masprm.errors import ConfigError
+from masprm.graph import MASGraph, load_mas_config, resolve_config_path
+from masprm.io import AtomicJsonlWriter
+from masprm.labels.mining import Options, Preprocessor
+
+
+@dataclass
+class Inputs:
+    """The script's own flags (what to read, how to route); the mining settings are ``masprm.labels.mining.Options``."""
+
+    input: Path = arg(help="a folder of tree JSON files (searched recursively) or a single tree file")
+    config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
+                                         "<dataset> being the input folder's name before '_res_')")
+    force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
+    seed: int = arg(42, help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = ArgumentParser(description="Turn MAS-MCTS trees into PRM samples and PPM (Bradley-Terry) pairs.")
+    add_config_args(ap, Inputs, only=["input"])
+    add_config_args(ap, Options)
+    add_config_args(ap, Inputs, skip=["input"])
+    args = ap.parse_args(argv)
+    check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
+    for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
+        check(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be at least 1")
+    lo, hi = args.ppm_root_window
+    check(lo <= hi, f"--ppm-root-window: LO ({lo:g}) must not exceed HI ({hi:g})")
+    return args
+
+
+def find_trees(input_path: Path) -> list[Path]:
+    check(input_path.exists(), f"--input: {input_path} does not exist")
+    if input_path.is_file():
+        return [input_path]
+    files = sorted(p for p in input_path.rglob("*.json") if p.is_file())
+    check(bool(files), f"--input: no tree files (*.json) under {input_path}")
+    return files
+
+
+def output_paths(input_path: Path, view: str) -> tuple[Path, Path]:
+    """results/<run> -> results/prm_samples[_local]_<run>.jsonl, results/ppm_pairs[_local]_<run>.jsonl."""
+    resolved = input_path.resolve()
+    run = resolved.stem if resolved.is_file() else resolved.name
+    tag = "" if view == "full" else f"_{view}"
+    return (resolved.with_name(f"prm_samples{tag}_{run}.jsonl"),
+            resolved.with_name(f"ppm_pairs{tag}_{run}.jsonl"))
+
+
+def load_graph(args: argparse.Namespace) -> MASGraph | None:
+    """The MAS graph the local view routes inboxes through (a given --config is always checked)."""
+    path = args.config
+    if path is None:
+        if args.view != "local":
+            return None
+        folder = args.input.resolve()
+        folder = folder.parent if folder.is_file() else folder
+        check("_res_" in folder.name,
+              f"--config: cannot derive the MAS config from the folder name {folder.name!r} "
+              f"(expected '<dataset>_res_...'); pass --config")
+        derived = Path("configs") / f"{folder.name.split('_res_')[0]}.yaml"
+        try:
+            path = resolve_config_path(derived)   # a checkout's configs/, else the shipped copy
+        except ConfigError:
+            raise UsageError(f"--config: {derived} (derived from the input folder name) not found; "
+                             "pass --config") from None
+    graph = load_mas_config(path)
+    if args.view == "local" and not args.force:
+        check_recorded_config(args.input, path)
+    return graph
+
+
+def check_recorded_config(input_path: Path, config: Path) -> None:
+    """The local view routes inboxes through the team that built the trees: compare with their record."""
+    first = input_path if input_path.is_file() else next(iter(find_trees(input_path)))
+    try:
+        meta = json.loads(first.read_text(encoding="utf-8")).get("meta") or {}
+    except (OSError, ValueError, AttributeError):
+        return  # an unreadable tree is reported (and skipped) with the others
+    recorded, identity = meta.get("config"), meta.get("config_identity")
+    if not isinstance(recorded, str):
+        return  # trees from elsewhere: nothing to compare with
+    if identity is None and Path(recorded).is_file():
+        identity = file_identity(recorded)
+    same = file_identity(config) == identity if identity else Path(recorded).resolve() == config.resolve()
+    check(same, f"--config {config} is not the MAS config the trees were built with ({recorded}, recorded in "
+                f"{first}); the local view would route inboxes through another team. Pass that config, "
+                "or --force to use this one anyway")
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    files = find_trees(args.input)
+    graph = load_graph(args)
+    options = config_from_args(Options, args)
+    prep = Preprocessor(options, graph)
+    prm_path, ppm_path = output_paths(args.input, args.view)
+    for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
+        check_output_file(path, "input", label=f"input {args.input}: output")
+    root = args.input if args.input.is_dir() else args.input.parent
+    if graph is not None and args.view == "local":
+        print(f"[preprocess] local view, routing inboxes with {graph.source}")
+
+    with ExitStack() as stack:
+        prm_out = stack.enter_context(AtomicJsonlWriter(prm_path))
+        ppm_out = stack.enter_context(AtomicJsonlWriter(ppm_path)) if args.make_ppm else None
+        # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
+        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
+            prm, ppm = prep.process_file(f, name=str(f.relative_to(root)))
+            for rec in prm:
+                prm_out.write(rec)
+            for rec in ppm:
+                ppm_out.write(rec)
+        # Raised inside the writers' block, so the previous outputs stay in place.
+        if not prep.counts.trees:
+            raise UsageError(f"--input: none of the {len(files)} tree file(s) could be read "
+                             f"({prep.counts.malformed_named[0]}); nothing was written")
+
+    for bad in (prep.malformed_summary(), prep.off_config_summary()):
+        if bad:
+            print(f"[preprocess] warning: {bad}", file=sys.stderr)
+    print(prep.prm_summary(prm_path))
+    if args.make_ppm:
+        print(prep.ppm_summary(ppm_path))
+    for why in (prep.why_no_prm(), prep.why_no_ppm()):
+        if why:
+            print(f"[preprocess] {why}")
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,68 @@
+"""Show a stage-1 search tree: a PNG picture and/or indented text.
+
+    python src/show_tree.py results/<run>/0.json              # writes results/<run>/0.png
+    python src/show_tree.py results/<run>/0.json --text       # prints the tree
+    python src/show_tree.py results/<run>/0.json --text --out tree.png --max_depth 3
+"""
+
+import pathlib
+import sys
+from dataclasses import dataclass
+
+from masprm.checks import check_output_file
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg
+from masprm.io import read_json
+from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
+from masprm.tree_schema import is_search_tree
+
+
+@dataclass
+class ShowTreeArgs:
+    tree: str = arg(positional=True, help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
+    out: str | None = arg(None, help="PNG to write (default: next to the tree, same name; with --text only when "
+                                     "given)")
+    text: bool = arg(False, help="print the tree as indented text")
+    max_depth: int | None = arg(None, flags=("--max_depth",), help="text: deepest level shown")
+    max_children: int | None = arg(None, flags=("--max_children",), help="text: children shown per node")
+    rollouts: int = arg(0, help="text: also list the N most visited finished rollouts with their reward")
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = ArgumentParser(description="Render a stage-1 tree JSON as a PNG and/or indented text.")
+    add_config_args(ap, ShowTreeArgs)
+    args = ap.parse_args(argv)
+    for flag in ("max_depth", "max_children"):
+        value = getattr(args, flag)
+        check(value is None or value >= 0, f"--{flag} must be >= 0, got {value}")
+    check(args.rollouts >= 0, f"--rollouts must be >= 0, got {args.rollouts}")
+
+    check(not pathlib.Path(args.tree).is_dir(), f"{args.tree}: is a folder; pass one tree file (<idx>.json)")
+    out = None
+    if args.out or not args.text:
+        out = pathlib.Path(args.out) if args.out else pathlib.Path(args.tree).with_suffix(".png")
+        check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
+        check_output_file(out, "out")
+    tree = read_json(args.tree)
+    check(is_search_tree(tree),
+          f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
+
+    if args.text:
+        if args.rollouts:
+            print(tree_report(tree, k=args.rollouts, max_depth=args.max_depth,
+                              max_children=args.max_children))
+        else:
+            print(tree_text(tree, args.max_depth, args.max_children))
+    if out is not None:
+        save_tree_png(tree, out)
+        print(f"wrote {out}", file=sys.stderr)
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()
