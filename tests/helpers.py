@@ -350,3 +350,15 @@ def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") ->
         run_cli(stage_module(script).main)
     captured = capsys.readouterr()
     return exit_info.value.code, captured.out, captured.err
+
+
+# --------------------------------------------------------------------------- Ray workers
+
+
+def ray_ships(*modules: str) -> None:
+    """Ray workers import only the masprm package the run ships them: what the named test modules
+    define (scripted setups, fake policies) travels with the pickled tasks instead."""
+    from ray import cloudpickle
+
+    for name in modules:
+        cloudpickle.register_pickle_by_value(sys.modules[name])

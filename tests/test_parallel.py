@@ -8,9 +8,12 @@ from functools import partial
 
 import pytest
 
+from helpers import ray_ships
 from masprm.errors import ConfigError, ModelError
 from masprm.data import Example
 from masprm.graph import MASGraph
+from masprm import parallel
+from masprm.cluster import runtime_env
 from masprm.parallel import map_examples
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
 
@@ -72,8 +75,9 @@ def test_nothing_to_do_starts_nothing():
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-             object_store_memory=100 * 1024 * 1024)
+    ray_ships(__name__)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             object_store_memory=100 * 1024 * 1024, runtime_env=runtime_env())
     yield ray
     ray.shutdown()
 
@@ -93,8 +97,8 @@ def test_ray_setup_errors_reach_the_driver(local_ray):
 
 
 def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
-    monkeypatch.setattr(local_ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
-    with pytest.raises(ConfigError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
+    monkeypatch.setattr(parallel, "node_resources", lambda: [{"CPU": 2.0, "GPU": 1.0}])
+    with pytest.raises(ConfigError, match=r"2 workers x 1 GPUs each do not fit: .* the nodes' GPUs \(1\) hold 1$"):
         list(map_examples(partial(make_state, 0), add_offset, ITEMS, workers=2, use_ray=True,
                           num_gpus_per_worker=1.0, progress=False))
 
