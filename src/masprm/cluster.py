@@ -82,6 +82,7 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
     if ray.is_initialized():
         yield
         return
+    os.environ.setdefault("RAY_BACKEND_LOG_LEVEL", "error")   # Ray's core would retry a bad join noisily
     address = settings.address
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True,
              "runtime_env": runtime_env()}
@@ -90,8 +91,7 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
             ray.init(address=address, **quiet)   # a cluster has its own resources: none may be given
         except (ConnectionError, ValueError) as err:
             source = "ray_address" if settings.ray_address else "$RAY_ADDRESS"
-            raise ConfigError(f"{source} {address}: cannot join a Ray cluster there ({first_line(err)})",
-                              setting="ray_address") from None
+            raise ConfigError(f"{source} {address}: {_join_problem(err)}", setting="ray_address") from None
     else:
         ray.init(address="local", num_cpus=local_cpus, include_dashboard=False,
                  object_store_memory=OBJECT_STORE_BYTES, **quiet)
@@ -103,6 +103,19 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
         yield
     finally:
         ray.shutdown()
+
+
+def _join_problem(err: BaseException) -> str:
+    """Why joining failed, in words: Ray's clusters ask for a token by default, and Ray sends none to an
+    address it is given unless told to (RAY_AUTH_MODE=token)."""
+    chain, seen = [], err
+    while seen is not None:
+        chain.append(str(seen))
+        seen = seen.__cause__ or seen.__context__
+    if "auth" in " ".join(chain).lower() and os.environ.get("RAY_AUTH_MODE", "").lower() != "token":
+        return ("the cluster asks for its authentication token: set RAY_AUTH_MODE=token, with the token in "
+                "$RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token")
+    return f"cannot join a Ray cluster there ({first_line(err)})"
 
 
 # --------------------------------------------------------------------------- what the nodes have
@@ -128,10 +141,16 @@ def describe_nodes(nodes: list[dict[str, float]]) -> str:
     return ", ".join(parts)
 
 
-def capacity(per_node: list[float], amount: float) -> int:
-    """How many workers of `amount` each fit, every worker inside one node."""
+def capacity(per_node: list[float], amount: float, *, devices: bool = False) -> int:
+    """How many workers of `amount` each fit, every worker inside one node.
+
+    ``devices``: the amounts count devices (GPUs), and a share below one must fit one device:
+    3 workers of 2/3 GPU do not fit two GPUs.
+    """
     if amount <= 0:
         raise ValueError("capacity of a zero amount")
+    if devices and amount < 1:
+        return sum(math.floor(have + _EPS) * math.floor(1 / amount + _EPS) for have in per_node)
     return sum(math.floor(have / amount + _EPS) for have in per_node)
 
 
@@ -181,14 +200,15 @@ def plan_workers(nodes: list[dict[str, float]], workers: int | None, gpus_each: 
     if gpus_each > 0 and sum(gpu_nodes) == 0:
         note, gpus_each = "ray: no GPU found; workers run on CPUs", 0.0
     if workers is None:
-        workers = max(1, capacity(gpu_nodes, gpus_each)) if gpus_each else 1
+        workers = max(1, capacity(gpu_nodes, gpus_each, devices=True)) if gpus_each else 1
     workers = max(1, min(workers, items))
     if gpus_each > 0:
-        fits = capacity(gpu_nodes, gpus_each)
+        fits = capacity(gpu_nodes, gpus_each, devices=True)
         if fits < workers:  # Ray would wait forever for the missing GPUs
             raise ConfigError(f"{workers} workers x {gpus_each:g} GPUs each do not fit: a worker must fit one "
-                              f"node, and the nodes' GPUs ({'+'.join(map(_amount, gpu_nodes))}) hold {fits}")
-        per_node = [(cpus, math.floor(gpus / gpus_each + _EPS)) for cpus, gpus in zip(cpu_nodes, gpu_nodes)]
+                              f"node (a share below 1, one GPU), and the nodes' GPUs "
+                              f"({'+'.join(map(_amount, gpu_nodes))}) hold {fits}")
+        per_node = [(cpus, capacity([gpus], gpus_each, devices=True)) for cpus, gpus in zip(cpu_nodes, gpu_nodes)]
         cpus_each = min([1.0] + [cpus / k for cpus, k in per_node if k > 0])
         return WorkerPlan(workers, cpus_each, gpus_each, note)
     cpus_each = share_that_fits(cpu_nodes, workers)

@@ -98,21 +98,17 @@ def release_model(spec: ModelSpec) -> None:
         torch.cuda.empty_cache()
 
 
-def model_paths(specs: dict[str, ModelSpec]) -> dict[str, str]:
-    """The run's model ids and folders by the setting that named them (gen_model_id, prm_dir, prm_base_model_id, ...)."""
-    paths = {}
-    for spec in specs.values():
+def for_workers(specs: dict[str, ModelSpec]) -> tuple[dict[str, ModelSpec], dict[str, str]]:
+    """The specs with their local folders as absolute paths (a Ray worker's folder is not the driver's), and
+    those folders by the setting that named them (gen_model_id, prm_dir, prm_base_model_id, ...)."""
+    absolute, folders = {}, {}
+    for role, spec in specs.items():
         setting = spec.setting or ("gen_model_id" if spec.kind == "policy" else "prm_dir")
-        paths[setting] = spec.model_id
-        if spec.base_model_id:
-            paths[setting.removesuffix("_dir") + "_base_model_id"] = spec.base_model_id
-    return paths
-
-
-def absolute_spec(spec: ModelSpec) -> ModelSpec:
-    """The spec with its local folders as absolute paths: a Ray worker's working folder is not the driver's."""
-    local = local_folders({"model_id": spec.model_id, "base_model_id": spec.base_model_id})
-    return replace(spec, **local)
+        local = local_folders({"model_id": spec.model_id, "base_model_id": spec.base_model_id})
+        absolute[role] = replace(spec, **local)
+        folders.update({setting if key == "model_id" else setting.removesuffix("_dir") + "_base_model_id": path
+                        for key, path in local.items()})
+    return absolute, folders
 
 
 class WorkerModels:
@@ -340,12 +336,8 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
                    use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
                    announce: Callable[[str], None] = print, cluster: Any = None) -> list[Condition]:
-    """Run every condition (skipping COMPLETED ones); returns them with their summaries.
-
-    Records come back from the workers and every file is written here. Workers load the
-    models' local folders by absolute path, each checked readable on its node first
-    (``cluster``, workers and GPU share: see ``masprm.parallel.map_examples``).
-    """
+    """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
+    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here."""
     conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
     for cond in conditions:
         if cond.reused:
@@ -359,8 +351,8 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
     for k, cond in enumerate(pending):
         if left[k] == 0:
             finish_condition(cond)
-    folders = local_folders(model_paths(specs))
-    setup = partial(WorkerModels, {role: absolute_spec(spec) for role, spec in specs.items()}, loader)
+    worker_specs, folders = for_workers(specs)
+    setup = partial(WorkerModels, worker_specs, loader)
     batch_size = getattr(settings, "search_batch_size", 1) or 1
     task = partial(evaluate_batch, settings=settings, graph=graph, batch_size=batch_size)
     every = log_every()

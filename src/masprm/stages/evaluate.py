@@ -139,10 +139,10 @@ def resolve_workers(flag: int | None, gpus: int | None = None, *,
                     on_cluster: bool = False) -> tuple[int | None, float | None]:
     """(workers, GPUs per worker), as the original sizes its Ray pool.
 
-    --workers (or $RAY_NUM_WORKERS) workers share the GPUs evenly (3 workers on one GPU get a third
-    each); otherwise one worker per GPU x $WORKERS_PER_GPU; on a CPU-only machine one worker.
-    ``on_cluster``: the GPUs are the Ray cluster's, counted once joined (None: "from the cluster",
-    see ``masprm.cluster.plan_workers``), not this machine's.
+    --workers (or $RAY_NUM_WORKERS) workers share the GPUs Ray sees evenly (None: 3 workers on one GPU
+    get a third each, see ``masprm.cluster.plan_workers``); otherwise one worker per GPU x
+    $WORKERS_PER_GPU, counted on this machine (``gpus``, default: torch's count) or, ``on_cluster``,
+    on the Ray cluster once joined (None workers); on a CPU-only machine one worker.
     """
     def env_int(name: str) -> int | None:
         raw = os.environ.get(name, "")
@@ -151,16 +151,15 @@ def resolve_workers(flag: int | None, gpus: int | None = None, *,
         check(raw.isdigit() and int(raw) >= 1, f"${name} must be a positive integer, got {raw!r}")
         return int(raw)
 
+    count = flag or env_int("RAY_NUM_WORKERS")
+    if count:
+        return count, None
+    per_gpu = env_int("WORKERS_PER_GPU") or 1
     if on_cluster:
-        count = flag or env_int("RAY_NUM_WORKERS")
-        return (count, None) if count else (None, 1.0 / (env_int("WORKERS_PER_GPU") or 1))
+        return None, 1.0 / per_gpu
     if gpus is None:
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    count = flag or env_int("RAY_NUM_WORKERS")
-    if count:
-        return count, gpus / count
-    per_gpu = env_int("WORKERS_PER_GPU") or 1
     return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 

@@ -70,7 +70,8 @@ def validate(args) -> None:
     check(args.search_batch_size >= 1, f"--search_batch_size must be >= 1, got {args.search_batch_size}")
     check(args.max_batch_tokens >= 1, f"--max_batch_tokens must be >= 1, got {args.max_batch_tokens}")
     check_gpu_share(args.gpus_per_actor)
-    args.ray = args.ray or config_from_args(ClusterSettings, args).address is not None  # an address means Ray
+    cluster = config_from_args(ClusterSettings, args)   # checks its own values
+    args.ray = args.ray or cluster.address is not None     # an address means Ray
     check(args.actors is None or args.ray, "--actors needs --ray (or --ray_address)")
 
 
