@@ -1,4 +1,4 @@
-"""Run one task per example, in this process or on local Ray actors.
+"""Run one task per example, in this process or on Ray actors (this machine or a cluster).
 
     for item, result, error in map_examples(setup, task, items, workers=4, use_ray=True):
         ...
@@ -247,7 +247,7 @@ def _hand_out(actors: list[Any], items: list[Item], retries: int) -> Iterator[Ou
             ray.kill(actor)
             deaths[pos] += 1
             if deaths[pos] <= retries:
-                tqdm.write(f"ray: a worker died ({_short(err)[:120]}); its example goes to another worker")
+                tqdm.write(f"ray: a worker died ({_short(err).split('. ')[0]}); its examples go to the others")
                 queue.appendleft(pos)
             else:
                 yield items[pos], None, f"worker died {deaths[pos]} times running it: {_short(err)}"
