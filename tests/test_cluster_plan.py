@@ -99,3 +99,33 @@ def test_stage4_workers_get_absolute_model_folders_named_by_their_flags(tmp_path
                        "prm_base_model_id": str(tmp_path / "base")}
     assert on_workers["masprm"] == ModelSpec("scorer", str(tmp_path / "prm"), str(tmp_path / "base"), setting="prm_dir")
     assert on_workers["orm"] == specs["orm"]          # hub ids: every node fetches them itself
+
+
+@pytest.mark.parametrize("cause, problem", [
+    ("Failed to connect to GCS. Unauthenticated: InvalidAuthToken", "the cluster asks for its authentication "
+     "token: set RAY_AUTH_MODE=token, with the token in $RAY_AUTH_TOKEN, $RAY_AUTH_TOKEN_PATH or ~/.ray/auth_token"),
+    ("Failed to connect to GCS within 20 seconds", "cannot join a Ray cluster there (Failed to connect to Ray "
+     "cluster at 10.0.0.5:6379)"),
+])
+def test_a_cluster_that_cannot_be_joined_is_one_line_naming_where_the_address_came_from(monkeypatch, cause, problem):
+    from masprm.cluster import ray_session
+
+    ray = pytest.importorskip("ray")
+
+    def refuse(**kw):   # what ray.init raises when the head refuses or does not answer
+        try:
+            raise RuntimeError(cause)
+        except RuntimeError as err:
+            raise ConnectionError(f"Failed to connect to Ray cluster at {kw['address']}") from err
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", refuse)
+    monkeypatch.delenv("RAY_AUTH_MODE", raising=False)
+    monkeypatch.setenv("RAY_BACKEND_LOG_LEVEL", "error")   # ray_session sets it: put back after
+    with pytest.raises(ConfigError) as err, ray_session(ClusterSettings(ray_address="10.0.0.5:6379"), local_cpus=1):
+        pass
+    assert str(err.value) == f"ray_address 10.0.0.5:6379: {problem}" and err.value.setting == "ray_address"
+    monkeypatch.setenv("RAY_ADDRESS", "10.0.0.5:6379")
+    with pytest.raises(ConfigError) as err, ray_session(ClusterSettings(), local_cpus=1):
+        pass
+    assert str(err.value) == f"$RAY_ADDRESS 10.0.0.5:6379: {problem}" and err.value.setting is None

@@ -87,11 +87,14 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
     quiet = {"log_to_driver": False, "logging_level": logging.ERROR, "configure_logging": True,
              "runtime_env": runtime_env()}
     if address:
+        from ray.exceptions import RayError
+
         try:
             ray.init(address=address, **quiet)   # a cluster has its own resources: none may be given
-        except (ConnectionError, ValueError) as err:
-            source = "ray_address" if settings.ray_address else "$RAY_ADDRESS"
-            raise ConfigError(f"{source} {address}: {_join_problem(err)}", setting="ray_address") from None
+        except (ConnectionError, ValueError, RuntimeError, RayError) as err:   # e.g. a Ray version mismatch
+            setting = "ray_address" if settings.ray_address else None
+            raise ConfigError(f"{setting or '$RAY_ADDRESS'} {address}: {_join_problem(err)}",
+                              setting=setting) from None
     else:
         ray.init(address="local", num_cpus=local_cpus, include_dashboard=False,
                  object_store_memory=OBJECT_STORE_BYTES, **quiet)
