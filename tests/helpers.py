@@ -350,3 +350,49 @@ def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") ->
         run_cli(stage_module(script).main)
     captured = capsys.readouterr()
     return exit_info.value.code, captured.out, captured.err
+
+
+# --------------------------------------------------------------------------- Ray workers
+
+
+def ray_ships(*modules: str) -> None:
+    """Ray workers import only the masprm package the run ships them: what the named test modules
+    define (scripted setups, fake policies) travels with the pickled tasks instead."""
+    from ray import cloudpickle
+
+    for name in modules:
+        cloudpickle.register_pickle_by_value(sys.modules[name])
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def ray_temp_dir() -> Path:
+    """A fresh Ray temp folder (sessions, the address file) under /tmp: Ray's socket paths must stay short."""
+    import tempfile
+
+    return Path(tempfile.mkdtemp(prefix="ray", dir="/tmp"))
+
+
+# Two short-spoken agents and the tiny model: stage-1 arguments of a quick run on local data.
+TWO_AGENTS = {"agents": [{"name": "Solver", "system_prompt": "Solve it.", "max_new_tokens": 6},
+                         {"name": "Checker", "system_prompt": "Check it.", "max_new_tokens": 6}],
+              "edges": [[-1, 0], [0, 1], [-1, 1]]}
+
+
+def stage1_args(folder: Path, model_dir: Path, n: int = 3) -> list[str]:
+    """Arguments of a quick stage-1 run on the tiny model; writes its team and data into `folder`."""
+    (folder / "team.yaml").write_text(yaml.safe_dump(TWO_AGENTS))
+    data = write_gsm8k(folder / "gsm8k.jsonl")
+    return ["--dataset", "gsm8k", "--data_file", str(data), "--mas_config", str(folder / "team.yaml"),
+            "--model_id", str(model_dir), "--n", str(n), "--n_rollouts", "2", "--n_candidates", "2", *FAST]
+
+
+def files_under(folder: Path) -> dict[str, bytes]:
+    """Every file under `folder` by its relative path, with its bytes."""
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}

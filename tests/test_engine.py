@@ -12,7 +12,7 @@ from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
-from helpers import FakeScorer, chain_graph, prefers_good, settings
+from helpers import FakeScorer, chain_graph, prefers_good, ray_ships, settings
 
 TEAM = MASGraph.from_dict({
     "agents": [{"name": "reader", "system_prompt": "read"}, {"name": "solver", "system_prompt": "solve"}],
@@ -73,6 +73,7 @@ def test_trees_are_byte_identical_for_any_batch_size(tmp_path, batch_size):
 
 def test_trees_are_byte_identical_with_two_ray_workers(tmp_path):
     pytest.importorskip("ray")
+    ray_ships("conftest", __name__)   # FakePolicy and the scripted answers
     build(tmp_path / "one", 1)
     _, written, failed = build(tmp_path / "ray", 4, workers=2, use_ray=True)
     assert (written, failed) == (6, [])

@@ -115,19 +115,28 @@ def test_math_levels_select_handoff_examples_only():
 
 
 def test_workers_split_the_gpus_as_the_original(monkeypatch):
+    from masprm.cluster import plan_workers
+
     cli = _cli()
     for name in ("RAY_NUM_WORKERS", "WORKERS_PER_GPU"):
         monkeypatch.delenv(name, raising=False)
-    assert cli.resolve_workers(3, gpus=1) == (3, pytest.approx(1 / 3))   # three workers share one GPU
-    assert cli.resolve_workers(None, gpus=2) == (2, 1.0)                 # one per GPU
-    assert cli.resolve_workers(None, gpus=0) == (1, 0.0)                 # CPU only: one
-    assert cli.resolve_workers(2, gpus=0) == (2, 0.0)
+
+    def sizing(flag, gpus):   # the stage's rule, then what Ray is asked for on one machine with `gpus` GPUs
+        workers, share = cli.resolve_workers(flag, gpus=gpus)
+        plan = plan_workers([{"CPU": 8.0, "GPU": float(gpus)}], workers, share, items=100)
+        return plan.count, plan.gpus
+
+    assert sizing(3, 1) == (3, pytest.approx(1 / 3))        # three workers share one GPU
+    assert sizing(None, 2) == (2, 1.0)                      # one per GPU
+    assert cli.resolve_workers(None, gpus=0) == (1, 0.0)    # CPU only: one (in this process)
+    assert sizing(2, 0) == (2, 0.0)
     monkeypatch.setenv("RAY_NUM_WORKERS", "4")
-    assert cli.resolve_workers(None, gpus=1) == (4, 0.25)
-    assert cli.resolve_workers(2, gpus=1) == (2, 0.5)                    # --workers wins over the variable
+    assert sizing(None, 1) == (4, 0.25)
+    assert sizing(2, 1) == (2, 0.5)                         # --workers wins over the variable
     monkeypatch.delenv("RAY_NUM_WORKERS")
     monkeypatch.setenv("WORKERS_PER_GPU", "2")
-    assert cli.resolve_workers(None, gpus=2) == (4, 0.5)
+    assert sizing(None, 2) == (4, 0.5)
+    assert cli.resolve_workers(None, on_cluster=True) == (None, 0.5)   # counted on the cluster once joined
     monkeypatch.setenv("WORKERS_PER_GPU", "two")
     with pytest.raises(UsageError, match=r"\$WORKERS_PER_GPU must be a positive integer"):
         cli.resolve_workers(None, gpus=1)

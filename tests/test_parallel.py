@@ -4,13 +4,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
+import signal
 from functools import partial
 
 import pytest
 
+from helpers import ray_ships
 from masprm.errors import ConfigError, ModelError
 from masprm.data import Example
 from masprm.graph import MASGraph
+from masprm import parallel
+from masprm.cluster import ClusterSettings, runtime_env
 from masprm.parallel import map_examples
 from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
 
@@ -72,8 +77,9 @@ def test_nothing_to_do_starts_nothing():
 @pytest.fixture(scope="module")
 def local_ray():
     ray = pytest.importorskip("ray")
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
-             object_store_memory=100 * 1024 * 1024)
+    ray_ships(__name__)
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR,
+             object_store_memory=100 * 1024 * 1024, runtime_env=runtime_env())
     yield ray
     ray.shutdown()
 
@@ -93,10 +99,31 @@ def test_ray_setup_errors_reach_the_driver(local_ray):
 
 
 def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
-    monkeypatch.setattr(local_ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
-    with pytest.raises(ConfigError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
+    monkeypatch.setattr(parallel, "node_resources", lambda: [{"CPU": 2.0, "GPU": 1.0}])
+    with pytest.raises(ConfigError, match=r"2 workers x 1 GPUs each do not fit: .* the nodes' GPUs \(1\) hold 1$"):
         list(map_examples(partial(make_state, 0), add_offset, ITEMS, workers=2, use_ray=True,
                           num_gpus_per_worker=1.0, progress=False))
+
+
+def killed_at_2(state: dict, item: int) -> int:
+    if item == 2:   # whichever worker runs item 2 dies on the spot, as on a lost node
+        os.kill(os.getpid(), signal.SIGKILL)
+    return item
+
+
+@pytest.mark.slow
+def test_ray_reruns_the_examples_of_dead_workers_a_bounded_number_of_times(local_ray, capsys):
+    got = collect(map_examples(partial(make_state, 0), killed_at_2, list(range(6)), workers=2, use_ray=True,
+                               progress=False, cluster=ClusterSettings(ray_retries=1)))
+    assert sorted(got) == list(range(6))                  # every item reported once
+    assert got[2][1].startswith("worker died 2 times running it: ")   # first run + one rerun, each killed one
+    assert all(got[i] in ((i, None), (None, "not run: every worker died")) for i in got if i != 2)
+    assert capsys.readouterr().out.count("ray: a worker died") == 1   # the rerun is announced once
+    # One worker, no reruns: item 2 takes it down, and what was still queued is reported, not lost.
+    got = collect(map_examples(partial(make_state, 0), killed_at_2, list(range(6)), workers=1, use_ray=True,
+                               progress=False, cluster=ClusterSettings(ray_retries=0)))
+    assert [got[i] for i in (0, 1)] == [(0, None), (1, None)] and got[2][1].startswith("worker died 1 times")
+    assert [got[i] for i in (3, 4, 5)] == [(None, "not run: every worker died")] * 3
 
 
 # --------------------------------------------------------------------------- trees on the tiny model

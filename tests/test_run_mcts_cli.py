@@ -71,6 +71,8 @@ def test_bad_input_subprocess_is_one_line(workdir):
     (["--dataset", "svamp"], "svamp.yaml: MAS config not found"),  # default config: configs/<dataset>.yaml
     (["--n_rollouts", "many"], "invalid int value"),
     (["--ray", "--gpus_per_actor", "1.5"], "--gpus_per_actor 1.5: give a share of one GPU"),  # not Ray's ValueError
+    (["--ray", "--ray_start_timeout", "0"], "--ray_start_timeout must be > 0 seconds, got 0"),
+    (["--ray", "--ray_retries", "-1"], "--ray_retries must be >= 0, got -1"),
 ])
 def test_bad_input_is_one_clear_line_and_exit_2(workdir, monkeypatch, capsys, args, message):
     monkeypatch.chdir(workdir)

@@ -11,14 +11,15 @@ import os
 import tempfile
 from pathlib import Path
 from contextlib import contextmanager
-from typing import Any, Iterable, Iterator, TextIO
+from typing import IO, Any, Iterable, Iterator, TextIO
 
 from masprm.errors import DataError
 
 
 @contextmanager
-def atomic_open(path: str | os.PathLike) -> Iterator[TextIO]:
-    """Open a temporary file next to `path` for writing; rename it into place on a clean exit.
+def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
+    """Open a temporary file next to `path` for writing (``mode`` "w" or "wb"); rename it into place on a
+    clean exit.
 
     On an exception the temporary file is removed and any existing `path` is untouched.
     """
@@ -26,7 +27,7 @@ def atomic_open(path: str | os.PathLike) -> Iterator[TextIO]:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -39,6 +40,11 @@ def atomic_open(path: str | os.PathLike) -> Iterator[TextIO]:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_open(path) as fh:
         fh.write(text)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
+    with atomic_open(path, "wb") as fh:
+        fh.write(data)
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:

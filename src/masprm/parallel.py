@@ -1,4 +1,4 @@
-"""Run one task per example, in this process or on local Ray actors.
+"""Run one task per example, in this process or on Ray actors (this machine or a cluster).
 
     for item, result, error in map_examples(setup, task, items, workers=4, use_ray=True):
         ...
@@ -11,23 +11,29 @@ each as ``(item, result, None)`` or ``(item, None, "error text")``: one
 failing item never stops the others. A setup failure stops the run (a
 domain error in setup, e.g. a bad model path, is raised as it was).
 
-One tqdm bar counts finished items. With Ray, each actor holds one copy of
-the models and is handed the next item as soon as it is free; on a machine
-without GPUs the actors run on CPUs. Reproducibility is the task's job: it
-must seed from the item (e.g. ``seed + idx``), never from worker order.
+One tqdm bar counts finished items. With Ray (``masprm.cluster``: a private
+local instance, or the cluster at ``--ray_address`` / ``$RAY_ADDRESS``), each
+actor holds one copy of the models and is handed the next item as soon as it
+is free; on a cluster without GPUs the actors run on CPUs. Results always come
+back here: workers write nothing. Before its setup, each actor checks that
+the local folders the run needs (``shared_paths``) are readable on its node.
+An item whose actor died (its process or its node) is rerun on the others,
+up to ``ray_retries`` times. Reproducibility is the task's job: it must seed
+from the item (e.g. ``seed + idx``), never from worker order or batch.
 """
 
 from __future__ import annotations
 
-import logging
 import math
 import os
-import sys
 import traceback
+from collections import deque
 from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from tqdm.auto import tqdm
 
+from masprm.cluster import (ClusterSettings, WorkerPlan, check_node_paths, node_resources, place_workers,
+                            plan_workers, ray_session)
 from masprm.errors import ConfigError, MasprmError
 
 W = TypeVar("W")
@@ -37,8 +43,6 @@ Outcome = tuple[Any, Any, "str | None"]
 
 # Quiet workers: one progress bar (the driver's), no library chatter.
 WORKER_ENV = {"TQDM_DISABLE": "1", "TOKENIZERS_PARALLELISM": "false", "TRANSFORMERS_VERBOSITY": "error"}
-OBJECT_STORE_BYTES = 128 * 1024 * 1024  # results are small summaries; keep Ray's shared memory small
-_DONE = object()
 
 
 def describe_error(err: BaseException) -> str:
@@ -57,13 +61,16 @@ def check_gpu_share(gpus: float, setting: str = "gpus_per_actor") -> None:
 
 
 def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: Iterable[Item], *,
-                 workers: int | None = 1, use_ray: bool = False, num_gpus_per_worker: float = 0.0,
-                 desc: str = "", progress: bool = True,
-                 batched: int = 0) -> Iterator[tuple[Item, R | None, str | None]]:
+                 workers: int | None = 1, use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
+                 desc: str = "", progress: bool = True, batched: int = 0,
+                 cluster: ClusterSettings | None = None,
+                 shared_paths: dict[str, str] | None = None) -> Iterator[tuple[Item, R | None, str | None]]:
     """Yield ``(item, result, error)`` for every item, in the order they finish.
 
-    ``workers=None`` with Ray means one worker per ``num_gpus_per_worker``
-    GPUs (at least one). Without Ray everything runs here, in order.
+    With Ray, ``workers=None`` means as many workers as the cluster's GPUs hold at
+    ``num_gpus_per_worker`` each (one without GPUs), and ``num_gpus_per_worker=None``
+    the largest share of the cluster's GPUs that gives each of ``workers`` its own
+    (``masprm.cluster.plan_workers``). Without Ray everything runs here, in order.
 
     With ``batched=N`` the task takes a list of items and yields their
     outcomes as they finish (a batched search engine running N at a time):
@@ -74,12 +81,14 @@ def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: It
     if not items:
         return
     if use_ray:
-        check_gpu_share(num_gpus_per_worker)
+        if num_gpus_per_worker is not None:
+            check_gpu_share(num_gpus_per_worker)
+        ray_options = (workers, num_gpus_per_worker, cluster or ClusterSettings(), dict(shared_paths or {}))
         if batched:
             chunks = [items[i:i + 2 * batched] for i in range(0, len(items), 2 * batched)]
-            outcomes = _flatten(_ray_map(setup, _ChunkTask(task), chunks, workers, num_gpus_per_worker))
+            outcomes = _flatten(_ray_map(setup, _ChunkTask(task), chunks, *ray_options))
         else:
-            outcomes = _ray_map(setup, task, items, workers, num_gpus_per_worker)
+            outcomes = _ray_map(setup, task, items, *ray_options)
     elif batched:
         outcomes = _local_batched(setup, task, items)
     else:
@@ -131,13 +140,14 @@ def _flatten(chunk_outcomes: Iterator[Outcome]) -> Iterator[Outcome]:
 
 
 class _Worker:
-    """A Ray actor: runs setup once, then tasks; errors come back as text, never kill it."""
+    """A Ray actor: checks the node's files, runs setup once, then tasks; errors come back, never kill it."""
 
-    def __init__(self, setup: Callable[[], Any], task: Callable[[Any, Any], Any]):
+    def __init__(self, setup: Callable[[], Any], task: Callable[[Any, Any], Any], shared_paths: dict[str, str]):
         self.task = task
         self.state = None
         self.setup_error: MasprmError | str | None = None
         try:
+            check_node_paths(shared_paths)
             self.state = setup()
         except MasprmError as err:   # a bad input: sent back whole (it pickles with its setting)
             self.setup_error = err
@@ -154,78 +164,98 @@ class _Worker:
             return None, describe_error(err)
 
 
-def _import_path() -> str:
-    """The driver's own import path (e.g. src/, tests/), so actors unpickle the same modules."""
-    base = (sys.prefix, sys.base_prefix)
-    extra = [p for p in sys.path if p and os.path.isdir(p) and not p.startswith(base)]
-    inherited = os.environ.get("PYTHONPATH", "")
-    return os.pathsep.join(extra + ([inherited] if inherited else []))
+def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[Item], workers: int | None,
+             num_gpus_per_worker: float | None, cluster: ClusterSettings,
+             shared_paths: dict[str, str]) -> Iterator[Outcome]:
+    with ray_session(cluster, local_cpus=max(os.cpu_count() or 1, workers or 1), say=tqdm.write):
+        plan = plan_workers(node_resources(), workers, num_gpus_per_worker, len(items))
+        if plan.note:
+            tqdm.write(plan.note)
+        group = place_workers(plan, cluster.ray_start_timeout, say=tqdm.write)
+        actors: list[Any] = []
+        try:
+            actors = _start_actors(setup, task, plan, group, shared_paths)
+            yield from _hand_out(actors, items, cluster.ray_retries)
+        finally:
+            # Free the workers' CPUs and GPUs now: a raised error's traceback keeps their handles
+            # (and so the actors) alive for as long as the caller holds it.
+            import ray
+            from ray.util.placement_group import remove_placement_group
+
+            for actor in actors:
+                ray.kill(actor)
+            remove_placement_group(group)
 
 
-def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[Item],
-             workers: int | None, num_gpus_per_worker: float) -> Iterator[Outcome]:
+def _start_actors(setup: Callable[[], Any], task: Callable[[Any, Any], Any], plan: WorkerPlan, group: Any,
+                  shared_paths: dict[str, str]) -> list[Any]:
+    """One actor per reserved bundle, set up; the ones whose node died while loading are dropped."""
+    import ray
+    from ray.exceptions import RayActorError
+    from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+    actor_class = ray.remote(_Worker)
+    actors = [actor_class.options(num_cpus=plan.cpus, num_gpus=plan.gpus, runtime_env={"env_vars": WORKER_ENV},
+                                  scheduling_strategy=PlacementGroupSchedulingStrategy(
+                                      group, placement_group_bundle_index=i)).remote(setup, task, shared_paths)
+              for i in range(plan.count)]
+    alive, failure = [], None
+    for actor in actors:
+        try:
+            problem = ray.get(actor.ready.remote())
+        except RayActorError as err:   # its node or process died while loading: the others carry on
+            tqdm.write(f"ray: a worker died while starting: {_short(err)}")
+            continue
+        if problem is not None:
+            failure = failure or problem
+        alive.append(actor)
+    if failure is not None:
+        for actor in alive:
+            ray.kill(actor)
+        raise failure if isinstance(failure, MasprmError) else RuntimeError(f"worker setup failed: {failure}")
+    if not alive:
+        raise RuntimeError("worker setup failed: every Ray worker died while starting")
+    return alive
+
+
+def _short(err: BaseException) -> str:
+    return " ".join(str(err).split())[:300]
+
+
+def _hand_out(actors: list[Any], items: list[Item], retries: int) -> Iterator[Outcome]:
+    """Give each free actor the next item; an item whose actor died goes to the others (`retries` times)."""
     import ray
     from ray.exceptions import RayError
 
-    started_here = not ray.is_initialized()
-    if started_here:
-        ray.init(num_cpus=max(os.cpu_count() or 1, workers or 1), include_dashboard=False, log_to_driver=False,
-                 logging_level=logging.ERROR, configure_logging=True, ignore_reinit_error=True,
-                 object_store_memory=OBJECT_STORE_BYTES)
-    try:
-        resources = ray.cluster_resources()
-        gpus, cpus = float(resources.get("GPU", 0)), float(resources.get("CPU", 1))
-        if num_gpus_per_worker > 0 and gpus == 0:
-            tqdm.write("ray: no GPU found; workers run on CPUs")
-            num_gpus_per_worker = 0.0
-        if workers is None:
-            workers = max(1, math.floor(gpus / num_gpus_per_worker + 1e-9)) if num_gpus_per_worker else 1
-        workers = min(workers, len(items))
-        if workers * num_gpus_per_worker > gpus + 1e-9:  # Ray would wait forever for the missing GPUs
-            raise ConfigError(f"{workers} workers x {num_gpus_per_worker:g} GPUs each need "
-                              f"{workers * num_gpus_per_worker:g} GPUs; Ray sees {gpus:g}")
-        # CPU workers share the cores (Ray gives each that many torch threads); a GPU worker
-        # needs one core to feed it. Shares below one core keep every worker schedulable.
-        cpus_each = min(1.0, cpus / workers) if num_gpus_per_worker else (
-            float(max(1, int(cpus) // workers)) if cpus >= workers else cpus / workers)
-        actor_class = ray.remote(_Worker).options(
-            num_cpus=cpus_each, num_gpus=num_gpus_per_worker,
-            runtime_env={"env_vars": {**WORKER_ENV, "PYTHONPATH": _import_path()}})
-        actors = [actor_class.remote(setup, task) for _ in range(workers)]
-        failures = [f for f in ray.get([actor.ready.remote() for actor in actors]) if f is not None]
-        if failures:
-            # Free the actors' CPUs and GPUs now: the raised error's traceback keeps their handles
-            # (and so the actors) alive for as long as the caller holds it.
-            for actor in actors:
-                ray.kill(actor)
-            failure = failures[0]
-            raise failure if isinstance(failure, MasprmError) else RuntimeError(f"worker setup failed: {failure}")
+    queue = deque(range(len(items)))           # positions of the items still to run
+    deaths = [0] * len(items)
+    running: dict[Any, tuple[Any, int]] = {}   # object ref -> (actor, position)
+    idle = list(actors)
 
-        todo = iter(items)
-        running: dict[Any, tuple[Any, Item]] = {}  # object ref -> (actor, item)
+    def hand_out() -> None:
+        while idle and queue:
+            actor, pos = idle.pop(), queue.popleft()
+            running[actor.run.remote(items[pos])] = (actor, pos)
 
-        def hand_next(actor: Any) -> None:
-            item = next(todo, _DONE)
-            if item is not _DONE:
-                running[actor.run.remote(item)] = (actor, item)
-
-        for actor in actors:
-            hand_next(actor)
-        alive = len(actors)
-        while running:
-            [ref], _ = ray.wait(list(running), num_returns=1)
-            actor, item = running.pop(ref)
-            try:
-                result, error = ray.get(ref)
-            except RayError as err:  # the actor process died (e.g. out of memory): retire it
-                result, error = None, f"worker died: {' '.join(str(err).split())[:300]}"
-                alive -= 1
+    hand_out()
+    while running:
+        [ref], _ = ray.wait(list(running), num_returns=1)
+        actor, pos = running.pop(ref)
+        try:
+            result, error = ray.get(ref)
+        except RayError as err:   # the worker (or its node) died: retire it, rerun its item elsewhere
+            ray.kill(actor)
+            deaths[pos] += 1
+            if deaths[pos] <= retries:
+                tqdm.write(f"ray: a worker died ({_short(err).split('. ')[0]}); its examples go to the others")
+                queue.appendleft(pos)
             else:
-                hand_next(actor)
-            yield item, result, error
-            if alive == 0:
-                for item in todo:
-                    yield item, None, "not run: every worker died"
-    finally:
-        if started_here:
-            ray.shutdown()
+                yield items[pos], None, f"worker died {deaths[pos]} times running it: {_short(err)}"
+        else:
+            idle.append(actor)
+            yield items[pos], result, error
+        hand_out()
+        if not running and queue:   # every worker is gone
+            for pos in queue:
+                yield items[pos], None, "not run: every worker died"
+            return

@@ -16,13 +16,14 @@ import gc
 import random
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from functools import partial
 from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
+from masprm.cluster import ClusterSettings, local_folders
 from masprm.data import dataset_options
 from masprm.errors import MasprmError
 from masprm.eval.naming import condition_label
@@ -42,7 +43,8 @@ from masprm.search.settings import setting_values
 HOUSEKEEPING = {"seed", "seeds", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
                 "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
                 "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
-                "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens"}
+                "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens",
+                *(f.name for f in fields(ClusterSettings))}   # where the workers run never changes a record
 
 
 # --------------------------------------------------------------------------- models
@@ -94,6 +96,19 @@ def release_model(spec: ModelSpec) -> None:
     torch = sys.modules.get("torch")   # only when a model was loaded: the core never imports torch
     if torch is not None and torch.cuda.is_available():
         torch.cuda.empty_cache()
+
+
+def for_workers(specs: dict[str, ModelSpec]) -> tuple[dict[str, ModelSpec], dict[str, str]]:
+    """The specs with their local folders as absolute paths (a Ray worker's folder is not the driver's), and
+    those folders by the setting that named them (gen_model_id, prm_dir, prm_base_model_id, ...)."""
+    absolute, folders = {}, {}
+    for role, spec in specs.items():
+        setting = spec.setting or ("gen_model_id" if spec.kind == "policy" else "prm_dir")
+        local = local_folders({"model_id": spec.model_id, "base_model_id": spec.base_model_id})
+        absolute[role] = replace(spec, **local)
+        folders.update({setting if key == "model_id" else setting.removesuffix("_dir") + "_base_model_id": path
+                        for key, path in local.items()})
+    return absolute, folders
 
 
 class WorkerModels:
@@ -317,11 +332,12 @@ def finish_condition(cond: Condition) -> None:
 
 
 def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data: Any,
-                   specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int = 1,
-                   use_ray: bool = False, num_gpus_per_worker: float = 0.0,
+                   specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int | None = 1,
+                   use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
-                   announce: Callable[[str], None] = print) -> list[Condition]:
-    """Run every condition (skipping COMPLETED ones); returns them with their summaries."""
+                   announce: Callable[[str], None] = print, cluster: Any = None) -> list[Condition]:
+    """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
+    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here."""
     conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
     for cond in conditions:
         if cond.reused:
@@ -335,13 +351,14 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
     for k, cond in enumerate(pending):
         if left[k] == 0:
             finish_condition(cond)
-    setup = partial(WorkerModels, specs, loader)
+    worker_specs, folders = for_workers(specs)
+    setup = partial(WorkerModels, worker_specs, loader)
     batch_size = getattr(settings, "search_batch_size", 1) or 1
     task = partial(evaluate_batch, settings=settings, graph=graph, batch_size=batch_size)
     every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
                                             num_gpus_per_worker=num_gpus_per_worker, desc="evaluating",
-                                            batched=batch_size):
+                                            batched=batch_size, cluster=cluster, shared_paths=folders):
         cond = pending[item.condition]
         record = record if error is None else error_record(item, error)
         cond.records[record["index"]] = record

@@ -11,10 +11,11 @@ text is what costs time.
 
 from __future__ import annotations
 
+import io
 import os
-from pathlib import Path
 from typing import Any, Iterator
 
+from masprm.io import atomic_write_bytes
 from masprm.tree_schema import agent_of_action
 
 Tree = dict[str, Any]
@@ -134,7 +135,12 @@ def _layout(tree: Tree) -> tuple[list[Tree], list[tuple[float, float]], list[int
 
 
 def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
-    """Nodes coloured by q_mean (red -1 .. green +1), visits inside, edges labelled by agent.
+    """Draw the tree (``tree_png``) into a PNG file, atomically."""
+    atomic_write_bytes(path, tree_png(tree, dpi))
+
+
+def tree_png(tree: Tree, dpi: int = 100) -> bytes:
+    """The tree as PNG bytes: nodes coloured by q_mean (red -1 .. green +1), visits inside, edges labelled by agent.
 
     All children of one node come from the same agent (the parent's next
     runnable agent), so one label per sibling group names every edge.
@@ -188,8 +194,6 @@ def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
                  f"root q_mean={tree.get('q_mean', 0.0):.3f}\ncolour = q_mean (red -1 .. green +1), "
                  "grey = unvisited, number = visits, square = terminal", fontsize=7)
 
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp")
-    fig.savefig(tmp, format="png", pil_kwargs={"compress_level": 1})  # fast; size barely matters
-    os.replace(tmp, path)
+    out = io.BytesIO()
+    fig.savefig(out, format="png", pil_kwargs={"compress_level": 1})  # fast; size barely matters
+    return out.getvalue()

@@ -7,8 +7,9 @@ runnable agent and choosing among children by the training UCT; the path
 earns +1 when its final answer is correct and -1 otherwise (also for a dead
 end). Rollouts stop early once the root value has settled (``EarlyStop``).
 
-``TreeJob`` wraps one example's search with its outputs (``<idx>.json`` and
-``<idx>.png``) so any worker, local or a Ray actor, can run it. The random
+``TreeJob`` wraps one example's search so any worker, local or a Ray actor,
+can run it; the tree (and its picture) comes back to the driver, which writes
+``<idx>.json`` and ``<idx>.png``. The random
 choices come from ``random.Random(seed + idx)`` and the policy is reseeded
 with ``seed + idx`` first, so a tree does not depend on which worker made it.
 ``run_trees`` runs the jobs of the examples whose tree is not on disk yet,
@@ -29,7 +30,7 @@ from masprm.config import arg
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.errors import ConfigError
-from masprm.io import atomic_write_json
+from masprm.io import atomic_write_bytes, atomic_write_json
 from masprm.parallel import describe_error
 from masprm.search.engine import RequestKeys, Search, drive, run_batched
 from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
@@ -117,8 +118,11 @@ def tree_path(out_dir: str | Path, idx: int) -> Path:
 
 @dataclass(frozen=True)
 class TreeJob:
-    """Search one example and write ``<idx>.json`` (and ``<idx>.png``); picklable for Ray.
+    """Search one example (anywhere: here or on a Ray worker) and write its files (here); picklable for Ray.
 
+    ``search`` and ``batch`` only compute: a tree comes back as a ``BuiltTree``
+    with its picture's bytes, and ``write`` puts ``<idx>.png`` and ``<idx>.json``
+    into ``out_dir`` on the driver, so no worker needs the driver's disk.
     ``run_meta`` holds what every tree of the run shares (dataset, split,
     config, model); the example's own fields are added per tree.
     """
@@ -134,17 +138,18 @@ class TreeJob:
     batch_size: int = 1   # --search_batch_size: examples in flight per worker
 
     def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
+        """Search one example here and write its files; returns its summary."""
         policy.reseed(self.seed + example.idx)
-        return drive(self.search(example), SimpleNamespace(policy=policy))
+        return self.write(drive(self.search(example), SimpleNamespace(policy=policy)))
 
     def batch(self, policy: Policy, examples: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
-        """The trees of `examples`, --search_batch_size of them in flight, as they finish."""
+        """The trees of `examples` (``BuiltTree``), --search_batch_size of them in flight, as they finish."""
         jobs = ((ex, partial(self.search, ex)) for ex in examples)
-        for example, summary, error in run_batched(SimpleNamespace(policy=policy), jobs, self.batch_size):
-            yield example, summary, None if error is None else describe_error(error)
+        for example, built, error in run_batched(SimpleNamespace(policy=policy), jobs, self.batch_size):
+            yield example, built, None if error is None else describe_error(error)
 
     def search(self, example: Any) -> Search:
-        """Search one example and write its files; returns its summary."""
+        """Search one example; returns its tree (and picture), written nowhere yet."""
         example_seed = self.seed + example.idx
         root, stats = yield from tree_search(self.graph, example.question, example.gold, self.settings,
                                              random.Random(example_seed), self.grade,
@@ -155,16 +160,33 @@ class TreeJob:
             "example_meta": example.meta, "search": self.settings.as_meta(),
             "seed": self.seed, "example_seed": example_seed, "stats": stats,
         }
-        json_path = tree_path(self.out_dir, example.idx)
-        if self.plot:  # the picture first: the JSON marks the example as finished
-            from masprm.plots.tree_plot import save_tree_png
-            save_tree_png(tree, json_path.with_suffix(".png"))
-        atomic_write_json(json_path, tree)
-        summary = {"idx": example.idx, "path": str(json_path), "root_q": root.q_mean, **stats}
+        png = None
+        if self.plot:   # drawn where the search ran: the driver only writes bytes
+            from masprm.plots.tree_plot import tree_png
+            png = tree_png(tree)
+        return BuiltTree(example.idx, tree, png)
+
+    def write(self, built: "BuiltTree") -> dict[str, Any]:
+        """Write one tree's files into ``out_dir``; returns its summary."""
+        json_path = tree_path(self.out_dir, built.idx)
+        if built.png is not None:  # the picture first: the JSON marks the example as finished
+            atomic_write_bytes(json_path.with_suffix(".png"), built.png)
+        atomic_write_json(json_path, built.tree)
+        summary = {"idx": built.idx, "path": str(json_path), "root_q": built.tree["q_mean"],
+                   **built.tree["meta"]["stats"]}
         if self.verbose:
             from masprm.plots.tree_plot import tree_report
-            summary["report"] = tree_report(tree)
+            summary["report"] = tree_report(built.tree)
         return summary
+
+
+@dataclass(frozen=True)
+class BuiltTree:
+    """One example's finished search, on its way to the driver: the tree JSON and its PNG (or None)."""
+
+    idx: int
+    tree: dict[str, Any]
+    png: bytes | None
 
 
 # --------------------------------------------------------------------------- a whole run
@@ -204,12 +226,14 @@ def check_same_selection(out_dir: str | Path, examples: list[Any]) -> None:
 
 def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *, workers: int | None = 1,
               use_ray: bool = False, gpus_per_worker: float = 0.0,
-              log: Callable[[str], None] | None = None) -> tuple[int, list[tuple[int, str]]]:
+              log: Callable[[str], None] | None = None, cluster: Any = None,
+              shared_paths: dict[str, str] | None = None) -> tuple[int, list[tuple[int, str]]]:
     """Build the trees not yet on disk; returns (trees written, [(idx, error), ...]).
 
     A tree already written is never redone, so a run that was interrupted
     resumes where it stopped; an example that failed is simply retried by
-    the next run.
+    the next run. Trees are written here as they come back from the workers
+    (``cluster``, ``shared_paths``: see ``masprm.parallel.map_examples``).
     """
     from tqdm.auto import tqdm
 
@@ -226,13 +250,14 @@ def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *,
         (done if problem is None else pending).append(example)
     log(f"{len(examples)} examples, {len(done)} trees already in {job.out_dir}, {len(pending)} to build")
     written, failed = 0, []
-    for example, summary, error in map_examples(setup, job.batch, pending, workers=workers, use_ray=use_ray,
-                                                num_gpus_per_worker=gpus_per_worker, desc="trees",
-                                                batched=job.batch_size):
+    for example, built, error in map_examples(setup, job.batch, pending, workers=workers, use_ray=use_ray,
+                                              num_gpus_per_worker=gpus_per_worker, desc="trees",
+                                              batched=job.batch_size, cluster=cluster, shared_paths=shared_paths):
         if error is not None:
             failed.append((example.idx, error))
             log(f"example {example.idx} failed: {error}")
             continue
+        summary = job.write(built)
         written += 1
         if "report" in summary:
             log(summary["report"])

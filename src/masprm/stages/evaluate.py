@@ -18,7 +18,8 @@ import os
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
-from masprm.config import add_config_args
+from masprm.cluster import ClusterSettings
+from masprm.config import add_config_args, config_from_args
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import SEARCH_FAMILIES, ViewSettings, add_method_args
 from masprm.eval.logs import log_every
@@ -82,6 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
                      "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
     add_config_args(run, EngineSettings)
+    add_config_args(run, ClusterSettings)
     run.add_argument("--logs_dir", default="logs")
     run.add_argument("--allow_unfinished_scorer", action="store_true",
                      help="use a scorer folder whose training did not finish (its newest checkpoint)")
@@ -133,11 +135,14 @@ def resolve_defaults(args: argparse.Namespace, family: str) -> None:
         args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
 
 
-def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, float]:
+def resolve_workers(flag: int | None, gpus: int | None = None, *,
+                    on_cluster: bool = False) -> tuple[int | None, float | None]:
     """(workers, GPUs per worker), as the original sizes its Ray pool.
 
-    --workers (or $RAY_NUM_WORKERS) workers share the GPUs evenly (3 workers on one GPU get a third
-    each); otherwise one worker per GPU x $WORKERS_PER_GPU; on a CPU-only machine one worker.
+    --workers (or $RAY_NUM_WORKERS) workers share the GPUs Ray sees evenly (None: 3 workers on one GPU
+    get a third each, see ``masprm.cluster.plan_workers``); otherwise one worker per GPU x
+    $WORKERS_PER_GPU, counted on this machine (``gpus``, default: torch's count) or, ``on_cluster``,
+    on the Ray cluster once joined (None workers); on a CPU-only machine one worker.
     """
     def env_int(name: str) -> int | None:
         raw = os.environ.get(name, "")
@@ -146,13 +151,15 @@ def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, flo
         check(raw.isdigit() and int(raw) >= 1, f"${name} must be a positive integer, got {raw!r}")
         return int(raw)
 
+    count = flag or env_int("RAY_NUM_WORKERS")
+    if count:
+        return count, None
+    per_gpu = env_int("WORKERS_PER_GPU") or 1
+    if on_cluster:
+        return None, 1.0 / per_gpu
     if gpus is None:
         import torch
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
-    count = flag or env_int("RAY_NUM_WORKERS")
-    if count:
-        return count, gpus / count
-    per_gpu = env_int("WORKERS_PER_GPU") or 1
     return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 
@@ -238,15 +245,19 @@ def main(argv: list[str] | None = None) -> int:
         check_text_data_file(args.data_file)
     if family == "handoff":
         handoff_cli.check_handoff_config(args, graph, args.methods)
-    workers, gpus_per_worker = resolve_workers(args.workers)
+    cluster = config_from_args(ClusterSettings, args)
+    on_cluster = cluster.address is not None   # an address means Ray, sized from the cluster's nodes
+    workers, gpus_per_worker = resolve_workers(args.workers, on_cluster=on_cluster)
+    sizing = f"{workers} worker(s)" if workers else "workers by the cluster's GPUs"
     failed = []
     for seed in args.seeds or [args.seed]:
         args.seed = seed
         data = load_data(args, family)
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
-              f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
+              f"{len(args.methods)} condition(s), {sizing}; logs in {args.logs_dir}/")
         conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
-                                    workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
+                                    workers=workers, use_ray=on_cluster or workers > 1,
+                                    num_gpus_per_worker=gpus_per_worker, cluster=cluster)
         print(results_table(conditions))
         for c in conditions:
             print(f"  {c.method}: {c.files.log}")

@@ -8,7 +8,9 @@ writes one tree per example to
 ``results/<dataset>_res_<split>_<model>_r<R>_c<C>_cand<K>_t<T>_p<P>/<idx>.json``
 (and ``<idx>.png`` unless ``--no_plot``). Trees already there are kept, so
 rerunning the same command resumes an interrupted run. ``--ray`` spreads the
-examples over local Ray actors, each with its own copy of the model.
+examples over Ray actors, each with its own copy of the model: on a private
+local instance, or on the cluster at ``--ray_address`` / ``$RAY_ADDRESS``
+(docs/cluster.md); trees are written here either way.
 """
 
 import sys
@@ -16,6 +18,7 @@ from functools import partial
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
+from masprm.cluster import ClusterSettings, local_folders
 from masprm.config import add_config_args, config_from_args
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.parallel import check_gpu_share
@@ -46,6 +49,7 @@ def build_parser() -> ArgumentParser:
                     help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
     ap.add_argument("--gpus_per_actor", type=float, default=1.0,
                     help="GPU share of each Ray actor (default: 1; without GPUs actors use CPUs)")
+    add_config_args(ap, ClusterSettings)
     ap.add_argument("--out_root", default="results", help="folder that holds the run folders (default: results)")
     ap.add_argument("--no_plot", action="store_true", help="do not draw <idx>.png next to each tree")
     ap.add_argument("--verbose", action="store_true",
@@ -66,7 +70,9 @@ def validate(args) -> None:
     check(args.search_batch_size >= 1, f"--search_batch_size must be >= 1, got {args.search_batch_size}")
     check(args.max_batch_tokens >= 1, f"--max_batch_tokens must be >= 1, got {args.max_batch_tokens}")
     check_gpu_share(args.gpus_per_actor)
-    check(args.actors is None or args.ray, "--actors needs --ray")
+    cluster = config_from_args(ClusterSettings, args)   # checks its own values
+    args.ray = args.ray or cluster.address is not None     # an address means Ray
+    check(args.actors is None or args.ray, "--actors needs --ray (or --ray_address)")
 
 
 def run_settings(args, config: str) -> dict:
@@ -127,9 +133,12 @@ def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Pat
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
                   verbose=args.verbose, batch_size=args.search_batch_size)
-    setup = partial(HFPolicy, args.model_id, options_from_args(args), max_batch_tokens=args.max_batch_tokens)
+    shared = local_folders({"model_id": args.model_id})   # read by every worker, wherever it runs
+    setup = partial(HFPolicy, shared.get("model_id", args.model_id), options_from_args(args),
+                    max_batch_tokens=args.max_batch_tokens)
     written, failed = run_trees(job, setup, loaded.examples, workers=args.actors if args.ray else 1,
-                                use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0)
+                                use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0,
+                                cluster=config_from_args(ClusterSettings, args), shared_paths=shared)
     print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "
                                                     "(rerun the same command to retry them)" if failed else ""))
     return 1 if failed else 0
