@@ -201,15 +201,15 @@ def in_process(name: str) -> Callable[[Context], Run]:
 STEPS = [
     Step("setup", 50, (1, 2), "GPUs, precision rule, C compiler; builds the tiny model, data, pairs and the "
          "real-size random Qwen2.5-1.5B", in_process("setup"), after=()),
-    Step("rs-sample", 75, (1,), "real size: HFPolicy.sample at 16/64/256 rows, bf16 (tokens/s, rows/call, peak)",
+    Step("rs-sample", 70, (1,), "real size: HFPolicy.sample at 16/64/256 rows, bf16 (tokens/s, rows/call, peak)",
          in_process("rs-sample")),
-    Step("rs-score", 40, (1,), "real size: HFScorer.score_batch, bf16 (+ 4-bit with bitsandbytes) (transcripts/s)",
+    Step("rs-score", 35, (1,), "real size: HFScorer.score_batch, bf16 (+ 4-bit with bitsandbytes) (transcripts/s)",
          in_process("rs-score")),
     Step("rs-train", 75, (1, 2), "real size: one ppm optimizer step, 8 x 16 pairs (QLoRA with bitsandbytes, "
          "else LoRA)", in_process("rs-train")),
-    Step("compile", 60, (1,), "torch.compile on HFPolicy's forward: no fallback, logits_to_keep reaches it",
+    Step("compile", 80, (1,), "torch.compile on HFPolicy's forward: no fallback, logits_to_keep reaches it",
          in_process("compile")),
-    Step("torchrun", 55, (1,), "tiny ppm training under torchrun, one process per GPU (NCCL, DDP)", torchrun),
+    Step("torchrun", 45, (1,), "tiny ppm training under torchrun, one process per GPU (NCCL, DDP)", torchrun),
     Step("smoke", 40, (2,), "the README's smoke test (stage 1, --load_in_4bit) on the tiny model", smoke,
          needs=("bitsandbytes", "datasets")),
     Step("bnb", 40, (2,), "4-bit policy log-probs vs unquantised, 4-bit sampling, QLoRA biases stay fp32",

@@ -389,7 +389,7 @@ def rs_score(work: Path, cpu: bool) -> bool:
         print("  SKIP 4-bit scorer: bitsandbytes is not installed")
     results = []
     for label, options in precisions:
-        scorer = load_scorer(work / "realsize", options=options, max_length=2 * load.text_tokens[1])
+        scorer = load_scorer(work / "realsize", options=options)
         rng = random.Random(2)
         tok = scorer.encoder.tokenizer
         texts = []
@@ -453,8 +453,10 @@ def rs_train(work: Path, cpu: bool) -> bool:
     clock = StepClock()
     reset_peak()
     result = train_scorer(cfg, callbacks=[clock])
-    marks = dict(clock.marks)  # begin and end occur once (one step)
-    micro = [t for what, t in clock.marks if what == "micro"]
+    # the marks of the step that ran to its end (an out-of-memory retry with a halved batch starts anew)
+    begin = max(i for i, (what, _) in enumerate(clock.marks) if what == "begin")
+    marks = dict(clock.marks[begin:])
+    micro = [t for what, t in clock.marks[begin:] if what == "micro"]
     batch = getattr(result.trainer, "_train_batch_size", None) or load.train_batch
     pairs = batch * load.grad_accum
     mean_tokens = sum(len(e["pos_ids"]) + len(e["neg_ids"]) for e in result.train_examples) / \
