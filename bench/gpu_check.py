@@ -125,7 +125,8 @@ def _trainer(ctx: Context, out: str) -> list[str]:
 
 
 def _trained(ctx: Context) -> list[str]:
-    return ["saved ppm scorer", "QLoRA (4-bit base)" if "bitsandbytes" in ctx.have else "LoRA"]
+    # the trainer's start line ends in ", QLoRA (4-bit base)" or ", LoRA"
+    return ["saved ppm scorer", ", QLoRA (4-bit base)" if "bitsandbytes" in ctx.have else ", LoRA"]
 
 
 def _stage1(ctx: Context, n: int, candidates: int, tokens: int) -> list[str]:
