@@ -115,9 +115,12 @@ class Step:
 
 def _trainer(ctx: Context, out: str) -> list[str]:
     """The tiny ppm training run of the train and torchrun steps (QLoRA when bitsandbytes is there)."""
-    quant = ["--load-in-4bit"] if "bitsandbytes" in ctx.have else ["--no-load-in-4bit"]
-    if "bitsandbytes" in ctx.have and not ctx.cpu:
-        quant = []  # the default on CUDA is QLoRA: check the default
+    if "bitsandbytes" not in ctx.have:
+        quant = ["--no-load-in-4bit"]
+    elif ctx.cpu:
+        quant = ["--load-in-4bit"]  # the GPU's default path, asked for on the CPU
+    else:
+        quant = []  # QLoRA is the default on CUDA: check the default
     return [str(REPO / "src/train/trainer.py"), "--mode", "ppm", "--data_dir", str(ctx.work / "pairs.jsonl"),
             "--model-id", str(ctx.work / "tiny"), "--max-steps", "8", "--lr", "1e-4", "--train-batch-size", "8",
             "--grad-accum", "1", "--lora-r", "8", "--lora-alpha", "16", "--max-length", "128", "--eval-steps", "4",
@@ -350,14 +353,21 @@ def run_command(argv: list[str], log: Path, limit: float, env: dict, cwd: Path) 
             code: int | None = proc.wait(timeout=limit)
         except subprocess.TimeoutExpired:
             code = None
-            for sig, grace in ((signal.SIGTERM, 5), (signal.SIGKILL, None)):
-                try:
-                    os.killpg(proc.pid, sig)
-                    proc.wait(timeout=grace)
-                    break
-                except (ProcessLookupError, subprocess.TimeoutExpired):
-                    continue
+            _signal_group(proc.pid, signal.SIGTERM)
+            try:
+                proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        _signal_group(proc.pid, signal.SIGKILL)  # whatever of the group is left (worker processes)
+        proc.wait()
     return code, time.monotonic() - start
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except ProcessLookupError:  # the group has ended
+        pass
 
 
 def show_tail(log: Path) -> None:
