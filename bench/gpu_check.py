@@ -49,6 +49,7 @@ PACKAGES = {"torch": "torch", "transformers": "transformers", "peft": "peft", "a
             "tensorboard": "tensorboard", "bitsandbytes": "bitsandbytes", "datasets": "datasets", "ray": "ray"}
 NOISE = ("Loading weights", "it/s]", "s/it]", "kernels-community")  # progress bars and a harmless bnb notice
 TAIL_LINES = 25
+ROWS_FILE = "throughput.jsonl"   # the real-size steps append their table rows here (in WORK)
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # cursor moves of nested progress bars
 
 # Versions of the packages, as the steps' interpreter sees them (the hidden ones look absent).
@@ -448,6 +449,19 @@ def with_prerequisites(steps: list[Step], have: set[str]) -> list[Step]:
     return [s for s in STEPS if s.name in wanted]
 
 
+def read_rows(work: Path) -> list[dict]:
+    path = work / ROWS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def keep_earlier_rows(work: Path, running: set[str], device: str) -> int:
+    """Keep the throughput rows that an earlier run in WORK measured on this device for steps not run now,
+    so call 2, run right after call 1 in the same folder, reports one table; returns how many were kept."""
+    rows = [dict(r, earlier=True) for r in read_rows(work) if r.get("step") not in running and r.get("device") == device]
+    (work / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return len(rows)
+
+
 def parse_args(argv: list[str]):
     parser = ArgumentParser(prog="gpu_check.sh", description=__doc__.split("\n\n")[0],
                             epilog=plan_text(), formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -499,7 +513,6 @@ def main(argv: list[str]) -> int:
         return fetch_wheels(Path(args.fetch_wheels))
     work = Path(args.work or tempfile.mkdtemp(prefix="masprm-gpu-check-")).resolve()
     (work / "logs").mkdir(parents=True, exist_ok=True)
-    (work / "throughput.jsonl").unlink(missing_ok=True)
     hide = ",".join(PACKAGES[n] if n in PACKAGES else n for n in
                     (n.strip() for n in os.environ.get("GPU_CHECK_HIDE", "").split(",")) if n)
     env = child_env(work, args.cpu, hide)
@@ -528,9 +541,12 @@ def main(argv: list[str]) -> int:
     header += version_report(found["packages"], pinned_versions(), carried)
     print("\n".join(header[1:]), flush=True)
 
-    steps = selected_steps(args.call, args.steps)
+    steps = with_prerequisites(selected_steps(args.call, args.steps), ctx.have)
+    kept = keep_earlier_rows(work, {s.name for s in steps}, "cpu" if args.cpu else "cuda")
+    if kept:
+        print(f"keeping {kept} throughput rows of an earlier run in {work} (steps not run now)")
     passed: set[str] = set()
-    for step in with_prerequisites(steps, ctx.have):
+    for step in steps:
         reason = skip_reason(step, ctx.have, passed)
         if reason:
             print(reason, flush=True)
@@ -544,8 +560,7 @@ def main(argv: list[str]) -> int:
     budget = sum(o.limit for o in outcomes)
     summary = [f"== summary: {time.monotonic() - start:.0f} s in all (step limits {budget:.0f} s); logs in {work / 'logs'}"]
     summary += [o.line() for o in outcomes]
-    rows = [json.loads(line) for line in (work / "throughput.jsonl").read_text().splitlines()] \
-        if (work / "throughput.jsonl").is_file() else []
+    rows = [dict(r, setting=f"{r['setting']} (earlier run)") if r.get("earlier") else r for r in read_rows(work)]
     table = throughput_table(rows, "== throughput" + (" (toy size on the CPU)" if args.cpu else "")) if rows else ""
     print("\n" + "\n".join(summary) + ("\n\n" + table if table else ""))
     if args.report:
@@ -560,8 +575,8 @@ def write_report(folder: Path, header: list[str], summary: list[str], table: str
     with open(folder / "steps.log", "w", encoding="utf-8") as out:
         for log in sorted((work / "logs").glob("*.log"), key=lambda p: p.stat().st_mtime):
             out.write(f"===== {log.stem}\n{log.read_text(encoding='utf-8', errors='replace')}\n")
-    if (work / "throughput.jsonl").is_file():
-        (folder / "throughput.jsonl").write_text((work / "throughput.jsonl").read_text())
+    if (work / ROWS_FILE).is_file():
+        (folder / ROWS_FILE).write_text((work / ROWS_FILE).read_text())
 
 
 if __name__ == "__main__":

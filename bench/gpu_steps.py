@@ -324,7 +324,7 @@ def record(work: Path, rows: list[dict], title: str) -> None:
     """Print the rows as a table and append them to WORK/throughput.jsonl for the check's summary."""
     with open(work / "throughput.jsonl", "a", encoding="utf-8") as f:
         for row in rows:
-            f.write(json.dumps(row) + "\n")
+            f.write(json.dumps({**row, "device": "cuda" if ON_CUDA else "cpu"}) + "\n")
     print(throughput_table(rows, title))
 
 

@@ -320,6 +320,15 @@ def test_throughput_table_from_fake_timings():
     assert "98,765" in second and "12.0 pairs" in second and second.rstrip().endswith("-")  # no peak, no floor
 
 
+def test_call_2_keeps_call_1s_rows_measured_in_the_same_folder(tmp_path):
+    rows = [{"step": "rs-sample", "device": "cuda", "setting": "16 rows"},
+            {"step": "rs-train", "device": "cuda", "setting": "LoRA"},
+            {"step": "rs-score", "device": "cpu", "setting": "toy"}]
+    (tmp_path / gpu_check.ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert gpu_check.keep_earlier_rows(tmp_path, {"setup", "rs-train"}, "cuda") == 1
+    assert gpu_check.read_rows(tmp_path) == [{**rows[0], "earlier": True}]  # re-run steps and other devices go
+
+
 def test_real_size_model_is_qwen25_15b_instruct():
     shape = gpu_realsize.QWEN25_15B_INSTRUCT
     assert {k: shape[k] for k in ("hidden_size", "num_hidden_layers", "num_attention_heads", "num_key_value_heads",
