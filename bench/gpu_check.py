@@ -32,7 +32,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterable
 
 BENCH = Path(__file__).resolve().parent
 REPO = BENCH.parent
@@ -52,19 +52,28 @@ TAIL_LINES = 25
 ROWS_FILE = "throughput.jsonl"   # the real-size steps append their table rows here (in WORK)
 ANSI_ESCAPE = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # cursor moves of nested progress bars
 
-# Versions of the packages, as the steps' interpreter sees them (the hidden ones look absent).
+# Versions of the packages, as the steps' interpreter sees them (the hidden ones look absent); the
+# packages steps are skipped without are also imported, since a carried wheel can lack a dependency
+# of its own on the lent machine (datasets needs a recent pyarrow, say).
+IMPORT_CHECKED = ("bitsandbytes", "datasets", "ray")
 PROBE = """
-import importlib.metadata as md, importlib.util as util, json, sys
-found, where = {}, {}
-for dist, module in json.loads(sys.argv[1]).items():
+import importlib, importlib.metadata as md, importlib.util as util, json, sys
+packages, checked = json.loads(sys.argv[1]), json.loads(sys.argv[2])
+found, where, broken = {}, {}, {}
+for dist, module in packages.items():
     spec = util.find_spec(module)
     try:
         found[dist] = md.version(dist) if spec is not None else None
     except md.PackageNotFoundError:  # importable without package metadata (a plain folder)
         found[dist] = "(no metadata)"
     where[dist] = spec.origin if spec is not None else None
+    if spec is not None and dist in checked:
+        try:
+            importlib.import_module(module)
+        except Exception as err:
+            broken[dist] = (type(err).__name__ + ": " + str(err)).splitlines()[0][:200]
 print(json.dumps({"python": sys.version.split()[0], "executable": sys.executable, "packages": found,
-                  "origins": where}))
+                  "origins": where, "broken": broken}))
 """
 
 
@@ -273,9 +282,10 @@ def pinned_versions(requirements: Path = REPO / "requirements.txt") -> dict[str,
     return pins
 
 
-def version_report(found: dict[str, str | None], pins: dict[str, str], carried: set[str] = frozenset()) -> list[str]:
+def version_report(found: dict[str, str | None], pins: dict[str, str], carried: set[str] = frozenset(),
+                   broken: dict[str, str] | None = None) -> list[str]:
     """One line per package: its version (marked when it came from --wheels), and a warning where it is
-    absent or differs from requirements.txt's pin (a local build tag such as +cu130 is ignored)."""
+    absent, does not import, or differs from requirements.txt's pin (a build tag such as +cu130 is ignored)."""
     lines = []
     for name in PACKAGES:
         version, pin = found.get(name), pins.get(name)
@@ -284,7 +294,10 @@ def version_report(found: dict[str, str | None], pins: dict[str, str], carried: 
                                                    if pin else ""))
             continue
         shown = f"{version} (carried)" if name in carried else version
-        if pin and version.split("+")[0] != pin:
+        if broken and name in broken:
+            lines.append(f"  {name:<13} {shown:<16} WARN: does not import ({broken[name]}); steps that need it "
+                         "are skipped")
+        elif pin and version.split("+")[0] != pin:
             lines.append(f"  {name:<13} {shown:<16} WARN: requirements.txt pins {pin}")
         else:
             lines.append(f"  {name:<13} {shown}")
@@ -310,11 +323,15 @@ def fetch_wheels(folder: Path) -> int:
     return code
 
 
-def skip_reason(step: Step, have: set[str], passed: set[str]) -> str | None:
-    """Why a step does not run (one line), or None."""
+def skip_reason(step: Step, have: set[str], passed: set[str], broken: Iterable[str] = ()) -> str | None:
+    """Why a step does not run (one line), or None. `have` holds the usable packages, `broken` those
+    installed that do not import."""
     missing = [p for p in step.needs if p not in have]
     if missing:
-        return f"SKIP {step.name}: needs {', '.join(missing)}, not installed here"
+        unusable = [p for p in missing if p in broken]
+        why = "which does not import here" if unusable == missing else \
+            "not installed here" if not unusable else "not installed or not importable here"
+        return f"SKIP {step.name}: needs {', '.join(missing)}, {why}"
     blocked = [a for a in step.after if a not in passed]
     if blocked:
         return f"SKIP {step.name}: needs step {', '.join(blocked)}, which did not pass"
@@ -424,11 +441,11 @@ def install_wheels(wheels: Path, ctx: Context, env: dict, limit: float) -> Outco
 
 
 def probe(env: dict) -> dict:
-    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(PACKAGES)], env=env, capture_output=True,
-                            text=True, timeout=60)
+    result = subprocess.run([sys.executable, "-c", PROBE, json.dumps(PACKAGES), json.dumps(IMPORT_CHECKED)],
+                            env=env, capture_output=True, text=True, timeout=60)
     if result.returncode != 0:
         raise RuntimeError(f"the package probe failed: {result.stderr.strip().splitlines()[-1:]}")
-    return json.loads(result.stdout)
+    return json.loads(result.stdout.strip().splitlines()[-1])  # a package may print on import
 
 
 def selected_steps(call: int | None, names: list[str] | None) -> list[Step]:
@@ -533,12 +550,13 @@ def main(argv: list[str]) -> int:
     except (RuntimeError, subprocess.TimeoutExpired, ValueError) as err:
         print(f"gpu_check: {err}", file=sys.stderr)
         return 1
-    ctx.have = {name for name, version in found["packages"].items() if version is not None}
+    broken = found["broken"]
+    ctx.have = {name for name, version in found["packages"].items() if version is not None and name not in broken}
     header.append(f"python {found['python']} ({found['executable']})"
                   + (f"; hidden by GPU_CHECK_HIDE: {hide}" if hide else ""))
     site = str(work / "site")
     carried = {name for name, origin in found["origins"].items() if origin and origin.startswith(site)}
-    header += version_report(found["packages"], pinned_versions(), carried)
+    header += version_report(found["packages"], pinned_versions(), carried, broken)
     print("\n".join(header[1:]), flush=True)
 
     steps = with_prerequisites(selected_steps(args.call, args.steps), ctx.have)
@@ -547,7 +565,7 @@ def main(argv: list[str]) -> int:
         print(f"keeping {kept} throughput rows of an earlier run in {work} (steps not run now)")
     passed: set[str] = set()
     for step in steps:
-        reason = skip_reason(step, ctx.have, passed)
+        reason = skip_reason(step, ctx.have, passed, broken)
         if reason:
             print(reason, flush=True)
             outcomes.append(Outcome(step.name, "SKIP", note=reason.split(": ", 1)[1]))

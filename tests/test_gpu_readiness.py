@@ -203,9 +203,9 @@ import gpu_check  # noqa: E402
 import gpu_realsize  # noqa: E402
 
 
-def run_check(*args: str, hide: str = "", cwd: Path = REPO) -> subprocess.CompletedProcess:
+def run_check(*args: str, hide: str = "", cwd: Path = REPO, **env_vars: str) -> subprocess.CompletedProcess:
     """bench/gpu_check.sh with this interpreter; `hide` makes packages look absent (GPU_CHECK_HIDE)."""
-    env = {**os.environ, "PY": sys.executable, "GPU_CHECK_HIDE": hide}
+    env = {**os.environ, "PY": sys.executable, "GPU_CHECK_HIDE": hide, **env_vars}
     return subprocess.run(["bash", str(BENCH / "gpu_check.sh"), *args], capture_output=True, text=True, env=env,
                           cwd=cwd, timeout=600)
 
@@ -247,6 +247,19 @@ def test_a_step_whose_package_is_absent_gives_one_skip_line(tmp_path):
     assert "bitsandbytes  absent  (requirements.txt pins" in result.stdout
     assert "== setup" not in result.stdout  # a skipped step pulls in no prerequisites
     assert "bnb        SKIP" in result.stdout
+
+
+def test_a_package_that_does_not_import_skips_its_steps_and_says_why(tmp_path):
+    """A carried wheel can miss a dependency on the lent machine: its steps are skipped, not failed."""
+    fake = tmp_path / "shadow" / "datasets"
+    fake.mkdir(parents=True)
+    (fake / "__init__.py").write_text("raise ImportError('pyarrow>=24.0.0 is required')\n")
+    result = run_check("--cpu", "--steps", "stage4", str(tmp_path / "work"), hide="bitsandbytes",
+                       PYTHONPATH=str(tmp_path / "shadow"))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "WARN: does not import (ImportError: pyarrow>=24.0.0 is required)" in result.stdout
+    assert [line for line in result.stdout.splitlines() if line.startswith("SKIP")] == \
+        ["SKIP stage4: needs datasets, which does not import here"]
 
 
 def test_hidden_packages_look_absent_to_import_find_spec_and_metadata():
