@@ -471,12 +471,19 @@ def read_rows(work: Path) -> list[dict]:
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
 
 
-def keep_earlier_rows(work: Path, running: set[str], device: str) -> int:
-    """Keep the throughput rows that an earlier run in WORK measured on this device for steps not run now,
-    so call 2, run right after call 1 in the same folder, reports one table; returns how many were kept."""
-    rows = [dict(r, earlier=True) for r in read_rows(work) if r.get("step") not in running and r.get("device") == device]
+def keep_earlier_rows(work: Path, device: str) -> int:
+    """Mark the throughput rows an earlier run in WORK measured on this device as earlier (rows of the
+    other device go), so call 2, run right after call 1 in the same folder, reports one table with
+    both calls' rows; returns how many were kept."""
+    rows = [dict(r, earlier=True) for r in read_rows(work) if r.get("device") == device]
     (work / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return len(rows)
+
+
+def latest_rows(rows: list[dict]) -> list[dict]:
+    """The rows without the earlier ones measured again in this run (same step and setting)."""
+    now = {(r.get("step"), r.get("setting")) for r in rows if not r.get("earlier")}
+    return [r for r in rows if not (r.get("earlier") and (r.get("step"), r.get("setting")) in now)]
 
 
 def parse_args(argv: list[str]):
@@ -560,9 +567,9 @@ def main(argv: list[str]) -> int:
     print("\n".join(header[1:]), flush=True)
 
     steps = with_prerequisites(selected_steps(args.call, args.steps), ctx.have)
-    kept = keep_earlier_rows(work, {s.name for s in steps}, "cpu" if args.cpu else "cuda")
+    kept = keep_earlier_rows(work, "cpu" if args.cpu else "cuda")
     if kept:
-        print(f"keeping {kept} throughput rows of an earlier run in {work} (steps not run now)")
+        print(f"keeping the {kept} throughput rows of an earlier run in {work} that this run does not measure again")
     passed: set[str] = set()
     for step in steps:
         reason = skip_reason(step, ctx.have, passed, broken)
@@ -578,7 +585,9 @@ def main(argv: list[str]) -> int:
     budget = sum(o.limit for o in outcomes)
     summary = [f"== summary: {time.monotonic() - start:.0f} s in all (step limits {budget:.0f} s); logs in {work / 'logs'}"]
     summary += [o.line() for o in outcomes]
-    rows = [dict(r, setting=f"{r['setting']} (earlier run)") if r.get("earlier") else r for r in read_rows(work)]
+    rows = latest_rows(read_rows(work))
+    (work / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    rows = [dict(r, setting=f"{r['setting']} (earlier run)") if r.get("earlier") else r for r in rows]
     table = throughput_table(rows, "== throughput" + (" (toy size on the CPU)" if args.cpu else "")) if rows else ""
     print("\n" + "\n".join(summary) + ("\n\n" + table if table else ""))
     if args.report:

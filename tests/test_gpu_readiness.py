@@ -338,8 +338,13 @@ def test_call_2_keeps_call_1s_rows_measured_in_the_same_folder(tmp_path):
             {"step": "rs-train", "device": "cuda", "setting": "LoRA"},
             {"step": "rs-score", "device": "cpu", "setting": "toy"}]
     (tmp_path / gpu_check.ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert gpu_check.keep_earlier_rows(tmp_path, {"setup", "rs-train"}, "cuda") == 1
-    assert gpu_check.read_rows(tmp_path) == [{**rows[0], "earlier": True}]  # re-run steps and other devices go
+    assert gpu_check.keep_earlier_rows(tmp_path, "cuda") == 2  # the other device's row goes
+    measured_now = [{"step": "rs-train", "device": "cuda", "setting": "QLoRA"},
+                    {"step": "rs-sample", "device": "cuda", "setting": "16 rows"}]
+    latest = gpu_check.latest_rows(gpu_check.read_rows(tmp_path) + measured_now)
+    # LoRA (call 1) and QLoRA (call 2) rows both stay; a row measured again replaces the earlier one
+    assert [(r["setting"], bool(r.get("earlier"))) for r in latest] == [("LoRA", True), ("QLoRA", False),
+                                                                          ("16 rows", False)]
 
 
 def test_real_size_model_is_qwen25_15b_instruct():
