@@ -12,7 +12,9 @@ Qwen's ids 151643-151645).
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
+from pathlib import Path
 
 # Qwen2.5-1.5B-Instruct's config.json, architecture fields only.
 QWEN25_15B_INSTRUCT = {
@@ -102,6 +104,30 @@ def decode_floor_tokens_per_s(workload: Workload, rows: int, context: float,
 
 
 # --------------------------------------------------------------------------- the table
+
+ROWS_FILE = "throughput.jsonl"   # in WORK: the real-size steps append their rows, the runner prints them
+
+
+def read_rows(work: Path) -> list[dict]:
+    path = work / ROWS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()] if path.is_file() else []
+
+
+def keep_earlier_rows(work: Path, device: str) -> int:
+    """Mark the throughput rows an earlier run in WORK measured on this device as earlier (rows of the
+    other device go), so call 2, run right after call 1 in the same folder, reports one table with
+    both calls' rows; returns how many were kept."""
+    rows = [dict(r, earlier=True) for r in read_rows(work) if r.get("device") == device]
+    (work / ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
+    return len(rows)
+
+
+def latest_rows(rows: list[dict]) -> list[dict]:
+    """The rows without the earlier ones measured again in this run (same step and setting)."""
+    now = {(r.get("step"), r.get("setting")) for r in rows if not r.get("earlier")}
+    return [r for r in rows if not (r.get("earlier") and (r.get("step"), r.get("setting")) in now)]
+
+
 
 COLUMNS = [  # (key, header, format)
     ("what", "measurement", "{}"),

@@ -200,6 +200,7 @@ def test_training_with_a_cuda_build_that_sees_no_gpu_says_why_it_runs_on_cpu(tmp
 BENCH = REPO / "bench"
 sys.path.insert(0, str(BENCH))
 import gpu_check  # noqa: E402
+import gpu_plan  # noqa: E402
 import gpu_realsize  # noqa: E402
 
 
@@ -218,7 +219,7 @@ def test_gpu_check_script_parses_and_is_the_make_target():
 
 
 def test_help_and_plan_list_every_step_and_both_calls_fit_their_six_minutes():
-    names = [step.name for step in gpu_check.STEPS]
+    names = [step.name for step in gpu_plan.STEPS]
     assert {"setup", "rs-sample", "rs-score", "rs-train", "compile", "torchrun", "smoke", "bnb", "train", "stage4",
             "ray"} == set(names)
     for args in (["--help"], ["--plan"]):
@@ -228,13 +229,13 @@ def test_help_and_plan_list_every_step_and_both_calls_fit_their_six_minutes():
         assert set(names) <= listed, args
     plan = run_check("--plan").stdout
     for call in (1, 2):
-        parts, total = gpu_check.call_budget(call)
-        assert total < gpu_check.CALL_LIMIT_S == 360
+        parts, total = gpu_plan.call_budget(call)
+        assert total < gpu_plan.CALL_LIMIT_S == 360
         assert f"= {total} s, within the 360 s" in plan
-    assert gpu_check.call_budget(2)[0][0] == ("wheels", gpu_check.WHEELS_LIMIT_S)  # installing counts too
+    assert gpu_plan.call_budget(2)[0][0] == ("wheels", gpu_plan.WHEELS_LIMIT_S)  # installing counts too
     # every step that needs bitsandbytes or datasets is in call 2, which carries them; ray goes in neither
-    for step in gpu_check.STEPS:
-        if set(step.needs) <= set(gpu_check.CALL_WHEELS[2]) and step.needs:
+    for step in gpu_plan.STEPS:
+        if set(step.needs) <= set(gpu_plan.CALL_WHEELS[2]) and step.needs:
             assert 2 in step.calls
         assert not ("ray" in step.needs and step.calls)
 
@@ -274,14 +275,14 @@ def test_hidden_packages_look_absent_to_import_find_spec_and_metadata():
 
 
 def test_skip_reasons_name_the_missing_package_or_the_step_that_did_not_pass():
-    stage4 = gpu_check.BY_NAME["stage4"]
-    assert gpu_check.skip_reason(stage4, set(), {"setup", "train"}) == \
+    stage4 = gpu_plan.BY_NAME["stage4"]
+    assert gpu_plan.skip_reason(stage4, set(), {"setup", "train"}) == \
         "SKIP stage4: needs datasets, not installed here"
-    assert gpu_check.skip_reason(stage4, {"datasets"}, {"setup"}) == \
+    assert gpu_plan.skip_reason(stage4, {"datasets"}, {"setup"}) == \
         "SKIP stage4: needs step train, which did not pass"
-    assert gpu_check.skip_reason(stage4, {"datasets"}, {"setup", "train"}) is None
+    assert gpu_plan.skip_reason(stage4, {"datasets"}, {"setup", "train"}) is None
     # prerequisites are added for the steps that can run, in the check's order
-    added = gpu_check.with_prerequisites([stage4, gpu_check.BY_NAME["bnb"]], {"datasets"})
+    added = gpu_plan.with_prerequisites([stage4, gpu_plan.BY_NAME["bnb"]], {"datasets"})
     assert [s.name for s in added] == ["setup", "bnb", "train", "stage4"]
 
 
@@ -337,11 +338,11 @@ def test_call_2_keeps_call_1s_rows_measured_in_the_same_folder(tmp_path):
     rows = [{"step": "rs-sample", "device": "cuda", "setting": "16 rows"},
             {"step": "rs-train", "device": "cuda", "setting": "LoRA"},
             {"step": "rs-score", "device": "cpu", "setting": "toy"}]
-    (tmp_path / gpu_check.ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
-    assert gpu_check.keep_earlier_rows(tmp_path, "cuda") == 2  # the other device's row goes
+    (tmp_path / gpu_realsize.ROWS_FILE).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    assert gpu_realsize.keep_earlier_rows(tmp_path, "cuda") == 2  # the other device's row goes
     measured_now = [{"step": "rs-train", "device": "cuda", "setting": "QLoRA"},
                     {"step": "rs-sample", "device": "cuda", "setting": "16 rows"}]
-    latest = gpu_check.latest_rows(gpu_check.read_rows(tmp_path) + measured_now)
+    latest = gpu_realsize.latest_rows(gpu_realsize.read_rows(tmp_path) + measured_now)
     # LoRA (call 1) and QLoRA (call 2) rows both stay; a row measured again replaces the earlier one
     assert [(r["setting"], bool(r.get("earlier"))) for r in latest] == [("LoRA", True), ("QLoRA", False),
                                                                           ("16 rows", False)]
@@ -368,13 +369,13 @@ def test_real_size_model_is_qwen25_15b_instruct():
 
 
 def test_real_size_tokenizer_has_qwens_size_and_one_token_per_filler_word():
-    import gpu_steps
+    import gpu_throughput
 
-    tokenizer = gpu_steps.synthetic_tokenizer(gpu_realsize.QWEN_REGULAR_TOKENS)
+    tokenizer = gpu_throughput.synthetic_tokenizer(gpu_realsize.QWEN_REGULAR_TOKENS)
     assert len(tokenizer) == 151646
     assert [tokenizer.convert_tokens_to_ids(t) for t in ("<|endoftext|>", "<|im_start|>", "<|im_end|>")] == \
         [151643, 151644, 151645]
-    text = gpu_steps.text_of(tokenizer, random.Random(0), 40)
+    text = gpu_throughput.text_of(tokenizer, random.Random(0), 40)
     ids = tokenizer(text, add_special_tokens=False)["input_ids"]
     assert len(ids) == 40 == len(text.split()) and max(ids) < 151643
     assert tokenizer.decode(ids) == text
