@@ -184,7 +184,11 @@ def _error_text(err: BaseException) -> str:
 
 def _quiet_datasets():
     """Import ``datasets`` with its progress bars and error logs off: failures become one DataError line."""
-    import datasets
+    try:
+        import datasets
+    except ImportError as err:   # e.g. a machine with a preinstalled torch stack but no datasets
+        raise DataError(f"loading data needs the `datasets` package ({err}); "
+                        "pip install -r requirements.txt", setting="data_file") from None
 
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     datasets.utils.logging.disable_progress_bar()

@@ -39,13 +39,25 @@ def disable_dropout(model) -> None:
             module.p = 0.0
 
 
+def enable_activation_checkpointing(model) -> None:
+    """Non-reentrant activation checkpointing, under either of transformers 5's names for it.
+
+    Later 5.x releases call it ``activation_checkpointing_enable``; earlier ones (5.17, on the lent GPU
+    machine) only ``gradient_checkpointing_enable``, with the same keyword under the old name.
+    """
+    if hasattr(model, "activation_checkpointing_enable"):
+        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+    else:
+        model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+
+
 def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool):
     """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`)."""
     if quantized:
         # Freeze the 4-bit base, cast the other weights to fp32; recompute activations to save memory
         # (non-reentrant checkpointing needs no input-grad hook).
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
-        model.activation_checkpointing_enable(activation_checkpointing_kwargs={"use_reentrant": False})
+        enable_activation_checkpointing(model)
         keep_4bit_biases_fp32(model)
     config = LoraConfig(
         task_type=TaskType.TOKEN_CLS,
