@@ -96,6 +96,29 @@ def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
     assert loading.quantization_config(torch.bfloat16).bnb_4bit_compute_dtype == torch.bfloat16
 
 
+def test_4bit_policy_format_is_the_originals_fp4_unless_nf4_is_asked_for():
+    from transformers import BitsAndBytesConfig
+
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    # The original's policy config names no quant type, so bitsandbytes' default applies: FP4.
+    original = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16,
+                                  bnb_4bit_use_double_quant=True)
+    assert original.bnb_4bit_quant_type == "fp4"
+    options = options_from_args(parser.parse_args(["--load_in_4bit"]))
+    ours = loading.quantization_config(torch.float16, quant_type=options.quant_type)
+    keys = ("load_in_4bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype")
+    assert {k: ours.to_dict()[k] for k in keys} == {k: original.to_dict()[k] for k in keys}
+    assert options_from_args(parser.parse_args(["--load_in_4bit", "--bnb_4bit_quant_type", "nf4"])).quant_type == "nf4"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bnb_4bit_quant_type", "int4"])
+    # the scorers keep the original's NF4 whatever the policy's format
+    for precision in ("auto", "4bit", "fp32"):
+        assert loading.scorer_options(options, precision).quant_type == "nf4"
+    with pytest.raises(ConfigError, match="bnb_4bit_quant_type 'int4'"):
+        loading.quantization_config(torch.float16, quant_type="int4")
+
+
 def test_device_resolution():
     assert loading.resolve_device("cpu").type == "cpu"
     assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
