@@ -143,3 +143,27 @@ def test_cuda_request_without_cuda_names_the_build_and_what_torch_said(monkeypat
         loading.resolve_device("cuda")
     with pytest.warns(RuntimeWarning, match="running on CPU: .*too old for CUDA 13.0"):
         assert loading.resolve_device("auto").type == "cpu"
+
+
+def test_policy_embeddings_are_resized_to_the_tokenizer_as_the_original(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    n = len(tokenizer)
+    assert model.get_input_embeddings().weight.shape[0] == n
+    # A checkpoint padded beyond its tokenizer, as Qwen2.5's (151,936 rows for 151,665 tokens).
+    model.resize_token_embeddings(n + 8)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    padded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert padded.get_input_embeddings().weight.shape[0] == n + 8
+
+    # The original: if len(tokenizer) != rows, resize to len(tokenizer). The kept rows are the saved ones.
+    policy = HFPolicy(str(tmp_path), ModelOptions(device_map="cpu"))
+    weights = policy.model.get_input_embeddings().weight
+    assert weights.shape[0] == n and torch.equal(weights, padded.get_input_embeddings().weight[:n])
+    assert policy.model.get_output_embeddings().weight.shape[0] == n
+    # A no-op when they agree: the tiny model loads with its own rows.
+    same = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"))
+    assert torch.equal(same.model.get_input_embeddings().weight, model.get_input_embeddings().weight[:n])

@@ -229,8 +229,13 @@ def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | No
                               bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip_modules)
 
 
-def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id"):
-    """AutoModelForCausalLM in eval mode on the resolved device, per `options`."""
+def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id",
+                   n_tokens: int | None = None):
+    """AutoModelForCausalLM in eval mode on the resolved device, per `options`.
+
+    With `n_tokens` (the tokenizer's length) the embeddings are resized to it when they differ, as the
+    original did for its policy: Qwen2.5's padded rows beyond the tokenizer are then never sampled.
+    """
     from transformers import AutoModelForCausalLM
 
     model_id = check_model_id(model_id, setting)
@@ -250,6 +255,8 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, set
         raise _load_error(model_id, setting, err) from None
     if "device_map" not in kwargs:
         model.to(device)
+    if n_tokens is not None and n_tokens != model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(n_tokens)
     model.eval()
     if options.compile:
         model = try_compile(model)
