@@ -129,7 +129,7 @@ def test_numeric_gold_values_accepted_as_numbers():
     ("18 dollars", 18.0), ("5 cm.", 5.0), ("25 percent", 0.25), ("\\frac{1}{2}", 0.5),
     ("-\\frac{1}{2}", -0.5), ("\\dfrac{9}{4}", 2.25), ("\\frac14", 0.25), ("10^\\circ", 10.0),
     ("5\\text{ cm}", 5.0), ("1{,}000", 1000.0), ("\\$18.90", 18.9), ("25\\%", 0.25), (".5", 0.5),
-    ("+7", 7.0),
+    ("+7", 7.0), ("2\\frac{1}{2}", 2.5), ("-3\\dfrac{3}{4}", -3.75),   # mixed numbers (the original: 21, -3)
     # not numbers: these must not be misread (the original read "2\sqrt{3}" as 23)
     ("2\\sqrt{3}", None), ("\\pi", None), ("(3,4)", None), ("3,4", None), ("x=5", None),
     ("5 million", None), ("0.\\overline{3}", None), ("1/0", None), ("", None), (None, None),

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import sys
 from pathlib import Path
 
@@ -22,6 +23,7 @@ from masprm.data import (
     register_dataset,
     round_robin,
     seeded_order,
+    stratified_order,
 )
 from masprm.dataset_rows import gpqa_gold, gpqa_permutation, gpqa_question, mmlu_gold
 
@@ -81,25 +83,59 @@ def test_competition_math_levels_filter():
     assert sorted(by_source(loaded)) == sorted(usable_45)
 
 
-def test_competition_math_stratified_round_robin():
-    loaded = load_examples("competition_math", "test", data_file=fixture("competition_math.jsonl"),
-                           levels=[4, 5], stratify_by="type", seed=3)
-    types = [e.meta["type"] for e in loaded.examples]
-    groups = sorted(set(types))
-    # the first round takes one example of every type, in sorted type order
-    assert types[:len(groups)] == groups
-    # the second round again follows sorted order over the types that have a second example
-    second = [t for t in groups if types.count(t) >= 2]
-    assert types[len(groups):len(groups) + len(second)] == second
-    # n cuts the interleaved order, so a small n still covers several types
-    small = load_examples("competition_math", "test", data_file=fixture("competition_math.jsonl"),
-                          levels=[4, 5], stratify_by="type", seed=3, n=3)
-    assert [e.meta["type"] for e in small.examples] == groups[:3]
-    # within a type the order is the seeded shuffle
-    other = load_examples("competition_math", "test", data_file=fixture("competition_math.jsonl"),
-                          levels=[4, 5], stratify_by="type", seed=4)
-    assert [e.meta["type"] for e in other.examples] == types
-    assert sorted(by_source(other)) == sorted(by_source(loaded))
+def test_stratified_pick_is_the_originals_rule():
+    # rows 0-8 in this order; their types appear as Geometry, Algebra, Prealgebra (not sorted)
+    kind = {0: "Geometry", 1: "Algebra", 2: "Geometry", 3: "Prealgebra", 4: "Algebra", 5: "Geometry",
+            6: "Algebra", 7: "Prealgebra", 8: "Geometry"}
+    order = list(range(9))
+    # The original, by hand: one random.Random(seed) shuffles each group in the order the groups
+    # first appear, the groups are taken round-robin in sorted order until n rows are picked, and
+    # the picked rows are shuffled once more by the same generator.
+    rng = random.Random(14)
+    geometry, algebra, prealgebra = [0, 2, 5, 8], [1, 4, 6], [3, 7]
+    for group in (geometry, algebra, prealgebra):
+        rng.shuffle(group)
+    picked = [algebra[0], geometry[0], prealgebra[0], algebra[1], geometry[1]]   # n = 5
+    rng.shuffle(picked)
+    rest = [prealgebra[1], algebra[2], geometry[2], geometry[3]]
+    assert stratified_order(order, kind.__getitem__, 5, 14) == picked + rest
+
+
+def test_competition_math_stratified_selection_through_the_loader(tmp_path):
+    types = ["Algebra", "Geometry", "Algebra", "Number Theory", "Geometry", "Algebra", "Geometry", "Algebra",
+             "Number Theory", "Prealgebra"]
+    rows = [{"problem": f"Problem {i}?", "level": f"Level {3 if i == 9 else 4 + i % 2}", "type": kind,
+             "solution": f"So it is $\\boxed{{{10 + i}}}$."} for i, kind in enumerate(types)]
+    rows[5]["solution"] = "So it is $\\boxed{x + 1}$."   # no number: a skipped gold
+    path = tmp_path / "math.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+
+    seed, n = 14, 4
+    # the seeded order, the test split (every row: the split holds out 2000), levels 4-5 (row 9 is level 3)
+    order = [i for i in seeded_order(len(rows), seed) if i != 9]
+    rng = random.Random(seed)
+    groups: dict[str, list[int]] = {}
+    for i in order:                              # groups in first-appearance order
+        groups.setdefault(types[i], []).append(i)
+    for members in groups.values():
+        rng.shuffle(members)
+    interleaved = []
+    for depth in range(4):
+        interleaved += [groups[k][depth] for k in sorted(groups) if depth < len(groups[k])]
+    picked = interleaved[:n]
+    rng.shuffle(picked)
+    assert 5 in picked   # (seed 14) the unreadable row is picked: the next interleaved row replaces it
+    expected = [i for i in picked + interleaved[n:] if i != 5][:n]
+
+    loaded = load_examples("competition_math", "test", data_file=str(path), levels=[4, 5],
+                           stratify_by="type", seed=seed, n=n)
+    assert [e.meta["source_index"] for e in loaded.examples] == expected
+    assert [e.gold for e in loaded.examples] == [str(10 + i) for i in expected]
+    assert loaded.skipped == 1
+    # without --n the original does not stratify: the seeded, level-filtered order
+    every = load_examples("competition_math", "test", data_file=str(path), levels=[4, 5], stratify_by="type",
+                          seed=seed)
+    assert [e.meta["source_index"] for e in every.examples] == [i for i in order if i != 5]
 
 
 def test_competition_math_test_train_partition():

@@ -70,7 +70,8 @@ def _validate(argv):
     (["--b1", "0", "--methods", "single_pass"], "--b1 must be at least 1"),
     (["--c_uct", "-1", "--methods", "single_pass"], "--c_uct must be >= 0"),
     (["--mcts_temperature", "0", "--methods", "single_pass"], "--mcts_temperature must be > 0"),
-    (["--methods", "mcts_prm"], "mcts_prm needs --prm_dir"),
+    (["--methods", "mcts_prm"], "--prm_dir checkpoints/Qwen2.5-1.5B-RM: no such folder (the default: mcts_prm "
+                                "needs a trained scorer there, or pass --prm_dir)"),
     (["--methods", "mcts_orm", "voter_orm"], "mcts_orm, voter_orm need --orm_dir"),
     (["--methods", "single_pass", "--orm_leaf"], "--orm_leaf needs mcts_prm"),
     (["--methods", "mcts_prm", "--orm_leaf", "--prm_dir", "."], "mcts_prm needs --orm_dir"),
@@ -173,3 +174,25 @@ def test_seeds_in_one_process_write_the_logs_of_one_command_per_seed(tiny_model_
     for name in names:
         stem = name[:-4]
         assert (together / f"{stem}.jsonl").read_text() == (apart / f"{stem}.jsonl").read_text()
+
+
+def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatch, tiny_model_dir):
+    cli = _cli()
+    monkeypatch.chdir(tmp_path)   # no checkpoints/ here: the default --prm_dir does not exist
+    args = cli.build_parser().parse_args(["--methods", "single_pass", "mcts_logprob", "single_pass",
+                                          "--gen_model_id", str(tiny_model_dir)])
+    assert (args.prm_dir, args.prm_base_model_id) == ("checkpoints/Qwen2.5-1.5B-RM", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert (args.orm_dir, args.orm_base_model_id, args.handoff_prm_dir) == (None, None, None)
+    cli.validate(args)                  # the original runs dict.fromkeys(methods): once each, in order
+    assert args.methods == ["single_pass", "mcts_logprob"]
+    # Methods that use no MASPRM neither check nor load the default folder.
+    assert set(cli.model_specs(args)) == {"policy"}
+
+    # The default base gives way to the base the adapter names; a given base is used as given.
+    qwen = "Qwen/Qwen2.5-1.5B-Instruct"
+    for recorded, given, expected in [(qwen, qwen, qwen), ("/models/tiny", qwen, "/models/tiny"),
+                                      ("/models/tiny", "/models/other", "/models/other")]:
+        folder = tmp_path / "scorer"
+        folder.mkdir(exist_ok=True)
+        (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": recorded}))
+        assert cli.scorer_base(str(folder), given, "prm") == expected

@@ -320,3 +320,36 @@ def test_voters_group_option_letters_and_weigh_in_log_space():
     # majority (answer 5); in log space the single likelier path (-750) wins.
     answers = ["Answer: 5", "Answer: 5", "Answer: 7"]
     assert V.vote(answers, [-800.0, -800.0, -750.0])[0] == 2
+
+
+def test_voters_drop_empty_steps_before_weighting_as_the_original():
+    # Run 0's Solver says nothing, so its Finisher answers 5 from an empty inbox; run 1 is "good plan" -> 7.
+    # The original weighs a run by its non-empty steps only, handing them in order to whichever agent runs
+    # next from the question: run 0's "Answer: 5" is scored as the Solver's step.
+    prm = FakeScorer(lambda t: 0.2)
+    ctx = make_ctx(FakePolicy(scripted_solver(["", "good plan"])), masprm=prm, voter_k=2)
+    METHODS["voter_prm"].run(ctx, example())
+    assert prm.texts == ["What is 3 + 4?Answer: 5</step>",
+                         "What is 3 + 4?good plan</step>", "What is 3 + 4?good plan</step>Answer: 7</step>"]
+    runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start(example().question))] * 2, width=2,
+                                  branching=1, scorer=None, temperature=1.0), ctx)
+    assert [c.text for c in runs[0].trail] == ["", "Answer: 5"]
+    assert drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx) == pytest.approx([math.log(0.6), 2 * math.log(0.6)])
+
+    seen = []
+    policy = FakePolicy(scripted_solver(["", "good plan"]),
+                        score=lambda m, c: seen.append((m[0]["content"], m[1]["content"], c)) or -float(len(c)))
+    ctx = make_ctx(policy, voter_k=2, logprob_agg="avg_step")
+    runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start(example().question))] * 2, width=2,
+                                  branching=1, scorer=None, temperature=1.0), ctx)
+    weights = drive(SCORER_KINDS["logprob"].weight(ctx, runs), ctx)
+    assert seen == [("solve", "What is 3 + 4?", "Answer: 5"),                   # under the Solver's prompt
+                    ("solve", "What is 3 + 4?", "good plan"), ("finish", "good plan", "Answer: 7")]
+    assert weights == [-9 / 1, -(9 + 9) / 2]                                     # avg over the kept steps
+
+    # The ORM reads the run without its empty step, each text with its own agent.
+    for view, text in (("full", "What is 3 + 4?Answer: 5</step>"), ("local", "Answer: 5</step>")):
+        orm = FakeScorer(orm_prefers_seven)
+        METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(["", "good plan"])), orm=orm, voter_k=2,
+                                          view_mode=view), example())
+        assert orm.texts[0] == text

@@ -289,11 +289,11 @@ def test_gsm8k_dylan_disagreement_runs_the_refinement_round():
     assert state.final_answer() == "Answer: 42"
 
 
-def test_dylan_gate_accepts_bold_verdict_but_not_agreement():
+def test_dylan_gate_is_the_originals_colon_pattern():
     graph = load_mas_config(CONFIGS / "gsm8k_dylan.yaml")
     gate = next(e for e in graph.edges if (e.src, e.dst) == (3, 4)).condition
-    assert gate.fires("**VERDICT:** DISAGREE")
-    assert gate.fires("verdict: disagree")
+    assert not gate.fires("**VERDICT:** DISAGREE")   # (?i)verdict:\s*disagree: markdown in between stops it
+    assert gate.fires("verdict: disagree") and gate.fires("VERDICT:DISAGREE")
     assert not gate.fires("VERDICT: AGREE\nAnswer: 3")
 
 

@@ -75,8 +75,12 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
                                           "--prm_context_length", "5000"])
     specs = cli.model_specs(args)
     # the original: max_length = --prm_context_length for the handoff scorer; static scorers keep theirs
-    assert specs["handoff_masprm"].max_length == 5000 and specs["masprm"].max_length is None
+    assert specs["handoff_masprm"].max_length == 5000 and "masprm" not in specs   # no static method: not loaded
+    static = cli.build_parser().parse_args(["--methods", "mcts_prm", "--gen_model_id", tiny_model_dir,
+                                            "--prm_dir", tiny_model_dir, "--prm_context_length", "5000"])
+    assert cli.model_specs(static)["masprm"].max_length is None
     assert cli.model_specs(cli.build_parser().parse_args(
-        ["--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir]))["handoff_masprm"].max_length == 16384
+        ["--methods", "handoff_prm", "--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir])
+    )["handoff_masprm"].max_length == 16384
     spec = ModelSpec("scorer", tiny_model_dir, None, ModelOptions(device_map="cpu"), 5000)
     assert MODEL_LOADERS["scorer"](spec).encoder.max_length == 5000

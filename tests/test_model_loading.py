@@ -96,6 +96,29 @@ def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
     assert loading.quantization_config(torch.bfloat16).bnb_4bit_compute_dtype == torch.bfloat16
 
 
+def test_4bit_policy_format_is_the_originals_fp4_unless_nf4_is_asked_for():
+    from transformers import BitsAndBytesConfig
+
+    parser = argparse.ArgumentParser()
+    add_model_args(parser)
+    # The original's policy config names no quant type, so bitsandbytes' default applies: FP4.
+    original = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16,
+                                  bnb_4bit_use_double_quant=True)
+    assert original.bnb_4bit_quant_type == "fp4"
+    options = options_from_args(parser.parse_args(["--load_in_4bit"]))
+    ours = loading.quantization_config(torch.float16, quant_type=options.quant_type)
+    keys = ("load_in_4bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype")
+    assert {k: ours.to_dict()[k] for k in keys} == {k: original.to_dict()[k] for k in keys}
+    assert options_from_args(parser.parse_args(["--load_in_4bit", "--bnb_4bit_quant_type", "nf4"])).quant_type == "nf4"
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--bnb_4bit_quant_type", "int4"])
+    # the scorers keep the original's NF4 whatever the policy's format
+    for precision in ("auto", "4bit", "fp32"):
+        assert loading.scorer_options(options, precision).quant_type == "nf4"
+    with pytest.raises(ConfigError, match="bnb_4bit_quant_type 'int4'"):
+        loading.quantization_config(torch.float16, quant_type="int4")
+
+
 def test_device_resolution():
     assert loading.resolve_device("cpu").type == "cpu"
     assert loading.resolve_device("auto").type == ("cuda" if torch.cuda.is_available() else "cpu")
@@ -120,3 +143,27 @@ def test_cuda_request_without_cuda_names_the_build_and_what_torch_said(monkeypat
         loading.resolve_device("cuda")
     with pytest.warns(RuntimeWarning, match="running on CPU: .*too old for CUDA 13.0"):
         assert loading.resolve_device("auto").type == "cpu"
+
+
+def test_policy_embeddings_are_resized_to_the_tokenizer_as_the_original(tiny_model_dir, tmp_path):
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_model_dir)
+    model = AutoModelForCausalLM.from_pretrained(tiny_model_dir)
+    n = len(tokenizer)
+    assert model.get_input_embeddings().weight.shape[0] == n
+    # A checkpoint padded beyond its tokenizer, as Qwen2.5's (151,936 rows for 151,665 tokens).
+    model.resize_token_embeddings(n + 8)
+    model.save_pretrained(tmp_path)
+    tokenizer.save_pretrained(tmp_path)
+    padded = AutoModelForCausalLM.from_pretrained(tmp_path)
+    assert padded.get_input_embeddings().weight.shape[0] == n + 8
+
+    # The original: if len(tokenizer) != rows, resize to len(tokenizer). The kept rows are the saved ones.
+    policy = HFPolicy(str(tmp_path), ModelOptions(device_map="cpu"))
+    weights = policy.model.get_input_embeddings().weight
+    assert weights.shape[0] == n and torch.equal(weights, padded.get_input_embeddings().weight[:n])
+    assert policy.model.get_output_embeddings().weight.shape[0] == n
+    # A no-op when they agree: the tiny model loads with its own rows.
+    same = HFPolicy(str(tiny_model_dir), ModelOptions(device_map="cpu"))
+    assert torch.equal(same.model.get_input_embeddings().weight, model.get_input_embeddings().weight[:n])

@@ -68,6 +68,22 @@ def test_fixed_depth_local_view_prompts_are_the_inboxes():
     assert recs[9]["prompt"] == Q + "\n\nread" and recs[9]["completions"] == ["plan B"]
 
 
+def test_local_view_routes_the_stripped_question():
+    # The original's local records route the root text stripped: an inbox is the parents' texts joined by
+    # a blank line, question first, with no whitespace around the question left over.
+    question = "  What is 2 + 2?\n"
+    tree = root(0.2, node(0, "read", 0.2, node(1, "plan A", 0.5, node(2, "solve A", 0.5,
+                                                                    leaf(3, "answer: 4", 1.0)))),
+                question=question)
+    recs, _ = prm_of(tree, view="local")
+    assert [(r["prompt"], r["completions"]) for r in recs] == [
+        ("What is 2 + 2?", ["read"]),
+        ("What is 2 + 2?\n\nread", ["plan A"]),        # unstripped: "  What is 2 + 2?\n\n\nread"
+        ("plan A", ["solve A"]),
+        ("What is 2 + 2?\n\nsolve A", ["answer: 4"]),
+    ]
+
+
 def test_paths_need_terminal_pm1_leaf_text_and_values():
     t = gsm8k_tree()
     solve_a = t["children"][0]["children"][0]["children"][0]

@@ -242,3 +242,11 @@ def test_local_view_must_route_with_the_team_that_built_the_trees(workdir):
     write_trees(run, [tree])
     with pytest.raises(UsageError, match=r"not the MAS config the trees were built with \(configs/gone.yaml"):
         preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
+
+
+def test_input_default_is_the_originals(tmp_path, monkeypatch, capsys):
+    assert preprocess_data.parse_args([]).input == Path("results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct")
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(UsageError, match="--input: results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct does not exist"):
+        preprocess_data.main([])
+    assert list(tmp_path.iterdir()) == []

@@ -153,3 +153,15 @@ def test_run_folder_name_parts(tmp_path):
     assert dataset_tag_of_run("results/gsm8k_refine_res_train_m_r4_c4_cand3_t0p7_p0p95") == "gsm8k_refine"
     with pytest.raises(ValueError):
         dataset_tag_of_run("results/whatever")
+
+
+def test_search_defaults_are_the_originals_single_process_values():
+    from helpers import stage_module
+    from masprm.run_folder import run_folder_name
+
+    args = stage_module("run_mcts").build_parser().parse_args([])
+    # The original has neither flag: 4 candidates per expansion on both paths, c = 4 in one process.
+    assert (args.n_candidates, args.c, args.temperature, args.top_p) == (4, 4.0, 0.7, 0.95)
+    name = run_folder_name("gsm8k", "train", "Qwen/Qwen2.5-1.5B-Instruct", args.n_rollouts, args.c,
+                           args.n_candidates, args.temperature, args.top_p, "configs/gsm8k.yaml")
+    assert name == "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r64_c4_cand4_t0p7_p0p95"

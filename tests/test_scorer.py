@@ -170,7 +170,7 @@ def test_scorer_precision_is_its_own_and_defaults_to_the_originals(monkeypatch):
         assert scorer_options(policy).load_in_4bit and scorer_options(policy).dtype is None
         monkeypatch.setattr(loading, "resolve_device", lambda device_map: torch.device("cpu"))
         assert not scorer_options(policy).load_in_4bit
-    assert scorer_options(policy_full, "4bit").load_in_4bit
-    assert scorer_options(policy_4bit, "bf16") == ModelOptions(load_in_4bit=False, dtype="bf16")
+    assert scorer_options(policy_full, "4bit").load_in_4bit and scorer_options(policy_full, "4bit").quant_type == "nf4"
+    assert scorer_options(policy_4bit, "bf16") == ModelOptions(load_in_4bit=False, dtype="bf16", quant_type="nf4")
     with pytest.raises(ConfigError, match="^scorer_precision 'int3'"):
         scorer_options(policy_full, "int3")

@@ -48,6 +48,26 @@ def test_cli_defaults_are_the_originals_and_hub_logs_is_accepted():
     assert seed.epochs == 5 and seed.lora_dropout == 0.05 and seed.train_batch_size == 8
 
 
+def test_mode_data_and_output_defaults_are_the_originals(tmp_path, monkeypatch, capsys):
+    # The original trainer: --mode prm, --data_dir the stage-2 file of its GSM8K folder
+    # (results/gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct, named by Path.stem: ".5B-Instruct" went as a
+    # suffix), --output-dir checkpoints/Qwen2.5-1.5B-RM.
+    run_folder = Path("results/gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct")
+    args = _parser().parse_args([])
+    assert (args.mode, args.data_file, args.output_dir) == (
+        "prm", f"results/prm_samples_{run_folder.stem}.jsonl", "checkpoints/Qwen2.5-1.5B-RM")
+    assert args.data_file == "results/prm_samples_gsm8k_res_train_Qwen_Qwen2.5-1.jsonl"
+    # Without its data the bare command stops at once: one line naming the flag, nothing written.
+    from masprm.cli import run_cli
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr("sys.argv", ["trainer.py"])
+    with pytest.raises(SystemExit) as done:
+        run_cli(importlib.import_module("masprm.stages.train").main)
+    assert done.value.code == 2 and "--data_dir" in capsys.readouterr().err
+    assert list(tmp_path.iterdir()) == []
+
+
 @pytest.mark.parametrize("n,seed", [(2, 0), (10, 42), (25, 7), (26, 42), (100, 3), (333, 14)])
 def test_held_out_split_is_datasets_train_test_split(n, seed):
     datasets = pytest.importorskip("datasets")

@@ -41,6 +41,8 @@ _VALUE_WORDS = {"hundred", "thousand", "million", "billion", "trillion", "dozen"
 _LATEX_FORMATTING = re.compile(r"\\(?:left|right|displaystyle|textstyle|!|,|;|:| )")
 _LATEX_TEXT = re.compile(r"\\(?:text|textbf|textrm|mathrm|mbox|mathbf)\s*\{([^{}]*)\}")
 _LATEX_FRAC = re.compile(r"\\[dt]?frac\s*\{\s*([-+]?\s*\d+)\s*\}\s*\{\s*([-+]?\s*\d+)\s*\}")
+# A whole number written right before a fraction is a mixed number: 2\frac{1}{2} is 5/2, not 21/2.
+_LATEX_MIXED = re.compile(r"(?<![\d.])(\d+)\s*\\[dt]?frac\s*\{\s*(\d+)\s*\}\s*\{\s*(\d+)\s*\}")
 _LATEX_FRAC_DIGITS = re.compile(r"\\[dt]?frac\s*(\d)\s*(\d)")
 _DEGREES = re.compile(r"\^\s*\{?\s*\\circ\s*\}?|\\circ|°")
 _TRAILING_WORDS = re.compile(r"(?:\s+[A-Za-z][A-Za-z.]*)+$")
@@ -96,6 +98,7 @@ def _plain_latex(text: str) -> str:
     """LaTeX that can appear around a number, rewritten as plain text."""
     text = text.replace("\u2212", "-")
     text = _unbox(text)
+    text = _LATEX_MIXED.sub(lambda m: f"{int(m.group(1)) * int(m.group(3)) + int(m.group(2))}/{m.group(3)}", text)
     text = _LATEX_FRAC.sub(lambda m: f"{m.group(1)}/{m.group(2)}".replace(" ", ""), text)
     text = _LATEX_FRAC_DIGITS.sub(r"\1/\2", text)
     text = _LATEX_TEXT.sub(r" \1", text)

@@ -248,6 +248,20 @@ def _newest_checkpoint(folder: Path) -> Path | None:
     return max(steps)[1] if steps else None
 
 
+def recorded_base_model(path: str | os.PathLike) -> str | None:
+    """The base model a scorer folder's adapter names (the folder's own, else its newest checkpoint's), or None."""
+    folder = Path(path).expanduser()
+    if not folder.is_dir():
+        return None
+    target = folder if (folder / "adapter_config.json").is_file() else _newest_checkpoint(folder)
+    try:
+        adapter = json.loads((target / "adapter_config.json").read_text(encoding="utf-8")) if target else {}
+    except (OSError, ValueError):
+        return None   # an unreadable adapter is reported by check_scorer_folder
+    base = adapter.get("base_model_name_or_path") if isinstance(adapter, dict) else None
+    return base if isinstance(base, str) and base else None
+
+
 def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id: str | None = None,
                         base_setting: str = "prm_base_model_id", allow_unfinished: bool = False) -> str | None:
     """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.

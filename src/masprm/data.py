@@ -10,8 +10,8 @@ shared selection rule. The toy task is a lazy entry (``masprm.toy.task:load_toy`
 this module never imports it.
 
 Selection rule: rows are put in a seeded order (the same permutation as
-``datasets.Dataset.shuffle(seed=seed)``), optionally filtered and stratified,
-and the first ``n`` usable rows become the examples; rows whose gold answer
+``datasets.Dataset.shuffle(seed=seed)``), optionally filtered and stratified
+(``stratified_order``: the original's pick of ``n`` rows), and the first ``n`` usable rows become the examples; rows whose gold answer
 (or question) cannot be read are skipped and counted. An example's ``idx`` is
 its position in the selected list, so a run with ``--n 2`` selects the first
 two examples of the run without ``--n``.
@@ -27,6 +27,7 @@ module is cheap.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
@@ -150,6 +151,26 @@ def round_robin(order: Sequence[int], key: Callable[[int], Any]) -> list[int]:
     return out
 
 
+def stratified_order(order: Sequence[int], key: Callable[[int], Any], n: int, seed: int) -> list[int]:
+    """The original's stratified pick of ``n`` rows, then the rest of the interleaving.
+
+    Rows are grouped by ``key`` (as text); one ``random.Random(seed)`` shuffles each group in the order
+    the groups first appear, the groups are taken round-robin in sorted key order, and the first ``n``
+    rows so taken are shuffled again by the same generator. The remaining interleaved rows follow, so a
+    selected row whose gold cannot be read is replaced by the next one instead of shrinking the set.
+    """
+    rng = random.Random(seed)
+    groups: dict[str, list[int]] = {}
+    for i in order:
+        groups.setdefault(str(key(i)), []).append(i)
+    for members in groups.values():
+        rng.shuffle(members)
+    interleaved = round_robin([i for members in groups.values() for i in members], key)
+    head = interleaved[:n]
+    rng.shuffle(head)
+    return head + interleaved[n:]
+
+
 def select_examples(rows: Sequence[Row], order: Iterable[int], *, question: Callable[[Row], str | None],
                     gold: Callable[[Row], str | None], n: int | None = None,
                     meta: Callable[[int, Row], dict] | None = None) -> LoadedData:
@@ -166,11 +187,6 @@ def select_examples(rows: Sequence[Row], order: Iterable[int], *, question: Call
             continue
         examples.append(Example(len(examples), q, g, meta(i, row) if meta else {"source_index": i}))
     return LoadedData(examples, skipped)
-
-
-def _usable(rows: Sequence[Row], order: Sequence[int], question, gold) -> tuple[list[int], int]:
-    keep = [i for i in order if question(rows[i]) and gold(rows[i])]
-    return keep, len(order) - len(keep)
 
 
 # --------------------------------------------------------------------------- reading rows
@@ -287,15 +303,9 @@ class HubDataset:
         if levels is not None:
             wanted = set(levels)
             order = [i for i in order if self.level(rows[i]) in wanted]
-        skipped = 0
-        if stratify_by:
-            # Strata are formed from usable rows, so skipped rows do not unbalance them.
-            order, skipped = _usable(rows, order, self.question, self.gold)
-            order = round_robin(order, lambda i: rows[i][stratify_by])
-        loaded = select_examples(rows, order, question=self.question, gold=self.gold, n=n,
-                                 meta=self._meta)
-        loaded.skipped += skipped
-        return loaded
+        if stratify_by and n is not None:   # as the original, which stratifies only a sample of n
+            order = stratified_order(order, lambda i: rows[i][stratify_by], n, seed)
+        return select_examples(rows, order, question=self.question, gold=self.gold, n=n, meta=self._meta)
 
     def _meta(self, i: int, row: Row) -> dict:
         meta = {"dataset": self.name, "source_index": i}

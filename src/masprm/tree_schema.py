@@ -176,7 +176,8 @@ def parse_tree(data: Any, name: str, graph: MASGraph | None = None) -> Tree:
     question = data.get("node_text")
     if not isinstance(question, str):
         raise TreeError(f"{name}: the root has no 'node_text' (the question)")
-    state = graph.start(question) if graph is not None else None
+    # The local view routes the stripped question through the team, as the original's stage 2 did.
+    state = graph.start(question.strip()) if graph is not None else None
     off_config: list[str] = []
     root = _parse_node(data, f"{name}: root", question.strip(), graph, state, None, "", off_config)
     root.text = question.strip()

@@ -245,6 +245,8 @@ def _model_identity(spec: ModelSpec) -> dict:
     dtype = getattr(spec.options, "dtype", None)
     if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
         identity["dtype"] = dtype
+    if spec.kind == "policy" and identity["load_in_4bit"]:   # a 4-bit policy's format (fp4 or nf4) changes its samples
+        identity["quant_type"] = getattr(spec.options, "quant_type", "fp4")
     return identity
 
 

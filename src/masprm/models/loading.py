@@ -22,6 +22,7 @@ from masprm.config import add_config_args, arg, config_from_args
 from masprm.errors import ConfigError, ModelError, first_line
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
+QUANT_TYPES = ("fp4", "nf4")   # bitsandbytes' 4-bit formats; fp4 is its default, which the original's policy used
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
 
@@ -36,6 +37,7 @@ class ModelOptions:
     compile: bool = False
     trust_remote_code: bool = False
     dtype: str | None = None  # None: the caller's default (policy: float16 on CUDA, as the original), else `choose_dtype`'s rule
+    quant_type: str = "fp4"   # the 4-bit format of load_in_4bit (scorers: nf4, see scorer_options)
 
 
 _warned: set[str] = set()
@@ -66,7 +68,10 @@ class ModelFlags:
     device_map: str = arg(ModelOptions.device_map, flags=("--device_map",),
                           help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
     load_in_4bit: bool = arg(False, flags=("--load_in_4bit",),
-                             help="load weights in 4-bit NF4 with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
+                             help="load weights in 4-bit with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
+    bnb_4bit_quant_type: str = arg(ModelOptions.quant_type, flags=("--bnb_4bit_quant_type",), choices=QUANT_TYPES,
+                                   help="the 4-bit format of --load_in_4bit: fp4 (default: bitsandbytes' own, as "
+                                        "the original's policy) or nf4")
     attn_impl: str = arg(ModelOptions.attn_impl, flags=("--attn_impl",),
                          help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
     no_compile: bool = arg(False, flags=("--no_compile",),
@@ -87,7 +92,8 @@ def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
 def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOptions:
     flags = config_from_args(ModelFlags, args, prefix=prefix)
     return ModelOptions(device_map=flags.device_map, load_in_4bit=flags.load_in_4bit, attn_impl=flags.attn_impl,
-                        compile=not flags.no_compile, trust_remote_code=flags.trust_remote_code, dtype=flags.dtype)
+                        compile=not flags.no_compile, trust_remote_code=flags.trust_remote_code, dtype=flags.dtype,
+                        quant_type=flags.bnb_4bit_quant_type)
 
 
 SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")
@@ -99,16 +105,18 @@ def scorer_options(options: ModelOptions, precision: str = "auto") -> ModelOptio
     "auto" is the original's choice, independent of the policy's --load_in_4bit:
     a 4-bit NF4 base on CUDA, and fp32 on a CPU. "4bit" quantises on CPU too;
     bf16/fp16/fp32 load unquantised in that dtype. A 4-bit base computes in
-    `choose_dtype`'s dtype for the device.
+    `choose_dtype`'s dtype for the device. A scorer's 4-bit format is always
+    NF4, as the original's, whatever the policy's --bnb_4bit_quant_type.
     """
     if precision not in SCORER_PRECISIONS:
         raise ConfigError(f"scorer_precision {precision!r}: expected one of {', '.join(SCORER_PRECISIONS)}",
                           setting="scorer_precision")
     if precision == "auto":
-        return replace(options, load_in_4bit=resolve_device(options.device_map).type == "cuda", dtype=None)
+        return replace(options, load_in_4bit=resolve_device(options.device_map).type == "cuda", dtype=None,
+                       quant_type="nf4")
     if precision == "4bit":
-        return replace(options, load_in_4bit=True, dtype=None)
-    return replace(options, load_in_4bit=False, dtype=precision)
+        return replace(options, load_in_4bit=True, dtype=None, quant_type="nf4")
+    return replace(options, load_in_4bit=False, dtype=precision, quant_type="nf4")
 
 
 # ---------------------------------------------------------------------------
@@ -209,16 +217,25 @@ def policy_dtype(options: ModelOptions, device: torch.device | str) -> torch.dty
     return choose_dtype(device, options.dtype or ("float16" if cuda else None))
 
 
-def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | None = None):
-    """bitsandbytes NF4 with double quantisation, computing in `compute_dtype` (CUDA or CPU)."""
+def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | None = None, *,
+                        quant_type: str = "nf4"):
+    """bitsandbytes 4-bit (`quant_type` fp4 or nf4) with double quantisation, computing in `compute_dtype`."""
     from transformers import BitsAndBytesConfig
 
-    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
+    if quant_type not in QUANT_TYPES:
+        raise ConfigError(f"bnb_4bit_quant_type {quant_type!r}: expected one of {', '.join(QUANT_TYPES)}",
+                          setting="bnb_4bit_quant_type")
+    return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type=quant_type, bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip_modules)
 
 
-def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id"):
-    """AutoModelForCausalLM in eval mode on the resolved device, per `options`."""
+def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id",
+                   n_tokens: int | None = None):
+    """AutoModelForCausalLM in eval mode on the resolved device, per `options`.
+
+    With `n_tokens` (the tokenizer's length) the embeddings are resized to it when they differ, as the
+    original did for its policy: Qwen2.5's padded rows beyond the tokenizer are then never sampled.
+    """
     from transformers import AutoModelForCausalLM
 
     model_id = check_model_id(model_id, setting)
@@ -230,7 +247,7 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, set
         kwargs["device_map"] = "auto" if options.device_map == "auto" else {"": device.index or 0}
     if options.load_in_4bit:
         # bitsandbytes places the quantised weights while loading (on CPU too, computing in fp32 there).
-        kwargs["quantization_config"] = quantization_config(dtype)
+        kwargs["quantization_config"] = quantization_config(dtype, quant_type=options.quant_type)
         kwargs.setdefault("device_map", {"": "cpu"})
     try:
         model = AutoModelForCausalLM.from_pretrained(model_id, **kwargs)
@@ -238,6 +255,8 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, set
         raise _load_error(model_id, setting, err) from None
     if "device_map" not in kwargs:
         model.to(device)
+    if n_tokens is not None and n_tokens != model.get_input_embeddings().weight.shape[0]:
+        model.resize_token_embeddings(n_tokens)
     model.eval()
     if options.compile:
         model = try_compile(model)

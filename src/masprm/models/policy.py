@@ -91,7 +91,7 @@ class HFPolicy:
                  prompt_cache_size: int = 4096, max_batch_tokens: int = 262144):
         self.model_id = model_id
         self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
-        self.model = load_causal_lm(model_id, options, setting=setting)
+        self.model = load_causal_lm(model_id, options, setting=setting, n_tokens=len(self.tokenizer))
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.stop_ids = self._stop_ids()

@@ -6,7 +6,9 @@ kind's name; the kind says how to value what the family asks about:
 - ``step(ctx, candidates)`` sets each candidate's ``score`` (beam search and
   MCTS expansions);
 - ``leaf(ctx, path)`` values a finished (or dead-end) MCTS path;
-- ``weight(ctx, runs)`` gives each voter run its log-weight.
+- ``weight(ctx, runs)`` gives each voter run its log-weight. As in the
+  original, a run's steps with empty text are dropped first (``spoken_trail``,
+  ``spoken_state``).
 
 Each is a search step (it may yield model requests). ``needs`` names the
 scorer roles the kind reads (``masprm.search.context.SCORER_ROLES``).
@@ -25,6 +27,7 @@ from masprm.search.expand import (Candidate, Step, aggregate_logprob, ensure_log
                                   prm_values)
 
 if TYPE_CHECKING:
+    from masprm.graph import RoutingState
     from masprm.search.beam import Beam
     from masprm.search.context import SearchContext
     from masprm.search.node import Node
@@ -47,6 +50,29 @@ SCORER_KINDS: Registry[ScorerKind] = Registry("scorer kind")
 def register_scorer_kind(kind: ScorerKind) -> ScorerKind:
     SCORER_KINDS.register(kind.name, kind)
     return kind
+
+
+def spoken_trail(beam: Beam) -> tuple[Candidate, ...]:
+    """A voter run's steps as the original weighs them: the empty texts dropped, the rest handed in
+    order to whichever agent runs next from the question (a no-op when no text is empty)."""
+    if all(c.text for c in beam.trail):
+        return beam.trail
+    state, steps = beam.state.graph.start(beam.state.question), []
+    for text in (c.text for c in beam.trail if c.text):
+        agent = state.next_runnable()
+        if agent is None:
+            break
+        steps.append(Candidate(state, agent, text, state.decide(agent, text)))
+        state = steps[-1].state
+    return tuple(steps)
+
+
+def spoken_state(beam: Beam) -> RoutingState:
+    """A voter run's final state without its empty steps (each text kept with its own agent), as the
+    original's ORM weight reads it."""
+    if all(c.text for c in beam.trail):
+        return beam.state
+    return beam.state.graph.replay(beam.state.question, [(c.agent, c.text) for c in beam.trail if c.text])
 
 
 def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) -> Step:
@@ -72,9 +98,10 @@ def _leaf_prm(ctx: SearchContext, path: list[Node]) -> Step:
 
 def _log_weights_prm(ctx: SearchContext, beams: list[Beam]) -> Step:
     # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
-    steps = [c for b in beams for c in b.trail]
+    trails = [spoken_trail(b) for b in beams]
+    steps = [c for trail in trails for c in trail]
     values = iter((yield from prm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
-    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in b.trail) for b in beams]
+    return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in trail) for trail in trails]
 
 
 # --------------------------------------------------------------------------- the policy's log-prob
@@ -93,8 +120,9 @@ def _leaf_logprob(ctx: SearchContext, path: list[Node]) -> Step:
 
 
 def _log_weights_logprob(ctx: SearchContext, beams: list[Beam]) -> Step:
-    yield from ensure_logprobs(ctx, [c for b in beams for c in b.trail])
-    return [aggregate_logprob([c.logprob for c in b.trail], ctx.settings.logprob_agg) for b in beams]
+    trails = [spoken_trail(b) for b in beams]
+    yield from ensure_logprobs(ctx, [c for trail in trails for c in trail])
+    return [aggregate_logprob([c.logprob for c in trail], ctx.settings.logprob_agg) for trail in trails]
 
 
 # --------------------------------------------------------------------------- the ORM
@@ -116,7 +144,7 @@ def _leaf_orm(ctx: SearchContext, path: list[Node]) -> Step:
 
 
 def _log_weights_orm(ctx: SearchContext, beams: list[Beam]) -> Step:
-    values = yield from orm_values(ctx, [b.state for b in beams])
+    values = yield from orm_values(ctx, [spoken_state(b) for b in beams])
     return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
 
 

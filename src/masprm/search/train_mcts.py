@@ -51,7 +51,8 @@ class SearchSettings:
 
     n_rollouts: int = arg(64, flags=("--n_rollouts",), help="rollouts per example (default: 64; paper: 40)")
     c: float = arg(4.0, flags=("--search_c",), help="UCT exploration constant (default: 4)")
-    n_candidates: int = arg(3, flags=("--n_candidates",), help="samples per expansion (default: 3)")
+    n_candidates: int = arg(4, flags=("--n_candidates",),
+                            help="samples per expansion (default: 4, the number the original hard-codes)")
     temperature: float = arg(0.7, flags=("--temperature",), help="sampling temperature (default: 0.7)")
     top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default: 0.95)")
     max_new_tokens: int | None = arg(None, flags=("--max_new_tokens",),

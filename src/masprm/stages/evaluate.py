@@ -38,6 +38,9 @@ DEFAULT_DATASET = "mmlu"
 DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 # scorer role (named for what it was trained as) -> its flag prefix (--<p>_dir, the seed README's spelling)
 SCORER_FLAGS = {"masprm": "prm", "orm": "orm", "handoff_masprm": "handoff_prm"}
+# The original's defaults of --prm_dir / --prm_base_model_id (its ORM and handoff MASPRM flags had none). A
+# default folder is read only by methods that use it; a default base gives way to the adapter's own record.
+SCORER_DEFAULTS = {"prm": ("checkpoints/Qwen2.5-1.5B-RM", DEFAULT_MODEL)}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -65,9 +68,12 @@ def build_parser() -> argparse.ArgumentParser:
     models.add_argument("--gen_model_id", default=DEFAULT_MODEL, help="the agents' policy model")
     models.add_argument("--mas_config", default=None, help="MAS config (default configs/<dataset>.yaml)")
     for role, prefix in SCORER_FLAGS.items():
-        models.add_argument(f"--{prefix}_dir", default=None, help=f"{role.upper()} adapter folder")
-        models.add_argument(f"--{prefix}_base_model_id", default=None,
-                            help=f"{role.upper()} base model (default: from the adapter config)")
+        folder, base = SCORER_DEFAULTS.get(prefix, (None, None))
+        models.add_argument(f"--{prefix}_dir", default=folder, help=f"{role.upper()} adapter folder (default: "
+                            f"{folder or 'none'}; read only by methods that use this scorer)")
+        models.add_argument(f"--{prefix}_base_model_id", default=base,
+                            help=f"{role.upper()} base model (default: {base + ', or ' if base else ''}"
+                                 "the base the adapter config names)")
     models.add_argument("--scorer_precision", choices=SCORER_PRECISIONS, default="auto",
                         help="the scorers' own precision, independent of the policy's --load_in_4bit: auto (4-bit "
                              "NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, fp16 or fp32")
@@ -99,7 +105,7 @@ def validate(args: argparse.Namespace) -> str:
     """Check the flags; returns the method family ('static' or 'handoff')."""
     unknown = [m for m in args.methods if m not in METHODS]
     check(not unknown, f"--methods: unknown {', '.join(unknown)} (known: {', '.join(sorted(METHODS))})")
-    check(len(set(args.methods)) == len(args.methods), "--methods: a method is listed twice")
+    args.methods = list(dict.fromkeys(args.methods))   # a method listed twice runs once, as in the original
     families = {METHODS[m].family for m in args.methods}
     check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
     for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers",
@@ -114,9 +120,12 @@ def validate(args: argparse.Namespace) -> str:
     for role, prefix in SCORER_FLAGS.items():
         users = [m for m in args.methods if role in condition_roles(m, args)]
         folder = getattr(args, f"{prefix}_dir")
-        check(not users or folder, f"{', '.join(users)} need{'s' if len(users) == 1 else ''} --{prefix}_dir")
+        need = f"{', '.join(users)} need{'s' if len(users) == 1 else ''}"
+        check(not users or folder, f"{need} --{prefix}_dir")
         if users:
-            check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder")
+            default = folder == SCORER_DEFAULTS.get(prefix, (None,))[0]
+            check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder" +
+                  (f" (the default: {need} a trained scorer there, or pass --{prefix}_dir)" if default else ""))
     family = families.pop()
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
     if handoff_cli is not None:
@@ -173,20 +182,35 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
                                  max_batch_tokens=args.max_batch_tokens)}
     scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
+    needed = {role for m in args.methods for role in condition_roles(m, args)}
     for role, prefix in SCORER_FLAGS.items():
         folder = getattr(args, f"{prefix}_dir")
-        if folder:
-            base = getattr(args, f"{prefix}_base_model_id")
+        if folder and role in needed:   # a scorer no method uses is neither checked nor loaded
+            given = getattr(args, f"{prefix}_base_model_id")
+            base = scorer_base(folder, given, prefix)
             note = check_scorer_folder(folder, f"{prefix}_dir", base_model_id=base,
                                        base_setting=f"{prefix}_base_model_id",
                                        allow_unfinished=args.allow_unfinished_scorer)
             if note:
                 print(with_flags(note), file=sys.stderr)
+            if base != given:
+                print(f"note: --{prefix}_base_model_id is at its default ({given}); using {base}, the base model "
+                      f"the adapter in {folder} names", file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
             max_length = getattr(args, "prm_context_length", None) if role == "handoff_masprm" else None
             specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{prefix}_dir")
     return specs
+
+
+def scorer_base(folder: str, base: str | None, prefix: str) -> str | None:
+    """The scorer's base model: as given, except that the default base gives way to the base the
+    adapter config names (so a scorer trained on another model is not loaded on the default one)."""
+    from masprm.checks import recorded_base_model
+
+    default = SCORER_DEFAULTS.get(prefix, (None, None))[1]
+    recorded = recorded_base_model(folder) if base is not None and base == default else None
+    return recorded or base
 
 
 # --------------------------------------------------------------------------- main

@@ -32,7 +32,9 @@ from masprm.labels.mining import Options, Preprocessor
 class Inputs:
     """The script's own flags (what to read, how to route); the mining settings are ``masprm.labels.mining.Options``."""
 
-    input: Path = arg(help="a folder of tree JSON files (searched recursively) or a single tree file")
+    input: Path = arg(Path("results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct"),
+                      help="a folder of tree JSON files (searched recursively) or a single tree file (default: "
+                           "results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct, the original's)")
     config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
                                          "<dataset> being the input folder's name before '_res_')")
     force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
