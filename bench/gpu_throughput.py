@@ -232,7 +232,7 @@ def rs_score(work: Path, cpu: bool) -> bool:
     load = workload(cpu)
     precisions = [("bf16" if ON_CUDA else "fp32", ModelOptions(device_map=DEVICE, dtype=dtype_name()))]
     if have("bitsandbytes"):
-        precisions.append(("4-bit NF4", ModelOptions(device_map=DEVICE, load_in_4bit=True)))
+        precisions.append(("4-bit NF4", ModelOptions(device_map=DEVICE, load_in_4bit=True, quant_type="nf4")))
     else:
         print("  SKIP 4-bit scorer: bitsandbytes is not installed")
     results = []
