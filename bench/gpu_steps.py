@@ -25,7 +25,7 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
+# run as a script (python bench/gpu_steps.py), so bench/ is first on the import path
 from gpu_throughput import (DEVICE, ON_CUDA, build_realsize, ppm_record, rs_sample, rs_score,  # noqa: E402
                             rs_train, workload, write_jsonl)
 
