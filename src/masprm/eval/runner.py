@@ -33,6 +33,7 @@ from masprm.eval.methods import METHODS, scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
+from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.engine import RequestKeys, drive, run_batched
@@ -230,6 +231,9 @@ def _model_identity(spec: ModelSpec) -> dict:
     dtype = getattr(spec.options, "dtype", None)
     if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
         identity["dtype"] = dtype
+    training = training_of(read_scorer_meta(spec.model_id)) if spec.kind == "scorer" else {}
+    if training:  # the label scheme and objective (also in the folder's content hash), said in the manifest
+        identity["training"] = training
     return identity
 
 

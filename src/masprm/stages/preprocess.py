@@ -76,7 +76,8 @@ def scheme_settings(args: argparse.Namespace) -> Any:
     for name, scheme in LABEL_SCHEMES.items():
         if scheme.settings is None:
             continue
-        given = {f.name: getattr(args, f.name) for f in flag_fields(scheme.settings) if getattr(args, f.name) is not None}
+        given = {f.name: getattr(args, f.name) for f in flag_fields(scheme.settings)
+                 if getattr(args, f.name) is not None}
         if given and name != chosen:
             flag = flag_names(scheme.settings, next(iter(given)))[0]
             raise UsageError(f"{flag} is a setting of --labels {name}"
