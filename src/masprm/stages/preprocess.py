@@ -72,19 +72,19 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def scheme_settings(args: argparse.Namespace) -> Any:
     """The chosen scheme's settings from its flags; a flag of another scheme is a usage error."""
-    chosen = args.labels
+    chosen, settings = args.labels, None
     for name, scheme in LABEL_SCHEMES.items():
         if scheme.settings is None:
             continue
         given = {f.name: getattr(args, f.name) for f in flag_fields(scheme.settings)
                  if getattr(args, f.name) is not None}
-        if given and name != chosen:
+        if name == chosen:
+            settings = scheme.settings(**given)
+        elif given:
             flag = flag_names(scheme.settings, next(iter(given)))[0]
             raise UsageError(f"{flag} is a setting of --labels {name}"
                              + (f", not of --labels {chosen}" if chosen else " (add --labels NAME)"))
-        if name == chosen:
-            return scheme.settings(**given)
-    return None
+    return settings
 
 
 def find_trees(input_path: Path) -> list[Path]:
