@@ -37,7 +37,8 @@ def log_aggregate(logits: torch.Tensor, mask: torch.Tensor, agg: str,
         log_a = (F.logsigmoid(logits) * mask).sum(dim=-1)
         return log_a, torch.log(-torch.expm1(log_a.clamp(max=PROD_LOG_CAP)))
     if agg == "mean":
-        log_w = torch.log(mask / mask.sum(dim=-1, keepdim=True))
+        weights = mask.to(logits.dtype)
+        log_w = torch.log(weights / weights.sum(dim=-1, keepdim=True))
     else:
         scaled = (-torch.sigmoid(logits) / temperature).masked_fill(~mask, float("-inf"))
         log_w = torch.log_softmax(scaled, dim=-1)

@@ -68,6 +68,14 @@ class PairCollator:
         }
 
 
+def bt_loss(r_pos: torch.Tensor, r_neg: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Bradley–Terry: -log σ(r_pos - r_neg), the mean over pairs, or sum w·loss / sum w with weights."""
+    if weight is None:
+        return -F.logsigmoid(r_pos - r_neg).mean()
+    weight = weight.to(r_pos.dtype)
+    return -(weight * F.logsigmoid(r_pos - r_neg)).sum() / weight.sum()
+
+
 class PairTrainer(ScorerTrainer):
     """Bradley–Terry on (chosen, rejected): the batch holds B chosen rows, then B rejected rows."""
 
@@ -76,11 +84,7 @@ class PairTrainer(ScorerTrainer):
         rows = torch.arange(logits.shape[0], device=logits.device)
         r = logits[rows, inputs["score_index"]]
         r_pos, r_neg = r.chunk(2)
-        if "pair_weight" in inputs:
-            w = inputs["pair_weight"].to(r.dtype)
-            loss = -(w * F.logsigmoid(r_pos - r_neg)).sum() / w.sum()
-        else:
-            loss = -F.logsigmoid(r_pos - r_neg).mean()
+        loss = bt_loss(r_pos, r_neg, inputs.get("pair_weight"))
         has_sep = inputs["has_separator"].float()
         preds = torch.stack([r_pos, r_neg, *has_sep.chunk(2)], dim=-1)
         return loss, preds, torch.ones_like(r_pos)[:, None]
