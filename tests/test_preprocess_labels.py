@@ -6,11 +6,10 @@ import json
 from pathlib import Path
 
 import pytest
-import yaml
 
 from masprm.errors import MasprmError
 from masprm.stages import preprocess as preprocess_data
-from helpers import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
+from helpers import dylan_tree, preprocess_workdir, write_trees
 
 RUN = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 README_FLAGS = ["--target-nodes", "5", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
@@ -34,11 +33,7 @@ def without_scheme(records):
 @pytest.fixture
 def workdir(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(GSM8K))
-    (tmp_path / "configs" / "gsm8k_dylan.yaml").write_text(yaml.safe_dump(DYLAN))
-    write_trees(tmp_path / "results" / RUN, [gsm8k_tree(), gsm8k_tree(0.1), gsm8k_tree(0.95)])
-    return tmp_path
+    return preprocess_workdir(tmp_path, RUN)
 
 
 def test_the_papers_schemes_are_todays_records_with_their_name(workdir):

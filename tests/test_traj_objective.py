@@ -129,7 +129,7 @@ def test_a_traj_scorer_values_a_transcript_by_its_training_aggregate(tmp_path, t
     from masprm.models.scorer import TrajScorer, load_scorer
     from masprm.state_text import join_steps
     from masprm.train import train_scorer
-    from masprm.train.trajectory import TrajCollator
+    from masprm.train.stepwise import StepCollator
 
     rng = random.Random(4)
     records = [{**step_record(rng), "meta": {"label_scheme": "mc"}} for _ in range(24)]
@@ -144,7 +144,7 @@ def test_a_traj_scorer_values_a_transcript_by_its_training_aggregate(tmp_path, t
     example = result.eval_examples[0]
     trainer = result.trainer
     trainer.model.eval()
-    batch = {k: v.to(trainer.model.device) for k, v in TrajCollator(0)([example]).items()}
+    batch = {k: v.to(trainer.model.device) for k, v in StepCollator(0)([example]).items()}
     with torch.no_grad():
         _, score, _ = trainer.loss_and_predictions(trainer.model, batch)
         step_logits = trainer.token_logits(trainer.model, batch)[0, example["positions"]]

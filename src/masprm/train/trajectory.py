@@ -18,48 +18,33 @@ loss; every dropout is off and batches are grouped by length.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Sequence
 
 import numpy as np
 import torch
 
 from masprm.models.step_agg import log_aggregate
-from masprm.models.text_encoder import TextEncoder, pad_right
+from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
-from masprm.train.stepwise import check_labels_on_separators
+from masprm.train.stepwise import StepCollator, check_labels_on_separators
 
 
 def build_traj_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
                         source: str = "") -> tuple[list[dict], int]:
-    """One example per record: every surviving step separator, and the outcome (last label > 0)."""
+    """One example per record: every surviving step separator, each carrying the outcome (last label > 0).
+
+    The layout is the stepwise objective's, so its collator batches them.
+    """
     examples = []
     for n, rec in enumerate(records):
         ids, positions = encoder.encode_steps(rec["prompt"], rec["completions"])
         check_labels_on_separators(ids, positions, encoder.sep_id, f"{source}: record {n + 1}".lstrip(": "), sep)
+        outcome = 1.0 if float(rec["labels"][-1]) > 0 else 0.0
         examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": ids,
-                         "positions": positions, "outcome": 1.0 if float(rec["labels"][-1]) > 0 else 0.0})
+                         "positions": positions, "targets": [outcome] * len(positions)})
     return examples, 0
-
-
-@dataclass
-class TrajCollator:
-    """Texts, their step separators (padded, with a mask) and outcomes."""
-
-    pad_id: int
-
-    def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask = pad_right([it["input_ids"] for it in items], self.pad_id)
-        width = max(len(it["positions"]) for it in items)
-        positions = torch.zeros((len(items), width), dtype=torch.long)
-        step_mask = torch.zeros((len(items), width), dtype=torch.bool)
-        for i, it in enumerate(items):
-            positions[i, :len(it["positions"])] = torch.tensor(it["positions"])
-            step_mask[i, :len(it["positions"])] = True
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "step_positions": positions,
-                "step_mask": step_mask, "outcome": torch.tensor([it["outcome"] for it in items])}
 
 
 def traj_loss(step_logits: torch.Tensor, step_mask: torch.Tensor, outcome: torch.Tensor, agg: str,
@@ -79,9 +64,9 @@ class TrajTrainer(ScorerTrainer):
 
     def loss_and_predictions(self, model, inputs):
         logits = self.token_logits(model, inputs)
-        step_logits = logits.gather(1, inputs["step_positions"])
-        outcome = inputs["outcome"].float()
-        loss, score = traj_loss(step_logits, inputs["step_mask"], outcome, self.agg, self.temperature)
+        step_logits = logits.gather(1, inputs["target_positions"])
+        outcome = inputs["target_values"][:, 0].float()
+        loss, score = traj_loss(step_logits, inputs["target_mask"], outcome, self.agg, self.temperature)
         return loss, score[:, None], outcome[:, None]
 
 
@@ -96,7 +81,7 @@ def _eval(p) -> dict[str, float]:
 
 
 TRAJECTORY = Objective(
-    name="traj", records="steps", text_style="steps", build_examples=build_traj_examples, collator=TrajCollator,
+    name="traj", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
     trainer_cls=TrajTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
     keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"agg": cfg.step_agg, "temperature": cfg.softmin_temperature},
