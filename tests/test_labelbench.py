@@ -76,7 +76,11 @@ def test_pairs_count_chosen_as_plus_one_and_report_pair_accuracy(run):
                pair([WRONG[0]], ["98"])]                                # both wrong (Reader)
     report = labelbench.label_report(run / "toy_res_x", write(run / "ppm_pairs_x.jsonl", records))
     assert report["scheme"] == "masprm" and report["kind"] == "pairs" and report["hard_labels"]
-    assert report["pairs"] == {"pairs": 3, "informative": 2, "pair_accuracy": 0.5}
+    assert {k: report["pairs"][k] for k in ("pairs", "informative", "pair_accuracy")} == \
+        {"pairs": 3, "informative": 2, "pair_accuracy": 0.5}
+    by_agent = report["pairs"]["agents"]
+    assert (by_agent["Planner"]["pair_accuracy"], by_agent["Solver"]["pair_accuracy"]) == (1.0, 0.0)
+    assert by_agent["Reader"] == {"pairs": 1, "informative": 0, "pair_accuracy": None}
     agents = report["agents"]
     assert (agents["Planner"]["auc"], agents["Solver"]["auc"], agents["Reader"]["auc"]) == (1.0, 0.0, None)
     assert report["all"]["auc"] == 0.5 and report["all"]["accuracy"] == 0.5

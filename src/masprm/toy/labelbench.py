@@ -13,8 +13,8 @@ truth, once per occurrence (as training sees it):
 - steps records (``completions`` / ``labels``): step i's label is its value;
 - pairs records: the step where chosen and rejected differ; the chosen one
   counts as +1, the rejected one as -1 (pair weights are not used). Pair
-  accuracy: of the pairs whose two steps differ in truth, the share whose
-  chosen step is the right one.
+  accuracy (per agent and over all pairs): of the pairs whose two steps
+  differ in truth, the share whose chosen step is the right one.
 
 Per agent (the step index in the team's order) and over all steps: the number
 of labelled steps, how many are wrong, and the AUC of the label against step
@@ -26,6 +26,7 @@ wrong"). Records must be full-view (the prompt is the question). Pure Python.
 from __future__ import annotations
 
 import json
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable
@@ -129,7 +130,8 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[s
     check(bool(records), f"--labels: {labels} holds no records")
     kind = "pairs" if "chosen_actions" in records[0] else "steps"
     items: list[Labelled] = []
-    pairs = informative = right = unmatched = 0
+    pairs: dict[str, Counter] = {a: Counter() for a in AGENTS}   # per agent: pairs, informative, right
+    unmatched = 0
     for rec in records:
         problem = problems.get(str(rec.get("prompt", "")).strip())
         if problem is None:
@@ -140,9 +142,8 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[s
             continue
         good, bad = pair_of(rec, problem)
         items += [good, bad]
-        pairs += 1
-        informative += good.correct != bad.correct
-        right += good.correct and not bad.correct
+        pairs[good.agent].update(pairs=1, informative=good.correct != bad.correct,
+                                 right=good.correct and not bad.correct)
     if unmatched == len(records):
         raise DataError(f"{labels}: no record's prompt is a question of the trees in {trees} (the benchmark reads "
                         "full-view records of these trees)", setting="labels")
@@ -153,9 +154,15 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[s
               "agents": {a: step_scores([it for it in items if it.agent == a], hard) for a in AGENTS},
               "all": step_scores(items, hard)}
     if kind == "pairs":
-        report["pairs"] = {"pairs": pairs, "informative": informative,
-                           "pair_accuracy": right / informative if informative else None}
+        report["pairs"] = {**pair_scores(sum(pairs.values(), Counter())),
+                           "agents": {a: pair_scores(c) for a, c in pairs.items()}}
     return report
+
+
+def pair_scores(c: Counter) -> dict[str, Any]:
+    """Pairs, those whose two steps differ in truth, and the share of these whose chosen step is the right one."""
+    return {"pairs": c["pairs"], "informative": c["informative"],
+            "pair_accuracy": c["right"] / c["informative"] if c["informative"] else None}
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
@@ -170,9 +177,9 @@ def report_lines(report: dict[str, Any]) -> list[str]:
         lines.append(f"{name:<9} {row['n']:>6} {row['wrong']:>6} {num(row['auc']):>6}"
                      + (f" {num(row['accuracy']):>6} {num(row['error_f1']):>6}" if hard else ""))
     if "pairs" in report:
-        p = report["pairs"]
-        lines.append(f"pairs whose two steps differ in truth: {p['informative']} of {p['pairs']}; "
-                     f"chosen step is the right one in {num(p['pair_accuracy'])}")
+        lines.append("pairs whose two steps differ in truth, and the share of them whose chosen step is right:")
+        for name, p in [*report["pairs"]["agents"].items(), ("all", report["pairs"])]:
+            lines.append(f"{name:<9} {p['informative']:>6} of {p['pairs']:<6} {num(p['pair_accuracy'])}")
     return lines
 
 
