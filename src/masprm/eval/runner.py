@@ -231,10 +231,13 @@ def _model_identity(spec: ModelSpec) -> dict:
     dtype = getattr(spec.options, "dtype", None)
     if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
         identity["dtype"] = dtype
-    training = training_of(read_scorer_meta(spec.model_id)) if spec.kind == "scorer" else {}
-    if training:  # the label scheme and objective (also in the folder's content hash), said in the manifest
-        identity["training"] = training
     return identity
+
+
+def _scorer_training(spec: ModelSpec) -> dict:
+    """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
+    training = training_of(read_scorer_meta(spec.model_id)) if spec.kind == "scorer" else {}
+    return {"training": training} if training else {}
 
 
 def selection_options(settings: Any, family: str) -> dict:
@@ -260,7 +263,7 @@ def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                     {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
         "data": data_def,
         "mas_config": path_identity(graph.source),
-        "models": {role: _model_identity(specs[role]) for role in roles},
+        "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
     examples = data.examples

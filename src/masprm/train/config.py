@@ -24,9 +24,7 @@ DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 class TrainConfig:
     """A training run; the defaults are the original trainer's."""
 
-    mode: str = arg(choices=MODES, help="ppm: Bradley-Terry pairs (weighted by a pair's `weight`); prm: a value per "
-                                        "step; orm: the final outcome only; traj: the aggregated step scores "
-                                        "against the final outcome")
+    mode: str = arg(choices=MODES, help="ppm: Bradley-Terry pairs; prm: a value per step; orm: the final outcome only")
     data_file: str = arg(flags=("--data_dir", "--data-dir", "--data_file"),
                          help="JSON/JSONL file from src/train/preprocess_data.py")
     output_dir: str = arg(flags=("--output-dir", "--output_dir"))
@@ -53,7 +51,8 @@ class TrainConfig:
     loss: str = arg("bce", choices=LOSSES, help="prm/orm loss (ppm always uses Bradley-Terry)")
     huber_beta: float = arg(0.1)
     step_agg: str = arg("min", flags=("--agg",), choices=STEP_AGGS,
-                        help="traj: how a transcript's step scores make its score (default: min)")
+                        help="--mode traj (a transcript's aggregated step scores against its final outcome): "
+                             "how the step scores are aggregated (default: min)")
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
