@@ -106,6 +106,15 @@ def write_trees(folder, trees):
     return paths
 
 
+def preprocess_workdir(folder: Path, run: str) -> Path:
+    """A repo-like stage-2 folder: configs/gsm8k(_dylan).yaml and results/<run>/ with three trees."""
+    (folder / "configs").mkdir()
+    (folder / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(GSM8K))
+    (folder / "configs" / "gsm8k_dylan.yaml").write_text(yaml.safe_dump(DYLAN))
+    write_trees(folder / "results" / run, [gsm8k_tree(), gsm8k_tree(0.1), gsm8k_tree(0.95)])
+    return folder
+
+
 # --------------------------------------------------------------------------- scorer training records
 
 

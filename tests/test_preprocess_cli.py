@@ -13,7 +13,7 @@ import yaml
 
 from masprm.cli import UsageError
 from masprm.errors import MasprmError
-from helpers import DYLAN, GSM8K, dylan_tree, gsm8k_tree, write_trees
+from helpers import GSM8K, dylan_tree, gsm8k_tree, preprocess_workdir, write_trees
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "src" / "train" / "preprocess_data.py"
@@ -30,11 +30,7 @@ def read_jsonl(path):
 def workdir(tmp_path, monkeypatch):
     """A repo-like working folder: configs/ and results/<run>/ with trees."""
     monkeypatch.chdir(tmp_path)
-    (tmp_path / "configs").mkdir()
-    (tmp_path / "configs" / "gsm8k.yaml").write_text(yaml.safe_dump(GSM8K))
-    (tmp_path / "configs" / "gsm8k_dylan.yaml").write_text(yaml.safe_dump(DYLAN))
-    write_trees(tmp_path / "results" / README_RUN, [gsm8k_tree(), gsm8k_tree(0.1), gsm8k_tree(0.95)])
-    return tmp_path
+    return preprocess_workdir(tmp_path, README_RUN)
 
 
 def test_seed_readme_command_writes_next_to_the_tree_folder(workdir, capsys):

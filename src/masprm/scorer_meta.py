@@ -4,7 +4,10 @@ Training writes it twice: with ``status: "training"`` when the run starts and
 ``"completed"`` (plus the eval metrics) when the scorer is saved. It names the
 objective (``mode``), the separator, the base model, the length limits and the
 ``text_style`` the scorer was trained with, so inference tokenises texts the same
-way. Pure Python: no torch import.
+way, and what the scorer was trained as: ``objective`` (the mode), ``label_scheme``
+(stage 2's ``meta.label_scheme`` of its records) and, for a trajectory-level scorer,
+``step_agg`` and ``softmin_temperature`` (``training_of`` reads them, with today's
+defaults for folders written before they were recorded). Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -18,6 +21,9 @@ from masprm.io import atomic_write_json
 
 SCORER_META_FILE = "masprm_scorer.json"
 STEP_MODES = ("prm", "orm")   # folders written before `text_style` was recorded: these used the steps style
+STEP_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
+DEFAULT_SOFTMIN_TEMPERATURE = 0.1
+PAPER_TRAININGS = {("masprm", "ppm"), ("mc", "prm"), ("mc", "orm")}   # (label scheme, objective) of today's scorers
 
 
 def write_scorer_meta(folder: str | Path, meta: dict[str, Any]) -> None:
@@ -39,3 +45,33 @@ def read_scorer_meta(folder: str | Path) -> dict[str, Any]:
 def text_style(meta: dict[str, Any]) -> str:
     """How the scorer's texts are tokenised: "steps" (prompt and steps apart) or "whole"."""
     return meta.get("text_style") or ("steps" if meta.get("mode") in STEP_MODES else "whole")
+
+
+def default_label_scheme(objective: str) -> str:
+    """The records an objective trained on before schemes were recorded: the paper's pairs, else the PRM samples."""
+    return "masprm" if objective == "ppm" else "mc"
+
+
+def training_of(meta: dict[str, Any]) -> dict[str, Any]:
+    """What the scorer was trained as: objective, label_scheme (+ step_agg, softmin_temperature for traj).
+
+    {} when the folder has no record. A folder written before the label scheme was recorded was trained
+    on today's records: the paper's pairs (ppm) or the PRM samples (prm, orm).
+    """
+    objective = meta.get("objective") or meta.get("mode")
+    if not objective:
+        return {}
+    out = {"objective": objective, "label_scheme": meta.get("label_scheme") or default_label_scheme(objective)}
+    if objective == "traj":
+        out.update(step_agg=meta.get("step_agg", "min"),
+                   softmin_temperature=meta.get("softmin_temperature", DEFAULT_SOFTMIN_TEMPERATURE))
+    return out
+
+
+def training_tag(training: dict[str, Any]) -> str:
+    """``first_error+prm``, ``mc+traj-min``, ``mc+traj-softmin0.1``: the scheme, the objective and its aggregation."""
+    tag = f"{training['label_scheme']}+{training['objective']}"
+    if training["objective"] == "traj":
+        agg = training["step_agg"]
+        tag += f"-{agg}" + (f"{training['softmin_temperature']:g}" if agg == "softmin" else "")
+    return tag

@@ -11,7 +11,7 @@ A node is a JSON object with these keys, in this order (``tree_node`` writes the
     q_sum         the sum of those back-ups' values (±1 at graded leaves)
     q_mean        q_sum / visits (0 for an unvisited node)
     node_text     the question at the root, the agent's output elsewhere
-    children      the child nodes (list)
+    children      the child nodes (list): the first MAX_JSON_CHILDREN of them
 
 The root also carries ``meta`` (the example's index, gold answer, the run's settings).
 A node's value is its ``q_mean``, or ``q_sum / visits`` when ``q_mean`` is missing.
@@ -32,6 +32,7 @@ from masprm.errors import TreeError
 if TYPE_CHECKING:
     from masprm.graph import MASGraph
 
+MAX_JSON_CHILDREN = 8   # a node is written with its first 8 children only: its visits may count unwritten ones
 NODE_KEYS = ("steps", "action_text", "is_terminal", "final_answer", "visits", "q_sum", "q_mean", "node_text",
              "children")
 _AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
@@ -113,6 +114,7 @@ class Step:
     agent: int | None         # from action_text "[agent i] ..."; None at the root
     inbox: str                # local view: the user content this node's agent saw ("" otherwise)
     children: list["Step"] = field(default_factory=list)
+    answer: str | None = None  # final_answer at a terminal node (self-consistency labels vote with it)
 
 
 @dataclass(eq=False, slots=True)
@@ -139,7 +141,8 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
     if not isinstance(children_raw, list):
         raise TreeError(f"{where}: 'children' must be a list")
     step = Step(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
-                visits=node_visits(d, where), agent=agent, inbox=inbox)
+                visits=node_visits(d, where), agent=agent, inbox=inbox,
+                answer=d.get("final_answer") if isinstance(d.get("final_answer"), str) else None)
     for k, c in enumerate(children_raw):
         cwhere = f"{where}/{k}"
         if not isinstance(c, dict):

@@ -2,14 +2,21 @@
 
 The labels are the original's condition names ("SBS + PRM (B1=3, B2=5)",
 "DyLAN MCTS + PPM (N=10, 3 children)", ...), followed by the scorer folders
-the condition reads, so a table row says what ran. Log file names keep the
-method and the fingerprint; the label is for people.
+the condition reads, so a table row says what ran. A scorer trained other
+than today's (the paper's pairs with ppm, the PRM samples with prm or orm)
+also names its label scheme, objective and aggregation (``masprm_scorer.json``)
+when its folder's name does not: ``[prm: my-scorer (first_error+prm)]``, but
+``[prm: toy-traj-min]``. Log file names keep the method and the fingerprint;
+the label is for people.
 """
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Any
+
+from masprm.scorer_meta import PAPER_TRAININGS, default_label_scheme, read_scorer_meta, training_of, training_tag
 
 HANDOFF_NAMES = {
     "handoff_fixed": "Fixed schedule + policy likelihood",
@@ -54,9 +61,26 @@ def base_label(method: str, s: Any) -> str:
     return f"{name} ({', '.join(details)})" if details else name
 
 
+def scorer_name(folder: str) -> str:
+    """The folder's name, and what the scorer was trained as when that is new and the name does not say it.
+
+    Said means: the objective, the aggregation of a traj scorer and a label scheme other than the
+    objective's default (mc for stepwise records, masprm for pairs) are words of the name (split at - . + or space).
+    """
+    name = Path(folder).name
+    training = training_of(read_scorer_meta(folder))
+    if not training or (training["label_scheme"], training["objective"]) in PAPER_TRAININGS:
+        return name
+    needed = [training["objective"], *([training["step_agg"]] if training["objective"] == "traj" else [])]
+    if training["label_scheme"] != default_label_scheme(training["objective"]):
+        needed.append(training["label_scheme"])
+    words = set(re.split(r"[-.+\s]+", name.lower()))
+    return name if all(w.lower() in words for w in needed) else f"{name} ({training_tag(training)})"
+
+
 def condition_label(method: str, settings: Any, roles: tuple[str, ...] = ()) -> str:
     """`base_label` plus the folder of each scorer the condition uses ("[prm: MASPRM-GSM8K-1.5B]")."""
-    folders = [f"{setting.removesuffix('_dir')}: {Path(getattr(settings, setting)).name}"
+    folders = [f"{setting.removesuffix('_dir')}: {scorer_name(getattr(settings, setting))}"
                for role, setting in SCORER_FOLDERS if role in roles and getattr(settings, setting, None)]
     label = base_label(method, settings)
     return f"{label} [{', '.join(folders)}]" if folders else label

@@ -34,6 +34,7 @@ from masprm.eval.methods import METHODS, scorers_needed
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
+from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.engine import RequestKeys, drive, run_batched
@@ -250,6 +251,12 @@ def _model_identity(spec: ModelSpec) -> dict:
     return identity
 
 
+def _scorer_training(spec: ModelSpec) -> dict:
+    """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
+    training = training_of(read_scorer_meta(spec.model_id)) if spec.kind == "scorer" else {}
+    return {"training": training} if training else {}
+
+
 def selection_options(settings: Any, family: str) -> dict:
     """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
     that declares them (competition_math); static runs use the whole split, as in the original."""
@@ -273,7 +280,7 @@ def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                     {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
         "data": data_def,
         "mas_config": path_identity(graph.source),
-        "models": {role: _model_identity(specs[role]) for role in roles},
+        "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
     examples = data.examples

@@ -1,5 +1,20 @@
 """Stage 2: training labels from the stage-1 trees (outcome-only; no step labels are ever given).
 
-    mining.py   the paper's records: PRM samples (every step's Monte Carlo value) and the
-                MASPRM's Bradley-Terry pairs (best vs worst siblings)
+    mining.py   the paper's records: PRM samples (every step's Monte Carlo value) and the preprocessor
+    pairs.py    the paper's Bradley-Terry pair miner (best vs worst siblings) and the PairRule variants change
+    scheme.py   LabelScheme, the LABEL_SCHEMES registry and the runner of ``--labels NAME``
+
+The label schemes, one module each, registered here and nowhere else:
 """
+
+from masprm.labels.scheme import LABEL_SCHEMES, LabelScheme
+
+LABEL_SCHEMES.register_lazy("masprm", "masprm.labels.paper_pairs:SCHEME")
+LABEL_SCHEMES.register_lazy("mc", "masprm.labels.mc:SCHEME")
+LABEL_SCHEMES.register_lazy("first_error", "masprm.labels.first_error:SCHEME")
+LABEL_SCHEMES.register_lazy("advantage", "masprm.labels.advantage:SCHEME")
+LABEL_SCHEMES.register_lazy("margin_pairs", "masprm.labels.margin_pairs:SCHEME")
+LABEL_SCHEMES.register_lazy("balanced_pairs", "masprm.labels.balanced_pairs:SCHEME")
+LABEL_SCHEMES.register_lazy("self_consistency", "masprm.labels.self_consistency:SCHEME")
+
+__all__ = ["LABEL_SCHEMES", "LabelScheme"]

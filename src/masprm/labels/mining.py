@@ -19,21 +19,20 @@ Pure Python: importing this module must not import torch.
 
 from __future__ import annotations
 
-import hashlib
-import json
 import math
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Iterator, Sequence
+from typing import Callable, Iterator
 
 from masprm.config import arg
 from masprm.graph import MASGraph
-from masprm.state_text import DEFAULT_SEPARATOR, VIEWS, join_steps
+from masprm.labels.pairs import (MIN_MARGIN, PairRule, dedupe_key, meta_target, ppm_pairs, ppm_texts,  # noqa: F401
+                                 split_sizes, unique_candidates)   # (re-exported: the pair miner lives there)
+from masprm.state_text import VIEWS
 from masprm.tree_schema import Step, Tree, TreeError, parse_tree, read_tree  # noqa: F401  (re-exported)
 
 PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
 PM1_TOLERANCE = 1e-6            # a graded leaf has value ±1 within this
-MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGIN (strictly better)
 MAX_NAMED_FAILURES = 20         # malformed trees named in the summary; the rest are only counted
 
 def in_window(value: float | None, window: tuple[float, float]) -> bool:
@@ -78,13 +77,21 @@ def clamp(x: float) -> float:
     return max(-1.0, min(1.0, x))
 
 
-def meta_target(target_nodes: int) -> int | None:
-    """``meta.target_nodes``: null in variable-depth mode (N <= 0), as the original wrote it."""
-    return target_nodes if target_nodes > 0 else None
+PathLabeller = Callable[[Step, list[Step]], list[float]]   # (root, a graded path) -> labels of its first steps
 
 
-def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts") -> list[dict]:
-    """PRM samples of one tree (root-window filter applied by the caller)."""
+def mc_labels(root: Step, path: list[Step]) -> list[float]:
+    """The paper's PRM labels: every step's Monte Carlo value (its node's q_mean)."""
+    return [clamp(s.value) for s in path]
+
+
+def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts",
+                label_path: PathLabeller = mc_labels) -> list[dict]:
+    """PRM samples of one tree (root-window filter applied by the caller).
+
+    ``label_path`` labels each graded path; when it labels only the first k
+    steps, the records stop after step k (first-error labels leave the rest out).
+    """
     out: list[dict] = []
     for path in candidate_paths(tree.root, target_nodes):
         counts.candidate_paths += 1
@@ -94,126 +101,19 @@ def prm_records(tree: Tree, target_nodes: int, view: str, counts: "Counts") -> l
             counts.r_pos += 1
         else:
             counts.r_neg += 1
+        labels = label_path(tree.root, path)
+        path = path[:len(labels)]
         if view == "full":
-            out.append({"prompt": tree.question, "completions": [s.text for s in path],
-                        "labels": [clamp(s.value) for s in path]})
+            out.append({"prompt": tree.question, "completions": [s.text for s in path], "labels": labels})
             continue
-        for i, s in enumerate(path):
-            out.append({"prompt": s.inbox, "completions": [s.text], "labels": [clamp(s.value)],
+        for i, (s, y) in enumerate(zip(path, labels)):
+            out.append({"prompt": s.inbox, "completions": [s.text], "labels": [y],
                         "meta": {"agent_idx": s.agent, "step_index": i, "target_nodes": meta_target(target_nodes),
                                  "view": "local"}})
     return out
 
 
-# --------------------------------------------------------------------------- PPM pairs
-
-
-def split_sizes(n: int, pos_topk: int, neg_topk: int) -> tuple[int, int]:
-    """(k_pos, k_neg) for n unique candidates: disjoint top and bottom groups when n allows."""
-    k_neg = min(neg_topk, max(1, n // 2))
-    k_pos = min(pos_topk, max(1, n - k_neg))
-    if k_neg + k_pos > n:
-        k_pos = max(1, n - k_neg)
-    return k_pos, k_neg
-
-
-def unique_candidates(children: Sequence[Step]) -> list[Step]:
-    """Children with text and a value, one per whitespace-normalised text (the highest value
-    wins; the first stored wins a tie), sorted by value ascending (stable)."""
-    best: dict[str, Step] = {}
-    for c in children:
-        if not c.text or c.value is None:
-            continue
-        key = " ".join(c.text.split())
-        if key not in best or c.value > best[key].value:
-            best[key] = c
-    return sorted(best.values(), key=lambda s: s.value)
-
-
-def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_topk: int,
-              max_pairs: int) -> list[dict]:
-    """Preference pairs of one tree, at most ``max_pairs`` (root-window filter applied by the caller).
-
-    Prefixes are visited depth-first in stored order. In fixed-depth mode only
-    prefixes at depth < N-1 are used and depth N-2 is the final step; in
-    variable-depth mode a prefix whose children are all terminal is a final
-    step. At a final step only terminal children compete.
-    """
-    fixed = target_nodes > 0
-    out: list[dict] = []
-    seen: set[bytes] = set()  # the same pair can recur under siblings with equal texts
-    stack: list[tuple[Step, list[Step]]] = [(tree.root, [])]
-    while stack and len(out) < max_pairs:
-        node, prefix = stack.pop()
-        depth = len(prefix)
-        if fixed and depth >= target_nodes - 1:
-            continue
-        for child in reversed(node.children):
-            stack.append((child, prefix + [child]))
-        if not node.children:
-            continue
-        final = depth == target_nodes - 2 if fixed else all(c.is_terminal for c in node.children)
-        children = [c for c in node.children if c.is_terminal] if final else node.children
-        cands = unique_candidates(children)
-        if len(cands) < 2 or not all(s.text for s in prefix):
-            continue
-        k_pos, k_neg = split_sizes(len(cands), pos_topk, neg_topk)
-        negatives, positives = cands[:k_neg], cands[::-1][:k_pos]
-        for pos in positives:
-            for neg in negatives:
-                if len(out) >= max_pairs:
-                    break
-                if pos.value <= neg.value + MIN_MARGIN or pos.text == neg.text:
-                    continue
-                rec = _pair_record(tree, node, prefix, pos, neg, depth, target_nodes, final, view)
-                key = dedupe_key([rec["prompt"], rec["chosen_actions"], rec["rejected_actions"]])
-                if key in seen:
-                    continue
-                seen.add(key)
-                out.append(rec)
-    return out
-
-
-def _pair_record(tree: Tree, node: Step, prefix: list[Step], pos: Step, neg: Step, depth: int,
-                 target_nodes: int, final: bool, view: str) -> dict:
-    meta = {"step_index": depth, "shared_prefix_len": depth, "target_nodes": meta_target(target_nodes),
-            "parent_visits": node.visits, "pos_q": pos.value, "neg_q": neg.value,
-            "q_gap": pos.value - neg.value, "final_step_only_terminal": final}
-    if view == "full":
-        steps = [s.text for s in prefix]
-        return {"prompt": tree.question, "chosen_actions": steps + [pos.text],
-                "rejected_actions": steps + [neg.text], "meta": meta}
-    # Local: every child of a node is the same agent's output, so they share one inbox.
-    return {"prompt": pos.inbox, "chosen_actions": [pos.text], "rejected_actions": [neg.text],
-            "meta": {"agent_idx": pos.agent, **meta, "view": "local"}}
-
-
-def ppm_texts(record: dict, sep: str = DEFAULT_SEPARATOR) -> tuple[str, str]:
-    """The two texts a scorer compares for one PPM record: (pos_text, neg_text).
-
-    The pair differs at the last index where chosen and rejected differ; both
-    texts share the steps before it, so training sees the same layout as
-    inference (``prompt + step + SEP + ...``).
-    """
-    chosen, rejected = record["chosen_actions"], record["rejected_actions"]
-    if len(chosen) != len(rejected):
-        raise ValueError(f"chosen_actions has {len(chosen)} steps but rejected_actions has {len(rejected)}")
-    differ = [i for i, (c, r) in enumerate(zip(chosen, rejected)) if c != r]
-    if not differ:
-        raise ValueError("chosen_actions and rejected_actions are identical")
-    i = differ[-1]
-    prefix = list(chosen[:i])
-    return (join_steps(record["prompt"], prefix + [chosen[i]], sep),
-            join_steps(record["prompt"], prefix + [rejected[i]], sep))
-
-
 # --------------------------------------------------------------------------- one pass over many trees
-
-
-def dedupe_key(obj: Any) -> bytes:
-    """A 16-byte hash of a JSON-able key: dedupe sets hold these, not the texts."""
-    blob = json.dumps(obj, ensure_ascii=False, separators=(",", ":")).encode("utf-8")
-    return hashlib.blake2b(blob, digest_size=16).digest()
 
 
 @dataclass
@@ -277,17 +177,9 @@ class Preprocessor:
     def process_file(self, path: str | Path, name: str | None = None) -> tuple[list[dict], list[dict]]:
         """(PRM records, PPM records) of one tree file, after dedupe; ([], []) for a bad tree."""
         c, o = self.counts, self.options
-        c.files += 1
-        try:
-            tree = read_tree(path, name, self.graph)
-        except TreeError as err:
-            c.malformed += 1
-            if len(c.malformed_named) < MAX_NAMED_FAILURES:
-                c.malformed_named.append(str(err))
+        tree = self.read(path, name)
+        if tree is None:
             return [], []
-        c.trees += 1
-        c.off_config += len(tree.off_config)
-        c.off_config_named.extend(tree.off_config[:MAX_NAMED_FAILURES - len(c.off_config_named)])
         root_value = tree.root.value
         prm = self._take(root_value, PRM_ROOT_WINDOW, lambda: prm_records(tree, o.target_nodes, o.view, c),
                          c.prm, self._seen_prm, _prm_key)
@@ -297,6 +189,22 @@ class Preprocessor:
                               neg_topk=o.ppm_neg_topk, max_pairs=o.ppm_max_pairs),
             c.ppm, self._seen_ppm, _ppm_key)
         return prm, ppm
+
+    def read(self, path: str | Path, name: str | None = None) -> Tree | None:
+        """One tree file, counted; None (counted and named) when it cannot be read."""
+        c = self.counts
+        c.files += 1
+        try:
+            tree = read_tree(path, name, self.graph)
+        except TreeError as err:
+            c.malformed += 1
+            if len(c.malformed_named) < MAX_NAMED_FAILURES:
+                c.malformed_named.append(str(err))
+            return None
+        c.trees += 1
+        c.off_config += len(tree.off_config)
+        c.off_config_named.extend(tree.off_config[:MAX_NAMED_FAILURES - len(c.off_config_named)])
+        return tree
 
     def _take(self, root_value: float, window: tuple[float, float], make: Callable[[], list[dict]],
               counts: OutputCounts, seen: set[bytes], key_of) -> list[dict]:

@@ -7,9 +7,12 @@ A folder from `src/train/trainer.py` holds a LoRA adapter (or a full model),
 the tokenizer with the separator and ``masprm_scorer.json``; a folder with
 neither adapter nor model uses its newest ``checkpoint-*``. Texts are
 tokenised, cut and scored exactly as in training (`masprm.models.text_encoder.TextEncoder`;
-a prm/orm scorer tokenises a `StepText`'s prompt and steps separately): the
+a prm/orm/traj scorer tokenises a `StepText`'s prompt and steps separately): the
 end of the text is kept, and the value is tanh of the logit at the last
-separator (or at the last token when there is none).
+separator (or at the last token when there is none). A trajectory-level scorer
+(``objective: traj`` in its metadata) values a text by its training aggregate
+instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
+``step_agg``) of the step probabilities at every separator that survives the cut.
 """
 
 from __future__ import annotations
@@ -26,7 +29,8 @@ from peft import PeftModel
 from masprm.errors import ModelError, first_line
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
-from masprm.scorer_meta import read_scorer_meta, text_style
+from masprm.models.step_agg import log_aggregate
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.token_scorer import load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR
@@ -67,11 +71,32 @@ class HFScorer:
             input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
             logits = self.model(input_ids=input_ids.to(self.device),
                                 attention_mask=attention_mask.to(self.device)).logits[..., 0].float()
-            at = torch.tensor([score_position(ids[i], self.encoder.sep_id) for i in rows], device=logits.device)
-            values = torch.tanh(logits[torch.arange(len(rows), device=logits.device), at]).tolist()
-            for i, v in zip(rows, values):
+            for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
                 scores[i] = v
         return scores
+
+    def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
+        """The value of each row: tanh of its logit at its last separator (its last token without one)."""
+        at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids in rows], device=logits.device)
+        return torch.tanh(logits[torch.arange(len(rows), device=logits.device), at]).tolist()
+
+
+@dataclass
+class TrajScorer(HFScorer):
+    """A trajectory-level scorer: 2A - 1, A the aggregate of the step probabilities at every separator."""
+
+    step_agg: str = "min"
+    softmin_temperature: float = DEFAULT_SOFTMIN_TEMPERATURE
+
+    def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
+        steps = [[i for i, t in enumerate(ids) if t == self.encoder.sep_id] or [len(ids) - 1] for ids in rows]
+        positions = torch.zeros((len(rows), max(map(len, steps))), dtype=torch.long, device=logits.device)
+        mask = torch.zeros_like(positions, dtype=torch.bool)
+        for r, at in enumerate(steps):
+            positions[r, :len(at)] = torch.tensor(at, device=logits.device)
+            mask[r, :len(at)] = True
+        log_a, _ = log_aggregate(logits.gather(1, positions), mask, self.step_agg, self.softmin_temperature)
+        return (2 * log_a.exp() - 1).tolist()
 
 
 # --------------------------------------------------------------------------- finding the weights
@@ -153,4 +178,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
                           max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
                           style=style)
+    training = training_of(meta)
+    if training.get("objective") == "traj":
+        return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                          step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)

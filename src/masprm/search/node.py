@@ -12,9 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 from masprm.graph import RoutingState
-from masprm.tree_schema import action_text, tree_node
-
-MAX_JSON_CHILDREN = 8
+from masprm.tree_schema import MAX_JSON_CHILDREN, action_text, tree_node
 
 
 @dataclass(eq=False)

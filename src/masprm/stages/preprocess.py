@@ -5,9 +5,11 @@
         --view full --config configs/gsm8k.yaml
 
 Writes next to the tree folder: results/prm_samples[_local]_<run>.jsonl and,
-with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. Trees are read one at
-a time and the outputs are streamed into temporary files that replace the
-old outputs only when the whole pass succeeds.
+with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. With --labels NAME it
+writes one label scheme's records instead (``masprm.labels.LABEL_SCHEMES``):
+results/labels_<NAME>[_local]_<run>.jsonl. Trees are read one at a time and
+the outputs are streamed into temporary files that replace the old outputs
+only when the whole pass succeeds.
 """
 
 import sys
@@ -16,16 +18,19 @@ import json
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Callable
 
 from tqdm import tqdm
 
 from masprm.checks import check_output_file, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
-from masprm.config import add_config_args, arg, config_from_args
+from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names
 from masprm.errors import ConfigError
 from masprm.graph import MASGraph, load_mas_config, resolve_config_path
 from masprm.io import AtomicJsonlWriter
+from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor
+from masprm.labels.scheme import LabelRunner
 
 
 @dataclass
@@ -39,6 +44,9 @@ class Inputs:
                                          "<dataset> being the input folder's name before '_res_')")
     force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
     seed: int = arg(42, help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+    labels: str | None = arg(None, help="write one label scheme's records instead of the PRM samples and pairs: "
+                                        "results/labels_<NAME>[_local]_<run>.jsonl (schemes: "
+                                        + ", ".join(LABEL_SCHEMES.names()) + "; their own flags below)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -46,13 +54,39 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_config_args(ap, Inputs, only=["input"])
     add_config_args(ap, Options)
     add_config_args(ap, Inputs, skip=["input"])
+    for name, scheme in LABEL_SCHEMES.items():   # each scheme's own flags; None = not given (its default applies)
+        if scheme.settings is not None:
+            add_config_args(ap.add_argument_group(f"--labels {name}"), scheme.settings,
+                            defaults={f.name: None for f in flag_fields(scheme.settings)})
     args = ap.parse_args(argv)
+    if args.labels is not None:
+        check(args.labels in LABEL_SCHEMES, f"--labels: {LABEL_SCHEMES.unknown_message(args.labels)}")
+        check(not args.make_ppm, "--make-ppm writes the paper's pairs next to the PRM samples; with --labels only "
+                                 "labels_<NAME>_<run>.jsonl is written (--labels masprm gives the same pairs)")
+    args.scheme_settings = scheme_settings(args)
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
         check(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be at least 1")
     lo, hi = args.ppm_root_window
     check(lo <= hi, f"--ppm-root-window: LO ({lo:g}) must not exceed HI ({hi:g})")
     return args
+
+
+def scheme_settings(args: argparse.Namespace) -> Any:
+    """The chosen scheme's settings from its flags; a flag of another scheme is a usage error."""
+    chosen, settings = args.labels, None
+    for name, scheme in LABEL_SCHEMES.items():
+        if scheme.settings is None:
+            continue
+        given = {f.name: getattr(args, f.name) for f in flag_fields(scheme.settings)
+                 if getattr(args, f.name) is not None}
+        if name == chosen:
+            settings = scheme.settings(**given)
+        elif given:
+            flag = flag_names(scheme.settings, next(iter(given)))[0]
+            raise UsageError(f"{flag} is a setting of --labels {name}"
+                             + (f", not of --labels {chosen}" if chosen else " (add --labels NAME)"))
+    return settings
 
 
 def find_trees(input_path: Path) -> list[Path]:
@@ -71,6 +105,12 @@ def output_paths(input_path: Path, view: str) -> tuple[Path, Path]:
     tag = "" if view == "full" else f"_{view}"
     return (resolved.with_name(f"prm_samples{tag}_{run}.jsonl"),
             resolved.with_name(f"ppm_pairs{tag}_{run}.jsonl"))
+
+
+def labels_path(input_path: Path, view: str, scheme: str) -> Path:
+    """results/<run> -> results/labels_<scheme>[_local]_<run>.jsonl."""
+    prm_path, _ = output_paths(input_path, view)
+    return prm_path.with_name(prm_path.name.replace("prm_samples", f"labels_{scheme}", 1))
 
 
 def load_graph(args: argparse.Namespace) -> MASGraph | None:
@@ -114,37 +154,56 @@ def check_recorded_config(input_path: Path, config: Path) -> None:
                 "or --force to use this one anyway")
 
 
+def stream(files: list[Path], root: Path, paths: list[Path],
+           records_of: Callable[[Path, str], list[list[dict]]], prep: Preprocessor) -> None:
+    """One pass over the tree files: ``records_of(file, name)`` gives one list of records per output path."""
+    with ExitStack() as stack:
+        outs = [stack.enter_context(AtomicJsonlWriter(path)) for path in paths]
+        # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
+        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
+            for out, records in zip(outs, records_of(f, str(f.relative_to(root)))):
+                for rec in records:
+                    out.write(rec)
+        # Raised inside the writers' block, so the previous outputs stay in place.
+        if not prep.counts.trees:
+            raise UsageError(f"--input: none of the {len(files)} tree file(s) could be read "
+                             f"({prep.counts.malformed_named[0]}); nothing was written")
+    for bad in (prep.malformed_summary(), prep.off_config_summary()):
+        if bad:
+            print(f"[preprocess] warning: {bad}", file=sys.stderr)
+
+
+def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph: MASGraph | None) -> None:
+    """--labels NAME: the scheme's records in labels_<NAME>[_local]_<run>.jsonl."""
+    scheme: LabelScheme = LABEL_SCHEMES[args.labels]
+    runner = LabelRunner(scheme, config_from_args(Options, args), args.scheme_settings, graph)
+    path = check_output_file(labels_path(args.input, args.view, scheme.name), "input",
+                             label=f"input {args.input}: output")
+    if graph is not None and args.view == "local":
+        print(f"[preprocess] local view, routing inboxes with {graph.source}")
+    stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
+    print(runner.summary(path))
+    if runner.why_none():
+        print(f"[preprocess] {runner.why_none()}")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     files = find_trees(args.input)
     graph = load_graph(args)
+    root = args.input if args.input.is_dir() else args.input.parent
+    if args.labels is not None:
+        write_labels(args, files, root, graph)
+        return 0
     options = config_from_args(Options, args)
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
     for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
         check_output_file(path, "input", label=f"input {args.input}: output")
-    root = args.input if args.input.is_dir() else args.input.parent
     if graph is not None and args.view == "local":
         print(f"[preprocess] local view, routing inboxes with {graph.source}")
-
-    with ExitStack() as stack:
-        prm_out = stack.enter_context(AtomicJsonlWriter(prm_path))
-        ppm_out = stack.enter_context(AtomicJsonlWriter(ppm_path)) if args.make_ppm else None
-        # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
-        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
-            prm, ppm = prep.process_file(f, name=str(f.relative_to(root)))
-            for rec in prm:
-                prm_out.write(rec)
-            for rec in ppm:
-                ppm_out.write(rec)
-        # Raised inside the writers' block, so the previous outputs stay in place.
-        if not prep.counts.trees:
-            raise UsageError(f"--input: none of the {len(files)} tree file(s) could be read "
-                             f"({prep.counts.malformed_named[0]}); nothing was written")
-
-    for bad in (prep.malformed_summary(), prep.off_config_summary()):
-        if bad:
-            print(f"[preprocess] warning: {bad}", file=sys.stderr)
+    stream(files, root, [prm_path, ppm_path] if args.make_ppm else [prm_path],
+           lambda f, name: list(prep.process_file(f, name)), prep)
     print(prep.prm_summary(prm_path))
     if args.make_ppm:
         print(prep.ppm_summary(ppm_path))

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from masprm.config import arg
 from masprm.errors import ConfigError
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import LOSSES, MODES
 
@@ -56,6 +57,12 @@ class TrainConfig:
                                              "(default: on)")
     loss: str = arg("bce", choices=LOSSES, help="prm/orm loss (ppm always uses Bradley-Terry)")
     huber_beta: float = arg(0.1)
+    step_agg: str = arg("min", flags=("--agg",), choices=STEP_AGGS,
+                        help="--mode traj (a transcript's aggregated step scores against its final outcome): "
+                             "how the step scores are aggregated (default: min)")
+    softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
+                                     help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
+                                          f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
     lora_r: int = arg(256)
     lora_alpha: float = arg(32)
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -89,6 +96,9 @@ class TrainConfig:
         need(self.lora_alpha > 0, "lora_alpha", "must be > 0")
         need(0 <= self.lora_dropout < 1, "lora_dropout", "must be in [0, 1)")
         need(self.huber_beta > 0, "huber_beta", "must be > 0")
+        need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
+        need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
+             "must be a finite number > 0")
         if self.load_in_4bit and not self.lora:
             raise ConfigError("load_in_4bit needs LoRA: a 4-bit base cannot be fully fine-tuned (train with LoRA)",
                               setting="load_in_4bit")

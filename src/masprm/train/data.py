@@ -3,7 +3,8 @@
 An objective reads one kind of record (``Objective.records``):
 
 - ``pairs`` (ppm_pairs_*.jsonl): ``prompt`` plus ``chosen_actions`` and
-  ``rejected_actions``, two non-empty lists of step strings of equal length;
+  ``rejected_actions``, two non-empty lists of step strings of equal length,
+  and optionally a ``weight`` > 0 (default 1);
 - ``steps`` (prm_samples_*.jsonl): ``prompt``, ``completions`` (step strings) and
   ``labels``, one number in [-1, 1] per completion.
 
@@ -76,6 +77,9 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
         _check_str_list(where, rec, "rejected_actions")
         if len(rec["chosen_actions"]) != len(rec["rejected_actions"]):
             raise _bad(f"{where}: chosen_actions and rejected_actions must have the same number of steps")
+        w = rec.get("weight", 1.0)
+        if isinstance(w, bool) or not isinstance(w, (int, float)) or not math.isfinite(w) or w <= 0:
+            raise _bad(f"{where}: field 'weight' must be a number > 0, got {w!r}")
         return
     _check_str_list(where, rec, "completions")
     labels = rec["labels"]
@@ -100,6 +104,14 @@ def load_records(path: str | Path, mode: str) -> list[dict]:
     if not records:
         raise _bad(f"{path}: no records (the file is empty)")
     return records
+
+
+def label_scheme_of(records: Sequence[dict], kind: str) -> str:
+    """The stage-2 label scheme the records name (``meta.label_scheme``); today's files name none:
+    ``masprm`` (the paper's pairs) for pairs, ``mc`` (the PRM samples) for steps; several are joined by '+'."""
+    named = sorted({str(rec["meta"]["label_scheme"]) for rec in records
+                    if isinstance(rec.get("meta"), dict) and rec["meta"].get("label_scheme")})
+    return "+".join(named) if named else ("masprm" if kind == "pairs" else "mc")
 
 
 def usable_records(records: Sequence[dict], mode: str) -> int:

@@ -1,8 +1,10 @@
 """The scorer objectives (``--mode``): one record each, in one registry.
 
-    ppm  pairwise Bradley–Terry on stage-2 preference pairs   (masprm.train.pairwise)
-    prm  stepwise regression: a label in [-1, 1] on every step (masprm.train.stepwise)
-    orm  stepwise with ``train_on_last_step_only``: the final outcome on the last step
+    ppm   pairwise Bradley–Terry on stage-2 preference pairs, weighted when a pair has a ``weight``
+          (masprm.train.pairwise)
+    prm   stepwise regression: a label in [-1, 1] on every step (masprm.train.stepwise)
+    orm   stepwise with ``train_on_last_step_only``: the final outcome on the last step
+    traj  the aggregated step scores of a transcript against its final outcome (masprm.train.trajectory)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -38,10 +40,12 @@ class Objective:
     sampling: str                         # transformers' train_sampling_strategy
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
+    meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")
 OBJECTIVES.register_lazy("ppm", "masprm.train.pairwise:PAIRWISE")
 OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
 OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
-MODES = ("ppm", "prm", "orm")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
+MODES = ("ppm", "prm", "orm", "traj")   # the registered names, in the order --help shows them

@@ -2,8 +2,11 @@
 
 A pair is two texts, ``prompt + steps + SEP`` for the chosen and the rejected
 branch, each tokenised whole; a branch's score r is the head's logit at its last
-separator, and the loss is -log σ(r_chosen - r_rejected). Pairs whose chosen and
-rejected steps are identical are skipped. The model kept is the one with the
+separator, and the loss is -log σ(r_chosen - r_rejected), averaged over the batch.
+Pairs with a ``weight`` field (stage 2's margin_pairs) give a weighted mean,
+sum w·loss / sum w, a pair without one weighing 1; a batch where no pair has one
+takes the plain mean, so today's pairs train exactly as before. Pairs whose
+chosen and rejected steps are identical are skipped. The model kept is the one with the
 lowest eval loss; LoRA dropout stays on and batches are drawn at random, as the
 original's pairwise trainer.
 """
@@ -32,14 +35,16 @@ def differing(records: Sequence[dict]) -> int:
 def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
                         source: str = "") -> tuple[list[dict], int]:
     """ppm examples and the number of records skipped (chosen == rejected)."""
-    pairs = [ppm_texts(rec, sep) for rec in records if rec["chosen_actions"] != rec["rejected_actions"]]
+    kept = [rec for rec in records if rec["chosen_actions"] != rec["rejected_actions"]]
+    pairs = [ppm_texts(rec, sep) for rec in kept]
     pos_ids = encoder.encode_whole([p for p, _ in pairs])
     neg_ids = encoder.encode_whole([n for _, n in pairs])
     examples = [
         {"pos_text": pos, "neg_text": neg, "pos_ids": pi, "neg_ids": ni,
          "pos_index": score_position(pi, encoder.sep_id), "neg_index": score_position(ni, encoder.sep_id),
-         "pos_has_sep": encoder.sep_id in pi, "neg_has_sep": encoder.sep_id in ni}
-        for (pos, neg), pi, ni in zip(pairs, pos_ids, neg_ids)
+         "pos_has_sep": encoder.sep_id in pi, "neg_has_sep": encoder.sep_id in ni,
+         **({"weight": float(rec["weight"])} if "weight" in rec else {})}
+        for (pos, neg), pi, ni, rec in zip(pairs, pos_ids, neg_ids, kept)
     ]
     return examples, len(records) - len(examples)
 
@@ -53,12 +58,22 @@ class PairCollator:
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
         input_ids, attention_mask = pad_right([it["pos_ids"] for it in items] + [it["neg_ids"] for it in items],
                                               self.pad_id)
-        return {
+        weights = {"pair_weight": torch.tensor([float(it.get("weight", 1.0)) for it in items])} \
+            if any("weight" in it for it in items) else {}
+        return {**weights,
             "input_ids": input_ids,
             "attention_mask": attention_mask,
             "score_index": torch.tensor([it["pos_index"] for it in items] + [it["neg_index"] for it in items]),
             "has_separator": torch.tensor([it["pos_has_sep"] for it in items] + [it["neg_has_sep"] for it in items]),
         }
+
+
+def bt_loss(r_pos: torch.Tensor, r_neg: torch.Tensor, weight: torch.Tensor | None = None) -> torch.Tensor:
+    """Bradley–Terry: -log σ(r_pos - r_neg), the mean over pairs, or sum w·loss / sum w with weights."""
+    if weight is None:
+        return -F.logsigmoid(r_pos - r_neg).mean()
+    weight = weight.to(r_pos.dtype)
+    return -(weight * F.logsigmoid(r_pos - r_neg)).sum() / weight.sum()
 
 
 class PairTrainer(ScorerTrainer):
@@ -69,7 +84,7 @@ class PairTrainer(ScorerTrainer):
         rows = torch.arange(logits.shape[0], device=logits.device)
         r = logits[rows, inputs["score_index"]]
         r_pos, r_neg = r.chunk(2)
-        loss = -F.logsigmoid(r_pos - r_neg).mean()
+        loss = bt_loss(r_pos, r_neg, inputs.get("pair_weight"))
         has_sep = inputs["has_separator"].float()
         preds = torch.stack([r_pos, r_neg, *has_sep.chunk(2)], dim=-1)
         return loss, preds, torch.ones_like(r_pos)[:, None]

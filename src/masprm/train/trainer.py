@@ -114,7 +114,8 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
 def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
     from masprm.train.checkpoints import data_record
 
-    meta = {"mode": cfg.mode, "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
+    meta = {"mode": cfg.mode, "objective": cfg.mode, **objective.meta(cfg),
+            "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
             "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
             "text_style": objective.text_style, "lora": cfg.lora, "settings": asdict(cfg), **extra}
     write_scorer_meta(out, meta)
@@ -124,7 +125,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
     cfg.validate()
     from masprm.models.text_encoder import TextEncoder
-    from masprm.train.data import eval_view, load_records, split_eval
+    from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
 
     objective = OBJECTIVES[cfg.mode]
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
@@ -223,15 +224,16 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
               f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
     out.mkdir(parents=True, exist_ok=True)
     main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
+    scheme = {"label_scheme": label_scheme_of(records, objective.records)}
     if main_process:
-        _write_meta(cfg, objective, out, status="training")
+        _write_meta(cfg, objective, out, status="training", **scheme)
     trainer.train(resume_from_checkpoint=resume_from)
 
     metrics = trainer.evaluate()  # the best model, now loaded
     trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
     if main_process:
-        _write_meta(cfg, objective, out, status="completed", separator_id=sep_id,
+        _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
                     best_checkpoint=trainer.state.best_model_checkpoint)

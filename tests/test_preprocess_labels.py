@@ -1,0 +1,94 @@
+"""src/train/preprocess_data.py --labels NAME: one scheme's file, today's outputs untouched, flag errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from masprm.errors import MasprmError
+from masprm.stages import preprocess as preprocess_data
+from helpers import dylan_tree, preprocess_workdir, write_trees
+
+RUN = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
+README_FLAGS = ["--target-nodes", "5", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
+                "--view", "full", "--config", "configs/gsm8k.yaml"]
+
+
+def read_jsonl(path):
+    return [json.loads(line) for line in Path(path).read_text().splitlines()]
+
+
+def without_scheme(records):
+    """The records with meta.label_scheme taken out (and a meta that held only it)."""
+    out = []
+    for rec in records:
+        rec = dict(rec)
+        meta = {k: v for k, v in rec.pop("meta").items() if k != "label_scheme"}
+        out.append({**rec, **({"meta": meta} if meta else {})})
+    return out
+
+
+@pytest.fixture
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    return preprocess_workdir(tmp_path, RUN)
+
+
+def test_the_papers_schemes_are_todays_records_with_their_name(workdir):
+    preprocess_data.main(["--input", f"results/{RUN}", "--make-ppm", *README_FLAGS])
+    results = workdir / "results"
+    today = {p.name: p.read_bytes() for p in results.glob("*.jsonl")}
+    for name in ("masprm", "mc"):
+        preprocess_data.main(["--input", f"results/{RUN}", "--labels", name, *README_FLAGS])
+    pairs, steps = read_jsonl(results / f"labels_masprm_{RUN}.jsonl"), read_jsonl(results / f"labels_mc_{RUN}.jsonl")
+    assert {r["meta"]["label_scheme"] for r in pairs} == {"masprm"} and {r["meta"]["label_scheme"] for r in steps} == {"mc"}
+    assert without_scheme(pairs) == read_jsonl(results / f"ppm_pairs_{RUN}.jsonl")
+    assert without_scheme(steps) == read_jsonl(results / f"prm_samples_{RUN}.jsonl")
+    # --labels writes its one file only: today's outputs are byte for byte as they were
+    assert {p.name: p.read_bytes() for p in results.glob("*.jsonl") if p.name in today} == today
+    assert sorted(p.name for p in results.glob("*.jsonl")) == sorted([*today, f"labels_masprm_{RUN}.jsonl",
+                                                                      f"labels_mc_{RUN}.jsonl"])
+
+
+def test_a_schemes_flags_and_summary(workdir, capsys):
+    preprocess_data.main(["--input", f"results/{RUN}", "--labels", "first_error", "--first-error-threshold", "0.3"])
+    recs = read_jsonl(workdir / "results" / f"labels_first_error_{RUN}.jsonl")
+    assert [r["labels"] for r in recs] == [[-1.0]]      # read (0.2) fails at 0.3; the two in-window trees dedupe
+    out = capsys.readouterr().out
+    assert (f"[preprocess][labels first_error] files=3 trees=3 malformed=0 outside_root_window=1 | records=6 "
+            f"duplicates=5 | kept=1 | paths: no error 0, first error at step 0:6 | wrote -> "
+            f"{workdir / 'results' / f'labels_first_error_{RUN}.jsonl'}") in out
+
+
+def test_self_consistency_prints_how_often_it_agrees_with_gold(workdir, capsys):
+    preprocess_data.main(["--input", f"results/{RUN}", "--labels", "self_consistency"])
+    # each tree: answers 4 (+1), 5 (-1), 7 (-1) tie at one vote; the first seen (4, the gold) wins, so all agree
+    assert "terminal rewards agree with gold 9/9 (100.0%) | majority answer is gold in 3/3 trees" in \
+        capsys.readouterr().out
+
+
+def test_the_local_view_has_its_own_file_name(workdir):
+    run = "gsm8k_dylan_res_train_tiny_r2_c4_cand3_t0p7_p0p95"
+    write_trees(workdir / "results" / run, [dylan_tree()])
+    preprocess_data.main(["--input", f"results/{run}", "--target-nodes", "0", "--view", "local", "--labels", "mc"])
+    recs = read_jsonl(workdir / "results" / f"labels_mc_local_{run}.jsonl")
+    assert recs and all(r["meta"]["view"] == "local" and r["meta"]["label_scheme"] == "mc" for r in recs)
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--labels", "first_eror"], "--labels: unknown label scheme 'first_eror' (valid: advantage, balanced_pairs, "
+                                 "first_error, margin_pairs, masprm, mc, "),
+    (["--labels", "first_eror"], "; did you mean 'first_error'?)"),
+    (["--labels", "first_error", "--pair-margin", "0.3"],
+     "--pair-margin is a setting of --labels margin_pairs, not of --labels first_error"),
+    (["--per-agent-cap", "3"], "--per-agent-cap is a setting of --labels balanced_pairs (add --labels NAME)"),
+    (["--labels", "masprm", "--make-ppm"], "--make-ppm writes the paper's pairs next to the PRM samples"),
+    (["--labels", "margin_pairs", "--pair-margin", "-1"], "pair_margin must be in [0, 2], got -1.0"),
+])
+def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
+    with pytest.raises(MasprmError) as err:
+        preprocess_data.main(["--input", f"results/{RUN}", *argv])
+    assert message in str(err.value) and "\n" not in str(err.value)
+    assert not list((workdir / "results").glob("*.jsonl"))
