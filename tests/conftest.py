@@ -28,11 +28,6 @@ except ImportError:  # the pure core's tests run without torch
 from masprm.interfaces import Generation, LogProb, Messages
 
 
-def pytest_configure(config):
-    config.addinivalue_line("markers", "slow: runs stages on the tiny model for a minute or more "
-                                       "(deselect with -m 'not slow')")
-
-
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A random-init Qwen2 causal LM + ChatML tokenizer folder, built once per session."""
