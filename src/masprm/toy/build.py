@@ -34,14 +34,16 @@ from dataclasses import asdict, fields
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
+from masprm.code_identity import syntax_text
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
 
 DEFAULT_OUT = "artifacts/toy"
 DEFAULT_CONFIG = "configs/toy.yaml"
-_TOY_SOURCES = ("task.py", "transcripts.py", "train_policy.py")
-SHIPPED = Path(__file__).resolve().parent / "shipped_policy"
+_TOY_SOURCES = ("task.py", "transcripts.py", "train_policy.py")   # the code that trains the policy
+TOY_CODE = Path(__file__).resolve().parent                              # where they are (read at call time)
+SHIPPED = TOY_CODE / "shipped_policy"
 # The demo runs every job with these: the AVX2 code paths of PyTorch's kernels and of MKL (conditional
 # numerical reproducibility), which every x86-64 CPU of the last decade has, so Intel and AMD machines,
 # with or without AVX-512, round the same way.
@@ -50,12 +52,15 @@ SHIPPED_MANIFEST = "shipped.json"
 
 
 def fingerprint(spec_dict: dict, config_text: str) -> str:
-    """Identity of a build: its settings, the team config and the toy code that produces it."""
+    """Identity of a build: its settings, the team config and the toy code that produces it.
+
+    The code counts by its syntax (``masprm.code_identity``): a docstring or a comment edited
+    in the toy modules leaves the build, and so the shipped policy, as it is.
+    """
     h = hashlib.sha256(json.dumps(spec_dict, sort_keys=True).encode())
     h.update(config_text.encode())
-    here = Path(__file__).resolve().parent
     for name in _TOY_SOURCES:
-        h.update((here / name).read_bytes())
+        h.update(syntax_text((TOY_CODE / name).read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
 
 
