@@ -182,7 +182,7 @@ def scripted_solver(pattern):
 
 
 class FakeScorer:
-    """score_batch via a rule on the text; records batch sizes; counts words as tokens."""
+    """A `Scorer`: score_batch via a rule on the text; records batch sizes; counts words as tokens."""
 
     separator = "</step>"
 
@@ -191,11 +191,15 @@ class FakeScorer:
         self.batches: list[int] = []
         self.texts: list[str] = []
         self.tokens_seen = 0
+        self.last_tokens: list[int] = []
+
+    def count_tokens(self, text):
+        return len(text.split())
 
     def score_batch(self, texts):
         self.batches.append(len(texts))
         self.texts.extend(texts)
-        self.last_tokens = [len(t.split()) for t in texts]   # per text, as HFScorer reports them
+        self.last_tokens = [self.count_tokens(t) for t in texts]   # per text, as HFScorer reports them
         self.tokens_seen += sum(self.last_tokens)
         return [self.rule(t) for t in texts]
 

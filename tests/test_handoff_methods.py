@@ -45,12 +45,14 @@ class Respond:
 class WordScorer:
     separator = "</step>"
     tokens_seen = 0
+    last_tokens: list[int] = []
 
     def count_tokens(self, text):
         return len(text.split())
 
     def score_batch(self, texts):
-        self.tokens_seen += sum(len(t.split()) for t in texts)
+        self.last_tokens = [len(t.split()) for t in texts]
+        self.tokens_seen += sum(self.last_tokens)
         # prefer the proposal that routes to FINAL, else the one marked GOOD1
         return [1.0 if "RECIPIENT: FINAL" in t.rsplit("SPEAKER:", 1)[-1] else
                 0.5 if "GOOD1" in t.rsplit("SPEAKER:", 1)[-1] else 0.0 for t in texts]

@@ -35,7 +35,7 @@ from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SCORER_ROLES, SearchContext
-from masprm.search.engine import RequestKeys, drive, run_batched
+from masprm.search.engine import LoadedModels, RequestKeys, run_batched
 from masprm.search.settings import setting_values
 
 # Flags that never change what a condition computes (or enter the manifest another way).
@@ -160,19 +160,9 @@ def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph
             "extra": result.extra, "error": None}
 
 
-def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
-    """One example alone, each request one model call."""
-    search = example_search(models, item, settings=settings, graph=graph)
-    return drive(search, _Served(models, item.roles))
-
-
-class _Served:
-    """The models a search's requests go to: the policy and the condition's scorers, by role."""
-
-    def __init__(self, models: WorkerModels, roles: Sequence[str]):
-        self.policy = models.get("policy")
-        for role in SCORER_ROLES:
-            setattr(self, role, models.get(role) if role in roles else None)
+def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
+    """The models a condition's requests go to: the policy and the condition's scorers, by role."""
+    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles})
 
 
 def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any, graph: MASGraph,
@@ -185,7 +175,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any
     for _, group in groupby(items, key=lambda it: it.condition):
         group = list(group)
         models.keep_only(("policy",) + group[0].roles)
-        served = _Served(models, group[0].roles)
+        served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, settings=settings, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
             yield item, record, None if error is None else describe_error(error)

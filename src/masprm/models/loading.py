@@ -1,41 +1,25 @@
-"""Loading Hugging Face causal LMs and tokenizers with the shared command-line options.
+"""Loading Hugging Face causal LMs and tokenizers with `ModelOptions` (``masprm.models.options``).
 
-Stages 1 and 4 (and the scorer loader) take the same model flags:
-`--device_map --load_in_4bit --attn_impl --no_compile --trust_remote_code`.
-`add_model_args` adds them, `options_from_args` turns them into `ModelOptions`,
-and `load_causal_lm` / `load_tokenizer` load a hub id or a local folder with
-them. A model that cannot be found is a user error: one line, exit code 2.
+`load_causal_lm` / `load_tokenizer` load a hub id or a local folder with them;
+`scorer_options` gives a scorer its own precision. A model that cannot be found
+is a user error: one line, exit code 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
 
 from masprm.checks import check_model_source, looks_like_path
-from masprm.config import add_config_args, arg, config_from_args
 from masprm.errors import ConfigError, ModelError, first_line
+from masprm.models.options import SCORER_PRECISIONS, ModelOptions
 
-POLICY_DTYPES = ("float16", "bfloat16", "float32")
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How to load a model. `device_map="auto"` means CUDA when available, else CPU."""
-
-    device_map: str = "auto"
-    load_in_4bit: bool = False
-    attn_impl: str = "sdpa"
-    compile: bool = False
-    trust_remote_code: bool = False
-    dtype: str | None = None  # None: the caller's default (policy: float16 on CUDA, as the original), else `choose_dtype`'s rule
 
 
 _warned: set[str] = set()
@@ -53,44 +37,6 @@ def peft_alias_warning_silenced():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
         yield
-
-
-# ---------------------------------------------------------------------------
-# Command-line flags
-
-
-@dataclass(frozen=True)
-class ModelFlags:
-    """The shared model-loading flags of stages 1 and 4 (defaults: those of ModelOptions, compiling on)."""
-
-    device_map: str = arg(ModelOptions.device_map, flags=("--device_map",),
-                          help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
-    load_in_4bit: bool = arg(False, flags=("--load_in_4bit",),
-                             help="load weights in 4-bit NF4 with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
-    attn_impl: str = arg(ModelOptions.attn_impl, flags=("--attn_impl",),
-                         help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
-    no_compile: bool = arg(False, flags=("--no_compile",),
-                           help="do not torch.compile the model (compiling is attempted otherwise)")
-    trust_remote_code: bool = arg(False, flags=("--trust_remote_code",),
-                                  help="allow model repositories to run their own code (off by default)")
-    dtype: str | None = arg(None, flags=("--dtype",), choices=POLICY_DTYPES,
-                            help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
-                                 "float32 on CPU)")
-
-
-def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """Add the shared model-loading flags (optionally prefixed, e.g. `--prm_device_map`)."""
-    group = parser.add_argument_group(f"{prefix}model loading" if prefix else "model loading")
-    add_config_args(group, ModelFlags, prefix=prefix)
-
-
-def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOptions:
-    flags = config_from_args(ModelFlags, args, prefix=prefix)
-    return ModelOptions(device_map=flags.device_map, load_in_4bit=flags.load_in_4bit, attn_impl=flags.attn_impl,
-                        compile=not flags.no_compile, trust_remote_code=flags.trust_remote_code, dtype=flags.dtype)
-
-
-SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")
 
 
 def scorer_options(options: ModelOptions, precision: str = "auto") -> ModelOptions:

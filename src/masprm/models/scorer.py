@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -42,7 +42,7 @@ class HFScorer:
     pad_id: int
     batch_size: int = 16
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
-    last_tokens: list[int] | None = None  # tokens of each text of the last call
+    last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
 
     @property
     def device(self) -> torch.device:

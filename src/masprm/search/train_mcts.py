@@ -22,7 +22,6 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 from functools import partial
-from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
 from masprm.config import arg
@@ -31,7 +30,7 @@ from masprm.interfaces import Policy
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
-from masprm.search.engine import RequestKeys, Search, drive, run_batched
+from masprm.search.engine import LoadedModels, RequestKeys, Search, drive, run_batched
 from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
 from masprm.search.node import Node, node_to_json
 from masprm.tree_schema import is_search_tree
@@ -105,7 +104,7 @@ def build_tree(graph: MASGraph, question: str, gold: str | None, policy: Policy,
                settings: SearchSettings, rng: random.Random,
                grade: Grader | None = None, keys: RequestKeys | None = None) -> tuple[Node, dict[str, Any]]:
     """Search one example alone on `policy`; returns the root and the search statistics."""
-    return drive(tree_search(graph, question, gold, settings, rng, grade, keys), SimpleNamespace(policy=policy))
+    return drive(tree_search(graph, question, gold, settings, rng, grade, keys), LoadedModels(policy))
 
 
 # --------------------------------------------------------------------------- one example's job
@@ -135,12 +134,12 @@ class TreeJob:
 
     def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
         policy.reseed(self.seed + example.idx)
-        return drive(self.search(example), SimpleNamespace(policy=policy))
+        return drive(self.search(example), LoadedModels(policy))
 
     def batch(self, policy: Policy, examples: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
         """The trees of `examples`, --search_batch_size of them in flight, as they finish."""
         jobs = ((ex, partial(self.search, ex)) for ex in examples)
-        for example, summary, error in run_batched(SimpleNamespace(policy=policy), jobs, self.batch_size):
+        for example, summary, error in run_batched(LoadedModels(policy), jobs, self.batch_size):
             yield example, summary, None if error is None else describe_error(error)
 
     def search(self, example: Any) -> Search:

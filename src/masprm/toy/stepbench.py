@@ -42,7 +42,7 @@ from masprm.config import add_config_args, arg
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
-from masprm.search.engine import RequestKeys, run_batched
+from masprm.search.engine import LoadedModels, RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, orm_values, prm_values, propose
 from masprm.step_metrics import auc, best_threshold, localisation_scores
 from masprm.toy.steplabel import label_transcript, summarize
@@ -99,8 +99,8 @@ def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args
     settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
 
     def job(i: int, problem: Problem):
-        ctx = SearchContext(models.policy, graph, settings, masprm=models.masprm, orm=models.orm,
-                          keys=RequestKeys(args.seed, i))
+        ctx = SearchContext(models.policy, graph, settings, masprm=models.scorer("masprm"),
+                            orm=models.scorer("orm"), keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
     from tqdm import tqdm
@@ -150,15 +150,15 @@ def report_lines(report: dict) -> list[str]:
     return lines
 
 
-def load_models(args) -> SimpleNamespace:
+def load_models(args) -> LoadedModels:
     from masprm.models.loading import ModelOptions
     from masprm.models.policy import HFPolicy
     from masprm.models.scorer import load_scorer
 
     options = ModelOptions(device_map="cpu")
-    return SimpleNamespace(policy=HFPolicy(args.policy, options, setting="policy"),
-                           masprm=load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
-                           orm=load_scorer(args.orm_dir, args.policy, options, setting="orm_dir"))
+    return LoadedModels(HFPolicy(args.policy, options, setting="policy"),
+                        {"masprm": load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
+                         "orm": load_scorer(args.orm_dir, args.policy, options, setting="orm_dir")})
 
 
 def main() -> int:
