@@ -22,6 +22,9 @@ import pytest
 import yaml
 
 from masprm.data import Example
+from masprm.eval.methods import METHODS
+from masprm.eval.settings import EvalSettings
+from masprm.search.engine import drive
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
 from masprm.search.train_mcts import SearchSettings, TreeJob
@@ -222,13 +225,20 @@ def _defaults() -> dict:
     return vars(build_parser().parse_args([]))
 
 
-def settings(**overrides) -> SimpleNamespace:
-    """The CLI's defaults (the one source of them), with overrides."""
-    return SimpleNamespace(**{**_defaults(), **overrides})
+def settings(**overrides) -> EvalSettings:
+    """The runner's settings from the CLI's defaults (the one source of them), with flag overrides."""
+    return EvalSettings.from_args({**_defaults(), **overrides})
 
 
-def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
-    return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
+def make_ctx(method: str, policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
+    """The context `method` runs in on the chain world: its own settings (flag overrides applied)."""
+    return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides).method_settings(method),
+                         masprm=masprm, orm=orm)
+
+
+def run_method(method: str, ctx: SearchContext, ex: Example | None = None):
+    """`method` on one example alone (each request one model call); its SearchResult."""
+    return drive(METHODS[method].search(ctx, ex or example()), ctx)
 
 
 def example(idx: int = 0) -> Example:

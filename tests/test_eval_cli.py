@@ -62,7 +62,7 @@ def _cli():
 
 def _validate(argv):
     cli = _cli()
-    return cli.validate(cli.build_parser().parse_args(argv))
+    return cli.validate(*cli.parse_command(argv))
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -79,9 +79,9 @@ def _validate(argv):
     (["--methods", "single_pass", "handoff_fixed"], "cannot be mixed"),
 ])
 def test_bad_flags_are_named(argv, message):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         _validate(argv)
-    assert message in str(err.value)
+    assert message in error_line(err.value, PARSED_FLAGS)   # the line the CLI prints
 
 
 def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, monkeypatch):
@@ -107,8 +107,8 @@ def test_math_levels_select_handoff_examples_only():
     fixture = ROOT / "tests" / "fixtures" / "datasets" / "competition_math.jsonl"
     rows = [json.loads(line) for line in fixture.read_text().splitlines() if line.strip()]
     base = ["--dataset", "competition_math", "--data_file", str(fixture), "--seed", "3"]
-    static = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "single_pass"]), "static")
-    handoff = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "handoff_fixed"]), "handoff")
+    static = cli.load_data(cli.parse_command(base + ["--methods", "single_pass"])[1], "static")
+    handoff = cli.load_data(cli.parse_command(base + ["--methods", "handoff_fixed"])[1], "handoff")
     assert {"Level 1", "Level 2", "Level 4", "Level 5"} <= {e.meta["level"] for e in static.examples}
     assert len(static.examples) + static.skipped == len(rows)      # every row of the split was read
     assert {e.meta["level"] for e in handoff.examples} == {"Level 4", "Level 5"}
@@ -134,15 +134,19 @@ def test_workers_split_the_gpus_as_the_original(monkeypatch):
 
 
 def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_model_dir, monkeypatch):
-    import masprm.checks
     cli = _cli()
     # An empty folder stands in for a scorer here: the folder check is tested in test_bad_inputs.
-    monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
+    monkeypatch.setattr(cli, "check_scorer_folder", lambda *a, **k: None)
     argv = ["--methods", "mcts_prm", "--prm_dir", str(tmp_path), "--gen_model_id", str(tiny_model_dir),
             "--device_map", "cpu", "--load_in_4bit"]
-    specs = cli.model_specs(cli.build_parser().parse_args(argv))
+
+    def specs_of(argv):
+        run, settings = cli.parse_command(argv)
+        return cli.model_specs(settings, run)
+
+    specs = specs_of(argv)
     assert specs["policy"].options.load_in_4bit and not specs["masprm"].options.load_in_4bit  # auto on CPU: fp32
-    specs = cli.model_specs(cli.build_parser().parse_args(argv[:-1] + ["--scorer_precision", "4bit"]))
+    specs = specs_of(argv[:-1] + ["--scorer_precision", "4bit"])
     assert not specs["policy"].options.load_in_4bit and specs["masprm"].options.load_in_4bit
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])

@@ -3,7 +3,6 @@
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -79,7 +78,7 @@ def models(problems=PROBLEMS):
     return LoadedModels(ScriptedPolicy(problems), {"masprm": CountingScorer(1.0), "orm": CountingScorer(-0.5)})
 
 
-SETTINGS = SimpleNamespace(top_p=0.95, max_new_tokens=None, view_mode="full")
+SETTINGS = stepbench.transcript_settings(0.95)
 
 
 def test_transcripts_gives_every_step_each_scorers_value():
@@ -111,7 +110,7 @@ def test_transcripts_gives_every_step_each_scorers_value():
 
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
-    args = SimpleNamespace(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
+    args = stepbench.StepBenchArgs(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
     found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args, 2)
     assert [t["question"] for t in found] == [p.question for p in PROBLEMS for _ in range(2)]
     assert [t["first_error"] for t in found] == [None, 2] * 3      # sample 1's Solver is wrong

@@ -16,34 +16,26 @@ import gc
 import random
 import sys
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from functools import partial
 from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
-from masprm.data import dataset_options
 from masprm.errors import MasprmError
 from masprm.eval.naming import condition_label
+from masprm.eval.settings import SCORER_SPELLING, EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
                               progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
-from masprm.eval.methods import METHODS, scorers_needed
+from masprm.eval.methods import METHODS
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.parallel import describe_error, map_examples
-from masprm.search.context import SCORER_ROLES, SearchContext
+from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
-from masprm.search.settings import setting_values
-
-# Flags that never change what a condition computes (or enter the manifest another way).
-HOUSEKEEPING = {"seed", "seeds", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
-                "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
-                "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
-                "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens"}
-
 
 # --------------------------------------------------------------------------- models
 
@@ -131,21 +123,22 @@ class WorkItem:
     condition: int        # index into the run's pending conditions
     method: str
     roles: tuple[str, ...]  # scorer roles this condition needs
+    settings: Any         # the method's frozen settings (its ctx.settings)
     example: Any          # masprm.data.Example
 
 
-def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> Any:
+def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MASGraph) -> Any:
     """Run one method on one example (a search generator); a crash becomes a record with its error."""
     ex = item.example
-    seed = settings.seed + ex.idx
+    example_seed = seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
     policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
-    policy.reseed(seed)
+    policy.reseed(example_seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
-    ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
-                      keys=RequestKeys(settings.seed, ex.idx), **scorers)
+    ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
+                        keys=RequestKeys(seed, ex.idx), **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -165,7 +158,7 @@ def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
     return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles})
 
 
-def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any, graph: MASGraph,
+def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, graph: MASGraph,
                    batch_size: int = 1) -> Iterator[tuple[WorkItem, dict | None, str | None]]:
     """Records of `items` as they finish, up to `batch_size` examples of a condition in flight.
 
@@ -176,7 +169,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any
         group = list(group)
         models.keep_only(("policy",) + group[0].roles)
         served = served_models(models, group[0].roles)
-        jobs = ((it, partial(example_search, models, it, settings=settings, graph=graph)) for it in group)
+        jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
             yield item, record, None if error is None else describe_error(error)
 
@@ -209,60 +202,52 @@ class Condition:
         return stable_hash(self.manifest)
 
 
-def condition_roles(method: str, settings: Any) -> tuple[str, ...]:
-    return tuple(sorted(METHODS[method].needs | scorers_needed(method, settings)))
-
-
 def _model_identity(spec: ModelSpec) -> dict:
     identity = {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
                 "base_content": path_identity(spec.base_model_id, model=True),
-                "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
-    dtype = getattr(spec.options, "dtype", None)
-    if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
-        identity["dtype"] = dtype
+                "load_in_4bit": bool(spec.options is not None and spec.options.load_in_4bit)}
+    if spec.options is not None and spec.options.dtype is not None:
+        identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
     return identity
 
 
-def selection_options(settings: Any, family: str) -> dict:
-    """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
-    that declares them (competition_math); static runs use the whole split, as in the original."""
-    if family != "handoff":
-        return {}
-    values = {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
-    return {k: v for k, v in values.items() if k in dataset_options(settings.dataset)}
-
-
-def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
+def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
-    """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
-    classes = METHODS[method].settings
-    data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
-                "data_file": path_identity(settings.data_file),
-                **selection_options(settings, METHODS[method].family)}
-    roles = ("policy",) + condition_roles(method, settings)
+    """Everything that defines the condition; `definition` (seed-free) gives the fingerprint.
+
+    Its settings are exactly those the method declares (what its search can read).
+    """
+    chosen = settings.data
+    data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
+                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+    roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,
-        "settings": setting_values(classes, vars(settings)) if classes else
-                    {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
+        "settings": asdict(settings.method_settings(method)),
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: _model_identity(specs[role]) for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
     examples = data.examples
-    return {"condition": method, "fingerprint": stable_hash(definition), "seed": settings.seed,
+    return {"condition": method, "fingerprint": stable_hash(definition), "seed": chosen.seed,
             "definition": definition, "mas_config_path": str(graph.source),
             "selection": {"n": len(examples), "skipped_no_gold": data.skipped,
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
-def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
+def label(method: str, settings: EvalSettings) -> str:
+    """The condition's readable name (``masprm.eval.naming``) under the run's settings."""
+    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method),
+                           settings.models.scorer_folders(), SCORER_SPELLING)
+
+
+def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
                    logs_dir: str | Path) -> Condition:
     manifest = condition_manifest(method, settings, graph, data, specs)
-    files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
-                                   settings.gen_model_id, settings.seed)
-    cond = Condition(method, files, manifest, len(data.examples),
-                     condition_label(method, settings, condition_roles(method, settings)))
+    files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
+                                   settings.models.gen_model_id, settings.data.seed)
+    cond = Condition(method, files, manifest, len(data.examples), label(method, settings))
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
@@ -306,7 +291,7 @@ def finish_condition(cond: Condition) -> None:
     cond.summary = summary
 
 
-def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data: Any,
+def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGraph, data: Any,
                    specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int = 1,
                    use_ray: bool = False, num_gpus_per_worker: float = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
@@ -319,15 +304,15 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         elif cond.records:
             announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
     pending = [c for c in conditions if not c.reused]
-    items = [WorkItem(k, c.method, condition_roles(c.method, settings), ex)
+    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex)
              for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):
         if left[k] == 0:
             finish_condition(cond)
     setup = partial(WorkerModels, specs, loader)
-    batch_size = getattr(settings, "search_batch_size", 1) or 1
-    task = partial(evaluate_batch, settings=settings, graph=graph, batch_size=batch_size)
+    batch_size = settings.engine.search_batch_size
+    task = partial(evaluate_batch, seed=settings.data.seed, graph=graph, batch_size=batch_size)
     every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
                                             num_gpus_per_worker=num_gpus_per_worker, desc="evaluating",

@@ -12,12 +12,14 @@ randomly initialised `Qwen2ForCausalLM` next to it.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
 
 from masprm.cli import ArgumentParser, run_cli
+from masprm.config import add_config_args, arg, config_from_args
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -193,14 +195,19 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
     return out
 
 
+@dataclass(frozen=True)
+class TinyArgs:
+    out_dir: str = arg(positional=True, help="folder to write (created if missing)")
+    seed: int = arg(0, flags=("--seed",))
+    vocab_size: int = arg(512, flags=("--vocab_size",))
+    hidden_size: int = arg(64, flags=("--hidden_size",))
+    num_layers: int = arg(2, flags=("--num_layers",))
+
+
 def main() -> int:
     parser = ArgumentParser(description="Build a tiny random Qwen2 model + tokenizer into OUT_DIR.")
-    parser.add_argument("out_dir", help="folder to write (created if missing)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--vocab_size", type=int, default=512)
-    parser.add_argument("--hidden_size", type=int, default=64)
-    parser.add_argument("--num_layers", type=int, default=2)
-    args = parser.parse_args()
+    add_config_args(parser, TinyArgs)
+    args = config_from_args(TinyArgs, parser.parse_args())
     out = build_tiny_model(args.out_dir, seed=args.seed, vocab_size=args.vocab_size,
                            hidden_size=args.hidden_size, num_layers=args.num_layers)
     size_kb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 1024

@@ -25,7 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Hashable, Iterable, Iterator, Protocol, Sequence
 
-from masprm.config import arg
+from masprm.config import arg, require_each
 from masprm.interfaces import Messages, Policy, Scorer
 
 Search = Generator[Any, Any, Any]   # yields requests, receives their results, returns the outcome
@@ -67,6 +67,9 @@ class EngineSettings:
     max_batch_tokens: int = arg(262144, flags=("--max_batch_tokens",),
                                 help="cap on the padded tokens (prompt + new tokens) of one policy call; "
                                      "bigger calls are split (default: 262144)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("search_batch_size", "max_batch_tokens"), lambda v: v >= 1, "must be at least 1")
 
 
 # --------------------------------------------------------------------------- requests

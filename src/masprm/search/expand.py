@@ -101,7 +101,7 @@ def softmax(values: Sequence[float]) -> list[float]:
 # --------------------------------------------------------------------------- scoring
 
 
-def prm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
+def masprm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
     """MASPRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
     sep = ctx.scorer("masprm").separator
     view = ctx.settings.view_mode

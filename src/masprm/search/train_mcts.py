@@ -24,7 +24,7 @@ from pathlib import Path
 from functools import partial
 from typing import Any, Callable, Iterator
 
-from masprm.config import arg
+from masprm.config import arg, require, require_each
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.errors import ConfigError
@@ -54,6 +54,12 @@ class SearchSettings:
     top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default: 0.95)")
     max_new_tokens: int | None = arg(None, flags=("--max_new_tokens",),
                                      help="cap on every agent's max_new_tokens (default: the config's values)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("n_rollouts", "n_candidates", "max_new_tokens"), lambda v: v >= 1, "must be >= 1")
+        require_each(self, ("c",), lambda v: v >= 0, "must be >= 0")
+        require_each(self, ("temperature",), lambda v: v > 0, "must be > 0")
+        require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
 
     def as_meta(self) -> dict[str, Any]:
         return {"n_rollouts": self.n_rollouts, "c": self.c, "n_candidates": self.n_candidates,

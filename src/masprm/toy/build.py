@@ -30,11 +30,12 @@ import os
 import random
 import shutil
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.code_identity import syntax_text
+from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
@@ -201,37 +202,55 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     return read_json(out / "build.json")  # as a cached build returns it
 
 
-def main() -> int:
-    from masprm.toy.train_policy import PolicySpec
+@dataclass(frozen=True)
+class BuildArgs:
+    """What to build and where (the script's own flags)."""
 
-    defaults = PolicySpec()
+    out: str = arg(DEFAULT_OUT, flags=("--out",), help=f"output folder (default {DEFAULT_OUT})")
+    mas_config: str = arg(DEFAULT_CONFIG, flags=("--mas_config",), help="the team the policy learns to play")
+    force: bool = arg(False, flags=("--force",), help="rebuild even when a matching build exists")
+    retrain: bool = arg(False, flags=("--retrain",),
+                        help="train the policy here even when the shipped one matches this build")
+    verify_shipped: bool = arg(False, flags=("--verify_shipped",),
+                               help="train the policy into a temporary folder and compare it with the shipped weights "
+                                    "(exit 1 when they differ); writes nothing under --out")
+    ship: bool = arg(False, flags=("--ship",), help="after building, record the policy as the shipped one "
+                                                   "(maintainers, on the reference machine)")
+
+
+@dataclass(frozen=True)
+class PolicyArgs:
+    """The policy's training settings this command can change; unset keeps PolicySpec's default."""
+
+    seed: int | None = arg(None, flags=("--seed",), help="policy initialisation and data order")
+    steps: int | None = arg(None, flags=("--steps",), help="policy training steps")
+    batch_size: int | None = arg(None, flags=("--batch_size",))
+    lr: float | None = arg(None, flags=("--lr",))
+    hidden_size: int | None = arg(None, flags=("--hidden_size",))
+    num_layers: int | None = arg(None, flags=("--num_layers",))
+
+    def __post_init__(self) -> None:
+        require_each(self, ("steps", "batch_size", "hidden_size", "num_layers"), lambda v: v >= 1,
+                     "must be at least 1")
+        require_each(self, ("lr",), lambda v: v > 0, "must be positive")
+
+    def spec(self):
+        """The PolicySpec these settings give (``masprm.toy.train_policy``, imported here: it imports torch)."""
+        from masprm.toy.train_policy import PolicySpec
+
+        return PolicySpec(**{k: v for k, v in asdict(self).items() if v is not None})
+
+
+def main() -> int:
     p = ArgumentParser(description="Build the toy world (tiny policy model + task data), cached.")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    p.add_argument("--mas_config", default=DEFAULT_CONFIG, help="the team the policy learns to play")
-    p.add_argument("--seed", type=int, default=defaults.seed, help="policy initialisation and data order")
-    p.add_argument("--steps", type=int, default=defaults.steps, help="policy training steps")
-    p.add_argument("--batch_size", type=int, default=defaults.batch_size)
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--hidden_size", type=int, default=defaults.hidden_size)
-    p.add_argument("--num_layers", type=int, default=defaults.num_layers)
-    p.add_argument("--force", action="store_true", help="rebuild even when a matching build exists")
-    p.add_argument("--retrain", action="store_true",
-                   help="train the policy here even when the shipped one matches this build")
-    p.add_argument("--verify_shipped", action="store_true",
-                   help="train the policy into a temporary folder and compare it with the shipped weights "
-                        "(exit 1 when they differ); writes nothing under --out")
-    p.add_argument("--ship", action="store_true",
-                   help="after building, record the policy as the shipped one (maintainers, on the reference machine)")
-    args = p.parse_args()
-    for flag in ("steps", "batch_size", "hidden_size", "num_layers"):
-        check(getattr(args, flag) >= 1, f"--{flag} must be at least 1, got {getattr(args, flag)}")
-    check(args.lr > 0, f"--lr must be positive, got {args.lr}")
-    args.mas_config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
-    known = {f.name for f in fields(PolicySpec)}
-    spec = PolicySpec(**{k: v for k, v in vars(args).items() if k in known})
+    add_config_args(p, BuildArgs)
+    add_config_args(p, PolicyArgs)
+    parsed = p.parse_args()
+    args, spec = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed).spec()
+    config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
     if args.verify_shipped:
-        return verify_shipped(args.mas_config, spec)
-    manifest = build_toy_world(args.out, config=args.mas_config, spec=spec, force=args.force or args.ship,
+        return verify_shipped(config, spec)
+    manifest = build_toy_world(args.out, config=config, spec=spec, force=args.force or args.ship,
                                retrain=args.retrain or args.ship)
     if args.ship:
         ship_policy(Path(args.out) / "policy", manifest["fingerprint"], manifest)
