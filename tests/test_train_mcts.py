@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
 
 import json
 import random
@@ -11,7 +10,8 @@ import pytest
 
 from masprm.data import Example
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, SearchSettings, build_tree, run_trees
+from masprm.search.engine import LoadedModels, drive
+from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, SearchSettings, run_trees, tree_search
 
 from helpers import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
 
@@ -34,6 +34,18 @@ def scripted(table: dict[tuple[str, str], list[str]], fake_policy):
     def respond(messages, k, rng):
         return table[(messages[0]["content"], messages[1]["content"])][k]
     return fake_policy(respond)
+
+
+def build_tree(graph, question, gold, policy, settings, rng, grade=None):
+    """One example searched alone on `policy` (each request one model call): the root and the statistics."""
+    return drive(tree_search(graph, question, gold, settings, rng, grade), LoadedModels(policy))
+
+
+def run_job(job, policy, example):
+    """One example's job as a worker runs it; its summary."""
+    [(_, summary, error)] = list(job.batch(policy, [example]))
+    assert error is None, error
+    return summary
 
 
 def find(node, text):
@@ -98,7 +110,7 @@ def test_selection_uses_the_training_uct(fake_policy):
     weak, strong = root.add_child(0, "Answer: 2"), root.add_child(0, "Answer: 1")
     root.visits, (weak.visits, weak.q_sum), (strong.visits, strong.q_sum) = 10, (1, -1.0), (4, 4.0)
     guide = OutcomeGuide(SINGLE, SearchSettings(c=4.0), "1", FirstChoice(), ends_with_gold)
-    drive(simulate(root, guide), SimpleNamespace(policy=fake_policy(lambda m, k, rng: "unused")))
+    drive(simulate(root, guide), LoadedModels(fake_policy(lambda m, k, rng: "unused")))
     # -1 + 4*sqrt(ln 10 / 1) = 5.07 beats 1 + 4*sqrt(ln 10 / 4) = 4.03 (with N+1 below, the strong one would win)
     assert (weak.visits, weak.q_sum, strong.visits) == (2, -2.0, 4)
     assert (root.visits, root.q_sum) == (11, -1.0)
@@ -172,7 +184,7 @@ def test_default_grader_is_the_answer_checker(fake_policy):
 
 def test_tree_json_schema(tmp_path, fake_policy):
     job = make_job(tmp_path, n_candidates=10, plot=True, verbose=True)
-    summary = job(random_team(fake_policy), EXAMPLES[1])
+    summary = run_job(job, random_team(fake_policy), EXAMPLES[1])
     tree = json.loads((tmp_path / "1.json").read_text())
     assert (tmp_path / "1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     keys = {"steps", "action_text", "is_terminal", "final_answer", "visits", "q_sum", "q_mean",
@@ -203,7 +215,7 @@ def test_tree_json_schema(tmp_path, fake_policy):
 
 def test_same_seed_same_tree(tmp_path, fake_policy):
     for name, seed in (("a", 42), ("b", 42), ("c", 43)):
-        make_job(tmp_path / name, seed=seed, plot=False)(random_team(fake_policy), EXAMPLES[2])
+        run_job(make_job(tmp_path / name, seed=seed, plot=False), random_team(fake_policy), EXAMPLES[2])
     a, b, c = ((tmp_path / n / "2.json").read_text() for n in "abc")
     assert a == b
     assert a != c

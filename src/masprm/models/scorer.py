@@ -149,7 +149,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
         model.to(device)
     model.eval()
     # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).
-    style = text_style(meta)
+    style = text_style(meta, folder, setting)
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
                           max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
                           style=style)

@@ -30,7 +30,7 @@ from masprm.interfaces import Policy
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
 from masprm.parallel import describe_error
-from masprm.search.engine import LoadedModels, RequestKeys, Search, drive, run_batched
+from masprm.search.engine import LoadedModels, RequestKeys, Search, run_batched
 from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
 from masprm.search.node import Node, node_to_json
 from masprm.tree_schema import is_search_tree
@@ -106,13 +106,6 @@ def tree_search(graph: MASGraph, question: str, gold: str | None, settings: Sear
     return root, stats
 
 
-def build_tree(graph: MASGraph, question: str, gold: str | None, policy: Policy,
-               settings: SearchSettings, rng: random.Random,
-               grade: Grader | None = None, keys: RequestKeys | None = None) -> tuple[Node, dict[str, Any]]:
-    """Search one example alone on `policy`; returns the root and the search statistics."""
-    return drive(tree_search(graph, question, gold, settings, rng, grade, keys), LoadedModels(policy))
-
-
 # --------------------------------------------------------------------------- one example's job
 
 
@@ -137,10 +130,6 @@ class TreeJob:
     verbose: bool = False
     grade: Grader | None = None
     batch_size: int = 1   # --search_batch_size: examples in flight per worker
-
-    def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
-        policy.reseed(self.seed + example.idx)
-        return drive(self.search(example), LoadedModels(policy))
 
     def batch(self, policy: Policy, examples: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
         """The trees of `examples`, --search_batch_size of them in flight, as they finish."""

@@ -102,11 +102,6 @@ def load_records(path: str | Path, mode: str) -> list[dict]:
     return records
 
 
-def usable_records(records: Sequence[dict], mode: str) -> int:
-    """Records that give a training example (a ppm pair needs chosen and rejected steps that differ)."""
-    return OBJECTIVES[mode].usable(records)
-
-
 # --------------------------------------------------------------------------- eval split
 
 
