@@ -133,7 +133,7 @@ def load_examples(name: str, split: str, *, n: int | None = None, seed: int = 42
 
 def seeded_order(n_rows: int, seed: int) -> list[int]:
     """Row indices in seeded order: the permutation ``datasets.Dataset.shuffle(seed=seed)`` applies."""
-    import numpy as np
+    import numpy as np   # heavy: only when a selection is made (the core's imports stay light)
 
     return [int(i) for i in np.random.default_rng(seed).permutation(n_rows)]
 
@@ -184,7 +184,7 @@ def _error_text(err: BaseException) -> str:
 
 def _quiet_datasets():
     """Import ``datasets`` with its progress bars and error logs off: failures become one DataError line."""
-    import datasets
+    import datasets   # heavy: only when a hub split is loaded
 
     datasets.utils.logging.set_verbosity(datasets.utils.logging.CRITICAL)
     datasets.utils.logging.disable_progress_bar()

@@ -164,7 +164,7 @@ def _import_path() -> str:
 
 def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[Item],
              workers: int | None, num_gpus_per_worker: float) -> Iterator[Outcome]:
-    import ray
+    import ray   # optional (the `ray` extra): only for --ray / more than one worker
     from ray.exceptions import RayError
 
     started_here = not ray.is_initialized()

@@ -52,13 +52,13 @@ class ModelSpec:
 
 
 def _load_policy(spec: ModelSpec) -> Any:
-    from masprm.models.policy import HFPolicy
+    from masprm.models.policy import HFPolicy   # imports torch: the runner itself stays torch-free
     extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
     return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
-    from masprm.models.scorer import load_scorer
+    from masprm.models.scorer import load_scorer   # imports torch
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
                        setting=spec.setting or "prm_dir")
 

@@ -13,6 +13,7 @@ from contextlib import contextmanager
 from dataclasses import replace
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
 from masprm.checks import check_model_source, looks_like_path
 from masprm.errors import ConfigError, ModelError, first_line
@@ -136,8 +137,6 @@ def _load_error(model_id: str, setting: str, err: Exception) -> ModelError:
 def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_side: str = "left",
                    setting: str = "model_id"):
     """Tokenizer with a pad token (EOS when missing), left padding for generation."""
-    from transformers import AutoTokenizer
-
     model_id = check_model_source(model_id, setting, need_tokenizer=True)  # else an empty tokenizer, silently
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
@@ -157,16 +156,12 @@ def policy_dtype(options: ModelOptions, device: torch.device | str) -> torch.dty
 
 def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | None = None):
     """bitsandbytes NF4 with double quantisation, computing in `compute_dtype` (CUDA or CPU)."""
-    from transformers import BitsAndBytesConfig
-
     return BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_quant_type="nf4", bnb_4bit_use_double_quant=True,
                               bnb_4bit_compute_dtype=compute_dtype, llm_int8_skip_modules=skip_modules)
 
 
 def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id"):
     """AutoModelForCausalLM in eval mode on the resolved device, per `options`."""
-    from transformers import AutoModelForCausalLM
-
     model_id = check_model_id(model_id, setting)
     device = resolve_device(options.device_map)
     dtype = policy_dtype(options, device)

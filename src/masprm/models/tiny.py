@@ -16,7 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from masprm.cli import ArgumentParser, run_cli
 from masprm.config import add_config_args, arg, config_from_args
@@ -123,8 +125,6 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
     pipeline, so the saved tokenizer encodes as the built one does.
     decode(encode(s)) == s for any NFC text.
     """
-    from transformers import PreTrainedTokenizerFast
-
     backend = Tokenizer(models.BPE())
     backend.normalizer = normalizers.NFC()
     backend.pre_tokenizer = pre_tokenizers.Sequence([
@@ -158,8 +158,6 @@ def random_qwen2(tokenizer, *, hidden_size: int, intermediate_size: int, num_lay
                  num_kv_heads: int, max_position_embeddings: int):
     """A randomly initialised fp32 Qwen2 causal LM for ``tokenizer`` (tied embeddings, no BOS), drawn from the
     global torch RNG; it stops at ``<|im_end|>`` (or the tokenizer's EOS) and pads with the pad token (or EOS)."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     eos_id = tokenizer.convert_tokens_to_ids(IM_END) if IM_END in tokenizer.get_vocab() else tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
     config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
@@ -179,8 +177,6 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
 
     Deterministic for a seed, and leaves the caller's global torch RNG untouched.
     """
-    import torch
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tokenizer is None:

@@ -24,12 +24,15 @@ from pathlib import Path
 from functools import partial
 from typing import Any, Callable, Iterator
 
+from tqdm.auto import tqdm
+
+from masprm.answers import is_correct
 from masprm.config import arg, require, require_each
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
-from masprm.parallel import describe_error
+from masprm.parallel import describe_error, map_examples
 from masprm.search.engine import LoadedModels, RequestKeys, Search, run_batched
 from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
 from masprm.search.node import Node, node_to_json
@@ -85,7 +88,6 @@ class EarlyStop:
 
 
 def default_grader() -> Grader:
-    from masprm.answers import is_correct  # imported late: answer checking is its own module
     return is_correct
 
 
@@ -205,10 +207,6 @@ def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *,
     resumes where it stopped; an example that failed is simply retried by
     the next run.
     """
-    from tqdm.auto import tqdm
-
-    from masprm.parallel import map_examples
-
     log = log or tqdm.write
     check_same_selection(job.out_dir, examples)
     pending, done = [], []

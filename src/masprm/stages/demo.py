@@ -35,6 +35,7 @@ from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
 from masprm.io import read_json
+from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.toy.build import PINNED_NUMERICS
 
@@ -90,7 +91,6 @@ TREE_BATCH, EVAL_BATCH = 64, 32
 
 
 def run_folder() -> str:
-    from masprm.run_folder import run_folder_name
     # the policy is a local folder, tagged by its last path component (it may not be built yet)
     return "results/" + run_folder_name("toy", "train", Path(POLICY).name, ROLLOUTS, SEARCH_C, CANDIDATES,
                                         TEMPERATURE, TOP_P, CONFIG)

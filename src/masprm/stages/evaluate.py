@@ -102,7 +102,7 @@ def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, flo
         return int(raw)
 
     if gpus is None:
-        import torch
+        import torch   # the stage stays torch-free until it counts GPUs
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     count = flag or env_int("RAY_NUM_WORKERS")
     if count:

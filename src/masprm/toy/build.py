@@ -27,11 +27,15 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import random
 import shutil
+import tempfile
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
+
+from safetensors.numpy import load_file
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.code_identity import syntax_text
@@ -39,6 +43,8 @@ from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
+from masprm.toy.task import generate_split
+from masprm.toy.transcripts import check_graph, reference_outputs
 
 DEFAULT_OUT = "artifacts/toy"
 DEFAULT_CONFIG = "configs/toy.yaml"
@@ -98,9 +104,7 @@ def shipped_policy(key: str, shipped: Path | None = None) -> dict | None:
 
 def ship_policy(policy: Path, key: str, stats: dict, shipped: Path | None = None) -> None:
     """Record a trained policy as the shipped one (the reference machine's weights)."""
-    import platform
-
-    import torch
+    import torch   # the toy package stays torch-free until a policy is trained or shipped
 
     shipped = SHIPPED if shipped is None else Path(shipped)
     shutil.rmtree(shipped, ignore_errors=True)
@@ -122,14 +126,11 @@ def _cpu_name() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
     return platform.processor() or "unknown"
 
 
 def compare_weights(a: Path, b: Path) -> dict:
     """Byte equality and the largest absolute difference between two policies' tensors."""
-    from safetensors.numpy import load_file
-
     x, y = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     if set(x) != set(y):
         return {"identical": False, "max_abs_diff": None, "tensors": "differ in names"}
@@ -139,9 +140,6 @@ def compare_weights(a: Path, b: Path) -> dict:
 
 
 def write_data_files(out: Path, graph, seed: int) -> None:
-    from masprm.toy.task import generate_split
-    from masprm.toy.transcripts import reference_outputs
-
     for split in ("train", "test"):
         atomic_write_jsonl(out / "data" / f"{split}.jsonl", [p.row() for p in generate_split(split)])
     rng = random.Random(seed)
@@ -160,8 +158,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     The policy is copied from the shipped one when that was trained for this
     build (same settings, team config and toy code), unless `retrain`.
     """
-    from masprm.toy.train_policy import PolicySpec, train_policy
-    from masprm.toy.transcripts import check_graph
+    from masprm.toy.train_policy import PolicySpec, train_policy   # imports torch
 
     out = Path(out)
     spec = spec or PolicySpec()
@@ -236,7 +233,7 @@ class PolicyArgs:
 
     def spec(self):
         """The PolicySpec these settings give (``masprm.toy.train_policy``, imported here: it imports torch)."""
-        from masprm.toy.train_policy import PolicySpec
+        from masprm.toy.train_policy import PolicySpec   # imports torch
 
         return PolicySpec(**{k: v for k, v in asdict(self).items() if v is not None})
 
@@ -260,9 +257,7 @@ def main() -> int:
 
 def verify_shipped(config: str | Path, spec) -> int:
     """Train with `spec` and compare with the shipped policy: 0 when byte-identical."""
-    import tempfile
-
-    from masprm.toy.train_policy import train_policy
+    from masprm.toy.train_policy import train_policy   # imports torch
 
     key = fingerprint(asdict(spec), Path(config).read_text(encoding="utf-8"))
     check(shipped_policy(key) is not None, f"{SHIPPED}: no shipped policy for build {key} (settings, team "

@@ -35,18 +35,22 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
+from tqdm import tqdm
+
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
+from masprm.models.options import ModelOptions
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, masprm_values, orm_values, propose
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
 from masprm.step_metrics import auc, best_threshold, localisation_scores
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
+from masprm.toy.transcripts import check_graph
 
 SCORERS = ("masprm", "orm", "logprob")
 SPLITS = {"calibration": "train", "test": "test"}   # transcript set -> the task split it samples
@@ -116,7 +120,6 @@ def sample_split(models: Models, graph: MASGraph, problems: Sequence[Problem], a
                             orm=models.scorer("orm"), keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
-    from tqdm import tqdm
     found: dict[int, list[dict]] = {}
     bar = tqdm(total=len(problems), desc="stepbench", unit="question")
     for (i, problem), result, error in run_batched(models, (job(i, p) for i, p in enumerate(problems)),
@@ -163,9 +166,8 @@ def report_lines(report: dict) -> list[str]:
     return lines
 
 
-def load_models(args) -> LoadedModels:
-    from masprm.models.loading import ModelOptions
-    from masprm.models.policy import HFPolicy
+def load_models(args: StepBenchArgs) -> LoadedModels:
+    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
     from masprm.models.scorer import load_scorer
 
     options = ModelOptions(device_map="cpu")
@@ -182,7 +184,6 @@ def main() -> int:
         check(Path(folder).is_dir(), f"{flag} {folder}: no such folder")
     check_output_file(args.out, "out")
     graph = load_mas_config(args.mas_config)
-    from masprm.toy.transcripts import check_graph
     try:
         check_graph(graph)
     except ValueError as err:
