@@ -27,7 +27,7 @@ from masprm.eval.settings import EvalSettings
 from masprm.search.engine import drive
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import SearchSettings, TreeJob
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings
 from masprm.train import TrainConfig
 from masprm.tree_schema import action_text, tree_node
 
@@ -275,7 +275,7 @@ EXAMPLES = [Example(i, f"What is {i} + 2?", str(i + 2), {"source": "test"}) for 
 
 
 def make_job(out_dir: Path, seed: int = 42, **kw) -> TreeJob:
-    settings = SearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
+    settings = TreeSearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
     return TreeJob(BRANCHY, settings, str(out_dir), seed, {"dataset": "toy", "split": "train",
                    "config": "configs/x.yaml", "model": "fake"}, grade=ends_with_gold, **kw)
 

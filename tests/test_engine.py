@@ -11,7 +11,7 @@ from masprm.data import Example, LoadedData
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
 from helpers import FakeScorer, chain_graph, prefers_good, settings
 
 TEAM = MASGraph.from_dict({
@@ -36,7 +36,7 @@ def examples(n: int) -> list[Example]:
 
 def build(tmp_path, batch_size: int, n: int = 6, respond=random_respond, **kw):
     policy = FakePolicy(respond)
-    job = TreeJob(TEAM, SearchSettings(n_rollouts=6, n_candidates=3), str(tmp_path), 7, {"dataset": "x"},
+    job = TreeJob(TEAM, TreeSearchSettings(n_rollouts=6, n_candidates=3), str(tmp_path), 7, {"dataset": "x"},
                   plot=False, batch_size=batch_size)
     written, failed = run_trees(job, lambda: policy, examples(n), log=lambda m: None, **kw)
     return policy, written, failed

@@ -286,7 +286,7 @@ def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
 
     def label(method, **kw):
         s = settings(prm_dir="ckpt/MASPRM-GSM8K-1.5B", orm_dir="ckpt/ORM-1.5B/", handoff_prm_dir="ckpt/H", **kw)
-        return runner.label(method, s)
+        return runner.label_of(method, s)
 
     assert label("single_pass") == "DyLAN single pass (no scorer)"
     assert label("sbs_prm") == "SBS + PRM (B1=3, B2=5) [prm: MASPRM-GSM8K-1.5B]"

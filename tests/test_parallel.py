@@ -12,7 +12,7 @@ from masprm.errors import ConfigError, ModelError
 from masprm.data import Example
 from masprm.graph import MASGraph
 from masprm.parallel import map_examples
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
 
 ITEMS = list(range(8))
 
@@ -123,7 +123,7 @@ def one_thread_policy(model_dir: str):
 def test_ray_trees_equal_single_process_trees(tmp_path, tiny_model_dir, local_ray):
     examples = [Example(i, f"Tom has {i} apples and buys 3 more. How many now?", str(i + 3)) for i in range(3)]
     setup = partial(one_thread_policy, str(tiny_model_dir))
-    settings = SearchSettings(n_rollouts=3, n_candidates=2, temperature=1.0, top_p=0.95)
+    settings = TreeSearchSettings(n_rollouts=3, n_candidates=2, temperature=1.0, top_p=0.95)
     meta = {"dataset": "toy", "split": "train", "config": "team", "model": str(tiny_model_dir)}
     quiet = lambda line: None  # noqa: E731
     for name, kw in (("single", {}), ("ray", {"use_ray": True, "workers": 2})):

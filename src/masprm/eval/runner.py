@@ -42,7 +42,7 @@ from masprm.search.engine import LoadedModels, RequestKeys, run_batched
 
 @dataclass(frozen=True)
 class ModelSpec:
-    kind: str                         # "policy" or "scorer"
+    model_type: str                   # "policy" or "scorer" (MODEL_LOADERS)
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
@@ -68,13 +68,13 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 
 def _model_key(spec: ModelSpec) -> tuple:
-    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length, spec.max_batch_tokens)
+    return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length, spec.max_batch_tokens)
 
 
 def load_model(spec: ModelSpec) -> Any:
     key = _model_key(spec)
     if key not in _LOADED:
-        _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
+        _LOADED[key] = MODEL_LOADERS[spec.model_type](spec)
     return _LOADED[key]
 
 
@@ -236,7 +236,7 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
-def label(method: str, settings: EvalSettings) -> str:
+def label_of(method: str, settings: EvalSettings) -> str:
     """The condition's readable name (``masprm.eval.naming``) under the run's settings."""
     return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method),
                            settings.models.scorer_folders(), SCORER_SPELLING)
@@ -247,7 +247,7 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
                                    settings.models.gen_model_id, settings.data.seed)
-    cond = Condition(method, files, manifest, len(data.examples), label(method, settings))
+    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings))
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:

@@ -47,7 +47,7 @@ STALE_LIMIT = 24
 
 
 @dataclass(frozen=True)
-class SearchSettings:
+class TreeSearchSettings:
     """Stage-1 search settings: the one home of their flags (``src/run_mcts.py``)."""
 
     n_rollouts: int = arg(64, flags=("--n_rollouts",), help="rollouts per example (default: 64; paper: 40)")
@@ -91,7 +91,7 @@ def default_grader() -> Grader:
     return is_correct
 
 
-def tree_search(graph: MASGraph, question: str, gold: str | None, settings: SearchSettings,
+def tree_search(graph: MASGraph, question: str, gold: str | None, settings: TreeSearchSettings,
                 rng: random.Random, grade: Grader | None = None,
                 keys: RequestKeys | None = None) -> Search:
     """Search one example (a search generator): all rollouts, or until the root value settles.
@@ -124,7 +124,7 @@ class TreeJob:
     """
 
     graph: MASGraph
-    settings: SearchSettings
+    settings: TreeSearchSettings
     out_dir: str
     seed: int
     run_meta: dict[str, Any]

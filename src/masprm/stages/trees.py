@@ -28,7 +28,7 @@ from masprm.parallel import check_gpu_share
 from masprm.run_folder import (announce_holder, check_or_record_settings, default_config_path, locked_folder,
                                run_folder_name)
 from masprm.search.engine import EngineSettings
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
 
 
 @dataclass(frozen=True)
@@ -72,7 +72,8 @@ class RayArgs:
 
 
 # Every settings class of stage 1, by --help group: its flags' one list.
-GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)), (None, (SearchSettings, EngineSettings, RayArgs)))
+GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)),
+          (None, (TreeSearchSettings, EngineSettings, RayArgs)))
 
 
 def build_parser() -> ArgumentParser:
@@ -81,7 +82,7 @@ def build_parser() -> ArgumentParser:
     return ap
 
 
-def run_settings(args: TreesArgs, search: SearchSettings, config: str) -> dict:
+def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str) -> dict:
     """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
     and config by path and content identity, the token cap), as recorded in the folder: a resumed run must match it."""
     def local(path):
@@ -96,7 +97,7 @@ def run_settings(args: TreesArgs, search: SearchSettings, config: str) -> dict:
 def main(argv: list[str] | None = None) -> int:
     parsed = build_parser().parse_args(argv)
     built = {cls: config_from_args(cls, parsed) for cls in group_classes(GROUPS)}   # each checks its values
-    args, search, engine, ray = built[TreesArgs], built[SearchSettings], built[EngineSettings], built[RayArgs]
+    args, search, engine, ray = built[TreesArgs], built[TreeSearchSettings], built[EngineSettings], built[RayArgs]
 
     # The cheap checks first: a bad name, config or output location must not wait for the data,
     # and no bad input (the model folder included) may wait for the model to load.
@@ -120,8 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded)
 
 
-def build_trees(args: TreesArgs, loading: ModelFlags, search: SearchSettings, engine: EngineSettings, ray: RayArgs,
-                graph, config: str, out_dir: Path, loaded) -> int:
+def build_trees(args: TreesArgs, loading: ModelFlags, search: TreeSearchSettings, engine: EngineSettings,
+                ray: RayArgs, graph, config: str, out_dir: Path, loaded) -> int:
     from masprm.models.policy import HFPolicy   # imports torch: only once every input is checked
 
     # config_identity lets stage 2 tell whether a --config is the team that built the trees.
