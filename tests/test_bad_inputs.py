@@ -24,6 +24,8 @@ import yaml
 
 from helpers import GSM8K, gsm8k_tree, stage_module
 
+pytestmark = pytest.mark.slow   # its workspace is built by running stage 1 on a model
+
 REPO = Path(__file__).resolve().parents[1]
 SRC = REPO / "src"
 SCRIPTS = {

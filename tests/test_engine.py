@@ -71,6 +71,7 @@ def test_trees_are_byte_identical_for_any_batch_size(tmp_path, batch_size):
     assert len(roots) > 1   # the examples drew differently: the streams are really per example
 
 
+@pytest.mark.slow
 def test_trees_are_byte_identical_with_two_ray_workers(tmp_path):
     pytest.importorskip("ray")
     build(tmp_path / "one", 1)

@@ -16,6 +16,7 @@ from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, stage_module, wri
 from helpers import run_eval as run
 
 
+@pytest.mark.slow
 def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, prm_dir, tmp_path):
     data, logs = write_gsm8k(tmp_path / "gsm8k.jsonl"), tmp_path / "logs"
     readme = ["--dataset", "gsm8k", "--split", "test", "--seed", "14", "--prm_dir", prm_dir,
@@ -152,6 +153,7 @@ def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_mode
         cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])
 
 
+@pytest.mark.slow
 def test_seeds_in_one_process_write_the_logs_of_one_command_per_seed(tiny_model_dir, tmp_path):
     data = write_gsm8k(tmp_path / "gsm8k.jsonl")
     base = ["--dataset", "gsm8k", "--split", "test", "--gen_model_id", tiny_model_dir, "--data_file", data,

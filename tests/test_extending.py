@@ -87,6 +87,7 @@ def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
             for m in methods}
 
 
+@pytest.mark.slow
 def test_a_new_scorer_kind_is_one_record_and_one_row_per_method(monkeypatch, tiny_model_dir, tmp_path):
     methods = ["sbs_shortest", "mcts_shortest", "voter_shortest"]
     assert all(m in METHODS for m in methods)
@@ -98,6 +99,7 @@ def test_a_new_scorer_kind_is_one_record_and_one_row_per_method(monkeypatch, tin
     assert all(r["extra"]["tree_nodes"] > 1 for r in records["mcts_shortest"])
 
 
+@pytest.mark.slow
 def test_a_new_method_is_one_registration_and_runs_through_the_cli(monkeypatch, tiny_model_dir, tmp_path):
     records = run_cli(monkeypatch, tiny_model_dir, tmp_path, ["last_of_two", "single_pass"])
     mine, single = records["last_of_two"], records["single_pass"]

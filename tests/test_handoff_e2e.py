@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # runs the handoff conditions end to end on a model
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
 ROLES = ["Analyst", "Solver", "Finalizer"]

@@ -78,12 +78,14 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_two_workers_same_outcomes(local_ray):
     got = collect(map_examples(partial(make_state, 100), add_offset, ITEMS, workers=2, use_ray=True,
                                num_gpus_per_worker=1.0, progress=False))  # no GPU here: CPU actors
     check_outcomes(got)
 
 
+@pytest.mark.slow
 def test_ray_setup_errors_reach_the_driver(local_ray):
     with pytest.raises(ModelError, match="^model_id nowhere: no such model folder$") as err:
         list(map_examples(bad_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
@@ -92,6 +94,7 @@ def test_ray_setup_errors_reach_the_driver(local_ray):
         list(map_examples(crashing_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
 
 
+@pytest.mark.slow
 def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
     monkeypatch.setattr(local_ray, "cluster_resources", lambda: {"CPU": 2.0, "GPU": 1.0})
     with pytest.raises(ConfigError, match="2 workers x 1 GPUs each need 2 GPUs; Ray sees 1"):
@@ -120,6 +123,7 @@ def one_thread_policy(model_dir: str):
     return HFPolicy(model_dir, ModelOptions(device_map="cpu"))
 
 
+@pytest.mark.slow
 def test_ray_trees_equal_single_process_trees(tmp_path, tiny_model_dir, local_ray):
     examples = [Example(i, f"Tom has {i} apples and buys 3 more. How many now?", str(i + 3)) for i in range(3)]
     setup = partial(one_thread_policy, str(tiny_model_dir))

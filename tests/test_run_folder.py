@@ -97,6 +97,7 @@ run_cli(trees.main)
 """
 
 
+@pytest.mark.slow
 def test_two_runs_on_one_folder_the_second_is_refused_and_the_first_finishes(workdir, tiny_model_dir,  # noqa: F811
                                                                              monkeypatch, capsys):
     (workdir / "two.jsonl").write_text("".join(json.dumps(r) + "\n" for r in STAGE1_ROWS[:2]))   # both usable

@@ -17,6 +17,8 @@ from masprm.train import train_scorer
 
 from helpers import config, ppm_record, write_jsonl
 
+pytestmark = pytest.mark.slow   # trains scorers
+
 
 class _Crash(Exception):
     pass
