@@ -51,18 +51,11 @@ class TurnSettings(MethodSettings):
 
 @dataclass(frozen=True)
 class HandoffLogProbSettings(MethodSettings):
-    """Proposals ranked by the policy's log-prob (handoff_fixed, handoff_random, handoff_policy)."""
+    """Proposals ranked by the policy's log-prob (handoff_fixed, handoff_random, handoff_policy): per token
+    or summed; a proposal is one step, so a mean per step would only repeat the sum."""
 
     handoff_logprob_agg: str = arg("avg_token", flags=("--handoff_logprob_agg",), choices=TURN_LOGPROB_AGGS,
                                    help="how policy log-prob ranks proposals (default avg_token)")
-
-
-@dataclass(frozen=True)
-class RandomRouteSettings(MethodSettings):
-    """handoff_random: whether its random draws may end the run."""
-
-    random_fixed_horizon: bool = arg(False, flags=("--random_fixed_horizon",),
-                                     help="handoff_random never draws FINAL, so every run lasts --max_turns turns")
 
 
 @dataclass(frozen=True)
@@ -74,6 +67,15 @@ class HandoffPRMSettings(MethodSettings):
 
     def __post_init__(self) -> None:
         require_each(self, ("prm_context_length",), lambda v: v >= 1, AT_LEAST_ONE)
+
+
+@dataclass(frozen=True)
+class RandomRouteSettings(MethodSettings):
+    """handoff_random: whether its random draws may end the run (declared by handoff_random alone, so the
+    flag leaves the other conditions' logs as they are)."""
+
+    random_fixed_horizon: bool = arg(False, flags=("--random_fixed_horizon",),
+                                     help="handoff_random never draws FINAL, so every run lasts --max_turns turns")
 
 
 HANDOFF_FLAGS = (TurnSettings, RandomRouteSettings, HandoffPRMSettings, HandoffLogProbSettings)   # --help's order

@@ -35,7 +35,7 @@ class SearchContext:
 
     policy: Policy
     graph: MASGraph
-    settings: Any                      # argparse.Namespace or any object with the flag attributes
+    settings: Any                      # the method's frozen settings: exactly the classes it declares
     masprm: Scorer | None = None       # scorers by role (SCORER_ROLES)
     orm: Scorer | None = None
     handoff_masprm: Scorer | None = None
