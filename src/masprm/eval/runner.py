@@ -68,7 +68,8 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 
 def _model_key(spec: ModelSpec) -> tuple:
-    return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length, spec.max_batch_tokens)
+    return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
+            spec.max_batch_tokens)
 
 
 def load_model(spec: ModelSpec) -> Any:

@@ -98,7 +98,8 @@ class RunSettings:
                               "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
     logs_dir: str = arg("logs", flags=("--logs_dir",))
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
-                                        help="use a scorer folder whose training did not finish (its newest checkpoint)")
+                                        help="use a scorer folder whose training did not finish "
+                                             "(its newest checkpoint)")
 
     def __post_init__(self) -> None:
         unknown = [m for m in self.methods if m not in METHODS]

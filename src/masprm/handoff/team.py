@@ -118,16 +118,17 @@ def user_content(question: str, speaker: str, history: Sequence[RoutedTurn],
 
 @dataclass(frozen=True)
 class HandoffPlan:
-    """What one handoff run plays by: the settings' values with the config's turn limits applied."""
+    """What one handoff run plays by: the settings' values with the config's turn limits applied
+    (the defaults are the settings classes'; ``resolve`` builds it)."""
 
-    candidates: int = 3
-    min_turns: int = DEFAULT_MIN_TURNS
-    max_turns: int = DEFAULT_MAX_TURNS
-    allow_self: bool = False
-    random_fixed_horizon: bool = False
-    temperature: float = 1.0
-    top_p: float = 0.95
-    max_new_tokens: int | None = 1024   # None: each agent's own cap
+    candidates: int
+    min_turns: int
+    max_turns: int
+    allow_self: bool
+    random_fixed_horizon: bool
+    temperature: float
+    top_p: float
+    max_new_tokens: int | None   # None: each agent's own cap
 
     @classmethod
     def resolve(cls, settings: Any, team: HandoffTeam, *, random_fixed_horizon: bool = False) -> "HandoffPlan":
