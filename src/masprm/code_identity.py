@@ -60,6 +60,14 @@ def syntax_text(source: str) -> str:
     return "".join(out)
 
 
+_digests: dict[tuple[str, int, int], str] = {}
+
+
 def code_digest(path: str | Path) -> str:
-    """sha256 of a Python file's ``syntax_text``."""
-    return hashlib.sha256(syntax_text(Path(path).read_text(encoding="utf-8")).encode()).hexdigest()
+    """sha256 of a Python file's ``syntax_text`` (cached while the file's size and modification time stay)."""
+    path = Path(path).resolve()
+    stat = path.stat()
+    key = (str(path), stat.st_size, stat.st_mtime_ns)
+    if key not in _digests:
+        _digests[key] = hashlib.sha256(syntax_text(path.read_text(encoding="utf-8")).encode()).hexdigest()
+    return _digests[key]

@@ -151,6 +151,16 @@ def write_data_files(out: Path, graph, seed: int) -> None:
     atomic_write_jsonl(out / "transcripts_sample.jsonl", sample)
 
 
+def load_toy_team(config: str | Path):
+    """The team the toy policy learns to play (a ConfigError naming `mas_config` for another team)."""
+    graph = load_mas_config(config)
+    try:
+        check_graph(graph)
+    except ValueError as err:
+        raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
+    return graph
+
+
 def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAULT_CONFIG, spec=None,
                     force: bool = False, retrain: bool = False, log=print) -> dict:
     """Build (or find cached) the toy world in `out`; returns the build manifest.
@@ -158,16 +168,12 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     The policy is copied from the shipped one when that was trained for this
     build (same settings, team config and toy code), unless `retrain`.
     """
+    graph = load_toy_team(config)
     from masprm.toy.train_policy import PolicySpec, train_policy   # imports torch
 
     out = Path(out)
     spec = spec or PolicySpec()
     config = Path(config)
-    graph = load_mas_config(config)
-    try:
-        check_graph(graph)
-    except ValueError as err:
-        raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
     key = fingerprint(asdict(spec), config.read_text(encoding="utf-8"))
     if not force and is_built(out, key):
         log(f"toy world: cached in {out} (build {key})")
@@ -243,8 +249,10 @@ def main() -> int:
     add_config_args(p, BuildArgs)
     add_config_args(p, PolicyArgs)
     parsed = p.parse_args()
-    args, spec = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed).spec()
+    args, policy = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed)
     config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
+    load_toy_team(config)   # a bad team fails before the trainer (and torch) is imported
+    spec = policy.spec()
     if args.verify_shipped:
         return verify_shipped(config, spec)
     manifest = build_toy_world(args.out, config=config, spec=spec, force=args.force or args.ship,
