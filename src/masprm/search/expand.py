@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
