@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test demo bench gpu-check clean-demo
+.PHONY: setup test test-fast demo bench gpu-check clean-demo
 
 # requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
 # masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
@@ -19,6 +19,10 @@ setup: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest -q tests
+
+# The inner loop: everything but the tests marked slow (training, Ray, whole pipelines); under a minute.
+test-fast: $(STAMP)
+	$(PY) -m pytest -q -m "not slow" tests
 
 demo: $(STAMP)
 	$(PY) src/demo.py

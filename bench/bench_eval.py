@@ -81,7 +81,7 @@ def main() -> int:
 
     import torch
 
-    from masprm.stages.evaluate import build_parser, model_specs
+    from masprm.stages.evaluate import model_specs, parse_command
     from masprm.data import load_examples
     from masprm.eval.runner import load_model, run_conditions
     from masprm.graph import load_mas_config
@@ -113,8 +113,8 @@ def main() -> int:
 
         runs = {}
         for size in args.batch_sizes:
-            settings = build_parser().parse_args(flags + ["--search_batch_size", str(size)])
-            specs = model_specs(settings)
+            run, settings = parse_command(flags + ["--search_batch_size", str(size)])
+            specs = model_specs(settings, run)
             for spec in specs.values():   # load before the clock starts
                 loader(spec)
             clock.update(seconds=0.0, calls=0, rows=0)

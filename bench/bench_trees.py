@@ -23,7 +23,7 @@ from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.graph import MASGraph, load_mas_config
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees, tree_path
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees, tree_path
 
 REPO = Path(__file__).resolve().parents[1]
 TEAM = {  # the gsm8k team's shape (configs/gsm8k.yaml), used when configs/gsm8k.yaml is not there
@@ -125,7 +125,7 @@ def main() -> int:
     torch.set_num_threads(1)  # the benchmark machine is shared; one thread keeps timings stable
     config = args.config or (REPO / "configs" / "gsm8k.yaml")
     graph = load_mas_config(config) if Path(config).is_file() else MASGraph.from_dict(TEAM, "built-in team")
-    settings = SearchSettings(n_rollouts=args.n_rollouts, c=args.search_c, n_candidates=args.n_candidates,
+    settings = TreeSearchSettings(n_rollouts=args.n_rollouts, c=args.search_c, n_candidates=args.n_candidates,
                               max_new_tokens=args.max_new_tokens)
     examples = questions(args.trees)
     runs = {}

@@ -16,15 +16,17 @@ import random
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 import yaml
 
 from masprm.data import Example
+from masprm.eval.methods import METHODS
+from masprm.eval.settings import EvalSettings
+from masprm.search.engine import drive
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import SearchSettings, TreeJob
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings
 from masprm.train import TrainConfig
 from masprm.tree_schema import action_text, tree_node
 
@@ -191,7 +193,7 @@ def scripted_solver(pattern):
 
 
 class FakeScorer:
-    """score_batch via a rule on the text; records batch sizes; counts words as tokens."""
+    """A `Scorer`: score_batch via a rule on the text; records batch sizes; counts words as tokens."""
 
     separator = "</step>"
 
@@ -200,11 +202,15 @@ class FakeScorer:
         self.batches: list[int] = []
         self.texts: list[str] = []
         self.tokens_seen = 0
+        self.last_tokens: list[int] = []
+
+    def count_tokens(self, text):
+        return len(text.split())
 
     def score_batch(self, texts):
         self.batches.append(len(texts))
         self.texts.extend(texts)
-        self.last_tokens = [len(t.split()) for t in texts]   # per text, as HFScorer reports them
+        self.last_tokens = [self.count_tokens(t) for t in texts]   # per text, as HFScorer reports them
         self.tokens_seen += sum(self.last_tokens)
         return [self.rule(t) for t in texts]
 
@@ -227,13 +233,20 @@ def _defaults() -> dict:
     return vars(build_parser().parse_args([]))
 
 
-def settings(**overrides) -> SimpleNamespace:
-    """The CLI's defaults (the one source of them), with overrides."""
-    return SimpleNamespace(**{**_defaults(), **overrides})
+def settings(**overrides) -> EvalSettings:
+    """The runner's settings from the CLI's defaults (the one source of them), with flag overrides."""
+    return EvalSettings.from_args({**_defaults(), **overrides})
 
 
-def make_ctx(policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
-    return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides), masprm=masprm, orm=orm)
+def make_ctx(method: str, policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
+    """The context `method` runs in on the chain world: its own settings (flag overrides applied)."""
+    return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides).method_settings(method),
+                         masprm=masprm, orm=orm)
+
+
+def run_method(method: str, ctx: SearchContext, ex: Example | None = None):
+    """`method` on one example alone (each request one model call); its SearchResult."""
+    return drive(METHODS[method].search(ctx, ex or example()), ctx)
 
 
 def example(idx: int = 0) -> Example:
@@ -270,7 +283,7 @@ EXAMPLES = [Example(i, f"What is {i} + 2?", str(i + 2), {"source": "test"}) for 
 
 
 def make_job(out_dir: Path, seed: int = 42, **kw) -> TreeJob:
-    settings = SearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
+    settings = TreeSearchSettings(n_rollouts=6, n_candidates=kw.pop("n_candidates", 3))
     return TreeJob(BRANCHY, settings, str(out_dir), seed, {"dataset": "toy", "split": "train",
                    "config": "configs/x.yaml", "model": "fake"}, grade=ends_with_gold, **kw)
 

@@ -6,7 +6,7 @@ from pathlib import Path
 import pytest
 
 from masprm.cli import ArgumentParser
-from masprm.config import add_config_args, arg, config_from_args, config_help, flag_names
+from masprm.config import add_config_args, arg, config_from_args, config_help, flag_names, require, require_each
 
 
 @dataclass
@@ -86,3 +86,43 @@ def test_positional_argument_and_underscore_spelling():
     assert cfg == WithPositional(tree="t.json", depth=3)
     with pytest.raises(SystemExit):
         parser.parse_args([])   # the positional is required
+
+
+# --------------------------------------------------------------------------- settings classes of a stage
+
+
+@dataclass(frozen=True)
+class Sampling:
+    top_p: float = arg(0.95, flags=("--top_p",))
+    n: int | None = arg(None, flags=("--n",))
+
+    def __post_init__(self) -> None:
+        require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
+        require_each(self, ("n",), lambda v: v >= 1, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class Beam:
+    top_p: float = arg(0.95, flags=("--top_p",))   # shared with Sampling: one flag
+    width: int = arg(3, flags=("--width",))
+    label: str = "library only"
+
+
+def test_a_stage_adds_each_classes_flags_once_in_their_groups_and_builds_checked_settings():
+    from masprm.cli import PARSED_FLAGS, error_line
+    from masprm.config import add_settings_args, group_classes, settings_from_args
+    from masprm.errors import ConfigError
+
+    groups = ((None, (Sampling,)), ("beam", (Beam,)))
+    parser = ArgumentParser(prog="x")
+    add_settings_args(parser, groups)
+    assert [a.dest for a in parser._actions if a.dest not in ("help", "version")] == ["top_p", "n", "width"]
+    assert [g.title for g in parser._action_groups][-1] == "beam"
+    built = settings_from_args(group_classes(groups), parser.parse_args(["--top_p", "0.5", "--width", "2"]))
+    assert built == {Sampling: Sampling(0.5, None), Beam: Beam(0.5, 2)}
+    for argv, line in ((["--n", "0"], "--n must be >= 1, got 0"),
+                       (["--top_p", "2"], "--top_p must be in (0, 1], got 2.0")):
+        with pytest.raises(ConfigError) as err:
+            settings_from_args(group_classes(groups), parser.parse_args(argv))
+        assert error_line(err.value, PARSED_FLAGS) == line   # the line the CLI prints
+    assert Sampling(n=None).n is None                       # unset passes require_each

@@ -11,7 +11,7 @@ from masprm.data import Example, LoadedData
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
 from helpers import FakeScorer, chain_graph, prefers_good, ray_ships, settings
 
 TEAM = MASGraph.from_dict({
@@ -36,7 +36,7 @@ def examples(n: int) -> list[Example]:
 
 def build(tmp_path, batch_size: int, n: int = 6, respond=random_respond, **kw):
     policy = FakePolicy(respond)
-    job = TreeJob(TEAM, SearchSettings(n_rollouts=6, n_candidates=3), str(tmp_path), 7, {"dataset": "x"},
+    job = TreeJob(TEAM, TreeSearchSettings(n_rollouts=6, n_candidates=3), str(tmp_path), 7, {"dataset": "x"},
                   plot=False, batch_size=batch_size)
     written, failed = run_trees(job, lambda: policy, examples(n), log=lambda m: None, **kw)
     return policy, written, failed
@@ -71,6 +71,7 @@ def test_trees_are_byte_identical_for_any_batch_size(tmp_path, batch_size):
     assert len(roots) > 1   # the examples drew differently: the streams are really per example
 
 
+@pytest.mark.slow
 def test_trees_are_byte_identical_with_two_ray_workers(tmp_path):
     pytest.importorskip("ray")
     ray_ships("conftest", __name__)   # FakePolicy and the scripted answers
@@ -104,9 +105,11 @@ class Recorder:
     def __init__(self, fail_on: str | None = None):
         self.calls: list[tuple[str, int]] = []
         self.fail_on = fail_on
-        self.last_tokens = None   # per-text token counts of the last scoring call
+        self.last_tokens: list[int] = []   # per-text token counts of the last scoring call
         self.policy = self
-        self.masprm = self
+
+    def scorer(self, role):
+        return self
 
     def sample(self, prompts, n, **kw):
         self.calls.append(("sample", len(prompts)))
@@ -204,3 +207,49 @@ def test_stage4_example_that_raises_is_a_failed_record_the_others_unchanged(tmp_
     assert [r["index"] for r in records if r["error"]] == [3] and "no answer for 3" in records[3]["error"]
     expected = [json.loads(line) for line in ref["sbs_prm"][1].splitlines()]
     assert [r for r in records if r["index"] != 3] == [r for r in expected if r["index"] != 3]
+
+
+# --------------------------------------------------------------------------- the Scorer protocol
+
+
+class ProtocolScorer:
+    """Exactly the members of `masprm.interfaces.Scorer`, nothing else: a start token plus one per word."""
+
+    separator = "|"
+
+    def __init__(self):
+        self.last_tokens: list[int] = []
+
+    def score_batch(self, texts):
+        self.last_tokens = [1 + len(t.split()) for t in texts]
+        return [0.5] * len(texts)
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+
+def test_a_scorer_written_to_the_protocol_alone_counts_each_examples_tokens():
+    from masprm.interfaces import Scorer
+    from masprm.search.context import SearchContext
+    from masprm.search.engine import LoadedModels
+
+    declared = set(Scorer.__annotations__) | {n for n in vars(Scorer) if not n.startswith("_")}
+    assert {n for n in vars(ProtocolScorer) if not n.startswith("_")} | {"last_tokens"} == declared
+
+    def scoring(ctx, texts):
+        return (yield from ctx.score("masprm", texts))
+
+    scorer = ProtocolScorer()
+    a = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
+    b = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
+    jobs = [("a", lambda: scoring(a, ["two words", "x"])), ("b", lambda: scoring(b, ["three more words"]))]
+    stats = CallStats()
+    done = list(run_batched(LoadedModels(None, {"masprm": scorer}), jobs, batch_size=2, stats=stats))
+    assert stats.by_kind == {"score": 1} and stats.rows == 3          # one shared scorer call
+    assert [(item, values) for item, values, _ in done] == [("a", [0.5, 0.5]), ("b", [0.5])]
+    # by hand: "two words" 1 + 2, "x" 1 + 1; "three more words" 1 + 3
+    assert (a.usage.scorer_tokens, a.usage.scorer_calls) == (5, 2)
+    assert (b.usage.scorer_tokens, b.usage.scorer_calls) == (4, 1)
+    alone = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
+    assert drive(scoring(alone, ["two words", "x"]), alone) == [0.5, 0.5]
+    assert (alone.usage.scorer_tokens, alone.usage.scorer_calls) == (5, 2)

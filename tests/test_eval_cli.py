@@ -16,6 +16,7 @@ from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, stage_module, wri
 from helpers import run_eval as run
 
 
+@pytest.mark.slow
 def test_readme_command_runs_on_the_tiny_model_and_aggregates(tiny_model_dir, prm_dir, tmp_path):
     data, logs = write_gsm8k(tmp_path / "gsm8k.jsonl"), tmp_path / "logs"
     readme = ["--dataset", "gsm8k", "--split", "test", "--seed", "14", "--prm_dir", prm_dir,
@@ -62,7 +63,7 @@ def _cli():
 
 def _validate(argv):
     cli = _cli()
-    return cli.validate(cli.build_parser().parse_args(argv))
+    return cli.validate(*cli.parse_command(argv))
 
 
 @pytest.mark.parametrize("argv, message", [
@@ -80,9 +81,9 @@ def _validate(argv):
     (["--methods", "single_pass", "handoff_fixed"], "cannot be mixed"),
 ])
 def test_bad_flags_are_named(argv, message):
-    with pytest.raises(UsageError) as err:
+    with pytest.raises(MasprmError) as err:
         _validate(argv)
-    assert message in str(err.value)
+    assert message in error_line(err.value, PARSED_FLAGS)   # the line the CLI prints
 
 
 def test_missing_model_or_data_file_is_a_usage_error(tiny_model_dir, tmp_path, monkeypatch):
@@ -108,8 +109,8 @@ def test_math_levels_select_handoff_examples_only():
     fixture = ROOT / "tests" / "fixtures" / "datasets" / "competition_math.jsonl"
     rows = [json.loads(line) for line in fixture.read_text().splitlines() if line.strip()]
     base = ["--dataset", "competition_math", "--data_file", str(fixture), "--seed", "3"]
-    static = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "single_pass"]), "static")
-    handoff = cli.load_data(cli.build_parser().parse_args(base + ["--methods", "handoff_fixed"]), "handoff")
+    static = cli.load_data(cli.parse_command(base + ["--methods", "single_pass"])[1], "static")
+    handoff = cli.load_data(cli.parse_command(base + ["--methods", "handoff_fixed"])[1], "handoff")
     assert {"Level 1", "Level 2", "Level 4", "Level 5"} <= {e.meta["level"] for e in static.examples}
     assert len(static.examples) + static.skipped == len(rows)      # every row of the split was read
     assert {e.meta["level"] for e in handoff.examples} == {"Level 4", "Level 5"}
@@ -144,20 +145,25 @@ def test_workers_split_the_gpus_as_the_original(monkeypatch):
 
 
 def test_scorer_precision_flag_sets_the_scorers_options_only(tmp_path, tiny_model_dir, monkeypatch):
-    import masprm.checks
     cli = _cli()
     # An empty folder stands in for a scorer here: the folder check is tested in test_bad_inputs.
-    monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
+    monkeypatch.setattr(cli, "check_scorer_folder", lambda *a, **k: None)
     argv = ["--methods", "mcts_prm", "--prm_dir", str(tmp_path), "--gen_model_id", str(tiny_model_dir),
             "--device_map", "cpu", "--load_in_4bit"]
-    specs = cli.model_specs(cli.build_parser().parse_args(argv))
+
+    def specs_of(argv):
+        run, settings = cli.parse_command(argv)
+        return cli.model_specs(settings, run)
+
+    specs = specs_of(argv)
     assert specs["policy"].options.load_in_4bit and not specs["masprm"].options.load_in_4bit  # auto on CPU: fp32
-    specs = cli.model_specs(cli.build_parser().parse_args(argv[:-1] + ["--scorer_precision", "4bit"]))
+    specs = specs_of(argv[:-1] + ["--scorer_precision", "4bit"])
     assert not specs["policy"].options.load_in_4bit and specs["masprm"].options.load_in_4bit
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(argv + ["--scorer_precision", "int3"])
 
 
+@pytest.mark.slow
 def test_seeds_in_one_process_write_the_logs_of_one_command_per_seed(tiny_model_dir, tmp_path):
     data = write_gsm8k(tmp_path / "gsm8k.jsonl")
     base = ["--dataset", "gsm8k", "--split", "test", "--gen_model_id", tiny_model_dir, "--data_file", data,
@@ -179,14 +185,15 @@ def test_seeds_in_one_process_write_the_logs_of_one_command_per_seed(tiny_model_
 def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatch, tiny_model_dir):
     cli = _cli()
     monkeypatch.chdir(tmp_path)   # no checkpoints/ here: the default --prm_dir does not exist
-    args = cli.build_parser().parse_args(["--methods", "single_pass", "mcts_logprob", "single_pass",
-                                          "--gen_model_id", str(tiny_model_dir)])
-    assert (args.prm_dir, args.prm_base_model_id) == ("checkpoints/Qwen2.5-1.5B-RM", "Qwen/Qwen2.5-1.5B-Instruct")
-    assert (args.orm_dir, args.orm_base_model_id, args.handoff_prm_dir) == (None, None, None)
-    cli.validate(args)                  # the original runs dict.fromkeys(methods): once each, in order
-    assert args.methods == ["single_pass", "mcts_logprob"]
+    run, settings = cli.parse_command(["--methods", "single_pass", "mcts_logprob", "single_pass",
+                                       "--gen_model_id", str(tiny_model_dir)])
+    models = settings.models
+    assert (models.prm_dir, models.prm_base_model_id) == ("checkpoints/Qwen2.5-1.5B-RM", "Qwen/Qwen2.5-1.5B-Instruct")
+    assert (models.orm_dir, models.orm_base_model_id, models.handoff_prm_dir) == (None, None, None)
+    cli.validate(run, settings)
+    assert run.methods == ["single_pass", "mcts_logprob"]   # the original runs dict.fromkeys(methods): once each
     # Methods that use no MASPRM neither check nor load the default folder.
-    assert set(cli.model_specs(args)) == {"policy"}
+    assert set(cli.model_specs(settings, run)) == {"policy"}
 
     # The default base gives way to the base the adapter names; a given base is used as given.
     qwen = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -195,4 +202,4 @@ def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatc
         folder = tmp_path / "scorer"
         folder.mkdir(exist_ok=True)
         (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": recorded}))
-        assert cli.scorer_base(str(folder), given, "prm") == expected
+        assert cli.scorer_base(str(folder), given, "masprm") == expected

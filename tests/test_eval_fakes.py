@@ -13,7 +13,7 @@ def test_single_pass_of_the_scripted_world_is_wrong_and_counts_usage():
     from masprm.search.engine import drive
 
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy)
+    ctx = make_ctx("single_pass", policy)
     result = drive(single_pass(ctx, example()), ctx)
     assert result.prediction == "Answer: 5"
     assert result.candidates == ["Answer: 5"]

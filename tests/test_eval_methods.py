@@ -16,8 +16,8 @@ from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
 from masprm.search.engine import drive
 from masprm.search.node import Node
-from helpers import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
-                             scripted_solver)
+from helpers import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond, run_method,
+                     scripted_solver)
 
 # --------------------------------------------------------------------------- SBS
 
@@ -25,8 +25,8 @@ from helpers import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_b
 def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy, masprm=prm, b1=3, b2=5)
-    result = METHODS["sbs_prm"].run(ctx, example())
+    ctx = make_ctx("sbs_prm", policy, masprm=prm, b1=3, b2=5)
+    result = run_method("sbs_prm", ctx)
     assert result.prediction == "Answer: 7"
     # The top beams are the good plans; all surviving beams answer 7.
     assert result.candidates == ["Answer: 7"] * 3
@@ -40,22 +40,22 @@ def test_sbs_prm_follows_a_scorer_that_prefers_correct_steps():
 
 
 def test_sbs_prm_fails_with_a_scorer_that_prefers_wrong_steps():
-    ctx = make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_bad), b1=3, b2=5)
-    assert METHODS["sbs_prm"].run(ctx, example()).prediction == "Answer: 5"
+    ctx = make_ctx("sbs_prm", FakePolicy(respond), masprm=FakeScorer(prefers_bad), b1=3, b2=5)
+    assert run_method("sbs_prm", ctx).prediction == "Answer: 5"
 
 
 def test_sbs_logprob_prefers_the_likely_short_wrong_step():
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy, b1=2, b2=3)
-    result = METHODS["sbs_logprob"].run(ctx, example())
+    ctx = make_ctx("sbs_logprob", policy, b1=2, b2=3)
+    result = run_method("sbs_logprob", ctx)
     assert result.prediction == "Answer: 5"
     assert ("logprob", 3) in policy.calls
 
 
 def test_sbs_local_view_scores_the_agents_inbox_and_output():
     prm = FakeScorer(prefers_good)
-    ctx = make_ctx(FakePolicy(respond), masprm=prm, b1=1, b2=2, view_mode="local")
-    METHODS["sbs_prm"].run(ctx, example())
+    ctx = make_ctx("sbs_prm", FakePolicy(respond), masprm=prm, b1=1, b2=2, view_mode="local")
+    run_method("sbs_prm", ctx)
     assert prm.texts[:2] == ["What is 3 + 4?bad</step>", "What is 3 + 4?good plan 1</step>"]
     assert prm.texts[2] == "good plan 1Answer: 7</step>"   # Finisher's inbox + its output
 
@@ -70,9 +70,9 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
     outputs = {"a": ["go", "stop"], "b": ["B"], "c": ["C"]}
     policy = FakePolicy(lambda m, k, rng: outputs[m[0]["content"]][k % len(outputs[m[0]["content"]])])
     prm = FakeScorer(lambda t: 0.5 if "stop" in t else 0.1)
-    ctx = make_ctx(policy, masprm=prm, b1=2, b2=2)
+    ctx = make_ctx("sbs_prm", policy, masprm=prm, b1=2, b2=2)
     ctx.graph = graph
-    beams = drive(beam.beam_search(ctx, [beam.Beam(graph.start("q"))], width=3, branching=2, scorer="prm",
+    beams = drive(beam.beam_search(ctx, [beam.Beam(graph.start("q"))], width=3, branching=2, scorer="masprm",
                                 temperature=1.0), ctx)
     # "stop" scored higher and skips agent b (carried forward); the "go" beam ran b. Both then ran c.
     assert [b.state.outputs for b in beams] == [{0: "stop", 2: "C"}, {0: "stop", 2: "C"},
@@ -85,17 +85,17 @@ def test_sbs_carries_forward_beams_whose_agent_is_skipped():
 
 
 def test_mcts_prm_answers_correctly_with_a_good_scorer_and_wrongly_with_a_bad_one():
-    good = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_good)), example())
-    bad = METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(prefers_bad)), example())
+    good = run_method("mcts_prm", make_ctx("mcts_prm", FakePolicy(respond), masprm=FakeScorer(prefers_good)))
+    bad = run_method("mcts_prm", make_ctx("mcts_prm", FakePolicy(respond), masprm=FakeScorer(prefers_bad)))
     assert good.prediction == "Answer: 7"
     assert bad.prediction == "Answer: 5"
     assert good.candidates[0] == "Answer: 7"
 
 
 def test_mcts_logprob_picks_the_likely_wrong_branch_and_mcts_orm_finds_the_right_one():
-    assert METHODS["mcts_logprob"].run(make_ctx(FakePolicy(respond)), example()).prediction == "Answer: 5"
+    assert run_method("mcts_logprob", make_ctx("mcts_logprob", FakePolicy(respond))).prediction == "Answer: 5"
     orm = FakeScorer(orm_prefers_seven)
-    result = METHODS["mcts_orm"].run(make_ctx(FakePolicy(respond), orm=orm, n_simulations=10), example())
+    result = run_method("mcts_orm", make_ctx("mcts_orm", FakePolicy(respond), orm=orm, n_simulations=10))
     assert result.prediction == "Answer: 7"
     # ORM texts are full transcripts of finished trajectories only.
     assert all(t.endswith("</step>") and "Answer" in t for t in orm.texts)
@@ -104,8 +104,8 @@ def test_mcts_logprob_picks_the_likely_wrong_branch_and_mcts_orm_finds_the_right
 def test_mcts_tree_statistics_and_batching():
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(respond)
-    ctx = make_ctx(policy, masprm=prm, n_simulations=4, max_children=3, c_uct=0.0)
-    root = drive(mcts.search_tree(ctx, "What is 3 + 4?", step_scorer="prm", leaf_value="prm"), ctx)
+    ctx = make_ctx("mcts_prm", policy, masprm=prm, n_simulations=4, max_children=3, c_uct=0.0)
+    root = drive(mcts.search_tree(ctx, "What is 3 + 4?", step_scorer="masprm", leaf_value="masprm"), ctx)
     assert root.init_visits == 1 and root.visits == 4
     bad, good1, good2 = root.children
     assert (bad.text, good1.text, good2.text) == ("bad", "good plan 1", "good plan 2")
@@ -123,12 +123,12 @@ def test_mcts_tree_statistics_and_batching():
 
 def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
     prm, orm = FakeScorer(lambda t: 0.0), FakeScorer(orm_prefers_seven)
-    ctx = make_ctx(FakePolicy(respond), masprm=prm, orm=orm, orm_leaf=True, n_simulations=6)
-    root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="orm"), ctx)
+    ctx = make_ctx("mcts_prm", FakePolicy(respond), masprm=prm, orm=orm, orm_leaf=True, n_simulations=6)
+    root = drive(mcts.search_tree(ctx, "q", step_scorer="masprm", leaf_value="orm"), ctx)
     leaves = [n for n in root.walk() if n.is_terminal and n.visits]
     assert leaves and all(n.q_sum == pytest.approx(n.visits * orm_prefers_seven(n.text)) for n in leaves)
-    assert METHODS["mcts_prm"].run(make_ctx(FakePolicy(respond), masprm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
-                               orm_leaf=True), example()).prediction == "Answer: 7"
+    assert run_method("mcts_prm", make_ctx("mcts_prm", FakePolicy(respond), masprm=FakeScorer(lambda t: 0.0), orm=FakeScorer(orm_prefers_seven),
+                               orm_leaf=True)).prediction == "Answer: 7"
 
 
 def _hand_tree(priors):
@@ -165,8 +165,8 @@ def test_puct_selection_follows_the_priors():
 
 def test_puct_priors_are_the_softmax_of_per_token_logprobs():
     policy = FakePolicy(respond, score=lambda m, c: -2.0 * len(c.split()))
-    ctx = make_ctx(policy, masprm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
-    root = drive(mcts.search_tree(ctx, "q", step_scorer="prm", leaf_value="prm"), ctx)
+    ctx = make_ctx("mcts_prm", policy, masprm=FakeScorer(prefers_good), uct_type="puct", n_simulations=1)
+    root = drive(mcts.search_tree(ctx, "q", step_scorer="masprm", leaf_value="masprm"), ctx)
     priors = [c.info["prior"] for c in root.children]
     assert priors == pytest.approx([1 / 3] * 3)        # equal per-token log-probs -> uniform
     assert sum(priors) == pytest.approx(1.0)
@@ -204,31 +204,31 @@ PATTERN = ["bad", "good plan", "bad", "bad", "good plan"]   # 3 runs answer 5, 2
 
 
 def test_voters_on_the_scripted_world():
-    plain = METHODS["voter_plain"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5), example())
+    plain = run_method("voter_plain", make_ctx("voter_plain", FakePolicy(scripted_solver(PATTERN)), voter_k=5))
     assert plain.prediction == "Answer: 5" and len(plain.candidates) == 5
     prm = FakeScorer(prefers_good)
     policy = FakePolicy(scripted_solver(PATTERN))
-    weighted = METHODS["voter_prm"].run(make_ctx(policy, masprm=prm, voter_k=5), example())
+    weighted = run_method("voter_prm", make_ctx("voter_prm", policy, masprm=prm, voter_k=5))
     assert weighted.prediction == "Answer: 7"
     assert prm.batches == [10]                              # every step of every run in one forward
     assert policy.calls == [("sample", 5), ("sample", 5)]   # the 5 runs advance together
-    logprob = METHODS["voter_logprob"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5), example())
+    logprob = run_method("voter_logprob", make_ctx("voter_logprob", FakePolicy(scripted_solver(PATTERN)), voter_k=5))
     assert logprob.prediction == "Answer: 5"
-    orm = METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(PATTERN)), orm=FakeScorer(orm_prefers_seven),
-                                              voter_k=5), example())
+    orm = run_method("voter_orm", make_ctx("voter_orm", FakePolicy(scripted_solver(PATTERN)), orm=FakeScorer(orm_prefers_seven),
+                                              voter_k=5))
     assert orm.prediction == "Answer: 7"   # 2 x sigmoid(0.9) = 1.42 > 3 x sigmoid(-0.9) = 0.87
 
 
 def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     prm = FakeScorer(lambda t: {"bad": -0.5}.get(t.split("</step>")[-2][-3:], 0.2))
-    ctx = make_ctx(FakePolicy(scripted_solver(["bad"])), masprm=prm, voter_k=1)
+    ctx = make_ctx("voter_prm", FakePolicy(scripted_solver(["bad"])), masprm=prm, voter_k=1)
     runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start("q"))], width=1, branching=1, scorer=None,
                                temperature=1.0), ctx)
-    (log_w,) = drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)
+    (log_w,) = drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
     ctx.masprm = floor
-    assert math.exp(drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
+    assert math.exp(drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 
 # --------------------------------------------------------------------------- the original's rules, by hand
@@ -240,8 +240,8 @@ def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
 def test_sbs_logprob_usage_counts_scored_tokens_as_the_original():
     # Original: agent_runs += B2 per beam and agent; each scored candidate adds its prompt + completion
     # tokens to the scorer tokens; log-prob scoring is no PRM call.
-    ctx = make_ctx(FakePolicy(respond), b1=2, b2=3)
-    METHODS["sbs_logprob"].run(ctx, example())
+    ctx = make_ctx("sbs_logprob", FakePolicy(respond), b1=2, b2=3)
+    run_method("sbs_logprob", ctx)
     solver = 3 * 6 + (1 + 3 + 3)                 # three candidates of the Solver
     finisher = 3 * (2 + 2) + 3 * (4 + 2)         # beams "bad" and "good plan 1", three answers each
     assert ctx.usage.scorer_tokens == solver + finisher == 55
@@ -252,8 +252,8 @@ def test_mcts_logprob_usage_is_counted_per_expansion():
     # One simulation, c = 2, all children unvisited: the likeliest ("bad", -3) is expanded; its three
     # Finisher samples are one text after de-duplication. Original: agent_runs += max_children per
     # expansion; scorer tokens per scored (de-duplicated) candidate.
-    ctx = make_ctx(FakePolicy(respond), n_simulations=1, max_children=3)
-    result = METHODS["mcts_logprob"].run(ctx, example())
+    ctx = make_ctx("mcts_logprob", FakePolicy(respond), n_simulations=1, max_children=3)
+    result = run_method("mcts_logprob", ctx)
     assert result.prediction == "Answer: 5"
     assert ctx.usage.agent_runs == 3 + 3 and ctx.usage.scorer_calls == 0
     # The leaf's path log-prob reuses the two step log-probs (the original rescored them: +11 tokens).
@@ -265,13 +265,13 @@ def test_mcts_logprob_usage_is_counted_per_expansion():
 
 def test_voter_usage_matches_the_original():
     # k = 5 single passes: one agent run per agent per pass.
-    ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), voter_k=5)
-    METHODS["voter_logprob"].run(ctx, example())
+    ctx = make_ctx("voter_logprob", FakePolicy(scripted_solver(PATTERN)), voter_k=5)
+    run_method("voter_logprob", ctx)
     solver = 5 * 6 + (1 + 2 + 1 + 1 + 2)          # "bad" / "good plan" per PATTERN
     finisher = 3 * (2 + 2) + 2 * (3 + 2)
     assert ctx.usage.agent_runs == 10 and ctx.usage.scorer_tokens == solver + finisher == 59
-    prm_ctx = make_ctx(FakePolicy(scripted_solver(PATTERN)), masprm=FakeScorer(prefers_good), voter_k=5)
-    METHODS["voter_prm"].run(prm_ctx, example())
+    prm_ctx = make_ctx("voter_prm", FakePolicy(scripted_solver(PATTERN)), masprm=FakeScorer(prefers_good), voter_k=5)
+    run_method("voter_prm", prm_ctx)
     assert prm_ctx.usage.scorer_calls == 10 and prm_ctx.usage.agent_runs == 10   # one PRM call per step
 
 
@@ -279,9 +279,9 @@ def test_orm_scoring_follows_view_mode():
     texts = {}
     for view in ("full", "local"):
         voter_orm, tree_orm = FakeScorer(orm_prefers_seven), FakeScorer(orm_prefers_seven)
-        METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(["bad", "good plan"])), orm=voter_orm,
-                                          voter_k=2, view_mode=view), example())
-        METHODS["mcts_orm"].run(make_ctx(FakePolicy(respond), orm=tree_orm, view_mode=view, n_simulations=1), example())
+        run_method("voter_orm", make_ctx("voter_orm", FakePolicy(scripted_solver(["bad", "good plan"])), orm=voter_orm,
+                                          voter_k=2, view_mode=view))
+        run_method("mcts_orm", make_ctx("mcts_orm", FakePolicy(respond), orm=tree_orm, view_mode=view, n_simulations=1))
         texts[view] = (voter_orm.texts, tree_orm.texts)
     assert texts["full"][0] == ["What is 3 + 4?bad</step>Answer: 5</step>",
                                 "What is 3 + 4?good plan</step>Answer: 7</step>"]
@@ -327,19 +327,19 @@ def test_voters_drop_empty_steps_before_weighting_as_the_original():
     # The original weighs a run by its non-empty steps only, handing them in order to whichever agent runs
     # next from the question: run 0's "Answer: 5" is scored as the Solver's step.
     prm = FakeScorer(lambda t: 0.2)
-    ctx = make_ctx(FakePolicy(scripted_solver(["", "good plan"])), masprm=prm, voter_k=2)
-    METHODS["voter_prm"].run(ctx, example())
+    ctx = make_ctx("voter_prm", FakePolicy(scripted_solver(["", "good plan"])), masprm=prm, voter_k=2)
+    run_method("voter_prm", ctx)
     assert prm.texts == ["What is 3 + 4?Answer: 5</step>",
                          "What is 3 + 4?good plan</step>", "What is 3 + 4?good plan</step>Answer: 7</step>"]
     runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start(example().question))] * 2, width=2,
                                   branching=1, scorer=None, temperature=1.0), ctx)
     assert [c.text for c in runs[0].trail] == ["", "Answer: 5"]
-    assert drive(SCORER_KINDS["prm"].weight(ctx, runs), ctx) == pytest.approx([math.log(0.6), 2 * math.log(0.6)])
+    assert drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx) == pytest.approx([math.log(0.6), 2 * math.log(0.6)])
 
     seen = []
     policy = FakePolicy(scripted_solver(["", "good plan"]),
                         score=lambda m, c: seen.append((m[0]["content"], m[1]["content"], c)) or -float(len(c)))
-    ctx = make_ctx(policy, voter_k=2, logprob_agg="avg_step")
+    ctx = make_ctx("voter_logprob", policy, voter_k=2, logprob_agg="avg_step")
     runs = drive(beam.beam_search(ctx, [beam.Beam(ctx.graph.start(example().question))] * 2, width=2,
                                   branching=1, scorer=None, temperature=1.0), ctx)
     weights = drive(SCORER_KINDS["logprob"].weight(ctx, runs), ctx)
@@ -350,6 +350,6 @@ def test_voters_drop_empty_steps_before_weighting_as_the_original():
     # The ORM reads the run without its empty step, each text with its own agent.
     for view, text in (("full", "What is 3 + 4?Answer: 5</step>"), ("local", "Answer: 5</step>")):
         orm = FakeScorer(orm_prefers_seven)
-        METHODS["voter_orm"].run(make_ctx(FakePolicy(scripted_solver(["", "good plan"])), orm=orm, voter_k=2,
-                                          view_mode=view), example())
+        run_method("voter_orm", make_ctx("voter_orm", FakePolicy(scripted_solver(["", "good plan"])), orm=orm,
+                                         voter_k=2, view_mode=view))
         assert orm.texts[0] == text

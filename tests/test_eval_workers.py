@@ -5,10 +5,13 @@ from __future__ import annotations
 import json
 import re
 
+import pytest
 import yaml
 
 from helpers import FAST, write_gsm8k
 from helpers import run_eval as run
+
+pytestmark = pytest.mark.slow   # trains a scorer and runs stage 4 on workers
 
 TEAM = {"agents": [{"name": "Solver", "system_prompt": "Solve it.", "max_new_tokens": 6},
                    {"name": "Checker", "system_prompt": "Check it.", "max_new_tokens": 6}],

@@ -57,6 +57,19 @@ if "last_of_two" not in METHODS:
     register_method("last_of_two", settings=(PassSettings,))(_last_of_two)
 
 
+def _wide_single_pass(ctx, example):
+    """A single pass as wide as the SBS beam: it reads --b1, which it does not declare."""
+    runs = yield from beam_search(ctx, [Beam(ctx.graph.start(example.question))] * ctx.settings.b1,
+                                  width=ctx.settings.b1, branching=1, scorer=None,
+                                  temperature=ctx.settings.sbs_temperature)
+    answers = [b.state.final_answer() for b in runs]
+    return SearchResult(answers[0], answers)
+
+
+if "wide_single_pass" not in METHODS:
+    register_method("wide_single_pass", settings=(PassSettings,))(_wide_single_pass)
+
+
 # --------------------------------------------------------------------------- through the CLI
 
 
@@ -74,6 +87,7 @@ def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
             for m in methods}
 
 
+@pytest.mark.slow
 def test_a_new_scorer_kind_is_one_record_and_one_row_per_method(monkeypatch, tiny_model_dir, tmp_path):
     methods = ["sbs_shortest", "mcts_shortest", "voter_shortest"]
     assert all(m in METHODS for m in methods)
@@ -85,6 +99,7 @@ def test_a_new_scorer_kind_is_one_record_and_one_row_per_method(monkeypatch, tin
     assert all(r["extra"]["tree_nodes"] > 1 for r in records["mcts_shortest"])
 
 
+@pytest.mark.slow
 def test_a_new_method_is_one_registration_and_runs_through_the_cli(monkeypatch, tiny_model_dir, tmp_path):
     records = run_cli(monkeypatch, tiny_model_dir, tmp_path, ["last_of_two", "single_pass"])
     mine, single = records["last_of_two"], records["single_pass"]
@@ -98,3 +113,31 @@ def test_settings_are_classes_so_a_misspelling_cannot_register():
     with pytest.raises(TypeError, match="dataclass types"):
         register_method("misspelled", settings=("beam_widht",))(_last_of_two)
     assert "misspelled" not in METHODS
+
+
+def test_a_method_reads_only_the_settings_it_declares_and_only_they_define_it(tmp_path):
+    from conftest import FakePolicy
+    from helpers import chain_graph, example, make_ctx, respond, run_method, settings
+    from masprm.data import LoadedData
+    from masprm.eval.runner import ModelSpec, condition_manifest, run_conditions
+
+    ctx = make_ctx("wide_single_pass", FakePolicy(respond), b1=2)
+    assert ctx.settings.sbs_temperature == 1.0 and ctx.settings.top_p == 0.95
+    with pytest.raises(AttributeError, match="has no attribute 'b1'"):
+        run_method("wide_single_pass", ctx)
+    # through the runner the example fails on its own, with the error in its record
+    world = dict(dataset="chain", split="test", gen_model_id="fake-policy", seed=1)
+    data, specs = LoadedData([example(0)], skipped=0), {"policy": ModelSpec("policy", "fake-policy")}
+    (cond,) = run_conditions(["wide_single_pass"], settings(**world), chain_graph(), data, specs,
+                             logs_dir=tmp_path, loader=lambda spec: FakePolicy(respond), announce=lambda m: None)
+    [record] = [json.loads(line) for line in cond.files.records.read_text().splitlines()]
+    assert record["error"].startswith("AttributeError") and "'b1'" in record["error"]
+    # the fingerprint holds the declared settings only: --b1 cannot split (or stale-reuse) its logs
+    definition = cond.manifest["definition"]
+    assert definition["settings"] == {"top_p": 0.95, "max_new_tokens": 1024, "sbs_temperature": 1.0}
+
+    def fingerprint(**flags):
+        return condition_manifest("wide_single_pass", settings(**world, **flags), chain_graph(), data,
+                                  specs)["fingerprint"]
+
+    assert fingerprint(b1=9, orm_leaf=True) == fingerprint() != fingerprint(sbs_temperature=0.5)

@@ -12,6 +12,8 @@ from masprm.dataset_rows import gsm8k_gold
 
 from helpers import REPO, stage_module
 
+pytestmark = pytest.mark.slow   # runs stages 1 and 4 end to end
+
 ROWS = [{"question": f"What is {a} plus {b}?", "answer": f"{a} + {b} = {a + b}\n#### {a + b}"}
         for a, b in ((1, 2), (3, 4), (5, 6))]
 

@@ -55,16 +55,10 @@ def test_explicit_dtype_wins_and_cpu_is_fp32(monkeypatch):
         choose_dtype("cuda", "fp8")
 
 
-def test_no_second_precision_decision_in_the_code():
-    """is_bf16_supported() is True through emulation on T4/V100; only the capability rule may decide."""
-    offenders = [str(p.relative_to(REPO)) for p in (REPO / "src").rglob("*.py")
-                 if "is_bf16_supported(" in p.read_text(encoding="utf-8")]
-    assert offenders == []
-
-
 # --------------------------------------------------------------------------- multi-GPU training
 
 
+@pytest.mark.slow
 def test_plain_launch_on_a_multi_gpu_node_trains_on_one_gpu_and_says_so(tmp_path, tiny_model_dir, monkeypatch,
                                                                           capsys):
     """transformers counts every visible GPU (emulated: 8) and would put 8x the batch into each forward."""
@@ -106,6 +100,7 @@ def test_torchrun_processes_split_the_data_and_place_4bit_on_their_own_gpu(monke
 # --------------------------------------------------------------------------- QLoRA biases
 
 
+@pytest.mark.slow
 def test_qlora_biases_stay_fp32_and_train_at_a_small_learning_rate(tiny_model_dir):
     """bitsandbytes recasts a Linear4bit bias to the compute dtype (bf16 on Ampere) on every forward;
     an fp32 bias of size ~1 then moves by 1e-5 per AdamW step, a bf16 one does not move at all."""
@@ -175,12 +170,7 @@ def test_docker_build_context_keeps_the_code(path):
     assert not dockerignore_excludes(path)
 
 
-def test_dockerfile_installs_a_c_compiler_for_triton():
-    """torch.compile's GPU backend (Triton) compiles a small C helper at run time; slim images lack gcc."""
-    text = (REPO / "Dockerfile").read_text(encoding="utf-8")
-    assert "build-essential" in text or " gcc" in text
-
-
+@pytest.mark.slow
 def test_training_with_a_cuda_build_that_sees_no_gpu_says_why_it_runs_on_cpu(tmp_path, tiny_model_dir,
                                                                                monkeypatch):
     """An NVIDIA driver too old for the wheel's CUDA: is_available() is False, and the trainer says so."""
@@ -214,8 +204,9 @@ def run_check(*args: str, hide: str = "", cwd: Path = REPO, **env_vars: str) -> 
 def test_gpu_check_script_parses_and_is_the_make_target():
     script = BENCH / "gpu_check.sh"
     assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
-    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
-    assert "gpu-check:" in makefile and "bench/gpu_check.sh" in makefile
+    planned = subprocess.run(["make", "-n", "gpu-check"], cwd=REPO, capture_output=True, text=True, timeout=60)
+    assert planned.returncode == 0, planned.stderr
+    assert planned.stdout.splitlines()[-1].endswith("bash bench/gpu_check.sh")   # what `make gpu-check` runs last
 
 
 def test_help_and_plan_list_every_step_and_both_calls_fit_their_six_minutes():

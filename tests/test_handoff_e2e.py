@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import yaml
 
+pytestmark = pytest.mark.slow   # runs the handoff conditions end to end on a model
+
 ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "src" / "experiments" / "compare_sbs_mcts.py"
 ROLES = ["Analyst", "Solver", "Finalizer"]
@@ -129,7 +131,7 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
     from masprm.graph import MASGraph
     from masprm.search.engine import drive
     from masprm.handoff.protocol import RoutedTurn
-    from masprm.handoff.scoring import prm_selector, token_counter
+    from masprm.handoff.scoring import prm_selector
     from masprm.handoff.team import HandoffRun, Proposal
     from masprm.models.loading import ModelOptions
     from masprm.models.scorer import load_scorer
@@ -138,7 +140,7 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
     seen = []
     score_batch = scorer.score_batch
     scorer.score_batch = lambda texts: seen.extend(texts) or score_batch(texts)
-    count = token_counter(scorer)
+    count = scorer.count_tokens
     graph = MASGraph.from_dict({"agents": [{"name": r} for r in ROLES], "handoff": {"initial_role": "Analyst"}})
     ctx = SearchContext(policy=None, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
                       rng=random.Random(0))

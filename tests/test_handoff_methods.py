@@ -2,10 +2,10 @@
 
 import random
 import re
-from types import SimpleNamespace
-
 import pytest
 
+from helpers import run_method, settings
+from masprm.data import Example
 from masprm.search.context import SearchContext
 from masprm.eval.methods import METHODS
 from masprm.graph import MASGraph
@@ -20,11 +20,6 @@ GRAPH = MASGraph.from_dict({
 }, source="handoff.yaml")
 
 
-def flags(**kw):
-    return SimpleNamespace(**{"handoff_candidates": 3, "min_turns": 2, "max_turns": 12, "allow_self_handoff": False,
-                              "random_fixed_horizon": False, "prm_context_length": 4000,
-                              "handoff_logprob_agg": "avg_token", "handoff_temperature": None,
-                              "sbs_temperature": 0.7, "top_p": 0.95, "max_new_tokens": 128, **kw})
 
 
 class Respond:
@@ -45,28 +40,32 @@ class Respond:
 class WordScorer:
     separator = "</step>"
     tokens_seen = 0
+    last_tokens: list[int] = []
 
     def count_tokens(self, text):
         return len(text.split())
 
     def score_batch(self, texts):
-        self.tokens_seen += sum(len(t.split()) for t in texts)
+        self.last_tokens = [len(t.split()) for t in texts]
+        self.tokens_seen += sum(self.last_tokens)
         # prefer the proposal that routes to FINAL, else the one marked GOOD1
         return [1.0 if "RECIPIENT: FINAL" in t.rsplit("SPEAKER:", 1)[-1] else
                 0.5 if "GOOD1" in t.rsplit("SPEAKER:", 1)[-1] else 0.0 for t in texts]
 
 
 def run(method, fake_policy, gold="3", **kw):
+    """``method`` on one example with its own settings (the CLI's defaults, these flags overridden)."""
     policy = fake_policy(Respond())
-    ctx = SearchContext(policy=policy, graph=GRAPH, settings=flags(**kw), rng=random.Random(7),
-                      handoff_masprm=WordScorer())
-    example = SimpleNamespace(idx=0, question="What is 1 + 2?", gold=gold, meta={})
-    return METHODS[method].run(ctx, example), ctx
+    flags = {"min_turns": 2, "max_turns": 12, "prm_context_length": 4000, "sbs_temperature": 0.7,
+             "max_new_tokens": 128, **kw}
+    ctx = SearchContext(policy=policy, graph=GRAPH, settings=settings(**flags).method_settings(method),
+                        rng=random.Random(7), handoff_masprm=WordScorer())
+    return run_method(method, ctx, Example(0, "What is 1 + 2?", gold, {})), ctx
 
 
-def test_registered_as_one_family_with_the_prm_needing_its_scorer():
+def test_registered_as_one_routing_with_the_prm_needing_its_scorer():
     for name in ("handoff_fixed", "handoff_random", "handoff_policy", "handoff_prm"):
-        assert METHODS[name].family == "handoff" and METHODS[name].summarize is summarize
+        assert METHODS[name].routing == "handoff" and METHODS[name].summarize is summarize
         assert METHODS[name].needs == ({"handoff_masprm"} if name == "handoff_prm" else set())
 
 

@@ -35,7 +35,7 @@ def test_a_crashed_example_is_a_miss_in_hit_at_t_and_the_log_has_the_original_li
     data = LoadedData([Example(i, f"Double it. (#{i})", str(g), {}) for i, g in enumerate([0, 0, 4, 99])],
                       skipped=0)
     s = settings(dataset="toy", split="test", gen_model_id="fake-policy", seed=1, min_turns=2, max_turns=4,
-                 handoff_candidates=2, methods=["handoff_policy"])
+                 handoff_candidates=2)
     policy = FakePolicy(respond)
     (cond,) = run_conditions(["handoff_policy"], s, GRAPH, data, SPECS, logs_dir=tmp_path,
                              loader=lambda spec: policy, announce=lambda m: None)
@@ -63,24 +63,23 @@ def test_a_crashed_example_is_a_miss_in_hit_at_t_and_the_log_has_the_original_li
 
 def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir, monkeypatch):
     tiny_model_dir = str(tiny_model_dir)
-    import masprm.checks
-    # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
-    monkeypatch.setattr(masprm.checks, "check_scorer_folder", lambda *a, **k: None)
     cli = stage_module("compare_sbs_mcts")
+    # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
+    monkeypatch.setattr(cli, "check_scorer_folder", lambda *a, **k: None)
     from masprm.eval.runner import MODEL_LOADERS
     from masprm.models.loading import ModelOptions
 
-    args = cli.build_parser().parse_args(["--methods", "handoff_prm", "--gen_model_id", tiny_model_dir,
-                                          "--handoff_prm_dir", tiny_model_dir, "--prm_dir", tiny_model_dir,
-                                          "--prm_context_length", "5000"])
-    specs = cli.model_specs(args)
+    def specs(*argv):
+        run, s = cli.parse_command(["--gen_model_id", tiny_model_dir, *argv])
+        return cli.model_specs(s, run)
+
+    found = specs("--methods", "handoff_prm", "--handoff_prm_dir", tiny_model_dir, "--prm_dir", tiny_model_dir,
+                  "--prm_context_length", "5000")
     # the original: max_length = --prm_context_length for the handoff scorer; static scorers keep theirs
-    assert specs["handoff_masprm"].max_length == 5000 and "masprm" not in specs   # no static method: not loaded
-    static = cli.build_parser().parse_args(["--methods", "mcts_prm", "--gen_model_id", tiny_model_dir,
-                                            "--prm_dir", tiny_model_dir, "--prm_context_length", "5000"])
-    assert cli.model_specs(static)["masprm"].max_length is None
-    assert cli.model_specs(cli.build_parser().parse_args(
-        ["--methods", "handoff_prm", "--gen_model_id", tiny_model_dir, "--handoff_prm_dir", tiny_model_dir])
-    )["handoff_masprm"].max_length == 16384
+    assert found["handoff_masprm"].max_length == 5000 and "masprm" not in found   # no static method: not loaded
+    assert specs("--methods", "mcts_prm", "--prm_dir", tiny_model_dir,
+                 "--prm_context_length", "5000")["masprm"].max_length is None
+    assert specs("--methods", "handoff_prm",
+                 "--handoff_prm_dir", tiny_model_dir)["handoff_masprm"].max_length == 16384
     spec = ModelSpec("scorer", tiny_model_dir, None, ModelOptions(device_map="cpu"), 5000)
     assert MODEL_LOADERS["scorer"](spec).encoder.max_length == 5000

@@ -9,7 +9,7 @@ from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
 from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL, RoutedTurn
-from masprm.handoff.scoring import logprob_selector, prm_selector, prm_text, token_counter
+from masprm.handoff.scoring import logprob_selector, prm_selector, prm_text
 from masprm.handoff.team import HandoffRun, Proposal
 from masprm.interfaces import LogProb
 
@@ -65,26 +65,21 @@ def test_truncation_never_exceeds_the_limit_with_a_character_counter():
             assert out.text.startswith("Find the") and out.text.endswith(SEP)
 
 
-def test_token_counter_uses_the_scorers_count_tokens():
-    assert token_counter(SimpleNamespace(count_tokens=len))("abc") == 3
-    with pytest.raises(TypeError):
-        token_counter(object())
-
-
 class FakeScorer:
     """Scores a transcript by whether its newest turn carries GOOD; counts tokens as words."""
 
     separator = SEP
 
     def __init__(self):
-        self.batches, self.tokens_seen = [], 0
+        self.batches, self.tokens_seen, self.last_tokens = [], 0, []
 
     def count_tokens(self, text):
         return words(text)
 
     def score_batch(self, texts):
         self.batches.append(list(texts))
-        self.tokens_seen += sum(map(words, texts))
+        self.last_tokens = [words(t) for t in texts]
+        self.tokens_seen += sum(self.last_tokens)
         return [1.0 if "GOOD" in t.rsplit("SPEAKER:", 1)[-1] else -1.0 for t in texts]
 
 
@@ -122,7 +117,7 @@ def test_the_budget_is_the_flag_never_the_scorers_training_length():
 
 
 def test_prm_selector_needs_a_scorer():
-    with pytest.raises(RuntimeError, match="handoff_prm_dir"):
+    with pytest.raises(RuntimeError, match="needs a handoff_masprm scorer"):
         prm_selector(make_ctx(None), limit=10)
 
 

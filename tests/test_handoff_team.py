@@ -11,7 +11,7 @@ from masprm.graph import ConfigError, MASGraph
 from masprm.search.engine import drive
 from masprm.handoff.protocol import FINAL
 from masprm.handoff.scoring import logprob_selector
-from masprm.handoff.team import HandoffSettings, HandoffTeam, default_schedule, run_handoff, user_content
+from masprm.handoff.team import HandoffPlan, HandoffTeam, default_schedule, run_handoff, user_content
 
 ROLES = ["Analyst", "Algebraist", "Critic", "Finalizer"]
 QUESTION = "What is 2 + 2?"
@@ -63,9 +63,9 @@ def play(fake_policy, plan, mode="free", seed=0, graph=None, score=None, **kw):
     graph = graph or make_graph()
     ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed))
     team = HandoffTeam.from_graph(graph)
-    hs = HandoffSettings.from_flags(settings, team)
-    run = drive(run_handoff(ctx, team, hs, QUESTION, mode=mode, select=logprob_selector(ctx, hs.logprob_agg)),
-                ctx)
+    plan = HandoffPlan.resolve(settings, team, random_fixed_horizon=settings.random_fixed_horizon)
+    run = drive(run_handoff(ctx, team, plan, QUESTION, mode=mode,
+                            select=logprob_selector(ctx, settings.handoff_logprob_agg)), ctx)
     return run, script, policy, ctx
 
 
@@ -244,11 +244,11 @@ def test_prefix_answers_carry_early_stops_forward(fake_policy):
 def test_turn_limits_come_from_flags_then_config_then_defaults():
     graph = make_graph(min_turns=2, max_turns=6)
     team = HandoffTeam.from_graph(graph)
-    s = HandoffSettings.from_flags(flags(min_turns=None, max_turns=None), team)
+    s = HandoffPlan.resolve(flags(min_turns=None, max_turns=None), team)
     assert (s.min_turns, s.max_turns, s.temperature) == (2, 6, 0.7)
-    s = HandoffSettings.from_flags(flags(min_turns=3, max_turns=None, handoff_temperature=0.3), team)
+    s = HandoffPlan.resolve(flags(min_turns=3, max_turns=None, handoff_temperature=0.3), team)
     assert (s.min_turns, s.max_turns, s.temperature) == (3, 6, 0.3)
-    s = HandoffSettings.from_flags(flags(min_turns=None, max_turns=None), HandoffTeam.from_graph(make_graph()))
+    s = HandoffPlan.resolve(flags(min_turns=None, max_turns=None), HandoffTeam.from_graph(make_graph()))
     assert (s.min_turns, s.max_turns) == (4, 12)
 
 
@@ -283,7 +283,7 @@ def test_the_shipped_math_handoff8_config_builds_a_team():
     assert len(team.fixed_schedule) == 12 and team.fixed_schedule[-1] == "Finalizer"
     # without --allow_self_handoff the fixed schedule never hands a role to itself
     assert all(a != b for a, b in zip(team.fixed_schedule, team.fixed_schedule[1:]))
-    s = HandoffSettings.from_flags(flags(min_turns=None, max_turns=None), team)
+    s = HandoffPlan.resolve(flags(min_turns=None, max_turns=None), team)
     assert (s.min_turns, s.max_turns) == (4, 12)
 
 

@@ -13,7 +13,9 @@ torch = pytest.importorskip("torch")
 
 from masprm.errors import ConfigError, ModelError  # noqa: E402
 from masprm.models import loading  # noqa: E402
-from masprm.models.loading import ModelOptions, add_model_args, load_causal_lm, options_from_args  # noqa: E402
+from masprm.config import add_config_args, config_from_args  # noqa: E402
+from masprm.models.loading import ModelOptions, load_causal_lm  # noqa: E402
+from masprm.models.options import ModelFlags  # noqa: E402
 from masprm.models.policy import HFPolicy  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -70,27 +72,26 @@ def test_cli_reports_a_bad_model_path_in_one_line(tmp_path):
     assert "Traceback" not in proc.stderr
 
 
-def test_model_flags_and_prefix():
+def model_options(argv: list[str]) -> ModelOptions:
     parser = argparse.ArgumentParser()
-    add_model_args(parser)
-    add_model_args(parser, prefix="prm_")
-    args = parser.parse_args(["--load_in_4bit", "--no_compile", "--attn_impl", "eager", "--prm_device_map", "cpu"])
-    assert options_from_args(args) == ModelOptions(device_map="auto", load_in_4bit=True, attn_impl="eager",
-                                                   compile=False, trust_remote_code=False)
-    prm = options_from_args(args, prefix="prm_")
-    assert prm.device_map == "cpu" and prm.compile and not prm.load_in_4bit
+    add_config_args(parser, ModelFlags)
+    return config_from_args(ModelFlags, parser.parse_args(argv)).options()
+
+
+def test_model_flags_give_the_loading_options():
+    assert model_options(["--load_in_4bit", "--no_compile", "--attn_impl", "eager"]) == ModelOptions(
+        device_map="auto", load_in_4bit=True, attn_impl="eager", compile=False, trust_remote_code=False)
+    assert model_options(["--device_map", "cpu"]) == ModelOptions(device_map="cpu", compile=True)
 
 
 def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
-    parser = argparse.ArgumentParser()
-    add_model_args(parser)
-    assert options_from_args(parser.parse_args([])).dtype is None
+    assert model_options([]).dtype is None
     assert loading.policy_dtype(ModelOptions(), "cuda") is torch.float16  # the original's policy dtype
     assert loading.policy_dtype(ModelOptions(), "cpu") is torch.float32
-    chosen = options_from_args(parser.parse_args(["--dtype", "bfloat16"]))
+    chosen = model_options(["--dtype", "bfloat16"])
     assert loading.policy_dtype(chosen, "cuda") is torch.bfloat16
     with pytest.raises(SystemExit):
-        parser.parse_args(["--dtype", "int8"])
+        model_options(["--dtype", "int8"])
     # 4-bit computes in the same dtype (fp16 unless bf16 is chosen)
     assert loading.quantization_config(torch.float16).bnb_4bit_compute_dtype == torch.float16
     assert loading.quantization_config(torch.bfloat16).bnb_4bit_compute_dtype == torch.bfloat16
@@ -99,19 +100,17 @@ def test_policy_dtype_is_fp16_on_cuda_by_default_and_dtype_chooses_another():
 def test_4bit_policy_format_is_the_originals_fp4_unless_nf4_is_asked_for():
     from transformers import BitsAndBytesConfig
 
-    parser = argparse.ArgumentParser()
-    add_model_args(parser)
     # The original's policy config names no quant type, so bitsandbytes' default applies: FP4.
     original = BitsAndBytesConfig(load_in_4bit=True, bnb_4bit_compute_dtype=torch.float16,
                                   bnb_4bit_use_double_quant=True)
     assert original.bnb_4bit_quant_type == "fp4"
-    options = options_from_args(parser.parse_args(["--load_in_4bit"]))
+    options = model_options(["--load_in_4bit"])
     ours = loading.quantization_config(torch.float16, quant_type=options.quant_type)
     keys = ("load_in_4bit", "bnb_4bit_quant_type", "bnb_4bit_use_double_quant", "bnb_4bit_compute_dtype")
     assert {k: ours.to_dict()[k] for k in keys} == {k: original.to_dict()[k] for k in keys}
-    assert options_from_args(parser.parse_args(["--load_in_4bit", "--bnb_4bit_quant_type", "nf4"])).quant_type == "nf4"
+    assert model_options(["--load_in_4bit", "--bnb_4bit_quant_type", "nf4"]).quant_type == "nf4"
     with pytest.raises(SystemExit):
-        parser.parse_args(["--bnb_4bit_quant_type", "int4"])
+        model_options(["--bnb_4bit_quant_type", "int4"])
     # the scorers keep the original's NF4 whatever the policy's format
     for precision in ("auto", "4bit", "fp32"):
         assert loading.scorer_options(options, precision).quant_type == "nf4"

@@ -17,7 +17,7 @@ from masprm.graph import MASGraph
 from masprm import parallel
 from masprm.cluster import ClusterSettings, runtime_env
 from masprm.parallel import map_examples
-from masprm.search.train_mcts import SearchSettings, TreeJob, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
 
 ITEMS = list(range(8))
 
@@ -84,12 +84,14 @@ def local_ray():
     ray.shutdown()
 
 
+@pytest.mark.slow
 def test_ray_two_workers_same_outcomes(local_ray):
     got = collect(map_examples(partial(make_state, 100), add_offset, ITEMS, workers=2, use_ray=True,
                                num_gpus_per_worker=1.0, progress=False))  # no GPU here: CPU actors
     check_outcomes(got)
 
 
+@pytest.mark.slow
 def test_ray_setup_errors_reach_the_driver(local_ray):
     with pytest.raises(ModelError, match="^model_id nowhere: no such model folder$") as err:
         list(map_examples(bad_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
@@ -98,6 +100,7 @@ def test_ray_setup_errors_reach_the_driver(local_ray):
         list(map_examples(crashing_setup, add_offset, ITEMS, workers=1, use_ray=True, progress=False))
 
 
+@pytest.mark.slow
 def test_ray_refuses_more_gpu_workers_than_gpus(local_ray, monkeypatch):
     monkeypatch.setattr(parallel, "node_resources", lambda: [{"CPU": 2.0, "GPU": 1.0}])
     with pytest.raises(ConfigError, match=r"2 workers x 1 GPUs each do not fit: .* the nodes' GPUs \(1\) hold 1$"):
@@ -147,10 +150,11 @@ def one_thread_policy(model_dir: str):
     return HFPolicy(model_dir, ModelOptions(device_map="cpu"))
 
 
+@pytest.mark.slow
 def test_ray_trees_equal_single_process_trees(tmp_path, tiny_model_dir, local_ray):
     examples = [Example(i, f"Tom has {i} apples and buys 3 more. How many now?", str(i + 3)) for i in range(3)]
     setup = partial(one_thread_policy, str(tiny_model_dir))
-    settings = SearchSettings(n_rollouts=3, n_candidates=2, temperature=1.0, top_p=0.95)
+    settings = TreeSearchSettings(n_rollouts=3, n_candidates=2, temperature=1.0, top_p=0.95)
     meta = {"dataset": "toy", "split": "train", "config": "team", "model": str(tiny_model_dir)}
     quiet = lambda line: None  # noqa: E731
     for name, kw in (("single", {}), ("ray", {"use_ray": True, "workers": 2})):

@@ -27,7 +27,10 @@ PURE = {
     "masprm.toy.steplabel": HEAVY,
     "masprm.toy.claims": HEAVY + ("numpy",),
     "masprm.handoff.methods": HEAVY,
-    "masprm.handoff.cli": HEAVY,
+    "masprm.handoff.settings": HEAVY,
+    "masprm.eval.settings": HEAVY,
+    "masprm.models.options": HEAVY,      # the stages' model flags, without a model library
+    "masprm.code_identity": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.scorer_meta": HEAVY,

@@ -7,15 +7,14 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from masprm.errors import ConfigError
-from masprm.run_folder import LOCK_FILE, check_settings, locked_folder, write_settings
+from masprm.run_folder import LOCK_FILE, SETTINGS_FILE, check_or_record_settings, locked_folder
 from masprm.search.train_mcts import run_trees
-from helpers import EXAMPLES, RUN_MCTS, SMOKE, call_main, make_job, random_team
+from helpers import EXAMPLES, SMOKE, STAGE1_ROWS, call_main, make_job, random_team
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"path": "/d/a.jsonl", "identity": "aa"},
@@ -24,17 +23,25 @@ SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"pat
 
 
 def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
-    assert check_settings(tmp_path, SETTINGS) is False  # nothing recorded yet
-    write_settings(tmp_path, SETTINGS)
-    assert check_settings(tmp_path, SETTINGS) is True
+    check_or_record_settings(tmp_path, SETTINGS)                   # a new folder: recorded
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == SETTINGS
+    check_or_record_settings(tmp_path, SETTINGS)
     moved = {**SETTINGS, "data_file": {"path": "/elsewhere/a.jsonl", "identity": "aa"}}
-    assert check_settings(tmp_path, moved) is True  # the same content, wherever it lies now
+    check_or_record_settings(tmp_path, moved)    # the same content, wherever it lies now
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == SETTINGS
     other = {**SETTINGS, "max_new_tokens": 64, "model": {"path": "/m2/tiny", "identity": "m2"}}
     with pytest.raises(ConfigError) as err:
-        check_settings(tmp_path, other)
+        check_or_record_settings(tmp_path, other)
     message = str(err.value)
     assert "`max_new_tokens` was None, now 64" in message and "`model_id` was /m/tiny [m1], now /m2/tiny [m2]" in message
     assert "seed" not in message and "\n" not in message
+
+
+def test_trees_without_a_record_of_their_settings_are_refused(tmp_path):
+    (tmp_path / "0.json").write_text("{}")
+    with pytest.raises(ConfigError, match=r"holds trees but no record of the settings that made them .*`out_root`"):
+        check_or_record_settings(tmp_path, SETTINGS)
+    assert not (tmp_path / SETTINGS_FILE).exists()
 
 
 def test_a_corrupt_tree_is_rebuilt_with_one_line(tmp_path, fake_policy):
@@ -69,34 +76,59 @@ def test_a_lock_dies_with_its_holder(tmp_path):
     assert not (tmp_path / "run" / LOCK_FILE).exists()
 
 
+# Stage 1 as a user runs it, except that once it holds its folder it says so and waits for a line on stdin.
+HOLD_AFTER_LOCK = """
+import sys
+from masprm.cli import run_cli
+from masprm.stages import trees
+
+announce = trees.announce_holder
+
+
+def announce_and_wait(folder):
+    announce(folder)
+    print("held", flush=True)
+    sys.stdin.readline()
+
+
+trees.announce_holder = announce_and_wait
+sys.argv = ["run_mcts.py", *sys.argv[1:]]
+run_cli(trees.main)
+"""
+
+
+@pytest.mark.slow
 def test_two_runs_on_one_folder_the_second_is_refused_and_the_first_finishes(workdir, tiny_model_dir,  # noqa: F811
                                                                              monkeypatch, capsys):
-    rows = [{"question": f"Ann has {a} pens and buys {b} more. How many pens?", "answer": f"#### {a + b}"}
-            for a in range(1, 6) for b in range(1, 5)]
-    (workdir / "many.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "many.jsonl", "--no_plot"]
-    args[args.index("--n") + 1] = "4"
-    args[args.index("--n_rollouts") + 1] = "10"   # a few seconds of work after it takes the lock
-    first = subprocess.Popen([sys.executable, str(RUN_MCTS), *args], cwd=workdir, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE, text=True,
+    (workdir / "two.jsonl").write_text("".join(json.dumps(r) + "\n" for r in STAGE1_ROWS[:2]))   # both usable
+    args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "two.jsonl", "--no_plot"]
+    first = subprocess.Popen([sys.executable, "-c", HOLD_AFTER_LOCK, *args], cwd=workdir, stdin=subprocess.PIPE,
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
                              env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
-    [folder] = [workdir / "results" / f"gsm8k_res_train_{Path(tiny_model_dir).name}_r10_c4_cand3_t0p7_p0p95"]
-    deadline = time.monotonic() + 240
-    while not (folder / LOCK_FILE).exists():
-        assert first.poll() is None and time.monotonic() < deadline, first.communicate()
-        time.sleep(0.05)
+    try:
+        for line in first.stdout:   # the event: the first run holds the folder
+            if line.strip() == "held":
+                break
+        else:
+            pytest.fail(f"the first run ended without taking its folder: {first.communicate()}")
+        [folder] = [workdir / "results" / f"gsm8k_res_train_{Path(tiny_model_dir).name}_r2_c4_cand3_t0p7_p0p95"]
+        assert (folder / LOCK_FILE).exists()
 
-    monkeypatch.chdir(workdir)
-    second = list(args)
-    second[second.index("--seed") + 1] = "7"
-    code, _, err = call_main(monkeypatch, capsys, second)
-    assert first.poll() is None, "the first run ended before the second was tried"
-    lines = err.strip().splitlines()
-    assert code == 2 and len(lines) == 1, lines
-    assert f"{folder.relative_to(workdir)} is in use by another run (pid {first.pid} on " in lines[0] and "--out_root" in lines[0]
+        monkeypatch.chdir(workdir)
+        second = list(args)
+        second[second.index("--seed") + 1] = "7"
+        code, _, err = call_main(monkeypatch, capsys, second)
+        lines = err.strip().splitlines()
+        assert code == 2 and len(lines) == 1, lines
+        assert f"{folder.relative_to(workdir)} is in use by another run (pid {first.pid} on " in lines[0]
+        assert "--out_root" in lines[0]
 
-    _, stderr = first.communicate(timeout=600)
+        _, stderr = first.communicate("go\n", timeout=600)   # let the first run go on
+    finally:
+        if first.poll() is None:
+            first.kill()
+            first.wait(timeout=30)
     assert first.returncode == 0, stderr[-2000:]
-    trees = [json.loads((folder / f"{i}.json").read_text()) for i in range(4)]
+    trees = [json.loads((folder / f"{i}.json").read_text()) for i in range(2)]
     assert all(t["meta"]["seed"] == 42 and t["meta"]["index"] == i for i, t in enumerate(trees))
     assert not (folder / LOCK_FILE).exists()

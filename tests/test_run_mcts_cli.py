@@ -19,6 +19,7 @@ def run(script: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess
                           timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
 
 
+@pytest.mark.slow
 def test_readme_smoke_command_writes_the_documented_folder_and_resumes(workdir, tiny_model_dir, monkeypatch,
                                                                         capsys):
     args = SMOKE + ["--model_id", str(tiny_model_dir), "--data_file", "gsm8k.jsonl"]
@@ -122,6 +123,7 @@ def test_a_max_new_tokens_cap_is_part_of_the_run_folder_name():
     assert run_folder_name(*base, max_new_tokens=64) != run_folder_name(*base, max_new_tokens=256)
 
 
+@pytest.mark.slow
 def test_run_mcts_writes_a_capped_run_to_its_own_folder(workdir, tiny_model_dir, monkeypatch, capsys):
     import importlib
 

@@ -14,6 +14,8 @@ from masprm.models.scorer import load_scorer, resolve_scorer_folder
 from masprm.train import train_scorer
 from helpers import SEP, config, ppm_record, step_record, write_jsonl
 
+pytestmark = pytest.mark.slow   # trains a scorer (module fixture)
+
 
 @pytest.fixture(scope="module")
 def ppm_run(tmp_path_factory, tiny_model_dir):

@@ -97,6 +97,7 @@ def test_custom_corpus_and_sizes(tmp_path):
     assert lm.config.vocab_size == len(AutoTokenizer.from_pretrained(out)) <= 300
 
 
+@pytest.mark.slow   # builds a model with the command end to end
 def test_cli_writes_a_model(tmp_path):
     out = tmp_path / "cli_model"
     proc = subprocess.run([sys.executable, "-m", "masprm.models.tiny", str(out), "--seed", "1"],

@@ -25,6 +25,7 @@ def built(tmp_path_factory):
     return out, manifest
 
 
+@pytest.mark.slow
 def test_build_writes_a_loadable_policy_and_the_data(built):
     from masprm.graph import load_mas_config
     from masprm.models.loading import ModelOptions

@@ -167,3 +167,20 @@ def test_verify_shipped_without_a_shipped_policy_for_the_build_is_one_line(tmp_p
     key = tiny_key(PolicySpec(steps=5))
     assert f"no shipped policy for build {key}" in proc.stderr
     assert not (tmp_path / "toy").exists()                 # it writes nothing under --out
+
+
+def test_the_build_key_follows_the_toy_code_not_its_docstrings_or_comments(tmp_path, monkeypatch):
+    """Rewording a docstring or a comment of the training code keeps the shipped policy; a statement does not."""
+    import shutil
+
+    code = tmp_path / "toy"
+    shutil.copytree(toy_build.TOY_CODE, code, ignore=shutil.ignore_patterns("__pycache__", "shipped_policy"))
+    monkeypatch.setattr(toy_build, "TOY_CODE", code)
+    key = tiny_key()
+    source = (code / "train_policy.py").read_text()
+    assert source.startswith('"""')
+    (code / "train_policy.py").write_text('"""Reworded."""\n# a new comment\n' + source.split('"""', 2)[2]
+                                          + "\n\n# trailing comment\n")
+    assert tiny_key() == key
+    (code / "train_policy.py").write_text(source + "\nEXTRA = 1\n")
+    assert tiny_key() != key

@@ -3,7 +3,6 @@
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
@@ -12,7 +11,7 @@ from masprm.toy.steplabel import AGENTS
 from masprm.search.context import SearchContext
 from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb
-from masprm.search.engine import CallStats, RequestKeys, drive
+from masprm.search.engine import CallStats, LoadedModels, RequestKeys, drive
 from masprm.toy import stepbench
 from masprm.toy.task import generate_split
 from masprm.toy.transcripts import planner_text, reader_text
@@ -64,6 +63,10 @@ class CountingScorer:
     def __init__(self, factor: float):
         self.factor = factor
         self.texts: list[str] = []
+        self.last_tokens: list[int] = []
+
+    def count_tokens(self, text):
+        return len(text.split())
 
     def score_batch(self, texts):
         self.texts.extend(texts)
@@ -72,15 +75,16 @@ class CountingScorer:
 
 
 def models(problems=PROBLEMS):
-    return SimpleNamespace(policy=ScriptedPolicy(problems), masprm=CountingScorer(1.0), orm=CountingScorer(-0.5))
+    return LoadedModels(ScriptedPolicy(problems), {"masprm": CountingScorer(1.0), "orm": CountingScorer(-0.5)})
 
 
-SETTINGS = SimpleNamespace(top_p=0.95, max_new_tokens=None, view_mode="full")
+SETTINGS = stepbench.transcript_settings(0.95)
 
 
 def test_transcripts_gives_every_step_each_scorers_value():
     problem, m = PROBLEMS[0], models()
-    ctx = SearchContext(m.policy, GRAPH, SETTINGS, masprm=m.masprm, orm=m.orm, keys=RequestKeys(42, 0))
+    ctx = SearchContext(m.policy, GRAPH, SETTINGS, masprm=m.scorer("masprm"), orm=m.scorer("orm"),
+                        keys=RequestKeys(42, 0))
     stats = CallStats()
     found = drive(stepbench.transcripts(ctx, problem, 2, 0.7), m, stats)
 
@@ -92,7 +96,7 @@ def test_transcripts_gives_every_step_each_scorers_value():
         assert t["values"]["logprob"] == pytest.approx([-len(x) / len(x.split()) for x in t["outputs"]])
     # the scorers read the full transcript prefixes: question + each step + separator
     prefixes = [problem.question + "".join(o + SEP for o in outs[:k + 1]) for outs in expected for k in range(4)]
-    assert m.masprm.texts == prefixes and m.orm.texts == prefixes
+    assert m.scorer("masprm").texts == prefixes and m.scorer("orm").texts == prefixes
     # one sampling call per agent (both transcripts together) at the agent's token cap, then one call per scorer
     assert [(len(c["prompts"]), c["temperature"], c["top_p"], c["max_new_tokens"]) for c in m.policy.samples] == \
         [(2, 0.7, 0.95, a.max_new_tokens) for a in GRAPH.agents]
@@ -106,7 +110,7 @@ def test_transcripts_gives_every_step_each_scorers_value():
 
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
-    args = SimpleNamespace(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
+    args = stepbench.StepBenchArgs(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
     found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args, 2)
     assert [t["question"] for t in found] == [p.question for p in PROBLEMS for _ in range(2)]
     assert [t["first_error"] for t in found] == [None, 2] * 3      # sample 1's Solver is wrong

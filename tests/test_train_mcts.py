@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from types import SimpleNamespace
-
 import json
 import random
 
@@ -11,7 +9,8 @@ import pytest
 
 from masprm.data import Example
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, SearchSettings, build_tree, run_trees
+from masprm.search.engine import LoadedModels, drive
+from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, TreeSearchSettings, run_trees, tree_search
 
 from helpers import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
 
@@ -36,6 +35,18 @@ def scripted(table: dict[tuple[str, str], list[str]], fake_policy):
     return fake_policy(respond)
 
 
+def build_tree(graph, question, gold, policy, settings, rng, grade=None):
+    """One example searched alone on `policy` (each request one model call): the root and the statistics."""
+    return drive(tree_search(graph, question, gold, settings, rng, grade), LoadedModels(policy))
+
+
+def run_job(job, policy, example):
+    """One example's job as a worker runs it, its tree written as the driver does; its summary."""
+    [(_, built, error)] = list(job.batch(policy, [example]))
+    assert error is None, error
+    return job.write(built)
+
+
 def find(node, text):
     return next(n for n in node.walk() if n.text == text)
 
@@ -49,7 +60,7 @@ def test_exact_visits_and_values_after_three_rollouts(fake_policy):
         ("solve", "p0"): ["Answer: 1", "Answer: 2"],
         ("solve", "p1"): ["Answer: 2", "Answer: 2"],
     }, fake_policy)
-    settings = SearchSettings(n_rollouts=3, c=4.0, n_candidates=2)
+    settings = TreeSearchSettings(n_rollouts=3, c=4.0, n_candidates=2)
     root, stats = build_tree(CHAIN, "Q", "1", policy, settings, FirstChoice(), ends_with_gold)
 
     # Rollout 1 expands p0 and its two answers: "2" is graded on the spot (-1), "1" ends the path (+1).
@@ -75,7 +86,7 @@ def test_every_terminal_child_is_graded_and_values_add_up(fake_policy):
     policy = random_team(fake_policy)
     policy.reseed(5)
     root, _ = build_tree(BRANCHY, "What is 1 + 2?", "3", policy,
-                         SearchSettings(n_rollouts=12, n_candidates=3), random.Random(5), ends_with_gold)
+                         TreeSearchSettings(n_rollouts=12, n_candidates=3), random.Random(5), ends_with_gold)
     lengths = set()
     for node in root.walk():
         if node.is_terminal:
@@ -97,8 +108,8 @@ def test_selection_uses_the_training_uct(fake_policy):
     root = Node(SINGLE.start("Q"))
     weak, strong = root.add_child(0, "Answer: 2"), root.add_child(0, "Answer: 1")
     root.visits, (weak.visits, weak.q_sum), (strong.visits, strong.q_sum) = 10, (1, -1.0), (4, 4.0)
-    guide = OutcomeGuide(SINGLE, SearchSettings(c=4.0), "1", FirstChoice(), ends_with_gold)
-    drive(simulate(root, guide), SimpleNamespace(policy=fake_policy(lambda m, k, rng: "unused")))
+    guide = OutcomeGuide(SINGLE, TreeSearchSettings(c=4.0), "1", FirstChoice(), ends_with_gold)
+    drive(simulate(root, guide), LoadedModels(fake_policy(lambda m, k, rng: "unused")))
     # -1 + 4*sqrt(ln 10 / 1) = 5.07 beats 1 + 4*sqrt(ln 10 / 4) = 4.03 (with N+1 below, the strong one would win)
     assert (weak.visits, weak.q_sum, strong.visits) == (2, -2.0, 4)
     assert (root.visits, root.q_sum) == (11, -1.0)
@@ -109,7 +120,7 @@ def test_terminal_children_are_preferred_when_an_expansion_mixes_them(fake_polic
         ("read", "Q"): ["facts", "other facts", "more facts"],
         ("solve", "Q\n\nfacts"): ["unsure, maybe 3", "Answer: 3", "Answer: 4"],
     }, fake_policy)
-    root, _ = build_tree(BRANCHY, "Q", "3", policy, SearchSettings(n_rollouts=1, n_candidates=3),
+    root, _ = build_tree(BRANCHY, "Q", "3", policy, TreeSearchSettings(n_rollouts=1, n_candidates=3),
                          FirstChoice(), ends_with_gold)
     unsure, right, wrong = root.children[0].children
     assert not unsure.is_terminal and unsure.visits == 0 and not unsure.children
@@ -130,7 +141,7 @@ def test_dead_end_scores_minus_one(fake_policy):
                 return [[]]  # the solver produced nothing
             return self.inner.sample(prompts, n, **kw)
 
-    root, stats = build_tree(CHAIN, "Q", "1", Silent(), SearchSettings(n_rollouts=1, n_candidates=2),
+    root, stats = build_tree(CHAIN, "Q", "1", Silent(), TreeSearchSettings(n_rollouts=1, n_candidates=2),
                              FirstChoice(), ends_with_gold)
     p0 = root.children[0]
     assert not p0.is_terminal and not p0.children
@@ -140,7 +151,7 @@ def test_dead_end_scores_minus_one(fake_policy):
 
 def test_early_stop_after_24_stale_rollouts(fake_policy):
     always_right = fake_policy(lambda messages, k, rng: "Answer: 7")
-    root, stats = build_tree(SINGLE, "Q", "7", always_right, SearchSettings(n_rollouts=100, n_candidates=2),
+    root, stats = build_tree(SINGLE, "Q", "7", always_right, TreeSearchSettings(n_rollouts=100, n_candidates=2),
                              random.Random(0), ends_with_gold)
     # The root value sits at +1 from the first rollout: settled values count as stale right away.
     assert stats["rollouts"] == STALE_LIMIT and stats["early_stopped"]
@@ -162,7 +173,7 @@ def test_early_stop_rule():
 def test_default_grader_is_the_answer_checker(fake_policy):
     pytest.importorskip("masprm.answers")
     policy = fake_policy(lambda messages, k, rng: ["The answer is 12.", "Answer: 13"][k])
-    root, _ = build_tree(SINGLE, "Q", "13", policy, SearchSettings(n_rollouts=1, n_candidates=2),
+    root, _ = build_tree(SINGLE, "Q", "13", policy, TreeSearchSettings(n_rollouts=1, n_candidates=2),
                          FirstChoice())
     assert [c.q_mean for c in root.children] == [-1.0, 1.0]
 
@@ -172,7 +183,7 @@ def test_default_grader_is_the_answer_checker(fake_policy):
 
 def test_tree_json_schema(tmp_path, fake_policy):
     job = make_job(tmp_path, n_candidates=10, plot=True, verbose=True)
-    summary = job(random_team(fake_policy), EXAMPLES[1])
+    summary = run_job(job, random_team(fake_policy), EXAMPLES[1])
     tree = json.loads((tmp_path / "1.json").read_text())
     assert (tmp_path / "1.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     keys = {"steps", "action_text", "is_terminal", "final_answer", "visits", "q_sum", "q_mean",
@@ -203,7 +214,7 @@ def test_tree_json_schema(tmp_path, fake_policy):
 
 def test_same_seed_same_tree(tmp_path, fake_policy):
     for name, seed in (("a", 42), ("b", 42), ("c", 43)):
-        make_job(tmp_path / name, seed=seed, plot=False)(random_team(fake_policy), EXAMPLES[2])
+        run_job(make_job(tmp_path / name, seed=seed, plot=False), random_team(fake_policy), EXAMPLES[2])
     a, b, c = ((tmp_path / n / "2.json").read_text() for n in "abc")
     assert a == b
     assert a != c

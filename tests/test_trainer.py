@@ -29,6 +29,8 @@ from masprm.train.stepwise import build_step_examples, step_loss
 
 from helpers import REPO, SEP, config, ppm_record, step_record, write_jsonl
 
+pytestmark = pytest.mark.slow   # trains scorers
+
 
 # --------------------------------------------------------------------------- synthetic data
 

@@ -23,6 +23,8 @@ from masprm.train.data import split_eval
 
 from helpers import config, ppm_record, step_record, write_jsonl
 
+pytestmark = pytest.mark.slow   # trains scorers
+
 REPO = Path(__file__).resolve().parents[1]
 SEED_README_TRAINING = [  # the seed README's scorer command, verbatim
     "--mode", "ppm",

@@ -17,6 +17,8 @@ from masprm.train import train_scorer
 
 from helpers import config, ppm_record, write_jsonl
 
+pytestmark = pytest.mark.slow   # trains scorers
+
 
 class _Crash(Exception):
     pass
@@ -137,7 +139,8 @@ def test_resume_keeps_a_scorer_on_its_own_data(tmp_path):
     check_same_data(out, str(pairs))
     with pytest.raises(DataError, match=r"^data_file .*other.jsonl is not the data .*pairs.jsonl; status completed"):
         check_same_data(out, str(other))
-    # A record from before data hashes were kept is compared by path.
+    # A record without the data's identity cannot be checked: refused, naming the folder's setting.
     (out / "masprm_scorer.json").write_text(json.dumps({"status": "training", "settings": {"data_file": str(pairs)}}))
-    with pytest.raises(DataError, match="status training"):
-        check_same_data(out, str(other))
+    with pytest.raises(ConfigError, match="records no identity of its training data") as err:
+        check_same_data(out, str(pairs))
+    assert err.value.setting == "output_dir"

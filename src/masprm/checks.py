@@ -26,6 +26,7 @@ import socket
 from functools import lru_cache
 from pathlib import Path
 
+from masprm.data import DATASETS
 from masprm.errors import ConfigError, DataError, MasprmError, ModelError
 from masprm.scorer_meta import SCORER_META_FILE
 
@@ -90,8 +91,6 @@ def check_output_file(path: str | os.PathLike, setting: str, *, label: str | Non
 
 
 def check_known_dataset(name: str, setting: str = "dataset") -> None:
-    from masprm.data import DATASETS
-
     if name not in DATASETS:
         raise ConfigError(f"{setting}: {DATASETS.unknown_message(name)}", setting=setting)
 
@@ -198,7 +197,7 @@ def hub_offline() -> bool:
 
 def in_hub_cache(model_id: str) -> bool:
     try:
-        from huggingface_hub import try_to_load_from_cache
+        from huggingface_hub import try_to_load_from_cache   # heavy, and needed only for a hub id
         return isinstance(try_to_load_from_cache(model_id, "config.json"), str)
     except Exception:  # noqa: BLE001 - an id the hub client rejects is not cached
         return False

@@ -25,12 +25,13 @@ from __future__ import annotations
 import logging
 import math
 import os
+import socket
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
-from masprm.config import arg
+from masprm.config import arg, require, require_each
 from masprm.errors import ConfigError, first_line
 
 OBJECT_STORE_BYTES = 128 * 1024 * 1024  # a private instance: results are trees and records; keep shared memory small
@@ -54,11 +55,9 @@ class ClusterSettings:
                                 "(default: 2)")
 
     def __post_init__(self) -> None:
-        if not (math.isfinite(self.ray_start_timeout) and self.ray_start_timeout > 0):
-            raise ConfigError(f"ray_start_timeout must be > 0 seconds, got {self.ray_start_timeout:g}",
-                              setting="ray_start_timeout")
-        if self.ray_retries < 0:
-            raise ConfigError(f"ray_retries must be >= 0, got {self.ray_retries}", setting="ray_retries")
+        require(math.isfinite(self.ray_start_timeout) and self.ray_start_timeout > 0, "ray_start_timeout",
+                f"ray_start_timeout must be > 0 seconds, got {self.ray_start_timeout:g}")
+        require_each(self, ("ray_retries",), lambda v: v >= 0, "must be >= 0")
 
     @property
     def address(self) -> str | None:
@@ -77,7 +76,7 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
 
     A connection the caller made before (a notebook, a test) is used as it is, and left open.
     """
-    import ray
+    import ray   # optional (the `ray` extra): only when workers run on Ray
 
     if ray.is_initialized():
         yield
@@ -126,7 +125,7 @@ def _join_problem(err: BaseException) -> str:
 
 def node_resources() -> list[dict[str, float]]:
     """Each live node's total resources (CPU, GPU, ...), as Ray reports them."""
-    import ray
+    import ray   # optional (the `ray` extra): only when workers run on Ray
 
     return [{k: float(v) for k, v in node["Resources"].items()} for node in ray.nodes() if node.get("Alive")]
 
@@ -226,7 +225,7 @@ def place_workers(plan: WorkerPlan, timeout_s: float, say=print) -> Any:
     Stops with a ConfigError naming the resources when the cluster has not granted them
     within ``timeout_s`` (they may be held by other jobs, or belong to nodes that are gone).
     """
-    import ray
+    import ray   # optional (the `ray` extra): only when workers run on Ray
     from ray.util.placement_group import placement_group, remove_placement_group
 
     group = placement_group([plan.bundle] * plan.count, strategy="SPREAD")
@@ -276,8 +275,7 @@ def check_node_paths(paths: Mapping[str, str]) -> None:
 
 def _node_ip() -> str:
     try:
-        import ray
+        import ray   # optional (the `ray` extra): only when workers run on Ray
         return ray.util.get_node_ip_address()
     except Exception:  # not in a Ray worker: the host name still says where
-        import socket
         return socket.gethostname()

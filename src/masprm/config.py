@@ -31,7 +31,13 @@ Rules of ``add_config_args``:
 attributes named like its fields (others are ignored; a missing one keeps the
 field's default). ``config_help(Cls, name)`` gives a field's help text. The argparse
 ``dest`` being the field name is what lets ``masprm.cli.run_cli`` name the flag
-of a domain error's ``setting``. Pure Python: no torch import.
+of a domain error's ``setting``.
+
+A settings class checks its values in ``__post_init__`` (``require``, ``require_each``),
+raising ``ConfigError`` with the setting's name first: the CLI shows the flag in its place
+(``n must be >= 1, got 0`` -> ``--n must be >= 1, got 0``). A stage lists its classes once,
+in argument groups: ``add_settings_args(parser, GROUPS)`` adds them, and
+``settings_from_args(classes, args)`` builds (and so checks) each. Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -41,7 +47,9 @@ import dataclasses
 import typing
 from pathlib import Path
 from types import UnionType
-from typing import Any, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
+
+from masprm.errors import ConfigError
 
 _KEY = "masprm_flag"   # dataclass field metadata key holding the flag's argparse details
 
@@ -149,3 +157,49 @@ def config_from_args(cls: type, namespace: argparse.Namespace | dict, *, prefix:
     kwargs = {k[len(prefix):]: v for k, v in values.items() if k.startswith(prefix) and k[len(prefix):] in names}
     kwargs.update(overrides)
     return cls(**kwargs)
+
+
+# --------------------------------------------------------------------------- checks and stages
+
+
+def require(ok: bool, setting: str, message: str) -> None:
+    """A settings check: ConfigError(message) naming ``setting`` unless ``ok``.
+
+    Start the message with the setting's name (the CLI puts its flag there); name other
+    settings in backquotes (```ray```), which the CLI also shows as flags.
+    """
+    if not ok:
+        raise ConfigError(message, setting=setting)
+
+
+def require_each(settings: Any, names: Iterable[str], ok: Callable[[Any], bool], rule: str) -> None:
+    """``require`` for each named field that is set (None passes): ``"<name> <rule>, got <value>"``."""
+    for name in names:
+        value = getattr(settings, name)
+        require(value is None or ok(value), name, f"{name} {rule}, got {value}")
+
+
+Groups = Sequence[tuple[str | None, Sequence[type]]]   # (argparse group title or None, settings classes)
+
+
+def add_settings_args(parser: argparse.ArgumentParser, groups: Groups) -> None:
+    """Every class's flags, each group in its own argparse group (None: the parser itself).
+
+    A field several classes share (e.g. ``top_p``) is one flag, added with its first class.
+    """
+    seen: set[str] = set()
+    for title, classes in groups:
+        target = parser.add_argument_group(title) if title else parser
+        for cls in classes:
+            names = {f.name for f in flag_fields(cls)}
+            add_config_args(target, cls, skip=seen & names)
+            seen |= names
+
+
+def settings_from_args(classes: Iterable[type], namespace: argparse.Namespace | dict) -> dict[type, Any]:
+    """Each class built from the parsed flags, in order (its ``__post_init__`` checks the values)."""
+    return {cls: config_from_args(cls, namespace) for cls in dict.fromkeys(classes)}
+
+
+def group_classes(groups: Groups) -> tuple[type, ...]:
+    return tuple(dict.fromkeys(cls for _, classes in groups for cls in classes))

@@ -134,7 +134,7 @@ def load_examples(name: str, split: str, *, n: int | None = None, seed: int = 42
 
 def seeded_order(n_rows: int, seed: int) -> list[int]:
     """Row indices in seeded order: the permutation ``datasets.Dataset.shuffle(seed=seed)`` applies."""
-    import numpy as np
+    import numpy as np   # heavy: only when a selection is made (the core's imports stay light)
 
     return [int(i) for i in np.random.default_rng(seed).permutation(n_rows)]
 
@@ -201,7 +201,7 @@ def _error_text(err: BaseException) -> str:
 def _quiet_datasets():
     """Import ``datasets`` with its progress bars and error logs off: failures become one DataError line."""
     try:
-        import datasets
+        import datasets   # heavy: only when a hub split is loaded
     except ImportError as err:   # e.g. a machine with a preinstalled torch stack but no datasets
         raise DataError(f"loading data needs the `datasets` package ({err}); "
                         "pip install -r requirements.txt", setting="data_file") from None

@@ -36,24 +36,38 @@ class LogProb:
 
 
 class Policy(Protocol):
-    """The agents' language model."""
+    """The agents' language model: everything search, tree generation and evaluation call on it."""
 
     def reseed(self, seed: int) -> None:
         """Reset the sampling RNG; called with ``seed + idx`` before each example."""
 
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float, top_p: float,
-               max_new_tokens: int) -> list[list[Generation]]:
-        """n samples for each prompt (one batched call): result[i] holds prompt i's n samples."""
+               max_new_tokens: int, keys: Sequence[Sequence[int]] | None = None) -> list[list[Generation]]:
+        """n samples for each prompt (one batched call): result[i] holds prompt i's n samples.
+
+        ``keys[i]`` names prompt i's own random stream, so what a prompt samples does not
+        depend on the other prompts of the call; None draws the streams from the policy's
+        RNG (``reseed``).
+        """
 
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
         """Log-prob of each (prompt, completion) pair, batched."""
 
 
 class Scorer(Protocol):
-    """A reward model: maps state texts to values in [-1, 1]."""
+    """A reward model: maps state texts to values in [-1, 1]; everything the engine calls on it."""
+
+    separator: str
+    """The step separator the scorer was trained with: state texts are joined with it."""
+
+    last_tokens: list[int]
+    """The tokens the scorer read of each text of its last ``score_batch`` call (usage accounting)."""
 
     def score_batch(self, texts: Sequence[str]) -> list[float]:
-        """One value per text, from one padded forward per batch."""
+        """One value per text, from one padded forward per batch; sets ``last_tokens``."""
+
+    def count_tokens(self, text: str) -> int:
+        """The tokens of a text before any truncation (the handoff PRM's context budget)."""
 
 
 @dataclass

@@ -179,7 +179,7 @@ def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[I
         finally:
             # Free the workers' CPUs and GPUs now: a raised error's traceback keeps their handles
             # (and so the actors) alive for as long as the caller holds it.
-            import ray
+            import ray   # optional (the `ray` extra): only when workers run on Ray
             from ray.util.placement_group import remove_placement_group
 
             for actor in actors:
@@ -190,7 +190,7 @@ def _ray_map(setup: Callable[[], W], task: Callable[[W, Item], R], items: list[I
 def _start_actors(setup: Callable[[], Any], task: Callable[[Any, Any], Any], plan: WorkerPlan, group: Any,
                   shared_paths: dict[str, str]) -> list[Any]:
     """One actor per reserved bundle, set up; the ones whose node died while loading are dropped."""
-    import ray
+    import ray   # optional (the `ray` extra): only when workers run on Ray
     from ray.exceptions import RayActorError
     from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
@@ -224,7 +224,7 @@ def _short(err: BaseException) -> str:
 
 def _hand_out(actors: list[Any], items: list[Item], retries: int) -> Iterator[Outcome]:
     """Give each free actor the next item; an item whose actor died goes to the others (`retries` times)."""
-    import ray
+    import ray   # optional (the `ray` extra): only when workers run on Ray
     from ray.exceptions import RayError
 
     queue = deque(range(len(items)))           # positions of the items still to run

@@ -15,7 +15,8 @@ Each run therefore
   folder itself, released by the kernel however the process ends); a second
   run is refused with one line naming the holder, kept in ``.lock``;
 - records its defining settings in ``.run_settings`` (JSON) and, on a rerun,
-  refuses settings that differ, naming each one.
+  refuses settings that differ, naming each one (and a folder of trees without
+  that record).
 
 Both files are hidden, so tree readers (``*.json``) and content hashes skip them.
 Pure Python (POSIX ``fcntl``).
@@ -167,19 +168,19 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
-def check_settings(folder: Path, current: dict) -> bool:
-    """Compare with the folder's record; True when it has one. A difference is a ConfigError."""
+def check_or_record_settings(folder: Path, current: dict) -> None:
+    """Record ``current`` in a new folder, or compare it with the folder's record: a difference is a
+    ConfigError, and so are trees without a record (no run of this version leaves a folder so)."""
     recorded = read_settings(folder)
     if recorded is None:
-        return False
+        if any(folder.glob("*.json")):
+            raise ConfigError(f"{folder} holds trees but no record of the settings that made them "
+                              f"({SETTINGS_FILE}); use another `out_root` or move the folder")
+        atomic_write_json(folder / SETTINGS_FILE, current)
+        return
     changed = [k for k in current if k in recorded and not _same(recorded[k], current[k])]
     if changed:
         diffs = "; ".join(f"`{SETTING_NAMES.get(k, k)}` was {_shown(recorded[k])}, now {_shown(current[k])}"
                           for k in changed)
         raise ConfigError(f"{folder} holds trees of another run ({diffs}); use another `out_root` "
                           "or move the folder")
-    return True
-
-
-def write_settings(folder: Path, current: dict) -> None:
-    atomic_write_json(folder / SETTINGS_FILE, current)

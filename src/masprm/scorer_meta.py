@@ -20,7 +20,6 @@ from masprm.errors import ModelError
 from masprm.io import atomic_write_json
 
 SCORER_META_FILE = "masprm_scorer.json"
-STEP_MODES = ("prm", "orm")   # folders written before `text_style` was recorded: these used the steps style
 STEP_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
 DEFAULT_SOFTMIN_TEMPERATURE = 0.1
 PAPER_TRAININGS = {("masprm", "ppm"), ("mc", "prm"), ("mc", "orm")}   # (label scheme, objective) of today's scorers
@@ -42,9 +41,18 @@ def read_scorer_meta(folder: str | Path) -> dict[str, Any]:
     return {}
 
 
-def text_style(meta: dict[str, Any]) -> str:
-    """How the scorer's texts are tokenised: "steps" (prompt and steps apart) or "whole"."""
-    return meta.get("text_style") or ("steps" if meta.get("mode") in STEP_MODES else "whole")
+def text_style(meta: dict[str, Any], folder: str | Path, setting: str) -> str:
+    """How the scorer's texts are tokenised: "steps" (prompt and steps apart) or "whole".
+
+    A folder without a record (an adapter trained elsewhere, e.g. by the original's ppm trainer)
+    is read whole; a record that does not say is refused rather than guessed.
+    """
+    if not meta:
+        return "whole"
+    if meta.get("text_style") not in ("whole", "steps"):
+        raise ModelError(f"{setting} {folder}: {SCORER_META_FILE} does not record the text_style the scorer was "
+                         "trained with; retrain it", setting=setting)
+    return meta["text_style"]
 
 
 def default_label_scheme(objective: str) -> str:

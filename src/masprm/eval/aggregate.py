@@ -319,7 +319,7 @@ def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
     series = plot_series(rows)
     if not series:
         return False
-    import matplotlib
+    import matplotlib   # heavy: only when a plot is drawn
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     import matplotlib.ticker

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from masprm.code_identity import code_digest
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.run_folder import model_tag
@@ -92,8 +93,22 @@ def _module_file(root: Path, module: str) -> Path | None:
     return None
 
 
+_imports_cache: dict[tuple, set[Path]] = {}
+
+
 def _masprm_imports(path: Path, root: Path) -> set[Path]:
-    """The masprm modules a file imports (function-level imports included), with their packages."""
+    """The masprm modules a file imports (function-level imports included), with their packages.
+
+    Cached while the file's size and modification time stay.
+    """
+    stat = path.stat()
+    key = (str(path), str(root), stat.st_size, stat.st_mtime_ns)
+    if key not in _imports_cache:
+        _imports_cache[key] = _find_masprm_imports(path, root)
+    return _imports_cache[key]
+
+
+def _find_masprm_imports(path: Path, root: Path) -> set[Path]:
     found: set[Path] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
@@ -132,13 +147,17 @@ def code_files(module_file: str | None = None, root: Path = _SRC) -> list[Path]:
 
 
 def code_version(module_file: str | None = None, root: Path = _SRC) -> str:
-    """A hash of the code on the evaluation's path (`code_files`) for a method defined in `module_file`."""
+    """A hash of the code on the evaluation's path (`code_files`) for a method defined in `module_file`.
+
+    Each file counts by its syntax (``masprm.code_identity``), so editing a docstring or a
+    comment keeps every log's name; editing a statement renames the logs it may change.
+    """
     key = (module_file or "", str(root))
     if key not in _code_version_cache:
         digest = hashlib.sha1()
         for f in code_files(module_file, root):
             name = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
-            digest.update(name.encode() + b"\0" + f.read_bytes())
+            digest.update(name.encode() + b"\0" + code_digest(f).encode())
         _code_version_cache[key] = digest.hexdigest()[:12]
     return _code_version_cache[key]
 

@@ -2,9 +2,12 @@
 
 A method is a search generator ``search(ctx, example)`` (``masprm.search``)
 registered under its CLI name with the scorer roles it loads and the settings
-classes whose fields define a condition (its log fingerprint). The static
-methods are the literal table below, one row each; the handoff methods are
-the rows of ``masprm.handoff.methods.HANDOFF_METHODS``. Pure Python: no torch import.
+classes that define a condition. Those classes are all it may read: its
+``ctx.settings`` is one frozen object with exactly their fields
+(``Method.settings_for``), and the same values are the condition's settings in its
+log fingerprint. The static methods are the literal table below, one row each;
+the handoff methods are the rows of ``masprm.handoff.methods.HANDOFF_METHODS``.
+Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -12,20 +15,22 @@ from __future__ import annotations
 import inspect
 from dataclasses import dataclass
 from functools import partial
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from masprm.errors import ConfigError
-from masprm.handoff.methods import HANDOFF_METHODS, HANDOFF_SETTINGS, handoff_search
+from masprm.handoff.methods import HANDOFF_METHODS, handoff_search
 from masprm.handoff.methods import report_lines as handoff_report, summarize as handoff_summary
 from masprm.registry import Registry
 from masprm.search.beam import sbs_family, single_pass
-from masprm.search.context import SCORER_ROLES, SearchContext, SearchResult
-from masprm.search.engine import drive
+from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.mcts import mcts_family
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.search.settings import (LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings, SBSSettings,
-                                    ViewSettings, VoterSettings, check_settings_classes)
+                                    ViewSettings, VoterSettings, check_settings_classes, combined_settings,
+                                    extra_scorers)
 from masprm.search.vote import voter_family
+
+ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
 
 
 @dataclass(frozen=True)
@@ -33,10 +38,12 @@ class Method:
     name: str
     search: Callable[[SearchContext, Any], Any]   # a search generator (masprm.search.engine) -> SearchResult
     needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
-    family: str = "static"                # "static" or "handoff": the two cannot share a run
+    routing: str = "static"               # one of ROUTINGS: methods of both cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
-    settings: tuple[type, ...] = ()       # settings dataclasses: their fields define a condition (its fingerprint)
+    settings: tuple[type, ...] = ()       # MethodSettings classes: all it reads, and its fingerprint
     report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
+    family: str | None = None             # the search family of a scored method (FAMILY_SEARCHES)
+    scorer_kind: str | None = None        # ... and the scorer kind it runs over (SCORER_KINDS)
 
     @property
     def source_file(self) -> str | None:
@@ -44,25 +51,32 @@ class Method:
         fn = self.search.func if isinstance(self.search, partial) else self.search
         return inspect.getsourcefile(fn)
 
-    def run(self, ctx: SearchContext, example: Any) -> SearchResult:
-        """The method on one example alone, each request one model call."""
-        return drive(self.search(ctx, example), ctx)
+    def settings_for(self, instances: Mapping[type, Any]) -> Any:
+        """The method's frozen settings (its ``ctx.settings``) from the run's instance of each settings class."""
+        return combined_settings(self.settings, instances)
+
+    def roles(self, instances: Mapping[type, Any]) -> tuple[str, ...]:
+        """The scorer roles a condition loads: the method's own, plus those its settings' values add."""
+        return tuple(sorted(self.needs | extra_scorers(self.settings, instances)))
 
 
 METHODS: Registry[Method] = Registry("method")   # METHODS[name], METHODS.get(name), name in METHODS
 
 
-def register_method(name: str, *, needs: Sequence[str] = (), family: str = "static",
+def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "static",
                     summarize: Callable[[list[dict]], dict] | None = None, settings: Sequence[type] = (),
-                    report: Callable[[dict], list[str]] | None = None):
+                    report: Callable[[dict], list[str]] | None = None, family: str | None = None,
+                    scorer_kind: str | None = None):
     """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
     unknown = set(needs) - set(SCORER_ROLES)
     if unknown:
         raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
+    if routing not in ROUTINGS:
+        raise ConfigError(f"unknown routing {routing!r} (expected one of {', '.join(ROUTINGS)})")
 
     def decorator(fn: Callable[[SearchContext, Any], Any]):
-        METHODS.register(name, Method(name, fn, frozenset(needs), family, summarize,
-                                      check_settings_classes(settings), report))
+        METHODS.register(name, Method(name, fn, frozenset(needs), routing, summarize,
+                                      check_settings_classes(settings), report, family, scorer_kind))
         return fn
 
     return decorator
@@ -76,19 +90,19 @@ FAMILY_SEARCHES: dict[str, Callable[..., Any]] = {"sbs": sbs_family, "mcts": mct
 
 def register_scored_method(name: str, family: str, kind: str, settings: Sequence[type]) -> None:
     """Register ``name``: the ``family`` search valued by scorer kind ``kind``, defined by ``settings``."""
-    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings)(
+    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind)(
         partial(FAMILY_SEARCHES[family], kind=kind))
 
 
-# name               family   scorer kind  settings (the condition's fingerprint)
+# name               family   scorer kind  settings (all it reads; the condition's fingerprint)
 STATIC_METHODS = (
-    ("sbs_prm",         "sbs",   "prm",      (SBSSettings, ViewSettings)),
+    ("sbs_prm",         "sbs",   "masprm",   (SBSSettings, ViewSettings)),
     ("sbs_logprob",     "sbs",   "logprob",  (SBSSettings, LogProbSettings)),
-    ("mcts_prm",        "mcts",  "prm",      (MCTSSettings, ViewSettings, ORMLeafSettings)),
+    ("mcts_prm",        "mcts",  "masprm",   (MCTSSettings, ViewSettings, ORMLeafSettings)),
     ("mcts_logprob",    "mcts",  "logprob",  (MCTSSettings, LogProbSettings)),
     ("mcts_orm",        "mcts",  "orm",      (MCTSSettings, ViewSettings)),
     ("voter_plain",     "voter", "plain",    (VoterSettings,)),
-    ("voter_prm",       "voter", "prm",      (VoterSettings, ViewSettings)),
+    ("voter_prm",       "voter", "masprm",   (VoterSettings, ViewSettings)),
     ("voter_logprob",   "voter", "logprob",  (VoterSettings, LogProbSettings)),
     ("voter_orm",       "voter", "orm",      (VoterSettings, ViewSettings)),
 )
@@ -98,13 +112,13 @@ for _row in STATIC_METHODS:
     register_scored_method(*_row)
 
 
-def scorers_needed(method: str, settings: Any) -> set[str]:
-    """Scorer roles beyond the registry's static `needs` (`--orm_leaf` adds the ORM to mcts_prm)."""
-    return {"orm"} if method == "mcts_prm" and getattr(settings, "orm_leaf", False) else set()
-
-
 # --------------------------------------------------------------------------- the handoff methods
 
-for _name, _mode, _scorer, _needs in HANDOFF_METHODS:
-    register_method(_name, needs=_needs, family="handoff", summarize=handoff_summary,
-                    settings=HANDOFF_SETTINGS[_name], report=handoff_report)(handoff_search(_mode, _scorer))
+for _name, _mode, _ranking, _needs, _settings in HANDOFF_METHODS:
+    register_method(_name, needs=_needs, routing="handoff", summarize=handoff_summary, settings=_settings,
+                    report=handoff_report)(handoff_search(_mode, _ranking))
+
+
+def settings_classes() -> tuple[type, ...]:
+    """Every settings class a registered method declares, in registration order (their flags are stage 4's)."""
+    return tuple(dict.fromkeys(cls for method in METHODS.values() for cls in method.settings))

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping, Sequence
 
 from masprm.scorer_meta import PAPER_TRAININGS, default_label_scheme, read_scorer_meta, training_of, training_tag
 
@@ -24,39 +24,38 @@ HANDOFF_NAMES = {
     "handoff_policy": "Agent-selected handoff + policy likelihood",
     "handoff_prm": "Agent-selected handoff + MASPRM",
 }
+# scorer kind -> the original's name for it, per search family
+SBS_SCORERS = {"masprm": "PRM", "logprob": "logprob", "orm": "ORM"}
+MCTS_SCORERS = {"masprm": "PPM", "logprob": "logprob", "orm": "ORM"}
 VOTER_NAMES = {
     "plain": "policy only, no PRM",
-    "prm": "score-weighted, PRM-steps",
+    "masprm": "score-weighted, PRM-steps",
     "logprob": "score-weighted, logprob",
     "orm": "score-weighted, ORM end",
 }
-MCTS_SCORERS = {"prm": "PPM", "logprob": "logprob", "orm": "ORM"}
-# scorer role -> the setting of its folder; a label names the folder by the flag's prefix ("[prm: X]")
-SCORER_FOLDERS = (("masprm", "prm_dir"), ("orm", "orm_dir"), ("handoff_masprm", "handoff_prm_dir"))
 
 
-def base_label(method: str, s: Any) -> str:
-    """The original's name for a condition under the run's settings."""
-    if method in HANDOFF_NAMES:
-        return HANDOFF_NAMES[method]
-    if method == "single_pass":
+def base_label(method: Any, s: Any, roles: Sequence[str] = ()) -> str:
+    """The original's name for a condition: ``method`` (a registered Method), ``s`` its settings."""
+    if method.name in HANDOFF_NAMES:
+        return HANDOFF_NAMES[method.name]
+    if method.name == "single_pass":
         return "DyLAN single pass (no scorer)"
-    family, _, scorer = method.partition("_")
-    details: list[str] = []
-    if family not in ("sbs", "mcts", "voter"):   # a method registered outside the original's families
-        return method
-    if family == "sbs":
-        name = f"SBS + {'PRM' if scorer == 'prm' else MCTS_SCORERS.get(scorer, scorer)}"
+    kind, details = method.scorer_kind, []
+    if method.family == "sbs":
+        name = f"SBS + {SBS_SCORERS.get(kind, kind)}"
         details = [f"B1={s.b1}", f"B2={s.b2}"]
-    elif family == "mcts":
+    elif method.family == "mcts":
         search = "MCTS" if s.uct_type == "uct" else "MCTS (PUCT)"
-        name = f"{'DyLAN ' if method == 'mcts_prm' else ''}{search} + {MCTS_SCORERS.get(scorer, scorer)}"
+        name = f"{'DyLAN ' if kind == 'masprm' else ''}{search} + {MCTS_SCORERS.get(kind, kind)}"
         details = [f"N={s.n_simulations}", f"{s.max_children} children"]
-        if method == "mcts_prm" and getattr(s, "orm_leaf", False):
+        if kind == "masprm" and "orm" in roles:   # --orm_leaf: the ORM values the leaves
             details.insert(0, "ORM leaf")
-    else:
-        name = f"Greedy + Voter ({VOTER_NAMES.get(scorer, scorer)})"
-    if scorer == "logprob" and s.logprob_agg != "sum":
+    elif method.family == "voter":
+        name = f"Greedy + Voter ({VOTER_NAMES.get(kind, kind)})"
+    else:   # a method registered outside the original's families
+        return method.name
+    if kind == "logprob" and s.logprob_agg != "sum":
         details.insert(0, s.logprob_agg.replace("_", "-"))
     return f"{name} ({', '.join(details)})" if details else name
 
@@ -78,9 +77,10 @@ def scorer_name(folder: str) -> str:
     return name if all(w.lower() in words for w in needed) else f"{name} ({training_tag(training)})"
 
 
-def condition_label(method: str, settings: Any, roles: tuple[str, ...] = ()) -> str:
-    """`base_label` plus the folder of each scorer the condition uses ("[prm: MASPRM-GSM8K-1.5B]")."""
-    folders = [f"{setting.removesuffix('_dir')}: {scorer_name(getattr(settings, setting))}"
-               for role, setting in SCORER_FOLDERS if role in roles and getattr(settings, setting, None)]
-    label = base_label(method, settings)
-    return f"{label} [{', '.join(folders)}]" if folders else label
+def condition_label(method: Any, settings: Any, roles: Sequence[str], folders: Mapping[str, str | None],
+                    tags: Mapping[str, str]) -> str:
+    """`base_label` plus the folder of each scorer the condition uses, tagged by ``tags[role]``
+    ("[prm: MASPRM-GSM8K-1.5B]")."""
+    shown = [f"{tags[role]}: {scorer_name(folders[role])}" for role in tags if role in roles and folders.get(role)]
+    label = base_label(method, settings, roles)
+    return f"{label} [{', '.join(shown)}]" if shown else label

@@ -16,60 +16,51 @@ import gc
 import random
 import sys
 from collections import Counter
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from functools import partial
 from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
-from masprm.cluster import ClusterSettings, local_folders
-from masprm.data import dataset_options
+from masprm.cluster import local_folders
 from masprm.errors import MasprmError
 from masprm.eval.naming import condition_label
+from masprm.eval.settings import SCORER_SPELLING, EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
                               progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
-from masprm.eval.methods import METHODS, scorers_needed
+from masprm.eval.methods import METHODS
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
-from masprm.search.context import SCORER_ROLES, SearchContext
-from masprm.search.engine import RequestKeys, drive, run_batched
-from masprm.search.settings import setting_values
-
-# Flags that never change what a condition computes (or enter the manifest another way).
-HOUSEKEEPING = {"seed", "seeds", "workers", "logs_dir", "methods", "device_map", "no_compile", "attn_impl",
-                "trust_remote_code", "data_file", "mas_config", "gen_model_id", "prm_dir", "prm_base_model_id",
-                "orm_dir", "orm_base_model_id", "handoff_prm_dir", "handoff_prm_base_model_id", "load_in_4bit",
-                "allow_unfinished_scorer", "scorer_precision", "search_batch_size", "max_batch_tokens",
-                *(f.name for f in fields(ClusterSettings))}   # where the workers run never changes a record
-
+from masprm.search.context import SearchContext
+from masprm.search.engine import LoadedModels, RequestKeys, run_batched
 
 # --------------------------------------------------------------------------- models
 
 
 @dataclass(frozen=True)
 class ModelSpec:
-    kind: str                         # "policy" or "scorer"
+    model_type: str                   # "policy" or "scorer" (MODEL_LOADERS)
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
-    setting: str | None = None        # the setting that named it, for error messages (default by kind)
+    setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
-    from masprm.models.policy import HFPolicy
+    from masprm.models.policy import HFPolicy   # imports torch: the runner itself stays torch-free
     extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
     return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
-    from masprm.models.scorer import load_scorer
+    from masprm.models.scorer import load_scorer   # imports torch
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
                        setting=spec.setting or "prm_dir")
 
@@ -79,13 +70,14 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 
 def _model_key(spec: ModelSpec) -> tuple:
-    return (spec.kind, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length, spec.max_batch_tokens)
+    return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
+            spec.max_batch_tokens)
 
 
 def load_model(spec: ModelSpec) -> Any:
     key = _model_key(spec)
     if key not in _LOADED:
-        _LOADED[key] = MODEL_LOADERS[spec.kind](spec)
+        _LOADED[key] = MODEL_LOADERS[spec.model_type](spec)
     return _LOADED[key]
 
 
@@ -104,7 +96,7 @@ def for_workers(specs: dict[str, ModelSpec]) -> tuple[dict[str, ModelSpec], dict
     those folders by the setting that named them (gen_model_id, prm_dir, prm_base_model_id, ...)."""
     absolute, folders = {}, {}
     for role, spec in specs.items():
-        setting = spec.setting or ("gen_model_id" if spec.kind == "policy" else "prm_dir")
+        setting = spec.setting or ("gen_model_id" if spec.model_type == "policy" else "prm_dir")
         local = local_folders({"model_id": spec.model_id, "base_model_id": spec.base_model_id})
         absolute[role] = replace(spec, **local)
         folders.update({setting if key == "model_id" else setting.removesuffix("_dir") + "_base_model_id": path
@@ -147,21 +139,22 @@ class WorkItem:
     condition: int        # index into the run's pending conditions
     method: str
     roles: tuple[str, ...]  # scorer roles this condition needs
+    settings: Any         # the method's frozen settings (its ctx.settings)
     example: Any          # masprm.data.Example
 
 
-def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> Any:
+def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MASGraph) -> Any:
     """Run one method on one example (a search generator); a crash becomes a record with its error."""
     ex = item.example
-    seed = settings.seed + ex.idx
+    example_seed = seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
     policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
-    policy.reseed(seed)
+    policy.reseed(example_seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
-    ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
-                      keys=RequestKeys(settings.seed, ex.idx), **scorers)
+    ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
+                        keys=RequestKeys(seed, ex.idx), **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -176,22 +169,12 @@ def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph
             "extra": result.extra, "error": None}
 
 
-def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
-    """One example alone, each request one model call."""
-    search = example_search(models, item, settings=settings, graph=graph)
-    return drive(search, _Served(models, item.roles))
+def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
+    """The models a condition's requests go to: the policy and the condition's scorers, by role."""
+    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles})
 
 
-class _Served:
-    """The models a search's requests go to: the policy and the condition's scorers, by role."""
-
-    def __init__(self, models: WorkerModels, roles: Sequence[str]):
-        self.policy = models.get("policy")
-        for role in SCORER_ROLES:
-            setattr(self, role, models.get(role) if role in roles else None)
-
-
-def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any, graph: MASGraph,
+def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, graph: MASGraph,
                    batch_size: int = 1) -> Iterator[tuple[WorkItem, dict | None, str | None]]:
     """Records of `items` as they finish, up to `batch_size` examples of a condition in flight.
 
@@ -201,8 +184,8 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, settings: Any
     for _, group in groupby(items, key=lambda it: it.condition):
         group = list(group)
         models.keep_only(("policy",) + group[0].roles)
-        served = _Served(models, group[0].roles)
-        jobs = ((it, partial(example_search, models, it, settings=settings, graph=graph)) for it in group)
+        served = served_models(models, group[0].roles)
+        jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
             yield item, record, None if error is None else describe_error(error)
 
@@ -235,68 +218,60 @@ class Condition:
         return stable_hash(self.manifest)
 
 
-def condition_roles(method: str, settings: Any) -> tuple[str, ...]:
-    return tuple(sorted(METHODS[method].needs | scorers_needed(method, settings)))
-
-
 def _model_identity(spec: ModelSpec) -> dict:
     identity = {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
                 "base_content": path_identity(spec.base_model_id, model=True),
-                "load_in_4bit": bool(getattr(spec.options, "load_in_4bit", False))}
-    dtype = getattr(spec.options, "dtype", None)
-    if dtype is not None:  # only when asked for, so the default's fingerprints stay as they were
-        identity["dtype"] = dtype
-    if spec.kind == "policy" and identity["load_in_4bit"]:   # a 4-bit policy's format (fp4 or nf4) changes its samples
-        identity["quant_type"] = getattr(spec.options, "quant_type", "fp4")
+                "load_in_4bit": bool(spec.options is not None and spec.options.load_in_4bit)}
+    if spec.options is not None and spec.options.dtype is not None:
+        identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
+    if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
+        identity["quant_type"] = spec.options.quant_type
     return identity
 
 
 def _scorer_training(spec: ModelSpec) -> dict:
     """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    training = training_of(read_scorer_meta(spec.model_id)) if spec.kind == "scorer" else {}
+    training = training_of(read_scorer_meta(spec.model_id)) if spec.model_type == "scorer" else {}
     return {"training": training} if training else {}
 
 
-def selection_options(settings: Any, family: str) -> dict:
-    """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
-    that declares them (competition_math); static runs use the whole split, as in the original."""
-    if family != "handoff":
-        return {}
-    values = {"levels": settings.math_levels, "stratify_by": settings.math_stratify_by}
-    return {k: v for k, v in values.items() if k in dataset_options(settings.dataset)}
-
-
-def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
+def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, data: Any,
                        specs: dict[str, ModelSpec]) -> dict:
-    """Everything that defines the condition; `definition` (seed-free) gives the fingerprint."""
-    classes = METHODS[method].settings
-    data_def = {"dataset": settings.dataset, "split": settings.split, "sample_n": settings.sample_n,
-                "data_file": path_identity(settings.data_file),
-                **selection_options(settings, METHODS[method].family)}
-    roles = ("policy",) + condition_roles(method, settings)
+    """Everything that defines the condition; `definition` (seed-free) gives the fingerprint.
+
+    Its settings are exactly those the method declares (what its search can read).
+    """
+    chosen = settings.data
+    data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
+                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+    roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,
-        "settings": setting_values(classes, vars(settings)) if classes else
-                    {k: v for k, v in sorted(vars(settings).items()) if k not in HOUSEKEEPING},
+        "settings": asdict(settings.method_settings(method)),
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
     examples = data.examples
-    return {"condition": method, "fingerprint": stable_hash(definition), "seed": settings.seed,
+    return {"condition": method, "fingerprint": stable_hash(definition), "seed": chosen.seed,
             "definition": definition, "mas_config_path": str(graph.source),
             "selection": {"n": len(examples), "skipped_no_gold": data.skipped,
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
-def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
+def label_of(method: str, settings: EvalSettings) -> str:
+    """The condition's readable name (``masprm.eval.naming``) under the run's settings."""
+    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method),
+                           settings.models.scorer_folders(), SCORER_SPELLING)
+
+
+def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
                    logs_dir: str | Path) -> Condition:
     manifest = condition_manifest(method, settings, graph, data, specs)
-    files = LogFiles.for_condition(logs_dir, settings.dataset, method, manifest["fingerprint"],
-                                   settings.gen_model_id, settings.seed)
-    cond = Condition(method, files, manifest, len(data.examples),
-                     condition_label(method, settings, condition_roles(method, settings)))
+    files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
+                                   settings.models.gen_model_id, settings.data.seed)
+    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings))
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
@@ -340,7 +315,7 @@ def finish_condition(cond: Condition) -> None:
     cond.summary = summary
 
 
-def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data: Any,
+def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGraph, data: Any,
                    specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int | None = 1,
                    use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
@@ -354,7 +329,7 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         elif cond.records:
             announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
     pending = [c for c in conditions if not c.reused]
-    items = [WorkItem(k, c.method, condition_roles(c.method, settings), ex)
+    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex)
              for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):
@@ -362,8 +337,8 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
             finish_condition(cond)
     worker_specs, folders = for_workers(specs)
     setup = partial(WorkerModels, worker_specs, loader)
-    batch_size = getattr(settings, "search_batch_size", 1) or 1
-    task = partial(evaluate_batch, settings=settings, graph=graph, batch_size=batch_size)
+    batch_size = settings.engine.search_batch_size
+    task = partial(evaluate_batch, seed=settings.data.seed, graph=graph, batch_size=batch_size)
     every = log_every()
     for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
                                             num_gpus_per_worker=num_gpus_per_worker, desc="evaluating",

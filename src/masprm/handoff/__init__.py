@@ -5,5 +5,5 @@ team      roles, private histories, the speaker's prompt, route modes, the turn 
 scoring   ranking proposals: policy log-prob, or the handoff PRM on a truncated transcript
 stats     route metrics, paired bootstrap CI, exact McNemar
 methods   handoff_fixed / handoff_random / handoff_policy / handoff_prm (import to register)
-cli       the evaluation CLI's handoff flags
+settings  the handoff methods' settings (flags, defaults, checks) and the checks against the MAS config
 """

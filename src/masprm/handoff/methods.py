@@ -12,65 +12,35 @@ metrics and ``paired_comparison`` compares handoff_policy with handoff_prm.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from functools import partial
 from typing import Any, Generator, Sequence
 
 from masprm.answers import is_correct
 from masprm.search.context import SearchContext, SearchResult
 from masprm.handoff.scoring import logprob_selector, prm_selector
 from masprm.handoff.stats import paired_accuracy, route_metrics, summarize_routes
-from masprm.handoff.team import PREFIX_TURNS, HandoffSettings, HandoffTeam, run_handoff
+from masprm.handoff.settings import (HandoffLogProbSettings, HandoffPRMSettings, RandomRouteSettings,
+                                    TurnSettings)
+from masprm.handoff.team import PREFIX_TURNS, ROUTE_MODES, HandoffPlan, HandoffTeam, run_handoff
+from masprm.search.settings import PassSettings
 
 EXTRA_KEY = "handoff"
 PAIRED_TURNS = (8, 12)
 PAIRED = ("handoff_policy", "handoff_prm")   # (baseline, treatment) of the paired comparison
 
-# The flags that define each condition (its log fingerprint), by family, as the CLI
-# defaults them (masprm.handoff.cli); the config's handoff section is part of the
-# MAS config, which the fingerprint covers by content.
-
-
-@dataclass(frozen=True)
-class HandoffFlags:
-    handoff_candidates: int = 3
-    min_turns: int | None = None
-    max_turns: int | None = None
-    allow_self_handoff: bool = False
-    handoff_temperature: float | None = None
-    sbs_temperature: float = 1.0
-    top_p: float = 0.95
-    max_new_tokens: int = 1024
-
-
-@dataclass(frozen=True)
-class HandoffLogProbFlags:
-    handoff_logprob_agg: str = "avg_token"
-
-
-@dataclass(frozen=True)
-class RandomHorizonFlags:
-    random_fixed_horizon: bool = False
-
-
-@dataclass(frozen=True)
-class HandoffPRMFlags:
-    prm_context_length: int = 16384
-
-
-HANDOFF_SETTINGS: dict[str, tuple[type, ...]] = {
-    "handoff_fixed": (HandoffFlags, HandoffLogProbFlags),
-    "handoff_random": (HandoffFlags, HandoffLogProbFlags, RandomHorizonFlags),
-    "handoff_policy": (HandoffFlags, HandoffLogProbFlags),
-    "handoff_prm": (HandoffFlags, HandoffPRMFlags),
+# How a turn's proposals are ranked: each ranking reads its own setting (declared by the methods using it).
+RANKINGS = {
+    "logprob": lambda ctx: logprob_selector(ctx, ctx.settings.handoff_logprob_agg),
+    "masprm": lambda ctx: prm_selector(ctx, ctx.settings.prm_context_length),
 }
 
 
-def run_condition(ctx: SearchContext, example: Any, *, mode: str, scorer: str) -> Generator[Any, Any, SearchResult]:
+def run_condition(ctx: SearchContext, example: Any, *, mode: str, ranking: str) -> Generator[Any, Any, SearchResult]:
     team = HandoffTeam.from_graph(ctx.graph)
-    settings = HandoffSettings.from_flags(ctx.settings, team)
-    select = (prm_selector(ctx, settings.prm_context_length) if scorer == "prm"
-              else logprob_selector(ctx, settings.logprob_agg))
-    run = yield from run_handoff(ctx, team, settings, example.question, mode=mode, select=select)
+    route = ROUTE_MODES[mode]
+    plan = HandoffPlan.resolve(ctx.settings, team,
+                               random_fixed_horizon=route.draws_final and ctx.settings.random_fixed_horizon)
+    run = yield from run_handoff(ctx, team, plan, example.question, mode=mode, select=RANKINGS[ranking](ctx))
     prefix = run.prefix_answers(PREFIX_TURNS)
     entry = {
         "route_mode": mode,
@@ -184,15 +154,16 @@ def prefix_table(rows: Sequence[tuple[str, dict]], width: int) -> list[str]:
     return lines
 
 
-def handoff_search(mode: str, scorer: str):
-    """The search of one handoff condition: route `mode`, proposals ranked by `scorer` (logprob or prm)."""
-    return lambda ctx, example: run_condition(ctx, example, mode=mode, scorer=scorer)
+def handoff_search(mode: str, ranking: str):
+    """The search of one handoff condition: route `mode`, proposals ranked by `ranking` (RANKINGS)."""
+    return partial(run_condition, mode=mode, ranking=ranking)
 
 
-# name               route mode  ranked by  scorer roles          (registered by masprm.eval.methods)
+# name               route mode  ranked by  scorer roles          settings (the condition's fingerprint)
 HANDOFF_METHODS = (
-    ("handoff_fixed",  "fixed",    "logprob", ()),
-    ("handoff_random", "random",   "logprob", ()),
-    ("handoff_policy", "free",     "logprob", ()),
-    ("handoff_prm",    "free",     "prm",     ("handoff_masprm",)),
+    ("handoff_fixed",  "fixed",    "logprob", (),                    (PassSettings, TurnSettings, HandoffLogProbSettings)),
+    ("handoff_random", "random",   "logprob", (),                    (PassSettings, TurnSettings, HandoffLogProbSettings,
+                                                                      RandomRouteSettings)),
+    ("handoff_policy", "free",     "logprob", (),                    (PassSettings, TurnSettings, HandoffLogProbSettings)),
+    ("handoff_prm",    "free",     "masprm",  ("handoff_masprm",),   (PassSettings, TurnSettings, HandoffPRMSettings)),
 )

@@ -72,14 +72,6 @@ def prm_text(question: str, turns: Sequence[RoutedTurn], *, count_tokens: TokenC
     return PRMText(text, count_tokens(text), full_tokens, True)
 
 
-def token_counter(scorer: Any) -> TokenCounter:
-    """How the handoff PRM counts tokens (``count_tokens``, as the HF scorer provides)."""
-    count = getattr(scorer, "count_tokens", None)
-    if not callable(count):
-        raise TypeError("the handoff PRM scorer has no count_tokens()")
-    return count
-
-
 def prm_selector(ctx: Any, limit: int) -> Selector:
     """Score each proposal as the newest turn of the full transcript with the handoff PRM.
 
@@ -87,14 +79,11 @@ def prm_selector(ctx: Any, limit: int) -> Selector:
     loaded with that maximum length (as the original loads it), so the cut made
     here is the only one. A turn's proposals are one batched PRM call.
     """
-    scorer = ctx.handoff_masprm
-    if scorer is None:
-        raise RuntimeError("handoff_prm needs a handoff PRM scorer (--handoff_prm_dir)")
-    count = token_counter(scorer)
-    sep = getattr(scorer, "separator", DEFAULT_SEPARATOR)
+    scorer = ctx.scorer("handoff_masprm")
 
     def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
-        texts = [prm_text(run.question, [*run.turns, p.turn], count_tokens=count, limit=limit, sep=sep)
+        texts = [prm_text(run.question, [*run.turns, p.turn], count_tokens=scorer.count_tokens, limit=limit,
+                          sep=scorer.separator)
                  for p in proposals]
         run.scored.extend({"tokens": t.tokens, "full_tokens": t.full_tokens, "truncated": t.truncated}
                           for t in texts)

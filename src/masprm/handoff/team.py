@@ -113,43 +113,36 @@ def user_content(question: str, speaker: str, history: Sequence[RoutedTurn],
     ])
 
 
-# --------------------------------------------------------------------------- settings
+# --------------------------------------------------------------------------- the plan
 
 
 @dataclass(frozen=True)
-class HandoffSettings:
-    candidates: int = 3
-    min_turns: int = DEFAULT_MIN_TURNS
-    max_turns: int = DEFAULT_MAX_TURNS
-    allow_self: bool = False
-    random_fixed_horizon: bool = False
-    prm_context_length: int = 16384
-    logprob_agg: str = "avg_token"
-    temperature: float = 1.0
-    top_p: float = 0.95
-    max_new_tokens: int = 1024
+class HandoffPlan:
+    """What one handoff run plays by: the settings' values with the config's turn limits applied
+    (the defaults are the settings classes'; ``resolve`` builds it)."""
+
+    candidates: int
+    min_turns: int
+    max_turns: int
+    allow_self: bool
+    random_fixed_horizon: bool
+    temperature: float
+    top_p: float
+    max_new_tokens: int | None   # None: each agent's own cap
 
     @classmethod
-    def from_flags(cls, flags: Any, team: HandoffTeam) -> "HandoffSettings":
-        """Flags win; turn limits the user left unset come from the config, then the defaults."""
-        def flag(name: str, default: Any) -> Any:
-            value = getattr(flags, name, None)
-            return default if value is None else value
+    def resolve(cls, settings: Any, team: HandoffTeam, *, random_fixed_horizon: bool = False) -> "HandoffPlan":
+        """``settings``: the turn and sampling settings (``masprm.handoff.settings``). Set flags win;
+        turn limits left unset come from the config, then the defaults."""
+        def first_set(*values: Any) -> Any:
+            return next(v for v in values if v is not None)
 
-        temperature = flag("handoff_temperature", None)
-        return cls(
-            candidates=int(flag("handoff_candidates", cls.candidates)),
-            min_turns=int(flag("min_turns", team.min_turns or DEFAULT_MIN_TURNS)),
-            max_turns=int(flag("max_turns", team.max_turns or DEFAULT_MAX_TURNS)),
-            allow_self=bool(flag("allow_self_handoff", False)),
-            random_fixed_horizon=bool(flag("random_fixed_horizon", False)),
-            prm_context_length=int(flag("prm_context_length", cls.prm_context_length)),
-            logprob_agg=str(flag("handoff_logprob_agg", cls.logprob_agg)),
-            temperature=float(temperature if temperature is not None
-                              else flag("sbs_temperature", cls.temperature)),
-            top_p=float(flag("top_p", cls.top_p)),
-            max_new_tokens=int(flag("max_new_tokens", cls.max_new_tokens)),
-        )
+        return cls(candidates=settings.handoff_candidates,
+                   min_turns=first_set(settings.min_turns, team.min_turns, DEFAULT_MIN_TURNS),
+                   max_turns=first_set(settings.max_turns, team.max_turns, DEFAULT_MAX_TURNS),
+                   allow_self=settings.allow_self_handoff, random_fixed_horizon=random_fixed_horizon,
+                   temperature=first_set(settings.handoff_temperature, settings.sbs_temperature),
+                   top_p=settings.top_p, max_new_tokens=settings.max_new_tokens)
 
 
 # --------------------------------------------------------------------------- route modes
@@ -173,29 +166,29 @@ def default_schedule(roles: Sequence[str], max_turns: int) -> tuple[str, ...]:
     return tuple(working[i % len(working)] for i in range(max(0, max_turns - 1))) + (finalizer,)
 
 
-def schedule(team: HandoffTeam, settings: HandoffSettings) -> tuple[str, ...]:
+def schedule(team: HandoffTeam, plan: HandoffPlan) -> tuple[str, ...]:
     """The speakers of handoff_fixed: the config's schedule (or the default one), cut to max_turns."""
-    planned = team.fixed_schedule or default_schedule(team.roles, settings.max_turns)
-    if len(planned) < settings.max_turns:
+    planned = team.fixed_schedule or default_schedule(team.roles, plan.max_turns)
+    if len(planned) < plan.max_turns:
         raise ConfigError(f"handoff.fixed_schedule has {len(planned)} roles; handoff_fixed needs at least "
-                          f"`max_turns` ({settings.max_turns})")
-    return planned[:settings.max_turns]
+                          f"`max_turns` ({plan.max_turns})")
+    return planned[:plan.max_turns]
 
 
-def fixed_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
+def fixed_recipient(team: HandoffTeam, plan: HandoffPlan, info: TurnInfo, rng: random.Random) -> str:
     """The scheduled roles speak in order; the last one says FINAL."""
-    planned = schedule(team, settings)
+    planned = schedule(team, plan)
     return planned[info.turn] if info.turn < len(planned) else FINAL
 
 
-def random_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> str:
+def random_recipient(team: HandoffTeam, plan: HandoffPlan, info: TurnInfo, rng: random.Random) -> str:
     choices = [r for r in info.permitted if r != FINAL]
-    if info.final_allowed and not settings.random_fixed_horizon:
+    if info.final_allowed and not plan.random_fixed_horizon:
         choices.append(FINAL)
     return rng.choice(choices) if choices else FINAL
 
 
-def own_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, rng: random.Random) -> None:
+def own_recipient(team: HandoffTeam, plan: HandoffPlan, info: TurnInfo, rng: random.Random) -> None:
     return None
 
 
@@ -203,16 +196,17 @@ def own_recipient(team: HandoffTeam, settings: HandoffSettings, info: TurnInfo, 
 class Route:
     """Who speaks first and the forced recipient of each turn (None: free)."""
 
-    recipient: Callable[[HandoffTeam, HandoffSettings, TurnInfo, random.Random], "str | None"]
+    recipient: Callable[[HandoffTeam, HandoffPlan, TurnInfo, random.Random], "str | None"]
     follows_schedule: bool = False
+    draws_final: bool = False      # may draw FINAL itself: --random_fixed_horizon applies
 
-    def first_speaker(self, team: HandoffTeam, settings: HandoffSettings) -> str:
-        return schedule(team, settings)[0] if self.follows_schedule else team.initial_role
+    def first_speaker(self, team: HandoffTeam, plan: HandoffPlan) -> str:
+        return schedule(team, plan)[0] if self.follows_schedule else team.initial_role
 
 
 ROUTE_MODES: Registry[Route] = Registry("route mode")
 ROUTE_MODES.register("fixed", Route(fixed_recipient, follows_schedule=True))
-ROUTE_MODES.register("random", Route(random_recipient))
+ROUTE_MODES.register("random", Route(random_recipient, draws_final=True))
 ROUTE_MODES.register("free", Route(own_recipient))
 
 
@@ -254,25 +248,26 @@ class HandoffRun:
 Selector = Callable[[HandoffRun, list[Proposal]], Generator[Any, Any, list[float]]]
 
 
-def run_handoff(ctx: Any, team: HandoffTeam, settings: HandoffSettings, question: str, *,
+def run_handoff(ctx: Any, team: HandoffTeam, plan: HandoffPlan, question: str, *,
                 mode: str, select: Selector) -> Generator[Any, Any, HandoffRun]:
     """Play one routed conversation on ``question`` (a search step); ``ctx`` is the evaluation context."""
     route = ROUTE_MODES[mode]
     run = HandoffRun(question)
-    speaker = route.first_speaker(team, settings)
-    for turn_no in range(1, settings.max_turns + 1):
-        final_allowed = turn_no >= settings.min_turns
+    speaker = route.first_speaker(team, plan)
+    for turn_no in range(1, plan.max_turns + 1):
+        final_allowed = turn_no >= plan.min_turns
         info = TurnInfo(turn_no, speaker,
-                        team.permitted(speaker, allow_self=settings.allow_self, final_allowed=final_allowed),
+                        team.permitted(speaker, allow_self=plan.allow_self, final_allowed=final_allowed),
                         final_allowed)
-        forced = route.recipient(team, settings, info, ctx.rng)
+        forced = route.recipient(team, plan, info, ctx.rng)
         shown = [forced] if forced is not None else info.permitted
         history = visible_turns(speaker, run.turns)
         messages = team.messages(question, speaker, history, shown)
-        max_new = min(settings.max_new_tokens, team.max_new_tokens[team.index(speaker)])
+        own = team.max_new_tokens[team.index(speaker)]
+        max_new = own if plan.max_new_tokens is None else min(plan.max_new_tokens, own)
         # One batched call per turn counts as one agent run (and one PRM call below), as in the original.
-        [gens] = yield from ctx.sample([messages], settings.candidates, temperature=settings.temperature,
-                                       top_p=settings.top_p, max_new_tokens=max_new, batched=True)
+        [gens] = yield from ctx.sample([messages], plan.candidates, temperature=plan.temperature,
+                                       top_p=plan.top_p, max_new_tokens=max_new, batched=True)
         texts = [g.text for g in gens]
         run.proposals += len(texts)
         proposals = []

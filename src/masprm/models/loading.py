@@ -1,43 +1,26 @@
-"""Loading Hugging Face causal LMs and tokenizers with the shared command-line options.
+"""Loading Hugging Face causal LMs and tokenizers with `ModelOptions` (``masprm.models.options``).
 
-Stages 1 and 4 (and the scorer loader) take the same model flags:
-`--device_map --load_in_4bit --attn_impl --no_compile --trust_remote_code`.
-`add_model_args` adds them, `options_from_args` turns them into `ModelOptions`,
-and `load_causal_lm` / `load_tokenizer` load a hub id or a local folder with
-them. A model that cannot be found is a user error: one line, exit code 2.
+`load_causal_lm` / `load_tokenizer` load a hub id or a local folder with them;
+`scorer_options` gives a scorer its own precision. A model that cannot be found
+is a user error: one line, exit code 2.
 """
 
 from __future__ import annotations
 
-import argparse
 import functools
 import warnings
 from contextlib import contextmanager
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 import torch
+from transformers import AutoModelForCausalLM, AutoTokenizer, BitsAndBytesConfig
 
 from masprm.checks import check_model_source, looks_like_path
-from masprm.config import add_config_args, arg, config_from_args
 from masprm.errors import ConfigError, ModelError, first_line
+from masprm.models.options import QUANT_TYPES, SCORER_PRECISIONS, ModelOptions
 
-POLICY_DTYPES = ("float16", "bfloat16", "float32")
-QUANT_TYPES = ("fp4", "nf4")   # bitsandbytes' 4-bit formats; fp4 is its default, which the original's policy used
 DTYPES = {"float32": torch.float32, "fp32": torch.float32, "bfloat16": torch.bfloat16, "bf16": torch.bfloat16,
           "float16": torch.float16, "fp16": torch.float16}
-
-
-@dataclass(frozen=True)
-class ModelOptions:
-    """How to load a model. `device_map="auto"` means CUDA when available, else CPU."""
-
-    device_map: str = "auto"
-    load_in_4bit: bool = False
-    attn_impl: str = "sdpa"
-    compile: bool = False
-    trust_remote_code: bool = False
-    dtype: str | None = None  # None: the caller's default (policy: float16 on CUDA, as the original), else `choose_dtype`'s rule
-    quant_type: str = "fp4"   # the 4-bit format of load_in_4bit (scorers: nf4, see scorer_options)
 
 
 _warned: set[str] = set()
@@ -55,48 +38,6 @@ def peft_alias_warning_silenced():
     with warnings.catch_warnings():
         warnings.filterwarnings("ignore", message="`is_gradient_checkpointing` is deprecated")
         yield
-
-
-# ---------------------------------------------------------------------------
-# Command-line flags
-
-
-@dataclass(frozen=True)
-class ModelFlags:
-    """The shared model-loading flags of stages 1 and 4 (defaults: those of ModelOptions, compiling on)."""
-
-    device_map: str = arg(ModelOptions.device_map, flags=("--device_map",),
-                          help="'auto' (CUDA when available, else CPU), 'cpu', 'cuda' or 'cuda:N' (default: auto)")
-    load_in_4bit: bool = arg(False, flags=("--load_in_4bit",),
-                             help="load weights in 4-bit with bitsandbytes (on CUDA, and on CPU with fp32 compute)")
-    bnb_4bit_quant_type: str = arg(ModelOptions.quant_type, flags=("--bnb_4bit_quant_type",), choices=QUANT_TYPES,
-                                   help="the 4-bit format of --load_in_4bit: fp4 (default: bitsandbytes' own, as "
-                                        "the original's policy) or nf4")
-    attn_impl: str = arg(ModelOptions.attn_impl, flags=("--attn_impl",),
-                         help="attention implementation: sdpa, eager, flash_attention_2, ... (default: sdpa)")
-    no_compile: bool = arg(False, flags=("--no_compile",),
-                           help="do not torch.compile the model (compiling is attempted otherwise)")
-    trust_remote_code: bool = arg(False, flags=("--trust_remote_code",),
-                                  help="allow model repositories to run their own code (off by default)")
-    dtype: str | None = arg(None, flags=("--dtype",), choices=POLICY_DTYPES,
-                            help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
-                                 "float32 on CPU)")
-
-
-def add_model_args(parser: argparse.ArgumentParser, prefix: str = "") -> None:
-    """Add the shared model-loading flags (optionally prefixed, e.g. `--prm_device_map`)."""
-    group = parser.add_argument_group(f"{prefix}model loading" if prefix else "model loading")
-    add_config_args(group, ModelFlags, prefix=prefix)
-
-
-def options_from_args(args: argparse.Namespace, prefix: str = "") -> ModelOptions:
-    flags = config_from_args(ModelFlags, args, prefix=prefix)
-    return ModelOptions(device_map=flags.device_map, load_in_4bit=flags.load_in_4bit, attn_impl=flags.attn_impl,
-                        compile=not flags.no_compile, trust_remote_code=flags.trust_remote_code, dtype=flags.dtype,
-                        quant_type=flags.bnb_4bit_quant_type)
-
-
-SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")
 
 
 def scorer_options(options: ModelOptions, precision: str = "auto") -> ModelOptions:
@@ -198,8 +139,6 @@ def _load_error(model_id: str, setting: str, err: Exception) -> ModelError:
 def load_tokenizer(model_id: str, trust_remote_code: bool = False, *, padding_side: str = "left",
                    setting: str = "model_id"):
     """Tokenizer with a pad token (EOS when missing), left padding for generation."""
-    from transformers import AutoTokenizer
-
     model_id = check_model_source(model_id, setting, need_tokenizer=True)  # else an empty tokenizer, silently
     try:
         tokenizer = AutoTokenizer.from_pretrained(model_id, trust_remote_code=trust_remote_code)
@@ -220,8 +159,6 @@ def policy_dtype(options: ModelOptions, device: torch.device | str) -> torch.dty
 def quantization_config(compute_dtype: torch.dtype, skip_modules: list[str] | None = None, *,
                         quant_type: str = "nf4"):
     """bitsandbytes 4-bit (`quant_type` fp4 or nf4) with double quantisation, computing in `compute_dtype`."""
-    from transformers import BitsAndBytesConfig
-
     if quant_type not in QUANT_TYPES:
         raise ConfigError(f"bnb_4bit_quant_type {quant_type!r}: expected one of {', '.join(QUANT_TYPES)}",
                           setting="bnb_4bit_quant_type")
@@ -236,8 +173,6 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, set
     With `n_tokens` (the tokenizer's length) the embeddings are resized to it when they differ, as the
     original did for its policy: Qwen2.5's padded rows beyond the tokenizer are then never sampled.
     """
-    from transformers import AutoModelForCausalLM
-
     model_id = check_model_id(model_id, setting)
     device = resolve_device(options.device_map)
     dtype = policy_dtype(options, device)

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -46,7 +46,7 @@ class HFScorer:
     pad_id: int
     batch_size: int = 16
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
-    last_tokens: list[int] | None = None  # tokens of each text of the last call
+    last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
 
     @property
     def device(self) -> torch.device:
@@ -174,7 +174,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
         model.to(device)
     model.eval()
     # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).
-    style = text_style(meta)
+    style = text_style(meta, folder, setting)
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
                           max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
                           style=style)

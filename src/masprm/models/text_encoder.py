@@ -14,8 +14,6 @@ import torch
 
 from masprm.state_text import StepText
 
-TEXT_STYLES = ("whole", "steps")
-
 
 def score_position(ids: Sequence[int], sep_id: int) -> int:
     """Index of the last separator, or of the last token when there is none."""

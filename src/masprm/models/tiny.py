@@ -12,12 +12,16 @@ randomly initialised `Qwen2ForCausalLM` next to it.
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
 
+import torch
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, trainers
+from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from masprm.cli import ArgumentParser, run_cli
+from masprm.config import add_config_args, arg, config_from_args
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -121,8 +125,6 @@ def build_tokenizer(corpus: Iterable[str] | None = None, vocab_size: int = 512):
     pipeline, so the saved tokenizer encodes as the built one does.
     decode(encode(s)) == s for any NFC text.
     """
-    from transformers import PreTrainedTokenizerFast
-
     backend = Tokenizer(models.BPE())
     backend.normalizer = normalizers.NFC()
     backend.pre_tokenizer = pre_tokenizers.Sequence([
@@ -156,8 +158,6 @@ def random_qwen2(tokenizer, *, hidden_size: int, intermediate_size: int, num_lay
                  num_kv_heads: int, max_position_embeddings: int):
     """A randomly initialised fp32 Qwen2 causal LM for ``tokenizer`` (tied embeddings, no BOS), drawn from the
     global torch RNG; it stops at ``<|im_end|>`` (or the tokenizer's EOS) and pads with the pad token (or EOS)."""
-    from transformers import GenerationConfig, Qwen2Config, Qwen2ForCausalLM
-
     eos_id = tokenizer.convert_tokens_to_ids(IM_END) if IM_END in tokenizer.get_vocab() else tokenizer.eos_token_id
     pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else eos_id
     config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=hidden_size, intermediate_size=intermediate_size,
@@ -177,8 +177,6 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
 
     Deterministic for a seed, and leaves the caller's global torch RNG untouched.
     """
-    import torch
-
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     if tokenizer is None:
@@ -193,14 +191,19 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
     return out
 
 
+@dataclass(frozen=True)
+class TinyArgs:
+    out_dir: str = arg(positional=True, help="folder to write (created if missing)")
+    seed: int = arg(0, flags=("--seed",))
+    vocab_size: int = arg(512, flags=("--vocab_size",))
+    hidden_size: int = arg(64, flags=("--hidden_size",))
+    num_layers: int = arg(2, flags=("--num_layers",))
+
+
 def main() -> int:
     parser = ArgumentParser(description="Build a tiny random Qwen2 model + tokenizer into OUT_DIR.")
-    parser.add_argument("out_dir", help="folder to write (created if missing)")
-    parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--vocab_size", type=int, default=512)
-    parser.add_argument("--hidden_size", type=int, default=64)
-    parser.add_argument("--num_layers", type=int, default=2)
-    args = parser.parse_args()
+    add_config_args(parser, TinyArgs)
+    args = config_from_args(TinyArgs, parser.parse_args())
     out = build_tiny_model(args.out_dir, seed=args.seed, vocab_size=args.vocab_size,
                            hidden_size=args.hidden_size, num_layers=args.num_layers)
     size_kb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 1024

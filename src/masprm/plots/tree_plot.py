@@ -145,7 +145,7 @@ def tree_png(tree: Tree, dpi: int = 100) -> bytes:
     All children of one node come from the same agent (the parent's next
     runnable agent), so one label per sibling group names every edge.
     """
-    from matplotlib import colormaps
+    from matplotlib import colormaps   # heavy: only when a tree is drawn (--no_plot runs never load it)
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.collections import LineCollection
     from matplotlib.figure import Figure

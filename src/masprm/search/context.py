@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
-from masprm.search.engine import LogProbs, RequestKeys, Sample, Score
+from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, require_scorer
 
 # What each scorer was trained as: the MASPRM (ppm pairs, --prm_dir), the ORM (outcome labels,
 # --orm_dir), and the MASPRM that ranks handoff transcripts (--handoff_prm_dir).
@@ -26,6 +26,8 @@ SCORER_ROLES = ("masprm", "orm", "handoff_masprm")
 class SearchContext:
     """Models, graph and settings for one example; counts usage as models are called.
 
+    It also serves a search run alone (``masprm.search.engine.drive(search, ctx)``): it is `Models`.
+
     `sample`, `logprob` and `score` are search steps: a method writes
     ``gens = yield from ctx.sample(...)``; the engine (`masprm.search.engine`)
     serves the request, batched with other examples' requests or alone.
@@ -33,13 +35,18 @@ class SearchContext:
 
     policy: Policy
     graph: MASGraph
-    settings: Any                      # argparse.Namespace or any object with the flag attributes
+    settings: Any                      # the method's frozen settings: exactly the classes it declares
     masprm: Scorer | None = None       # scorers by role (SCORER_ROLES)
     orm: Scorer | None = None
     handoff_masprm: Scorer | None = None
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)
+
+    def scorer(self, role: str) -> Scorer:
+        """The scorer of ``role`` (SCORER_ROLES); a RuntimeError when the method runs without it."""
+        return require_scorer({"masprm": self.masprm, "orm": self.orm,
+                               "handoff_masprm": self.handoff_masprm}[role], role)
 
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float, top_p: float,
                max_new_tokens: int, batched: bool = False) -> Generator[Any, Any, list[list[Generation]]]:
@@ -62,8 +69,7 @@ class SearchContext:
 
     def score(self, role: str, texts: Sequence[str], *, batched: bool = False) -> Generator[Any, Any, list[float]]:
         """One scorer call per text, or one for the whole batch with `batched` (handoff)."""
-        if getattr(self, role) is None:
-            raise RuntimeError(f"method needs a {role} scorer but none is loaded")
+        self.scorer(role)   # a method without its scorer fails here, before its request
         scored = yield Score(role, tuple(texts))
         self.usage.scorer_calls += 1 if batched else len(texts)
         self.usage.scorer_tokens += sum(tokens for _, tokens in scored)

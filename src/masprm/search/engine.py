@@ -23,12 +23,38 @@ Pure Python: no torch import.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Hashable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Generator, Hashable, Iterable, Iterator, Protocol, Sequence
 
-from masprm.config import arg
-from masprm.interfaces import Messages
+from masprm.config import arg, require_each
+from masprm.interfaces import Messages, Policy, Scorer
 
 Search = Generator[Any, Any, Any]   # yields requests, receives their results, returns the outcome
+
+
+class Models(Protocol):
+    """What serves the requests: the policy, and the scorers by role (``masprm.search.context.SCORER_ROLES``)."""
+
+    policy: Policy
+
+    def scorer(self, role: str) -> Scorer:
+        """The scorer of ``role``; a RuntimeError when none is loaded."""
+
+
+@dataclass
+class LoadedModels:
+    """`Models` from a policy and the scorers at hand (a role without one is not loaded)."""
+
+    policy: Policy
+    scorers: dict[str, Scorer] = field(default_factory=dict)
+
+    def scorer(self, role: str) -> Scorer:
+        return require_scorer(self.scorers.get(role), role)
+
+
+def require_scorer(scorer: Scorer | None, role: str) -> Scorer:
+    if scorer is None:
+        raise RuntimeError(f"method needs a {role} scorer but none is loaded")
+    return scorer
 
 
 @dataclass(frozen=True)
@@ -41,6 +67,9 @@ class EngineSettings:
     max_batch_tokens: int = arg(262144, flags=("--max_batch_tokens",),
                                 help="cap on the padded tokens (prompt + new tokens) of one policy call; "
                                      "bigger calls are split (default: 262144)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("search_batch_size", "max_batch_tokens"), lambda v: v >= 1, "must be at least 1")
 
 
 # --------------------------------------------------------------------------- requests
@@ -64,13 +93,13 @@ class Sample:
         return len(self.prompts)
 
     @staticmethod
-    def call(models: Any, group: Sequence["Sample"]) -> list:
+    def call(models: Models, group: Sequence["Sample"]) -> list:
         first = group[0]
         keyed = all(r.keys is not None for r in group)
         return models.policy.sample([p for r in group for p in r.prompts], first.n,
                                     temperature=first.temperature, top_p=first.top_p,
                                     max_new_tokens=first.max_new_tokens,
-                                    **({"keys": [k for r in group for k in r.keys]} if keyed else {}))
+                                    keys=[k for r in group for k in r.keys] if keyed else None)
 
 
 @dataclass(frozen=True)
@@ -86,7 +115,7 @@ class LogProbs:
         return len(self.pairs)
 
     @staticmethod
-    def call(models: Any, group: Sequence["LogProbs"]) -> list:
+    def call(models: Models, group: Sequence["LogProbs"]) -> list:
         return models.policy.logprob([p for r in group for p in r.pairs])
 
 
@@ -104,20 +133,11 @@ class Score:
         return len(self.texts)
 
     @staticmethod
-    def call(models: Any, group: Sequence["Score"]) -> list:
-        """(value, tokens the scorer read) per text."""
-        scorer = getattr(models, group[0].role)
-        if scorer is None:
-            raise RuntimeError(f"method needs a {group[0].role} scorer but none is loaded")
-        if len(group) > 1 and not hasattr(scorer, "last_tokens"):
-            # Only a running total of tokens: one call per request keeps each example's count exact.
-            return [pair for r in group for pair in Score.call(models, [r])]
-        before = getattr(scorer, "tokens_seen", 0)
+    def call(models: Models, group: Sequence["Score"]) -> list:
+        """(value, tokens the scorer read) per text: the scorer reports each text's tokens (`last_tokens`)."""
+        scorer = models.scorer(group[0].role)
         values = scorer.score_batch([t for r in group for t in r.texts])
-        tokens = getattr(scorer, "last_tokens", None)
-        if tokens is None:
-            tokens = [getattr(scorer, "tokens_seen", 0) - before] + [0] * (len(values) - 1)
-        return list(zip(values, tokens))
+        return list(zip(values, scorer.last_tokens))
 
 
 Request = Sample | LogProbs | Score
@@ -157,7 +177,7 @@ class CallStats:
         self.by_kind[kind] = self.by_kind.get(kind, 0) + 1
 
 
-def serve(models: Any, group: Sequence[Request], stats: CallStats | None = None) -> list[list]:
+def serve(models: Models, group: Sequence[Request], stats: CallStats | None = None) -> list[list]:
     """One model call for a group of compatible requests; each request's part of the result."""
     flat = type(group[0]).call(models, group)
     if stats is not None:
@@ -169,7 +189,7 @@ def serve(models: Any, group: Sequence[Request], stats: CallStats | None = None)
     return out
 
 
-def drive(search: Search, models: Any, stats: CallStats | None = None) -> Any:
+def drive(search: Search, models: Models, stats: CallStats | None = None) -> Any:
     """Run one search on its own: each request is one model call."""
     try:
         request = next(search)
@@ -187,7 +207,7 @@ class _Slot:
     request: Request
 
 
-def run_batched(models: Any, jobs: Iterable[tuple[Any, Callable[[], Search]]], batch_size: int,
+def run_batched(models: Models, jobs: Iterable[tuple[Any, Callable[[], Search]]], batch_size: int,
                 stats: CallStats | None = None) -> Iterator[tuple[Any, Any, BaseException | None]]:
     """Yield ``(item, result, error)`` per job as searches finish, ``batch_size`` in flight.
 

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Callable, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Sequence
 
 from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
-from masprm.state_text import DEFAULT_SEPARATOR, state_text
+from masprm.state_text import state_text
 
 if TYPE_CHECKING:   # the context is only named in annotations; training MCTS runs without it
     from masprm.search.context import SearchContext
@@ -101,18 +101,14 @@ def softmax(values: Sequence[float]) -> list[float]:
 # --------------------------------------------------------------------------- scoring
 
 
-def separator(scorer: object) -> str:
-    return getattr(scorer, "separator", DEFAULT_SEPARATOR)
-
-
-def prm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
-    """PRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
-    sep = separator(ctx.masprm)
+def masprm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
+    """MASPRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
+    sep = ctx.scorer("masprm").separator
     view = ctx.settings.view_mode
     return (yield from ctx.score("masprm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
 
 
 def orm_values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
     """ORM value of each finished state in --view_mode (local: the last decided agent's view), one forward."""
-    sep = separator(ctx.orm)
+    sep = ctx.scorer("orm").separator
     return (yield from ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states]))

@@ -78,7 +78,7 @@ class OutcomeGuide:
     """The stage-1 guide of one example: its grader, its random choices and what its expansions cost."""
 
     graph: MASGraph
-    settings: Any                # train_mcts.SearchSettings (not imported: stage 4 never loads stage 1's module)
+    settings: Any                # train_mcts.TreeSearchSettings (not imported: stage 4 never loads stage 1's module)
     gold: str | None
     rng: random.Random
     grade: Grader

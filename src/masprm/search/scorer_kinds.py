@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from masprm.registry import Registry
 from masprm.search.expand import (Candidate, Step, aggregate_logprob, ensure_logprobs, orm_values,
-                                  prm_values)
+                                  masprm_values)
 
 if TYPE_CHECKING:
     from masprm.graph import RoutingState
@@ -81,26 +81,26 @@ def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) 
         yield from SCORER_KINDS[kind].step(ctx, cands)
 
 
-# --------------------------------------------------------------------------- the MASPRM (prm)
+# --------------------------------------------------------------------------- the MASPRM
 
 
-def _score_prm(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
-    values = yield from prm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
+def _score_masprm(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+    values = yield from masprm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
     for c, v in zip(cands, values):
         c.score = v
 
 
-def _leaf_prm(ctx: SearchContext, path: list[Node]) -> Step:
+def _leaf_masprm(ctx: SearchContext, path: list[Node]) -> Step:
     if ctx.settings.orm_leaf:   # --orm_leaf: the PRM guides the search, the ORM values its leaves
         return (yield from _leaf_orm(ctx, path))
     return path[-1].info.get("score", 0.0)
 
 
-def _log_weights_prm(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _log_weights_masprm(ctx: SearchContext, beams: list[Beam]) -> Step:
     # One forward over every step of every run: product of max(1e-6, (v + 1) / 2).
     trails = [spoken_trail(b) for b in beams]
     steps = [c for trail in trails for c in trail]
-    values = iter((yield from prm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
+    values = iter((yield from masprm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
     return [sum(math.log(max(1e-6, (next(values) + 1) / 2)) for _ in trail) for trail in trails]
 
 
@@ -156,7 +156,7 @@ def _log_weights_plain(ctx: SearchContext, beams: list[Beam]) -> Step:
     yield  # asks no model
 
 
-register_scorer_kind(ScorerKind("prm", _score_prm, _leaf_prm, _log_weights_prm, needs=("masprm",)))
+register_scorer_kind(ScorerKind("masprm", _score_masprm, _leaf_masprm, _log_weights_masprm, needs=("masprm",)))
 register_scorer_kind(ScorerKind("logprob", _score_logprob, _leaf_logprob, _log_weights_logprob))
 register_scorer_kind(ScorerKind("orm", _score_zero, _leaf_orm, _log_weights_orm, needs=("orm",)))
 register_scorer_kind(ScorerKind("plain", weight=_log_weights_plain))

@@ -1,11 +1,12 @@
-"""The typed settings of the stage-4 method families: the one home of their flags.
+"""The typed settings of the stage-4 search methods: the one home of their flags and checks.
 
-A method registers the settings classes that define it (its family's, plus
-its scorer kind's); the log fingerprint of a condition is the union of their
-``asdict`` read from the run's flags, so a setting that is not a field is an
-error where the method is registered, never a silent ``None``. The same
-classes build the flags of ``src/experiments/compare_sbs_mcts.py``
-(`add_method_args`), spelled as the seed README spells them (``--top_p``).
+A method declares the settings classes that define it (its family's, plus its
+scorer kind's); ``combined_settings`` makes one frozen object from exactly those
+classes, which is what the method's search reads as ``ctx.settings``: a setting the
+method did not declare is an AttributeError, never a silent default. The same
+object, as a dict, is the condition's settings in its log fingerprint. The classes
+build the flags of ``src/experiments/compare_sbs_mcts.py``, spelled as the seed
+README spells them (``--top_p``), and check their values in ``__post_init__``.
 Pure Python: no torch import.
 """
 
@@ -13,19 +14,35 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
-from typing import Any, Sequence
+from functools import lru_cache
+from typing import Any, Mapping, Sequence
 
-from masprm.config import add_config_args, arg, config_from_args
+from masprm.config import arg, require, require_each
 from masprm.search.expand import LOGPROB_AGGS
 from masprm.state_text import VIEWS
 
+AT_LEAST_ONE = "must be at least 1"
+
 
 @dataclass(frozen=True)
-class SamplingSettings:
+class MethodSettings:
+    """Base of a method's settings classes."""
+
+    def extra_scorers(self) -> frozenset[str]:
+        """Scorer roles these values add to the method's own (e.g. ``--orm_leaf`` adds the ORM)."""
+        return frozenset()
+
+
+@dataclass(frozen=True)
+class SamplingSettings(MethodSettings):
     """What every method's agents sample with."""
 
     top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default 0.95)")
-    max_new_tokens: int = arg(1024, flags=("--max_new_tokens",), help="cap per agent output")
+    max_new_tokens: int | None = arg(1024, flags=("--max_new_tokens",), help="cap per agent output")
+
+    def __post_init__(self) -> None:
+        require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
+        require_each(self, ("max_new_tokens",), lambda v: v >= 1, AT_LEAST_ONE)
 
 
 @dataclass(frozen=True)
@@ -35,6 +52,10 @@ class PassSettings(SamplingSettings):
     sbs_temperature: float = arg(1.0, flags=("--sbs_temperature",),
                                  help="sampling temperature of single passes, SBS and voters")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_each(self, ("sbs_temperature",), lambda v: v > 0, "must be > 0")
+
 
 @dataclass(frozen=True)
 class SBSSettings(PassSettings):
@@ -43,12 +64,20 @@ class SBSSettings(PassSettings):
     b1: int = arg(3, flags=("--b1",), help="SBS beam width")
     b2: int = arg(5, flags=("--b2",), help="SBS candidates per beam")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_each(self, ("b1", "b2"), lambda v: v >= 1, AT_LEAST_ONE)
+
 
 @dataclass(frozen=True)
 class VoterSettings(PassSettings):
     """voter_*: k single passes and a weighted vote."""
 
     voter_k: int = arg(5, flags=("--voter_k",), help="single passes per voter")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_each(self, ("voter_k",), lambda v: v >= 1, AT_LEAST_ONE)
 
 
 @dataclass(frozen=True)
@@ -62,16 +91,25 @@ class MCTSSettings(SamplingSettings):
                         help="selection rule: uct or puct (prior: step log-prob)")
     mcts_temperature: float = arg(0.6, flags=("--mcts_temperature",), help="sampling temperature of MCTS expansions")
 
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_each(self, ("n_simulations", "max_children"), lambda v: v >= 1, AT_LEAST_ONE)
+        require_each(self, ("c_uct",), lambda v: v >= 0, "must be >= 0")
+        require_each(self, ("mcts_temperature",), lambda v: v > 0, "must be > 0")
+
 
 @dataclass(frozen=True)
-class ORMLeafSettings:
-    """mcts_prm only: value the leaves with the ORM instead of the PRM."""
+class ORMLeafSettings(MethodSettings):
+    """mcts_prm only: value the leaves with the ORM instead of the MASPRM."""
 
     orm_leaf: bool = arg(False, flags=("--orm_leaf",), help="mcts_prm: value leaves with the ORM")
 
+    def extra_scorers(self) -> frozenset[str]:
+        return frozenset({"orm"}) if self.orm_leaf else frozenset()
+
 
 @dataclass(frozen=True)
-class ViewSettings:
+class ViewSettings(MethodSettings):
     """A trained scorer's input: what it sees of a state."""
 
     view_mode: str = arg("full", flags=("--view_mode",), choices=VIEWS,
@@ -79,7 +117,7 @@ class ViewSettings:
 
 
 @dataclass(frozen=True)
-class LogProbSettings:
+class LogProbSettings(MethodSettings):
     """The policy's log-prob as a score."""
 
     logprob_agg: str = arg("sum", flags=("--logprob_agg",), choices=LOGPROB_AGGS,
@@ -90,25 +128,44 @@ SEARCH_FAMILIES = (PassSettings, SBSSettings, VoterSettings, MCTSSettings, ORMLe
 
 
 def check_settings_classes(classes: Sequence[type]) -> tuple[type, ...]:
-    """Settings must be dataclasses (a method names its settings by class, never by string)."""
+    """A method names its settings by class, never by string: each must be a `MethodSettings` dataclass."""
     for cls in classes:
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-            raise TypeError(f"method settings must be dataclass types, got {cls!r}")
+        if not (isinstance(cls, type) and issubclass(cls, MethodSettings) and dataclasses.is_dataclass(cls)):
+            raise TypeError(f"method settings must be MethodSettings dataclass types, got {cls!r}")
     return tuple(classes)
 
 
-def setting_values(classes: Sequence[type], flags: Any) -> dict[str, Any]:
-    """The fingerprint's settings: the union of each class's ``asdict`` built from the flags."""
+@lru_cache(maxsize=None)
+def combined_class(classes: tuple[type, ...]) -> type:
+    """One frozen dataclass with the fields of exactly ``classes`` (a field several share, once).
+
+    It pickles by its classes and values (Ray workers rebuild it), though it is made at run time.
+    """
+    fields: dict[str, tuple[str, Any]] = {}
+    for cls in classes:
+        for f in dataclasses.fields(cls):
+            fields.setdefault(f.name, (f.name, f.type))
+
+    def __reduce__(self):
+        return _rebuild, (classes, dataclasses.asdict(self))
+
+    name = "Settings[" + ", ".join(cls.__name__ for cls in classes) + "]"
+    return dataclasses.make_dataclass(name, list(fields.values()), frozen=True,
+                                      namespace={"__reduce__": __reduce__})
+
+
+def _rebuild(classes: tuple[type, ...], values: dict[str, Any]) -> Any:
+    return combined_class(classes)(**values)
+
+
+def combined_settings(classes: Sequence[type], instances: Mapping[type, Any]) -> Any:
+    """The frozen settings of a method declaring ``classes``, from the run's checked instance of each."""
     values: dict[str, Any] = {}
     for cls in classes:
-        values.update(dataclasses.asdict(config_from_args(cls, flags)))
-    return values
+        values.update(dataclasses.asdict(instances[cls]))
+    return _rebuild(tuple(classes), values)
 
 
-def add_method_args(group: Any, classes: Sequence[type]) -> None:
-    """Each settings field as a flag, once (families share fields, e.g. top_p)."""
-    seen: set[str] = set()
-    for cls in classes:
-        names = {f.name for f in dataclasses.fields(cls)}
-        add_config_args(group, cls, skip=seen & names)
-        seen |= names
+def extra_scorers(classes: Sequence[type], instances: Mapping[type, Any]) -> frozenset[str]:
+    """The scorer roles the declared settings' values add (``MethodSettings.extra_scorers``)."""
+    return frozenset().union(*(instances[cls].extra_scorers() for cls in classes))

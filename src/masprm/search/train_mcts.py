@@ -23,16 +23,18 @@ import random
 from dataclasses import dataclass
 from pathlib import Path
 from functools import partial
-from types import SimpleNamespace
 from typing import Any, Callable, Iterator
 
-from masprm.config import arg
+from tqdm.auto import tqdm
+
+from masprm.answers import is_correct
+from masprm.config import arg, require, require_each
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_bytes, atomic_write_json
-from masprm.parallel import describe_error
-from masprm.search.engine import RequestKeys, Search, drive, run_batched
+from masprm.parallel import describe_error, map_examples
+from masprm.search.engine import LoadedModels, RequestKeys, Search, run_batched
 from masprm.search.mcts import Grader, OutcomeGuide, run_simulations
 from masprm.search.node import Node, node_to_json
 from masprm.tree_schema import is_search_tree
@@ -46,7 +48,7 @@ STALE_LIMIT = 24
 
 
 @dataclass(frozen=True)
-class SearchSettings:
+class TreeSearchSettings:
     """Stage-1 search settings: the one home of their flags (``src/run_mcts.py``)."""
 
     n_rollouts: int = arg(64, flags=("--n_rollouts",), help="rollouts per example (default: 64; paper: 40)")
@@ -57,6 +59,12 @@ class SearchSettings:
     top_p: float = arg(0.95, flags=("--top_p",), help="nucleus sampling (default: 0.95)")
     max_new_tokens: int | None = arg(None, flags=("--max_new_tokens",),
                                      help="cap on every agent's max_new_tokens (default: the config's values)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("n_rollouts", "n_candidates", "max_new_tokens"), lambda v: v >= 1, "must be >= 1")
+        require_each(self, ("c",), lambda v: v >= 0, "must be >= 0")
+        require_each(self, ("temperature",), lambda v: v > 0, "must be > 0")
+        require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
 
     def as_meta(self) -> dict[str, Any]:
         return {"n_rollouts": self.n_rollouts, "c": self.c, "n_candidates": self.n_candidates,
@@ -82,11 +90,10 @@ class EarlyStop:
 
 
 def default_grader() -> Grader:
-    from masprm.answers import is_correct  # imported late: answer checking is its own module
     return is_correct
 
 
-def tree_search(graph: MASGraph, question: str, gold: str | None, settings: SearchSettings,
+def tree_search(graph: MASGraph, question: str, gold: str | None, settings: TreeSearchSettings,
                 rng: random.Random, grade: Grader | None = None,
                 keys: RequestKeys | None = None) -> Search:
     """Search one example (a search generator): all rollouts, or until the root value settles.
@@ -101,13 +108,6 @@ def tree_search(graph: MASGraph, question: str, gold: str | None, settings: Sear
     stats = {"rollouts": rollouts, "early_stopped": rollouts < settings.n_rollouts,
              "nodes": sum(1 for _ in root.walk()), **guide.usage()}
     return root, stats
-
-
-def build_tree(graph: MASGraph, question: str, gold: str | None, policy: Policy,
-               settings: SearchSettings, rng: random.Random,
-               grade: Grader | None = None, keys: RequestKeys | None = None) -> tuple[Node, dict[str, Any]]:
-    """Search one example alone on `policy`; returns the root and the search statistics."""
-    return drive(tree_search(graph, question, gold, settings, rng, grade, keys), SimpleNamespace(policy=policy))
 
 
 # --------------------------------------------------------------------------- one example's job
@@ -129,7 +129,7 @@ class TreeJob:
     """
 
     graph: MASGraph
-    settings: SearchSettings
+    settings: TreeSearchSettings
     out_dir: str
     seed: int
     run_meta: dict[str, Any]
@@ -138,15 +138,10 @@ class TreeJob:
     grade: Grader | None = None
     batch_size: int = 1   # --search_batch_size: examples in flight per worker
 
-    def __call__(self, policy: Policy, example: Any) -> dict[str, Any]:
-        """Search one example here and write its files; returns its summary."""
-        policy.reseed(self.seed + example.idx)
-        return self.write(drive(self.search(example), SimpleNamespace(policy=policy)))
-
     def batch(self, policy: Policy, examples: list[Any]) -> Iterator[tuple[Any, Any, str | None]]:
         """The trees of `examples` (``BuiltTree``), --search_batch_size of them in flight, as they finish."""
         jobs = ((ex, partial(self.search, ex)) for ex in examples)
-        for example, built, error in run_batched(SimpleNamespace(policy=policy), jobs, self.batch_size):
+        for example, built, error in run_batched(LoadedModels(policy), jobs, self.batch_size):
             yield example, built, None if error is None else describe_error(error)
 
     def search(self, example: Any) -> Search:
@@ -236,10 +231,6 @@ def run_trees(job: TreeJob, setup: Callable[[], Policy], examples: list[Any], *,
     the next run. Trees are written here as they come back from the workers
     (``cluster``, ``shared_paths``: see ``masprm.parallel.map_examples``).
     """
-    from tqdm.auto import tqdm
-
-    from masprm.parallel import map_examples
-
     log = log or tqdm.write
     check_same_selection(job.out_dir, examples)
     pending, done = [], []

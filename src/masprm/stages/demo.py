@@ -32,8 +32,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
 from masprm.io import read_json
+from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.toy.build import PINNED_NUMERICS
 
@@ -89,7 +91,6 @@ TREE_BATCH, EVAL_BATCH = 64, 32
 
 
 def run_folder() -> str:
-    from masprm.run_folder import run_folder_name
     # the policy is a local folder, tagged by its last path component (it may not be built yet)
     return "results/" + run_folder_name("toy", "train", Path(POLICY).name, ROLLOUTS, SEARCH_C, CANDIDATES,
                                         TEMPERATURE, TOP_P, CONFIG)
@@ -129,7 +130,7 @@ class Commands:
     claims: list[str]
 
 
-def commands(args) -> Commands:
+def commands(args: "DemoArgs") -> Commands:
     run = run_folder()
     name = Path(run).name
 
@@ -272,18 +273,27 @@ def stage(title: str) -> float:
     return time.time()
 
 
+@dataclass(frozen=True)
+class DemoArgs:
+    """The demo's flags (every other setting is one of the constants above)."""
+
+    seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(SEEDS),
+                           help="evaluation seeds")
+    n_train: int = arg(N_TRAIN, flags=("--n_train",), help="train questions searched in stage 1")
+    jobs: int = arg(2, flags=("--jobs",),
+                    help="evaluation commands run side by side, one thread each (default 2, one per core)")
+    dry_run: bool = arg(False, flags=("--dry_run",), help="print the commands without running them")
+    seed: int = arg(42, flags=("--seed",),
+                    help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("n_train", "jobs"), lambda v: v >= 1, "must be at least 1")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
-    p.add_argument("--seeds", type=int, nargs="+", default=list(SEEDS), help="evaluation seeds")
-    p.add_argument("--n_train", type=int, default=N_TRAIN, help="train questions searched in stage 1")
-    p.add_argument("--jobs", type=int, default=2,
-                   help="evaluation commands run side by side, one thread each (default 2, one per core)")
-    p.add_argument("--dry_run", action="store_true", help="print the commands without running them")
-    p.add_argument("--seed", type=int, default=42,
-                   help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
-    args = p.parse_args(argv)
-    check(args.n_train >= 1, f"--n_train must be at least 1, got {args.n_train}")
-    check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
+    add_config_args(p, DemoArgs)
+    args = config_from_args(DemoArgs, p.parse_args(argv))
     c = commands(args)
     if args.dry_run:
         for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals.values(), *c.evals.values(), c.stepbench,

@@ -12,136 +12,85 @@ COMPLETED is loaded instead of rerun, an interrupted one resumes. Exit code 1
 when a condition is marked FAILED (some examples raised errors).
 """
 
-import sys
-import argparse
 import os
+import sys
 from pathlib import Path
 
+from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
+                           check_text_data_file, recorded_base_model)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
-from masprm.config import add_config_args, config_from_args
+from masprm.config import Groups, add_settings_args, config_from_args
+from masprm.data import load_examples
+from masprm.eval.logs import log_every, read_records, set_trailer
+from masprm.eval.methods import METHODS, settings_classes
+from masprm.eval.runner import ModelSpec, results_table, run_conditions
+from masprm.eval.settings import (DEFAULT_DATASET, SCORER_DEFAULTS, SCORER_SPELLING, DataSettings, EvalSettings,
+                                  ModelSettings, RunSettings)
+from masprm.graph import load_mas_config
+from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
+from masprm.handoff.settings import (HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS, HANDOFF_SAMPLE_N,
+                                     HandoffPRMSettings, check_team)
+from masprm.io import atomic_write_json
+from masprm.models.options import ModelFlags
 from masprm.search.engine import EngineSettings
-from masprm.search.settings import SEARCH_FAMILIES, ViewSettings, add_method_args
-from masprm.eval.logs import log_every
-from masprm.eval.methods import METHODS
-from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,
-                               selection_options)
-
-try:  # the dynamic-routing flags come from the handoff package when it is installed
-    from masprm.handoff import cli as handoff_cli
-except ModuleNotFoundError as err:
-    if not (err.name or "").startswith("masprm.handoff"):
-        raise
-    handoff_cli = None
-
-DEFAULT_DATASET = "mmlu"
-DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
-# scorer role (named for what it was trained as) -> its flag prefix (--<p>_dir, the seed README's spelling)
-SCORER_FLAGS = {"masprm": "prm", "orm": "orm", "handoff_masprm": "handoff_prm"}
-# The original's defaults of --prm_dir / --prm_base_model_id (its ORM and handoff MASPRM flags had none). A
-# default folder is read only by methods that use it; a default base gives way to the adapter's own record.
-SCORER_DEFAULTS = {"prm": ("checkpoints/Qwen2.5-1.5B-RM", DEFAULT_MODEL)}
+from masprm.search.settings import ORMLeafSettings, ViewSettings
 
 
-def build_parser() -> argparse.ArgumentParser:
-    from masprm.models.loading import SCORER_PRECISIONS, add_model_args
+def groups() -> Groups:
+    """Every settings class of stage 4, by --help group: its flags' one list (the search group holds
+    the classes every registered method declares, so a new method's settings are flags at once)."""
+    elsewhere = {ViewSettings, *HANDOFF_FLAGS}
+    return (("data", (DataSettings,)),
+            ("models", (ModelSettings, ViewSettings)),
+            ("model loading", (ModelFlags,)),
+            ("search", tuple(c for c in settings_classes() if c not in elsewhere)),
+            ("run", (RunSettings, EngineSettings, ClusterSettings)),
+            ("dynamic handoff (handoff_* methods)", HANDOFF_FLAGS))
 
+
+def build_parser() -> ArgumentParser:
     p = ArgumentParser(description="Compare single pass, SBS, MCTS and voters guided by a MASPRM, an ORM "
                                    "or policy log-probs (and the handoff conditions) on a dataset.")
-    data = p.add_argument_group("data")
-    data.add_argument("--dataset", default=None,
-                      help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods)")
-    data.add_argument("--split", default="test")
-    data.add_argument("--sample_n", type=int, default=None, help="evaluate the first N examples after a "
-                      "seeded shuffle (default: all; 200 for handoff methods)")
-    data.add_argument("--data_file", default=None, help="local JSON/JSONL/Parquet file in the hub schema")
-    data.add_argument("--math_levels", type=int, nargs="+", default=[4, 5],
-                      help="competition_math levels of handoff runs (static runs use the whole split)")
-    data.add_argument("--math_stratify_by", default="type",
-                      help="competition_math field handoff runs stratify by")
-    data.add_argument("--seed", type=int, default=42, help="example i is decoded with seed + i")
-    data.add_argument("--seeds", type=int, nargs="+", default=None,
-                      help="evaluate each of these seeds in turn instead of --seed, in one process: the same "
-                           "logs as one command per seed, with the models loaded once")
-
-    models = p.add_argument_group("models")
-    models.add_argument("--gen_model_id", default=DEFAULT_MODEL, help="the agents' policy model")
-    models.add_argument("--mas_config", default=None, help="MAS config (default configs/<dataset>.yaml)")
-    for role, prefix in SCORER_FLAGS.items():
-        folder, base = SCORER_DEFAULTS.get(prefix, (None, None))
-        models.add_argument(f"--{prefix}_dir", default=folder, help=f"{role.upper()} adapter folder (default: "
-                            f"{folder or 'none'}; read only by methods that use this scorer)")
-        models.add_argument(f"--{prefix}_base_model_id", default=base,
-                            help=f"{role.upper()} base model (default: {base + ', or ' if base else ''}"
-                                 "the base the adapter config names)")
-    models.add_argument("--scorer_precision", choices=SCORER_PRECISIONS, default="auto",
-                        help="the scorers' own precision, independent of the policy's --load_in_4bit: auto (4-bit "
-                             "NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, fp16 or fp32")
-    add_method_args(models, (ViewSettings,))
-    add_model_args(p)
-
-    search = p.add_argument_group("search")
-    search.add_argument("--methods", nargs="+", default=["single_pass", "mcts_prm"], metavar="METHOD",
-                        help="conditions to run: " + ", ".join(sorted(METHODS)))
-    add_method_args(search, SEARCH_FAMILIES)   # the method families' settings classes are their flags' home
-
-    run = p.add_argument_group("run")
-    run.add_argument("--workers", type=int, default=None, help="parallel workers (Ray actors when > 1; "
-                     "default: one per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    add_config_args(run, EngineSettings)
-    add_config_args(run, ClusterSettings)
-    run.add_argument("--logs_dir", default="logs")
-    run.add_argument("--allow_unfinished_scorer", action="store_true",
-                     help="use a scorer folder whose training did not finish (its newest checkpoint)")
-    if handoff_cli is not None:
-        handoff_cli.add_handoff_args(p)
+    add_settings_args(p, groups())
     return p
 
 
-# --------------------------------------------------------------------------- validation
+def parse_command(argv: list[str] | None = None) -> tuple[RunSettings, EvalSettings]:
+    """The run's own settings and the evaluation's, each checked as it is built (the method list first)."""
+    args = build_parser().parse_args(argv)
+    run = config_from_args(RunSettings, args, cluster=config_from_args(ClusterSettings, args))
+    return run, EvalSettings.from_args(args)
 
 
-def validate(args: argparse.Namespace) -> str:
-    """Check the flags; returns the method family ('static' or 'handoff')."""
-    unknown = [m for m in args.methods if m not in METHODS]
-    check(not unknown, f"--methods: unknown {', '.join(unknown)} (known: {', '.join(sorted(METHODS))})")
-    args.methods = list(dict.fromkeys(args.methods))   # a method listed twice runs once, as in the original
-    families = {METHODS[m].family for m in args.methods}
-    check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
-    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers",
-                 "search_batch_size", "max_batch_tokens"):
-        value = getattr(args, name)
-        check(value is None or value >= 1, f"--{name} must be at least 1, got {value}")
-    check(args.c_uct >= 0, f"--c_uct must be >= 0, got {args.c_uct}")
-    for name in ("sbs_temperature", "mcts_temperature"):
-        check(getattr(args, name) > 0, f"--{name} must be > 0, got {getattr(args, name)}")
-    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
-    check(not args.orm_leaf or "mcts_prm" in args.methods, "--orm_leaf needs mcts_prm in --methods")
-    for role, prefix in SCORER_FLAGS.items():
-        users = [m for m in args.methods if role in condition_roles(m, args)]
-        folder = getattr(args, f"{prefix}_dir")
+# --------------------------------------------------------------------------- checks across settings
+
+
+def validate(run: RunSettings, settings: EvalSettings) -> None:
+    """What no single settings class can check: the methods against the flags and the scorer folders."""
+    orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
+    check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
+    folders = settings.models.scorer_folders()
+    for role, spelling in SCORER_SPELLING.items():
+        users = [m for m in run.methods if role in settings.roles(m)]
+        folder = folders[role]
         need = f"{', '.join(users)} need{'s' if len(users) == 1 else ''}"
-        check(not users or folder, f"{need} --{prefix}_dir")
+        check(not users or folder, f"{need} --{spelling}_dir")
         if users:
-            default = folder == SCORER_DEFAULTS.get(prefix, (None,))[0]
-            check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder" +
-                  (f" (the default: {need} a trained scorer there, or pass --{prefix}_dir)" if default else ""))
-    family = families.pop()
+            default = folder == SCORER_DEFAULTS.get(role, (None,))[0]
+            check(Path(folder).is_dir(), f"--{spelling}_dir {folder}: no such folder" +
+                  (f" (the default: {need} a trained scorer there, or pass --{spelling}_dir)" if default else ""))
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
-    if handoff_cli is not None:
-        handoff_cli.check_handoff_args(args)
-    return family
 
 
-def resolve_defaults(args: argparse.Namespace, family: str) -> None:
+def resolve_defaults(settings: EvalSettings, routing: str) -> EvalSettings:
     """Fill the defaults that depend on the methods (handoff runs use their own data and team)."""
-    handoff = family == "handoff" and handoff_cli is not None
-    if args.dataset is None:
-        args.dataset = handoff_cli.HANDOFF_DATASET if handoff else DEFAULT_DATASET
-    if args.mas_config is None:
-        args.mas_config = handoff_cli.HANDOFF_CONFIG if handoff else f"configs/{args.dataset}.yaml"
-    if args.sample_n is None and handoff:
-        args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
+    handoff = routing == "handoff"
+    data = settings.data
+    dataset = data.dataset or (HANDOFF_DATASET if handoff else DEFAULT_DATASET)
+    sample_n = data.sample_n if data.sample_n is not None or not handoff else HANDOFF_SAMPLE_N
+    mas_config = settings.models.mas_config or (HANDOFF_CONFIG if handoff else f"configs/{dataset}.yaml")
+    return settings.with_data(dataset=dataset, sample_n=sample_n).with_models(mas_config=mas_config)
 
 
 def resolve_workers(flag: int | None, gpus: int | None = None, *,
@@ -167,48 +116,47 @@ def resolve_workers(flag: int | None, gpus: int | None = None, *,
     if on_cluster:
         return None, 1.0 / per_gpu
     if gpus is None:
-        import torch
+        import torch   # the stage stays torch-free until it counts GPUs
         gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
     return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 
-def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
+def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec]:
     """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
-    from masprm.checks import check_local_model, check_scorer_folder
-    from masprm.models.loading import options_from_args, scorer_options
+    from masprm.models.loading import scorer_options   # the loaders import torch: after the flags are checked
 
-    options = options_from_args(args)
-    policy = check_local_model(args.gen_model_id, "gen_model_id")
+    options = settings.loading.options()
+    models = settings.models
+    policy = check_local_model(models.gen_model_id, "gen_model_id")
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
-                                 max_batch_tokens=args.max_batch_tokens)}
-    scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
-    needed = {role for m in args.methods for role in condition_roles(m, args)}
-    for role, prefix in SCORER_FLAGS.items():
-        folder = getattr(args, f"{prefix}_dir")
+                                 max_batch_tokens=settings.engine.max_batch_tokens)}
+    scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
+    bases = models.scorer_bases()
+    needed = {role for m in run.methods for role in settings.roles(m)}
+    for role, folder in models.scorer_folders().items():
         if folder and role in needed:   # a scorer no method uses is neither checked nor loaded
-            given = getattr(args, f"{prefix}_base_model_id")
-            base = scorer_base(folder, given, prefix)
-            note = check_scorer_folder(folder, f"{prefix}_dir", base_model_id=base,
-                                       base_setting=f"{prefix}_base_model_id",
-                                       allow_unfinished=args.allow_unfinished_scorer)
+            spelling = SCORER_SPELLING[role]
+            base = scorer_base(folder, bases[role], role)
+            note = check_scorer_folder(folder, f"{spelling}_dir", base_model_id=base,
+                                       base_setting=f"{spelling}_base_model_id",
+                                       allow_unfinished=run.allow_unfinished_scorer)
             if note:
                 print(with_flags(note), file=sys.stderr)
-            if base != given:
-                print(f"note: --{prefix}_base_model_id is at its default ({given}); using {base}, the base model "
-                      f"the adapter in {folder} names", file=sys.stderr)
+            if base != bases[role]:
+                print(f"note: --{spelling}_base_model_id is at its default ({bases[role]}); using {base}, the base "
+                      f"model the adapter in {folder} names", file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
             # loader setting); the static scorers keep their training length.
-            max_length = getattr(args, "prm_context_length", None) if role == "handoff_masprm" else None
-            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{prefix}_dir")
+            max_length = (settings.method_values[HandoffPRMSettings].prm_context_length
+                          if role == "handoff_masprm" else None)
+            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{spelling}_dir")
     return specs
 
 
-def scorer_base(folder: str, base: str | None, prefix: str) -> str | None:
+def scorer_base(folder: str, base: str | None, role: str) -> str | None:
     """The scorer's base model: as given, except that the default base gives way to the base the
     adapter config names (so a scorer trained on another model is not loaded on the default one)."""
-    from masprm.checks import recorded_base_model
-
-    default = SCORER_DEFAULTS.get(prefix, (None, None))[1]
+    default = SCORER_DEFAULTS.get(role, (None, None))[1]
     recorded = recorded_base_model(folder) if base is not None and base == default else None
     return recorded or base
 
@@ -220,14 +168,10 @@ def handoff_report(conditions: list) -> None:
     """The printed prefix table of the handoff conditions and, when both handoff_policy and
     handoff_prm ran, their paired comparison on the same examples: printed, kept in handoff_prm's summary
     and written after COMPLETED in its text log, as the original does."""
-    handoff = [c for c in conditions if METHODS[c.method].family == "handoff"]
-    if handoff_cli is None or not handoff:
+    handoff = [c for c in conditions if METHODS[c.method].routing == "handoff"]
+    if not handoff:
         return
-    from masprm.eval.logs import read_records, set_trailer
-    from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
-    from masprm.io import atomic_write_json
-
-    names = [getattr(c, "label", "") or c.method for c in handoff]   # the readable label where there is one
+    names = [c.label or c.method for c in handoff]
     print()
     print("\n".join(prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)))
     by_method = {c.method: c for c in handoff}
@@ -242,46 +186,41 @@ def handoff_report(conditions: list) -> None:
     print("\n".join(format_paired_comparison(result)))
 
 
-def load_data(args: argparse.Namespace, family: str):
+def load_data(settings: EvalSettings, routing: str):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
-    from masprm.data import load_examples
-
-    data = load_examples(args.dataset, args.split, n=args.sample_n, seed=args.seed,
-                         data_file=args.data_file, **selection_options(args, family))
-    check(bool(data.examples), f"--dataset {args.dataset} --split {args.split}: no usable examples "
-                               f"({data.skipped} skipped without a gold answer)")
-    return data
+    data = settings.data
+    loaded = load_examples(data.dataset, data.split, n=data.sample_n, seed=data.seed, data_file=data.data_file,
+                           **data.selection_options(routing))
+    check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
+                                 f"({loaded.skipped} skipped without a gold answer)")
+    return loaded
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    family = validate(args)
-    resolve_defaults(args, family)
+    run, settings = parse_command(argv)
+    validate(run, settings)
+    settings = resolve_defaults(settings, run.routing)
 
-    from masprm.checks import check_known_dataset, check_output_dir, check_text_data_file
-    from masprm.graph import load_mas_config
-
-    check_known_dataset(args.dataset)
-    check_output_dir(args.logs_dir, "logs_dir")
-    specs = model_specs(args)   # bad model or scorer folders fail here, before any data is read
-    graph = load_mas_config(args.mas_config)
-    if args.data_file:
-        check_text_data_file(args.data_file)
-    if family == "handoff":
-        handoff_cli.check_handoff_config(args, graph, args.methods)
-    cluster = config_from_args(ClusterSettings, args)
-    on_cluster = cluster.address is not None   # an address means Ray, sized from the cluster's nodes
-    workers, gpus_per_worker = resolve_workers(args.workers, on_cluster=on_cluster)
+    check_known_dataset(settings.data.dataset)
+    check_output_dir(run.logs_dir, "logs_dir")
+    specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
+    graph = load_mas_config(settings.models.mas_config)
+    if settings.data.data_file:
+        check_text_data_file(settings.data.data_file)
+    if run.routing == "handoff":
+        check_team(settings.method_settings(run.methods[0]), graph, run.methods)
+    on_cluster = run.cluster.address is not None   # an address means Ray, sized from the cluster's nodes
+    workers, gpus_per_worker = resolve_workers(run.workers, on_cluster=on_cluster)
     sizing = f"{workers} worker(s)" if workers else "workers by the cluster's GPUs"
     failed = []
-    for seed in args.seeds or [args.seed]:
-        args.seed = seed
-        data = load_data(args, family)
+    for seed in settings.data.seeds or [settings.data.seed]:
+        settings = settings.with_data(seed=seed)
+        data = load_data(settings, run.routing)
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
-              f"{len(args.methods)} condition(s), {sizing}; logs in {args.logs_dir}/")
-        conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
+              f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/")
+        conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
                                     workers=workers, use_ray=on_cluster or workers > 1,
-                                    num_gpus_per_worker=gpus_per_worker, cluster=cluster)
+                                    num_gpus_per_worker=gpus_per_worker, cluster=run.cluster)
         print(results_table(conditions))
         for c in conditions:
             print(f"  {c.method}: {c.files.log}")

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
-from masprm.config import add_config_args, arg
+from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.io import read_json
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
 from masprm.tree_schema import is_search_tree
@@ -27,15 +27,14 @@ class ShowTreeArgs:
     max_children: int | None = arg(None, flags=("--max_children",), help="text: children shown per node")
     rollouts: int = arg(0, help="text: also list the N most visited finished rollouts with their reward")
 
+    def __post_init__(self) -> None:
+        require_each(self, ("max_depth", "max_children", "rollouts"), lambda v: v >= 0, "must be >= 0")
+
 
 def main(argv: list[str] | None = None) -> int:
     ap = ArgumentParser(description="Render a stage-1 tree JSON as a PNG and/or indented text.")
     add_config_args(ap, ShowTreeArgs)
-    args = ap.parse_args(argv)
-    for flag in ("max_depth", "max_children"):
-        value = getattr(args, flag)
-        check(value is None or value >= 0, f"--{flag} must be >= 0, got {value}")
-    check(args.rollouts >= 0, f"--rollouts must be >= 0, got {args.rollouts}")
+    args = config_from_args(ShowTreeArgs, ap.parse_args(argv))
 
     check(not pathlib.Path(args.tree).is_dir(), f"{args.tree}: is a folder; pass one tree file (<idx>.json)")
     out = None

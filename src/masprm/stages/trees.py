@@ -14,88 +14,100 @@ local instance, or on the cluster at ``--ray_address`` / ``$RAY_ADDRESS``
 """
 
 import sys
+from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, check, run_cli
+from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_text_data_file,
+                           file_identity, looks_like_path)
+from masprm.cli import ArgumentParser, run_cli
 from masprm.cluster import ClusterSettings, local_folders
-from masprm.config import add_config_args, config_from_args
+from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
+from masprm.data import load_examples
+from masprm.eval.logs import path_identity
 from masprm.graph import load_mas_config, resolve_config_path
+from masprm.models.options import ModelFlags
 from masprm.parallel import check_gpu_share
-from masprm.run_folder import default_config_path, run_folder_name
+from masprm.run_folder import (announce_holder, check_or_record_settings, default_config_path, locked_folder,
+                               run_folder_name)
 from masprm.search.engine import EngineSettings
-from masprm.search.train_mcts import SearchSettings, TreeJob, check_same_selection, run_trees
+from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
+
+
+@dataclass(frozen=True)
+class TreesArgs:
+    """Stage 1's own flags: what to search, with which policy, where the trees go."""
+
+    dataset: str = arg("gsm8k", flags=("--dataset",),
+                       help="dataset name: gsm8k (default), competition_math, mmlu, toy, ...")
+    split: str = arg("train", flags=("--split",), help="dataset split (default: train)")
+    n: int | None = arg(None, flags=("--n",), help="number of examples (default: all)")
+    seed: int = arg(42, flags=("--seed",), help="data selection and per-example sampling seed (default: 42)")
+    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    mas_config: str | None = arg(None, flags=("--mas_config",),
+                                 help="MAS config YAML (default: configs/<dataset>.yaml)")
+    model_id: str = arg("Qwen/Qwen2.5-1.5B-Instruct", flags=("--model_id",),
+                        help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
+    out_root: str = arg("results", flags=("--out_root",),
+                        help="folder that holds the run folders (default: results)")
+    no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw <idx>.png next to each tree")
+    verbose: bool = arg(False, flags=("--verbose",),
+                        help="print the top of each tree and its three most visited rollouts")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("n",), lambda v: v >= 1, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class RayArgs:
+    """Spreading the examples over Ray actors: local ones, or on the cluster ``cluster`` names."""
+
+    ray: bool = arg(False, flags=("--ray",), help="spread examples over local Ray actors")
+    actors: int | None = arg(None, flags=("--actors",),
+                             help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
+    gpus_per_actor: float = arg(1.0, flags=("--gpus_per_actor",),
+                                help="GPU share of each Ray actor (default: 1; without GPUs actors use CPUs)")
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)   # where the actors run (its own flags)
+
+    def __post_init__(self) -> None:
+        require_each(self, ("actors",), lambda v: v >= 1, "must be >= 1")
+        check_gpu_share(self.gpus_per_actor)
+        require(self.actors is None or self.use_ray, "actors", "`actors` needs `ray` (or `ray_address`)")
+
+    @property
+    def use_ray(self) -> bool:
+        """--ray, or a cluster to join: an address means Ray."""
+        return self.ray or self.cluster.address is not None
+
+
+# Every settings class of stage 1, by --help group: its flags' one list.
+GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)),
+          (None, (TreeSearchSettings, EngineSettings, RayArgs, ClusterSettings)))
 
 
 def build_parser() -> ArgumentParser:
-    from masprm.models.loading import add_model_args
-
     ap = ArgumentParser(description="Generate MAS-MCTS search trees labelled by final-answer correctness.")
-    ap.add_argument("--dataset", default="gsm8k",
-                    help="dataset name: gsm8k (default), competition_math, mmlu, toy, ...")
-    ap.add_argument("--split", default="train", help="dataset split (default: train)")
-    ap.add_argument("--n", type=int, default=None, help="number of examples (default: all)")
-    ap.add_argument("--seed", type=int, default=42,
-                    help="data selection and per-example sampling seed (default: 42)")
-    ap.add_argument("--data_file", default=None, help="local JSON/JSONL/Parquet file in the hub schema")
-    ap.add_argument("--mas_config", default=None, help="MAS config YAML (default: configs/<dataset>.yaml)")
-    ap.add_argument("--model_id", default="Qwen/Qwen2.5-1.5B-Instruct",
-                    help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
-    add_model_args(ap)
-    add_config_args(ap, SearchSettings)
-    add_config_args(ap, EngineSettings)
-    ap.add_argument("--ray", action="store_true", help="spread examples over local Ray actors")
-    ap.add_argument("--actors", type=int, default=None,
-                    help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
-    ap.add_argument("--gpus_per_actor", type=float, default=1.0,
-                    help="GPU share of each Ray actor (default: 1; without GPUs actors use CPUs)")
-    add_config_args(ap, ClusterSettings)
-    ap.add_argument("--out_root", default="results", help="folder that holds the run folders (default: results)")
-    ap.add_argument("--no_plot", action="store_true", help="do not draw <idx>.png next to each tree")
-    ap.add_argument("--verbose", action="store_true",
-                    help="print the top of each tree and its three most visited rollouts")
+    add_settings_args(ap, GROUPS)
     return ap
 
 
-def validate(args) -> None:
-    check(args.n is None or args.n >= 1, f"--n must be >= 1, got {args.n}")
-    check(args.n_rollouts >= 1, f"--n_rollouts must be >= 1, got {args.n_rollouts}")
-    check(args.n_candidates >= 1, f"--n_candidates must be >= 1, got {args.n_candidates}")
-    check(args.c >= 0, f"--search_c must be >= 0, got {args.c}")
-    check(args.temperature > 0, f"--temperature must be > 0, got {args.temperature}")
-    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
-    check(args.max_new_tokens is None or args.max_new_tokens >= 1,
-          f"--max_new_tokens must be >= 1, got {args.max_new_tokens}")
-    check(args.actors is None or args.actors >= 1, f"--actors must be >= 1, got {args.actors}")
-    check(args.search_batch_size >= 1, f"--search_batch_size must be >= 1, got {args.search_batch_size}")
-    check(args.max_batch_tokens >= 1, f"--max_batch_tokens must be >= 1, got {args.max_batch_tokens}")
-    check_gpu_share(args.gpus_per_actor)
-    cluster = config_from_args(ClusterSettings, args)   # checks its own values
-    args.ray = args.ray or cluster.address is not None     # an address means Ray
-    check(args.actors is None or args.ray, "--actors needs --ray (or --ray_address)")
-
-
-def run_settings(args, config: str) -> dict:
+def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str) -> dict:
     """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
     and config by path and content identity, the token cap), as recorded in the folder: a resumed run must match it."""
-    from masprm.checks import file_identity, looks_like_path
-    from masprm.eval.logs import path_identity
-
     def local(path):
         return {"path": str(Path(path).resolve()), "identity": file_identity(path)} if path else None
 
     model = {"path": str(Path(args.model_id).resolve()), "identity": path_identity(args.model_id, model=True)} \
         if looks_like_path(args.model_id) else {"path": args.model_id, "identity": None}
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
-            "model": model, "max_new_tokens": args.max_new_tokens, "mas_config": local(config)}
+            "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config)}
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
-    validate(args)
-    from masprm.checks import check_known_dataset, check_local_model, check_output_dir, check_text_data_file
-    from masprm.data import load_examples
-    from masprm.run_folder import announce_holder, check_settings, locked_folder, write_settings
+    parsed = build_parser().parse_args(argv)
+    built = {cls: config_from_args(cls, parsed) for cls in group_classes(GROUPS) if cls is not RayArgs}
+    ray = config_from_args(RayArgs, parsed, cluster=built[ClusterSettings])   # each checks its values
+    args, search, engine = built[TreesArgs], built[TreeSearchSettings], built[EngineSettings]
 
     # The cheap checks first: a bad name, config or output location must not wait for the data,
     # and no bad input (the model folder included) may wait for the model to load.
@@ -103,8 +115,8 @@ def main(argv: list[str] | None = None) -> int:
     config = str(resolve_config_path(args.mas_config or default_config_path(args.dataset)))
     graph = load_mas_config(config)
     out_dir = check_output_dir(args.out_root, "out_root") / run_folder_name(
-        args.dataset, args.split, args.model_id, args.n_rollouts, args.c, args.n_candidates,
-        args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
+        args.dataset, args.split, args.model_id, search.n_rollouts, search.c, search.n_candidates,
+        search.temperature, search.top_p, config, max_new_tokens=search.max_new_tokens)
     check_output_dir(out_dir, "out_root")
     if args.data_file:
         check_text_data_file(args.data_file)
@@ -113,32 +125,27 @@ def main(argv: list[str] | None = None) -> int:
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
-    settings = config_from_args(SearchSettings, args)
-    defining = run_settings(args, config)
     with locked_folder(out_dir):  # one run per folder at a time
-        if not check_settings(out_dir, defining):
-            check_same_selection(out_dir, loaded.examples)  # a folder from before settings were recorded
-            write_settings(out_dir, defining)
+        check_or_record_settings(out_dir, run_settings(args, search, config))
         announce_holder(out_dir)
-        return build_trees(args, graph, settings, config, out_dir, loaded)
+        return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded)
 
 
-def build_trees(args, graph, settings: SearchSettings, config: str, out_dir: Path, loaded) -> int:
-    from masprm.checks import file_identity
-    from masprm.models.loading import options_from_args
-    from masprm.models.policy import HFPolicy
+def build_trees(args: TreesArgs, loading: ModelFlags, search: TreeSearchSettings, engine: EngineSettings,
+                ray: RayArgs, graph, config: str, out_dir: Path, loaded) -> int:
+    from masprm.models.policy import HFPolicy   # imports torch: only once every input is checked
 
     # config_identity lets stage 2 tell whether a --config is the team that built the trees.
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
-    job = TreeJob(graph, settings, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
-                  verbose=args.verbose, batch_size=args.search_batch_size)
+    job = TreeJob(graph, search, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
+                  verbose=args.verbose, batch_size=engine.search_batch_size)
     shared = local_folders({"model_id": args.model_id})   # read by every worker, wherever it runs
-    setup = partial(HFPolicy, shared.get("model_id", args.model_id), options_from_args(args),
-                    max_batch_tokens=args.max_batch_tokens)
-    written, failed = run_trees(job, setup, loaded.examples, workers=args.actors if args.ray else 1,
-                                use_ray=args.ray, gpus_per_worker=args.gpus_per_actor if args.ray else 0.0,
-                                cluster=config_from_args(ClusterSettings, args), shared_paths=shared)
+    setup = partial(HFPolicy, shared.get("model_id", args.model_id), loading.options(),
+                    max_batch_tokens=engine.max_batch_tokens)
+    written, failed = run_trees(job, setup, loaded.examples, workers=ray.actors if ray.use_ray else 1,
+                                use_ray=ray.use_ray, gpus_per_worker=ray.gpus_per_actor if ray.use_ray else 0.0,
+                                cluster=ray.cluster, shared_paths=shared)
     print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "
                                                     "(rerun the same command to retry them)" if failed else ""))
     return 1 if failed else 0

@@ -27,21 +27,30 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import platform
 import random
 import shutil
+import tempfile
 import time
-from dataclasses import asdict, fields
+from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from safetensors.numpy import load_file
+
 from masprm.cli import ArgumentParser, check, run_cli
+from masprm.code_identity import syntax_text
+from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
+from masprm.toy.task import generate_split
+from masprm.toy.transcripts import check_graph, reference_outputs
 
 DEFAULT_OUT = "artifacts/toy"
 DEFAULT_CONFIG = "configs/toy.yaml"
-_TOY_SOURCES = ("task.py", "transcripts.py", "train_policy.py")
-SHIPPED = Path(__file__).resolve().parent / "shipped_policy"
+_TOY_SOURCES = ("task.py", "transcripts.py", "train_policy.py")   # the code that trains the policy
+TOY_CODE = Path(__file__).resolve().parent                              # where they are (read at call time)
+SHIPPED = TOY_CODE / "shipped_policy"
 # The demo runs every job with these: the AVX2 code paths of PyTorch's kernels and of MKL (conditional
 # numerical reproducibility), which every x86-64 CPU of the last decade has, so Intel and AMD machines,
 # with or without AVX-512, round the same way.
@@ -50,12 +59,15 @@ SHIPPED_MANIFEST = "shipped.json"
 
 
 def fingerprint(spec_dict: dict, config_text: str) -> str:
-    """Identity of a build: its settings, the team config and the toy code that produces it."""
+    """Identity of a build: its settings, the team config and the toy code that produces it.
+
+    The code counts by its syntax (``masprm.code_identity``): a docstring or a comment edited
+    in the toy modules leaves the build, and so the shipped policy, as it is.
+    """
     h = hashlib.sha256(json.dumps(spec_dict, sort_keys=True).encode())
     h.update(config_text.encode())
-    here = Path(__file__).resolve().parent
     for name in _TOY_SOURCES:
-        h.update((here / name).read_bytes())
+        h.update(syntax_text((TOY_CODE / name).read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
 
 
@@ -92,9 +104,7 @@ def shipped_policy(key: str, shipped: Path | None = None) -> dict | None:
 
 def ship_policy(policy: Path, key: str, stats: dict, shipped: Path | None = None) -> None:
     """Record a trained policy as the shipped one (the reference machine's weights)."""
-    import platform
-
-    import torch
+    import torch   # the toy package stays torch-free until a policy is trained or shipped
 
     shipped = SHIPPED if shipped is None else Path(shipped)
     shutil.rmtree(shipped, ignore_errors=True)
@@ -116,14 +126,11 @@ def _cpu_name() -> str:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    import platform
     return platform.processor() or "unknown"
 
 
 def compare_weights(a: Path, b: Path) -> dict:
     """Byte equality and the largest absolute difference between two policies' tensors."""
-    from safetensors.numpy import load_file
-
     x, y = load_file(str(a / "model.safetensors")), load_file(str(b / "model.safetensors"))
     if set(x) != set(y):
         return {"identical": False, "max_abs_diff": None, "tensors": "differ in names"}
@@ -133,9 +140,6 @@ def compare_weights(a: Path, b: Path) -> dict:
 
 
 def write_data_files(out: Path, graph, seed: int) -> None:
-    from masprm.toy.task import generate_split
-    from masprm.toy.transcripts import reference_outputs
-
     for split in ("train", "test"):
         atomic_write_jsonl(out / "data" / f"{split}.jsonl", [p.row() for p in generate_split(split)])
     rng = random.Random(seed)
@@ -147,6 +151,16 @@ def write_data_files(out: Path, graph, seed: int) -> None:
     atomic_write_jsonl(out / "transcripts_sample.jsonl", sample)
 
 
+def load_toy_team(config: str | Path):
+    """The team the toy policy learns to play (a ConfigError naming `mas_config` for another team)."""
+    graph = load_mas_config(config)
+    try:
+        check_graph(graph)
+    except ValueError as err:
+        raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
+    return graph
+
+
 def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAULT_CONFIG, spec=None,
                     force: bool = False, retrain: bool = False, log=print) -> dict:
     """Build (or find cached) the toy world in `out`; returns the build manifest.
@@ -154,17 +168,12 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     The policy is copied from the shipped one when that was trained for this
     build (same settings, team config and toy code), unless `retrain`.
     """
-    from masprm.toy.train_policy import PolicySpec, train_policy
-    from masprm.toy.transcripts import check_graph
+    graph = load_toy_team(config)
+    from masprm.toy.train_policy import PolicySpec, train_policy   # imports torch
 
     out = Path(out)
     spec = spec or PolicySpec()
     config = Path(config)
-    graph = load_mas_config(config)
-    try:
-        check_graph(graph)
-    except ValueError as err:
-        raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
     key = fingerprint(asdict(spec), config.read_text(encoding="utf-8"))
     if not force and is_built(out, key):
         log(f"toy world: cached in {out} (build {key})")
@@ -196,37 +205,57 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     return read_json(out / "build.json")  # as a cached build returns it
 
 
-def main() -> int:
-    from masprm.toy.train_policy import PolicySpec
+@dataclass(frozen=True)
+class BuildArgs:
+    """What to build and where (the script's own flags)."""
 
-    defaults = PolicySpec()
+    out: str = arg(DEFAULT_OUT, flags=("--out",), help=f"output folder (default {DEFAULT_OUT})")
+    mas_config: str = arg(DEFAULT_CONFIG, flags=("--mas_config",), help="the team the policy learns to play")
+    force: bool = arg(False, flags=("--force",), help="rebuild even when a matching build exists")
+    retrain: bool = arg(False, flags=("--retrain",),
+                        help="train the policy here even when the shipped one matches this build")
+    verify_shipped: bool = arg(False, flags=("--verify_shipped",),
+                               help="train the policy into a temporary folder and compare it with the shipped weights "
+                                    "(exit 1 when they differ); writes nothing under --out")
+    ship: bool = arg(False, flags=("--ship",), help="after building, record the policy as the shipped one "
+                                                   "(maintainers, on the reference machine)")
+
+
+@dataclass(frozen=True)
+class PolicyArgs:
+    """The policy's training settings this command can change; unset keeps PolicySpec's default."""
+
+    seed: int | None = arg(None, flags=("--seed",), help="policy initialisation and data order")
+    steps: int | None = arg(None, flags=("--steps",), help="policy training steps")
+    batch_size: int | None = arg(None, flags=("--batch_size",))
+    lr: float | None = arg(None, flags=("--lr",))
+    hidden_size: int | None = arg(None, flags=("--hidden_size",))
+    num_layers: int | None = arg(None, flags=("--num_layers",))
+
+    def __post_init__(self) -> None:
+        require_each(self, ("steps", "batch_size", "hidden_size", "num_layers"), lambda v: v >= 1,
+                     "must be at least 1")
+        require_each(self, ("lr",), lambda v: v > 0, "must be positive")
+
+    def spec(self):
+        """The PolicySpec these settings give (``masprm.toy.train_policy``, imported here: it imports torch)."""
+        from masprm.toy.train_policy import PolicySpec   # imports torch
+
+        return PolicySpec(**{k: v for k, v in asdict(self).items() if v is not None})
+
+
+def main() -> int:
     p = ArgumentParser(description="Build the toy world (tiny policy model + task data), cached.")
-    p.add_argument("--out", default=DEFAULT_OUT, help=f"output folder (default {DEFAULT_OUT})")
-    p.add_argument("--mas_config", default=DEFAULT_CONFIG, help="the team the policy learns to play")
-    p.add_argument("--seed", type=int, default=defaults.seed, help="policy initialisation and data order")
-    p.add_argument("--steps", type=int, default=defaults.steps, help="policy training steps")
-    p.add_argument("--batch_size", type=int, default=defaults.batch_size)
-    p.add_argument("--lr", type=float, default=defaults.lr)
-    p.add_argument("--hidden_size", type=int, default=defaults.hidden_size)
-    p.add_argument("--num_layers", type=int, default=defaults.num_layers)
-    p.add_argument("--force", action="store_true", help="rebuild even when a matching build exists")
-    p.add_argument("--retrain", action="store_true",
-                   help="train the policy here even when the shipped one matches this build")
-    p.add_argument("--verify_shipped", action="store_true",
-                   help="train the policy into a temporary folder and compare it with the shipped weights "
-                        "(exit 1 when they differ); writes nothing under --out")
-    p.add_argument("--ship", action="store_true",
-                   help="after building, record the policy as the shipped one (maintainers, on the reference machine)")
-    args = p.parse_args()
-    for flag in ("steps", "batch_size", "hidden_size", "num_layers"):
-        check(getattr(args, flag) >= 1, f"--{flag} must be at least 1, got {getattr(args, flag)}")
-    check(args.lr > 0, f"--lr must be positive, got {args.lr}")
-    args.mas_config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
-    known = {f.name for f in fields(PolicySpec)}
-    spec = PolicySpec(**{k: v for k, v in vars(args).items() if k in known})
+    add_config_args(p, BuildArgs)
+    add_config_args(p, PolicyArgs)
+    parsed = p.parse_args()
+    args, policy = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed)
+    config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
+    load_toy_team(config)   # a bad team fails before the trainer (and torch) is imported
+    spec = policy.spec()
     if args.verify_shipped:
-        return verify_shipped(args.mas_config, spec)
-    manifest = build_toy_world(args.out, config=args.mas_config, spec=spec, force=args.force or args.ship,
+        return verify_shipped(config, spec)
+    manifest = build_toy_world(args.out, config=config, spec=spec, force=args.force or args.ship,
                                retrain=args.retrain or args.ship)
     if args.ship:
         ship_policy(Path(args.out) / "policy", manifest["fingerprint"], manifest)
@@ -236,9 +265,7 @@ def main() -> int:
 
 def verify_shipped(config: str | Path, spec) -> int:
     """Train with `spec` and compare with the shipped policy: 0 when byte-identical."""
-    import tempfile
-
-    from masprm.toy.train_policy import train_policy
+    from masprm.toy.train_policy import train_policy   # imports torch
 
     key = fingerprint(asdict(spec), Path(config).read_text(encoding="utf-8"))
     check(shipped_policy(key) is not None, f"{SHIPPED}: no shipped policy for build {key} (settings, team "

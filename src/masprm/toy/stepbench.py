@@ -33,26 +33,30 @@ from __future__ import annotations
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any, Sequence
+
+from tqdm import tqdm
 
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
-from masprm.config import add_config_args, arg
+from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
-from masprm.search.engine import RequestKeys, run_batched
-from masprm.search.expand import Step, ensure_logprobs, orm_values, prm_values, propose
+from masprm.models.options import ModelOptions
+from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
+from masprm.search.expand import Step, ensure_logprobs, masprm_values, orm_values, propose
+from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
 from masprm.step_metrics import auc, best_threshold, localisation_scores
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
+from masprm.toy.transcripts import check_graph
 
 SCORERS = ("masprm", "orm", "logprob")
-SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
+SPLITS = {"calibration": "train", "test": "test"}   # transcript set -> the task split it samples
 
 
-@dataclass
+@dataclass(frozen=True)
 class StepBenchArgs:
     policy: str = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
     prm_dir: str = arg("checkpoints/toy-ppm", flags=("--prm_dir",), help="the MASPRM folder")
@@ -67,6 +71,12 @@ class StepBenchArgs:
     seed: int = arg(42, help="seed of the sampled transcripts")
     search_batch_size: int = arg(32, flags=("--search_batch_size",),
                                  help="questions whose model calls are batched together (results do not depend on it)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("samples", "calibration_samples", "search_batch_size"), lambda v: v >= 1,
+                     "must be at least 1")
+        require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
+        require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
 
 
 # --------------------------------------------------------------------------- one question
@@ -83,7 +93,7 @@ def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature:
             trail.append(cand)
         states = [cand.state for [cand] in proposals]
     flat = [c for trail in steps for c in trail]
-    masprm = iter((yield from prm_values(ctx, [c.state for c in flat], [c.agent for c in flat])))
+    masprm = iter((yield from masprm_values(ctx, [c.state for c in flat], [c.agent for c in flat])))
     orm = iter((yield from orm_values(ctx, [c.state for c in flat])))
     yield from ensure_logprobs(ctx, flat)
     out = []
@@ -94,16 +104,22 @@ def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature:
     return out
 
 
-def sample_split(models: Any, graph: MASGraph, problems: Sequence[Problem], args, samples: int) -> list[dict]:
+def transcript_settings(top_p: float) -> object:
+    """What the transcripts' searches read: sampling without a token cap, scorers seeing the full transcript."""
+    return combined_settings((SamplingSettings, ViewSettings), {SamplingSettings: SamplingSettings(top_p, None),
+                                                               ViewSettings: ViewSettings("full")})
+
+
+def sample_split(models: Models, graph: MASGraph, problems: Sequence[Problem], args: StepBenchArgs,
+                 samples: int) -> list[dict]:
     """Every question's transcripts, labelled, in question order (independent of the batch size)."""
-    settings = SimpleNamespace(top_p=args.top_p, max_new_tokens=None, view_mode="full")
+    settings = transcript_settings(args.top_p)
 
     def job(i: int, problem: Problem):
-        ctx = SearchContext(models.policy, graph, settings, masprm=models.masprm, orm=models.orm,
-                          keys=RequestKeys(args.seed, i))
+        ctx = SearchContext(models.policy, graph, settings, masprm=models.scorer("masprm"),
+                            orm=models.scorer("orm"), keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
-    from tqdm import tqdm
     found: dict[int, list[dict]] = {}
     bar = tqdm(total=len(problems), desc="stepbench", unit="question")
     for (i, problem), result, error in run_batched(models, (job(i, p) for i, p in enumerate(problems)),
@@ -150,31 +166,24 @@ def report_lines(report: dict) -> list[str]:
     return lines
 
 
-def load_models(args) -> SimpleNamespace:
-    from masprm.models.loading import ModelOptions
-    from masprm.models.policy import HFPolicy
+def load_models(args: StepBenchArgs) -> LoadedModels:
+    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
     from masprm.models.scorer import load_scorer
 
     options = ModelOptions(device_map="cpu")
-    return SimpleNamespace(policy=HFPolicy(args.policy, options, setting="policy"),
-                           masprm=load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
-                           orm=load_scorer(args.orm_dir, args.policy, options, setting="orm_dir"))
+    return LoadedModels(HFPolicy(args.policy, options, setting="policy"),
+                        {"masprm": load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
+                         "orm": load_scorer(args.orm_dir, args.policy, options, setting="orm_dir")})
 
 
 def main() -> int:
     p = ArgumentParser(description="Step-level benchmark of the toy world: error localisation by each scorer.")
     add_config_args(p, StepBenchArgs)
-    args = p.parse_args()
-    check(args.samples >= 1, f"--samples must be at least 1, got {args.samples}")
-    check(args.calibration_samples >= 1, f"--calibration_samples must be at least 1, got {args.calibration_samples}")
-    check(args.temperature > 0, f"--temperature must be positive, got {args.temperature}")
-    check(0 < args.top_p <= 1, f"--top_p must be in (0, 1], got {args.top_p}")
-    check(args.search_batch_size >= 1, f"--search_batch_size must be at least 1, got {args.search_batch_size}")
-    for flag in ("policy", "prm_dir", "orm_dir"):
-        check(Path(getattr(args, flag)).is_dir(), f"--{flag} {getattr(args, flag)}: no such folder")
+    args = config_from_args(StepBenchArgs, p.parse_args())
+    for flag, folder in (("--policy", args.policy), ("--prm_dir", args.prm_dir), ("--orm_dir", args.orm_dir)):
+        check(Path(folder).is_dir(), f"{flag} {folder}: no such folder")
     check_output_file(args.out, "out")
     graph = load_mas_config(args.mas_config)
-    from masprm.toy.transcripts import check_graph
     try:
         check_graph(graph)
     except ValueError as err:
@@ -182,10 +191,11 @@ def main() -> int:
 
     started = time.time()
     models = load_models(args)
-    sets = {name: sample_split(models, graph, generate_split(split), args, getattr(args, samples))
-            for name, (split, samples) in SPLITS.items()}
+    samples = {"calibration": args.calibration_samples, "test": args.samples}
+    sets = {name: sample_split(models, graph, generate_split(split), args, samples[name])
+            for name, split in SPLITS.items()}
     report = {
-        "settings": {k: v for k, v in vars(args).items()},
+        "settings": asdict(args),
         "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
         "scorers": {s: scorer_report(sets["calibration"], sets["test"], s) for s in SCORERS},
         "seconds": round(time.time() - started, 1),

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from masprm.io import atomic_write_json
+from masprm.train.objectives import OBJECTIVES
 
 CACHE_DIR = "map_cache"
 FORMAT_VERSION = 1  # bump when the example layout or the tokenisation rules change
@@ -38,8 +39,6 @@ def cache_key(cfg: Any, tokenizer: Any) -> str:
 
 def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path) -> tuple[list[dict], int, bool]:
     """(examples, skipped, read_from_cache): the cached examples when the key matches, else built and stored."""
-    from masprm.train.objectives import OBJECTIVES
-
     path = out / CACHE_DIR / f"{cfg.mode}_{cache_key(cfg, encoder.tokenizer)}.json"
     if path.is_file():
         try:

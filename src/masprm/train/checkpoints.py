@@ -94,13 +94,11 @@ def check_same_data(folder: Path, data_file: str) -> None:
         raise ConfigError(f"output_dir {folder}: {SCORER_META_FILE} is corrupt; move the folder or delete it",
                           setting="output_dir") from None
     meta = meta if isinstance(meta, dict) else {}
-    recorded = meta.get("data") or {}
-    previous = recorded.get("path") or (meta.get("settings") or {}).get("data_file")
-    if recorded.get("identity"):
-        same = recorded["identity"] == file_identity(data_file)
-    else:  # a record from before data hashes were kept: compare the paths
-        same = previous is None or Path(previous).resolve() == Path(data_file).resolve()
-    if not same:
+    recorded = meta.get("data") if isinstance(meta.get("data"), dict) else {}
+    if not recorded.get("identity"):
+        raise ConfigError(f"output_dir {folder}: {SCORER_META_FILE} records no identity of its training data, so "
+                          "`resume` cannot tell whether it is the same; use another `output_dir`", setting="output_dir")
+    if recorded["identity"] != file_identity(data_file):
         raise DataError(f"data_file {data_file} is not the data the scorer in {folder} was trained on "
-                        f"({previous}; status {meta.get('status', 'unknown')}); `resume` continues a run "
+                        f"({recorded.get('path')}; status {meta.get('status', 'unknown')}); `resume` continues a run "
                         "on its own data: use another `output_dir` for new data", setting="data_file")

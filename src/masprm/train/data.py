@@ -114,11 +114,6 @@ def label_scheme_of(records: Sequence[dict], kind: str) -> str:
     return "+".join(named) if named else ("masprm" if kind == "pairs" else "mc")
 
 
-def usable_records(records: Sequence[dict], mode: str) -> int:
-    """Records that give a training example (a ppm pair needs chosen and rejected steps that differ)."""
-    return OBJECTIVES[mode].usable(records)
-
-
 # --------------------------------------------------------------------------- eval split
 
 

@@ -86,7 +86,7 @@ def keep_4bit_biases_fp32(model) -> int:
     the layer runs without its bias and the fp32 bias is added to the output
     through a differentiable cast, so gradients and updates stay in fp32.
     """
-    import bitsandbytes as bnb
+    import bitsandbytes as bnb   # optional (the `gpu` extra): only for a 4-bit base
 
     changed = 0
     for module in model.modules():

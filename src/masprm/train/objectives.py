@@ -27,7 +27,7 @@ LOSSES = ("mse", "huber", "bce")    # the stepwise objectives' losses (--loss)
 
 @dataclass
 class Objective:
-    name: str
+    name: str                             # what it is (pairwise, stepwise, ...); --mode names it in OBJECTIVES
     records: str                          # one of RECORD_KINDS
     text_style: str                       # TextEncoder style: "whole" or "steps" (recorded for inference)
     build_examples: Callable[..., tuple[list[dict], int]]   # (records, encoder, sep, source=) -> (examples, skipped)

@@ -95,6 +95,6 @@ def _eval(p) -> dict[str, float]:
 
 
 PAIRWISE = Objective(
-    name="ppm", records="pairs", text_style="whole", build_examples=build_pair_examples, collator=PairCollator,
+    name="pairwise", records="pairs", text_style="whole", build_examples=build_pair_examples, collator=PairCollator,
     trainer_cls=PairTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
     keep_dropout=True, sampling="random", usable=differing)

@@ -138,5 +138,5 @@ def stepwise_objective(name: str, *, train_on_last_step_only: bool) -> Objective
         keep_dropout=False, sampling="group_by_length", trainer_kwargs=trainer_kwargs)
 
 
-STEPWISE = stepwise_objective("prm", train_on_last_step_only=False)
-LAST_STEP = stepwise_objective("orm", train_on_last_step_only=True)
+STEPWISE = stepwise_objective("stepwise", train_on_last_step_only=False)
+LAST_STEP = stepwise_objective("last_step", train_on_last_step_only=True)

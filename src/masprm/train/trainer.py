@@ -25,10 +25,13 @@ from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError
 from masprm.scorer_meta import write_scorer_meta
 from masprm.train.config import TrainConfig
+from masprm.train.cache import cached_examples
+from masprm.train.checkpoints import check_same_data, checkpoints, data_record, resume_checkpoint
+from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
 from masprm.train.objectives import OBJECTIVES, Objective
 
-# torch/transformers are imported inside train_scorer(), so `--help`, flag
-# errors and config checks stay instant.
+# torch/transformers, and the modules that import them, are imported inside the functions that use
+# them, so `--help`, flag errors and config checks stay instant (masprm.train imports this module).
 
 
 @dataclass
@@ -96,8 +99,6 @@ def _one_gpu_per_process(args) -> None:
 
 
 def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
-    from masprm.train.checkpoints import check_same_data, checkpoints, resume_checkpoint
-
     if cfg.resume:
         check_same_data(out, cfg.data_file)
         last = resume_checkpoint(out, lambda line: _log(cfg, line))
@@ -112,8 +113,6 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
 
 
 def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
-    from masprm.train.checkpoints import data_record
-
     meta = {"mode": cfg.mode, "objective": cfg.mode, **objective.meta(cfg),
             "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
             "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
@@ -124,8 +123,7 @@ def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any)
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
     """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
     cfg.validate()
-    from masprm.models.text_encoder import TextEncoder
-    from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
+    from masprm.models.text_encoder import TextEncoder   # imports torch
 
     objective = OBJECTIVES[cfg.mode]
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
@@ -140,9 +138,8 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
-    from masprm.models.loading import load_tokenizer, resolve_device
-    from masprm.train.cache import cached_examples
     from masprm.models import token_scorer
+    from masprm.models.loading import load_tokenizer, resolve_device
     from masprm.train.lora import attach_lora, disable_dropout
 
     out = Path(cfg.output_dir)

@@ -81,7 +81,7 @@ def _eval(p) -> dict[str, float]:
 
 
 TRAJECTORY = Objective(
-    name="traj", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
+    name="trajectory", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
     trainer_cls=TrajTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
     keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"agg": cfg.step_agg, "temperature": cfg.softmin_temperature},

@@ -1,0 +1,165 @@
+"""Stage 4's own settings (data, models, the run) and `EvalSettings`, what the runner is given.
+
+The method settings classes live with their searches (``masprm.search.settings``,
+``masprm.handoff.settings``); a method declares the ones it reads (``masprm.eval.methods``).
+``EvalSettings.from_args`` builds every class from the parsed flags, so each checks
+its values before anything loads, and gives each method its own frozen settings.
+Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from typing import Any, Mapping
+
+from masprm.cluster import ClusterSettings
+from masprm.config import arg, config_from_args, require, require_each, settings_from_args
+from masprm.data import dataset_options
+from masprm.eval.methods import METHODS, Method, settings_classes
+from masprm.models.options import SCORER_PRECISIONS, ModelFlags
+from masprm.search.engine import EngineSettings
+from masprm.search.settings import AT_LEAST_ONE
+
+DEFAULT_DATASET = "mmlu"
+DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+# scorer role (named for what it was trained as) -> the original's spelling of it: the flags
+# --<p>_dir / --<p>_base_model_id and the tag of a condition label ("[prm: MASPRM-GSM8K-1.5B]")
+SCORER_SPELLING = {"masprm": "prm", "orm": "orm", "handoff_masprm": "handoff_prm"}
+# scorer role -> the original's defaults of its folder and base model (only --prm_dir / --prm_base_model_id had
+# any). A default folder is read only by methods that use it; a default base gives way to the adapter's own record.
+SCORER_DEFAULTS = {"masprm": ("checkpoints/Qwen2.5-1.5B-RM", DEFAULT_MODEL)}
+
+
+@dataclass(frozen=True)
+class DataSettings:
+    """What is evaluated: the examples (a condition's data) and the seeds."""
+
+    dataset: str | None = arg(None, flags=("--dataset",),
+                              help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods)")
+    split: str = arg("test", flags=("--split",))
+    sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
+                               "seeded shuffle (default: all; 200 for handoff methods)")
+    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    math_levels: list[int] = arg(flags=("--math_levels",), nargs="+", default_factory=lambda: [4, 5],
+                                 help="competition_math levels of handoff runs (static runs use the whole split)")
+    math_stratify_by: str = arg("type", flags=("--math_stratify_by",),
+                                help="competition_math field handoff runs stratify by")
+    seed: int = arg(42, flags=("--seed",), help="example i is decoded with seed + i")
+    seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
+                                  help="evaluate each of these seeds in turn instead of --seed, in one process: the "
+                                       "same logs as one command per seed, with the models loaded once")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("sample_n",), lambda v: v >= 1, AT_LEAST_ONE)
+
+    def selection_options(self, routing: str) -> dict:
+        """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
+        that declares them (competition_math); static runs use the whole split, as in the original."""
+        if routing != "handoff":
+            return {}
+        values = {"levels": self.math_levels, "stratify_by": self.math_stratify_by}
+        return {k: v for k, v in values.items() if k in dataset_options(self.dataset)}
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """The policy, the team, and a folder (and base model) per scorer role."""
+
+    gen_model_id: str = arg(DEFAULT_MODEL, flags=("--gen_model_id",), help="the agents' policy model")
+    mas_config: str | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
+    prm_dir: str | None = arg(SCORER_DEFAULTS["masprm"][0], flags=("--prm_dir",),
+                              help=f"MASPRM adapter folder (default: {SCORER_DEFAULTS['masprm'][0]}; read only by "
+                                   "methods that use this scorer)")
+    prm_base_model_id: str | None = arg(SCORER_DEFAULTS["masprm"][1], flags=("--prm_base_model_id",),
+                                        help=f"MASPRM base model (default: {SCORER_DEFAULTS['masprm'][1]}, or the "
+                                             "base the adapter config names)")
+    orm_dir: str | None = arg(None, flags=("--orm_dir",),
+                              help="ORM adapter folder (default: none; read only by methods that use this scorer)")
+    orm_base_model_id: str | None = arg(None, flags=("--orm_base_model_id",),
+                                        help="ORM base model (default: the base the adapter config names)")
+    handoff_prm_dir: str | None = arg(None, flags=("--handoff_prm_dir",),
+                                      help="HANDOFF_MASPRM adapter folder (default: none; read only by methods that "
+                                           "use this scorer)")
+    handoff_prm_base_model_id: str | None = arg(None, flags=("--handoff_prm_base_model_id",),
+                                                help="HANDOFF_MASPRM base model (default: the base the adapter "
+                                                     "config names)")
+    scorer_precision: str = arg("auto", flags=("--scorer_precision",), choices=SCORER_PRECISIONS,
+                                help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
+                                     "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
+                                     "fp16 or fp32")
+
+    def scorer_folders(self) -> dict[str, str | None]:
+        """Scorer role -> its folder (None: not given)."""
+        return {"masprm": self.prm_dir, "orm": self.orm_dir, "handoff_masprm": self.handoff_prm_dir}
+
+    def scorer_bases(self) -> dict[str, str | None]:
+        """Scorer role -> its base model (None: from the adapter config)."""
+        return {"masprm": self.prm_base_model_id, "orm": self.orm_base_model_id,
+                "handoff_masprm": self.handoff_prm_base_model_id}
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """What runs, where its workers run and where its logs go; none of it changes what a condition computes."""
+
+    methods: list[str] = arg(flags=("--methods",), nargs="+", metavar="METHOD",
+                             default_factory=lambda: ["single_pass", "mcts_prm"],
+                             help="conditions to run: " + ", ".join(sorted(METHODS)))
+    workers: int | None = arg(None, flags=("--workers",), help="parallel workers (Ray actors when > 1; default: one "
+                              "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
+    logs_dir: str = arg("logs", flags=("--logs_dir",))
+    allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
+                                        help="use a scorer folder whose training did not finish "
+                                             "(its newest checkpoint)")
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)   # where the workers run (its own flags)
+
+    def __post_init__(self) -> None:
+        unknown = [m for m in self.methods if m not in METHODS]
+        require(not unknown, "methods", f"unknown {', '.join(unknown)} (known: {', '.join(sorted(METHODS))})")
+        # a method listed twice runs once, in its first place, as the original's dict.fromkeys(methods)
+        object.__setattr__(self, "methods", list(dict.fromkeys(self.methods)))
+        require(len({METHODS[m].routing for m in self.methods}) == 1, "methods",
+                "handoff and static methods cannot be mixed in one run")
+        require_each(self, ("workers",), lambda v: v >= 1, AT_LEAST_ONE)
+
+    @property
+    def routing(self) -> str:
+        """The run's routing (``masprm.eval.methods.ROUTINGS``), shared by all its methods."""
+        return METHODS[self.methods[0]].routing
+
+
+@dataclass(frozen=True)
+class EvalSettings:
+    """One evaluation run as the runner sees it: data, models, batching, and every method settings class's values."""
+
+    data: DataSettings = field(default_factory=DataSettings)
+    models: ModelSettings = field(default_factory=ModelSettings)
+    loading: ModelFlags = field(default_factory=ModelFlags)
+    engine: EngineSettings = field(default_factory=EngineSettings)
+    method_values: Mapping[type, Any] = field(default_factory=dict)   # settings class -> its checked instance
+
+    @classmethod
+    def from_args(cls, namespace: Any) -> "EvalSettings":
+        """Every class built from the parsed flags (and so checked); a method settings class for each
+        class a registered method declares."""
+        return cls(config_from_args(DataSettings, namespace), config_from_args(ModelSettings, namespace),
+                   config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
+                   settings_from_args(settings_classes(), namespace))
+
+    def method_settings(self, method: str | Method) -> Any:
+        """The frozen settings a method reads (``ctx.settings``): exactly the classes it declares."""
+        return _method(method).settings_for(self.method_values)
+
+    def roles(self, method: str | Method) -> tuple[str, ...]:
+        """The scorer roles a condition of ``method`` loads under these settings."""
+        return _method(method).roles(self.method_values)
+
+    def with_data(self, **changes: Any) -> "EvalSettings":
+        return replace(self, data=replace(self.data, **changes))
+
+    def with_models(self, **changes: Any) -> "EvalSettings":
+        return replace(self, models=replace(self.models, **changes))
+
+
+def _method(method: str | Method) -> Method:
+    return METHODS[method] if isinstance(method, str) else method
