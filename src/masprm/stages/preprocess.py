@@ -5,7 +5,8 @@
         --view full --config configs/gsm8k.yaml
 
 Writes next to the tree folder: results/prm_samples[_local]_<run>.jsonl and,
-with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. Trees are read one at
+with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl; --export trl adds each
+in TRL's format (trl_<name>.jsonl, masprm.labels.trl). Trees are read one at
 a time and the outputs are streamed into temporary files that replace the
 old outputs only when the whole pass succeeds.
 """
@@ -17,8 +18,6 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
 
-from tqdm import tqdm
-
 from masprm.checks import check_output_file, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
@@ -26,6 +25,8 @@ from masprm.errors import ConfigError
 from masprm.graph import MASGraph, load_mas_config, resolve_config_path
 from masprm.io import AtomicJsonlWriter
 from masprm.labels.mining import Options, Preprocessor
+from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
+from masprm.progress import progress_bar
 
 
 @dataclass
@@ -37,6 +38,10 @@ class Inputs:
                                          "<dataset> being the input folder's name before '_res_')")
     force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
     seed: int = arg(42, help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+    export: str | None = arg(None, choices=EXPORT_FORMATS,
+                             help="also write the outputs in another library's format: trl writes "
+                                  "trl_prm_samples_*.jsonl (stepwise supervision) and trl_ppm_pairs_*.jsonl "
+                                  "(preference) next to them (docs/sharing.md)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -119,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
     options = config_from_args(Options, args)
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
-    for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
+    outputs = (ppm_path, prm_path) if args.make_ppm else (prm_path,)
+    for path in outputs + tuple(trl_path(p) for p in outputs if args.export):
         check_output_file(path, "input", label=f"input {args.input}: output")
     root = args.input if args.input.is_dir() else args.input.parent
     if graph is not None and args.view == "local":
@@ -129,7 +135,7 @@ def main(argv: list[str] | None = None) -> int:
         prm_out = stack.enter_context(AtomicJsonlWriter(prm_path))
         ppm_out = stack.enter_context(AtomicJsonlWriter(ppm_path)) if args.make_ppm else None
         # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
-        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
+        for f in progress_bar(files, terminal_only=True, desc="Processing trees", unit="tree", leave=False):
             prm, ppm = prep.process_file(f, name=str(f.relative_to(root)))
             for rec in prm:
                 prm_out.write(rec)
@@ -149,6 +155,10 @@ def main(argv: list[str] | None = None) -> int:
     for why in (prep.why_no_prm(), prep.why_no_ppm()):
         if why:
             print(f"[preprocess] {why}")
+    for path in outputs if args.export else ():
+        count = export_trl(path, pairs=path == ppm_path)
+        print(f"[preprocess][TRL] {count.written} rows -> {count.path}"
+              + (f" ({count.left_out} pairs without a preference left out)" if count.left_out else ""))
     return 0
 
 
