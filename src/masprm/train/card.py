@@ -37,6 +37,7 @@ OBJECTIVE_TEXT = {
     "orm": "the final outcome (+1 correct, -1 wrong), trained on the last step only (an outcome reward model)",
     "traj": "trajectory-level: the aggregate of the step scores is trained against the final outcome",
 }
+STYLE_TEXT = {"whole": "the whole text tokenised in one piece", "steps": "the prompt and each step tokenised apart"}
 # What a folder trained before label schemes were recorded learned from, per objective.
 DEFAULT_LABELS = {"ppm": "pairs", "prm": "mc", "orm": "outcome"}
 # Step aggregations the snippet computes; any other recorded one is named in words.
@@ -101,7 +102,8 @@ def _token_ids_code(meta: dict[str, Any]) -> str:
                 f"    return tokenizer(text, add_special_tokens=True, truncation=True, "
                 f"max_length={max_length})[\"input_ids\"]\n")
     prompt_cut = int(meta.get("max_prompt_length") or 0)
-    cut_line = f"    ids = ids[-{prompt_cut}:]  # the prompt keeps its last {prompt_cut} tokens\n" if prompt_cut > 0 else ""
+    cut_line = (f"    ids = ids[-{prompt_cut}:]  # the prompt keeps its last {prompt_cut} tokens\n"
+                if prompt_cut > 0 else "")
     return ("def token_ids(prompt, steps):\n"
             "    \"\"\"The prompt and each step tokenised apart, a separator token after every step.\"\"\"\n"
             "    ids = tokenizer(prompt, add_special_tokens=False)[\"input_ids\"] if prompt else []\n"
@@ -212,8 +214,7 @@ def model_card(meta: dict[str, Any], *, hub_model_id: str | None = None, merged:
         f"head's logit at that step's separator, in [-1, 1]; the value of a transcript is {value}.\n\n"
         f"- objective: `{objective}`: {OBJECTIVE_TEXT.get(objective, 'see the masprm documentation')}\n"
         f"- label scheme: `{head['label_scheme']}`\n"
-        f"- text style: `{head['text_style']}` "
-        f"({'the whole text tokenised in one piece' if head['text_style'] == 'whole' else 'the prompt and each step tokenised apart'}), "
+        f"- text style: `{head['text_style']}` ({STYLE_TEXT.get(head['text_style'], 'see masprm')}), "
         f"at most {head['max_length']} tokens (the start is cut first)\n"
         f"- training data: `{data['file']}` ({data['bytes'] if data['bytes'] is not None else 'unknown'} bytes), "
         f"{data['train_examples']} training and {data['eval_examples']} held-out examples\n\n"

@@ -9,7 +9,8 @@ event logs, the data cache, ``training_args.bin``, hidden files). The hub client
 ``hf auth login``) and its own offline switch (``HF_HUB_OFFLINE=1``). The
 repository is created (private when asked) the first time the commit finds it
 missing. The files go up in one commit (``create_commit``), so a given model card
-can replace the folder's own README.md in the upload without touching the folder. A failed upload is a ``HubUploadError`` that says the folder is complete
+can replace the folder's own README.md in the upload without touching the
+folder. A failed upload is a ``HubUploadError`` that says the folder is complete
 on disk, so nothing is lost and the push can be repeated.
 """
 
