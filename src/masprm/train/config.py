@@ -17,18 +17,23 @@ from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import LOSSES, MODES
 
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
+# The original trainer's defaults: the stage-2 file its preprocessing wrote for its GSM8K run folder
+# (results/gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct, whose ".5B-Instruct" its file naming took for a suffix)
+# and its output folder.
+DEFAULT_DATA_FILE = "results/prm_samples_gsm8k_res_train_Qwen_Qwen2.5-1.jsonl"
+DEFAULT_OUTPUT_DIR = "checkpoints/Qwen2.5-1.5B-RM"
 
 
 @dataclass
 class TrainConfig:
     """A training run; the defaults are the original trainer's."""
 
-    mode: str = arg(choices=MODES, help="ppm: Bradley-Terry pairs; prm: a value per step; orm: the final outcome only")
-    data_file: str = arg(flags=("--data_dir", "--data-dir", "--data_file"),
-                         help="JSON/JSONL file from src/train/preprocess_data.py")
-    output_dir: str = arg(flags=("--output-dir", "--output_dir"),
-                          help="folder for the scorer (adapter, tokenizer, masprm_scorer.json, model card README.md) "
-                               "and its checkpoints")
+    mode: str = arg("prm", choices=MODES,
+                    help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
+    data_file: str = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
+                         help=f"JSON/JSONL file from src/train/preprocess_data.py (default: {DEFAULT_DATA_FILE})")
+    output_dir: str = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
+                          help=f"where the scorer is written (default: {DEFAULT_OUTPUT_DIR})")
     model_id: str = arg(DEFAULT_BASE_MODEL, flags=("--model-id", "--model_id"),
                         help="base model (hub id or local folder)")
     epochs: float = arg(10.0, help="training epochs (default: 10)")
