@@ -159,7 +159,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
 
     out = Path(out)
     spec = spec or PolicySpec()
-    config = Path(config)
+    config = resolve_config_path(config)   # a path, or a shipped config's name from any folder
     graph = load_mas_config(config)
     try:
         check_graph(graph)
