@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test test-fast demo bench gpu-check clean-demo
+.PHONY: setup test test-fast demo report bench gpu-check clean-demo
 
 # requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
 # masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
@@ -26,6 +26,10 @@ test-fast: $(STAMP)
 
 demo: $(STAMP)
 	$(PY) src/demo.py
+
+# The measured tables of docs/*.md, rewritten from results/ and logs/ (after make demo / make lab).
+report: $(STAMP)
+	$(PY) -m masprm.toy.report
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done

@@ -35,6 +35,7 @@ from tqdm.auto import tqdm
 from masprm.cluster import (ClusterSettings, WorkerPlan, check_node_paths, node_resources, place_workers,
                             plan_workers, ray_session)
 from masprm.errors import ConfigError, MasprmError
+from masprm.progress import progress_bar
 
 W = TypeVar("W")
 Item = TypeVar("Item")
@@ -93,7 +94,7 @@ def map_examples(setup: Callable[[], W], task: Callable[[W, Item], R], items: It
         outcomes = _local_batched(setup, task, items)
     else:
         outcomes = _local_map(setup, task, items)
-    with tqdm(total=len(items), desc=desc, dynamic_ncols=True, disable=not progress) as bar:
+    with progress_bar(total=len(items), desc=desc, dynamic_ncols=True, enabled=progress) as bar:
         for outcome in outcomes:
             bar.update(1)
             yield outcome

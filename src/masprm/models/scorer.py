@@ -121,7 +121,7 @@ def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir") -> Path:
     return max(checkpoints, key=_checkpoint_step)
 
 
-def _base_model_id(folder: Path, meta: dict, base_model_id: str | None, setting: str) -> str:
+def adapter_base_model(folder: Path, meta: dict, base_model_id: str | None, setting: str) -> str:
     if base_model_id:
         return base_model_id
     adapter_config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
@@ -149,7 +149,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     folder = resolve_scorer_folder(path, setting)
     meta = read_scorer_meta(folder)
     is_adapter = (folder / "adapter_config.json").is_file()
-    base = _base_model_id(folder, meta, base_model_id, setting) if is_adapter else str(folder)
+    base = adapter_base_model(folder, meta, base_model_id, setting) if is_adapter else str(folder)
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
                                padding_side="right", setting=setting)

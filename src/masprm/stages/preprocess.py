@@ -7,9 +7,10 @@
 Writes next to the tree folder: results/prm_samples[_local]_<run>.jsonl and,
 with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. With --labels NAME it
 writes one label scheme's records instead (``masprm.labels.LABEL_SCHEMES``):
-results/labels_<NAME>[_local]_<run>.jsonl. Trees are read one at a time and
-the outputs are streamed into temporary files that replace the old outputs
-only when the whole pass succeeds.
+results/labels_<NAME>[_local]_<run>.jsonl. --export trl adds each output in
+TRL's format (trl_<name>.jsonl, masprm.labels.trl). Trees are read one at a
+time and the outputs are streamed into temporary files that replace the old
+outputs only when the whole pass succeeds.
 """
 
 import sys
@@ -20,8 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from tqdm import tqdm
-
 from masprm.checks import check_output_file, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names
@@ -31,6 +30,8 @@ from masprm.io import AtomicJsonlWriter
 from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor
 from masprm.labels.scheme import LabelRunner
+from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
+from masprm.progress import progress_bar
 
 
 @dataclass
@@ -47,6 +48,10 @@ class Inputs:
     labels: str | None = arg(None, help="write one label scheme's records instead of the PRM samples and pairs: "
                                         "results/labels_<NAME>[_local]_<run>.jsonl (schemes: "
                                         + ", ".join(LABEL_SCHEMES.names()) + "; their own flags below)")
+    export: str | None = arg(None, choices=EXPORT_FORMATS,
+                             help="also write the outputs in another library's format: trl writes "
+                                  "trl_prm_samples_*.jsonl (stepwise supervision) and trl_ppm_pairs_*.jsonl "
+                                  "(preference) next to them (docs/sharing.md)")
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -160,7 +165,7 @@ def stream(files: list[Path], root: Path, paths: list[Path],
     with ExitStack() as stack:
         outs = [stack.enter_context(AtomicJsonlWriter(path)) for path in paths]
         # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
-        for f in tqdm(files, desc="Processing trees", unit="tree", disable=None, leave=False):
+        for f in progress_bar(files, terminal_only=True, desc="Processing trees", unit="tree", leave=False):
             for out, records in zip(outs, records_of(f, str(f.relative_to(root)))):
                 for rec in records:
                     out.write(rec)
@@ -179,12 +184,21 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
     runner = LabelRunner(scheme, config_from_args(Options, args), args.scheme_settings, graph)
     path = check_output_file(labels_path(args.input, args.view, scheme.name), "input",
                              label=f"input {args.input}: output")
+    if args.export:
+        check_output_file(trl_path(path), "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
         print(f"[preprocess] local view, routing inboxes with {graph.source}")
     stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
     print(runner.summary(path))
     if runner.why_none():
         print(f"[preprocess] {runner.why_none()}")
+    if args.export:
+        report_export(export_trl(path, pairs=scheme.kind == "pairs"))
+
+
+def report_export(count) -> None:
+    print(f"[preprocess][TRL] {count.written} rows -> {count.path}"
+          + (f" ({count.left_out} pairs without a preference left out)" if count.left_out else ""))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     options = config_from_args(Options, args)
     prep = Preprocessor(options, graph)
     prm_path, ppm_path = output_paths(args.input, args.view)
-    for path in (ppm_path, prm_path) if args.make_ppm else (prm_path,):
+    outputs = (ppm_path, prm_path) if args.make_ppm else (prm_path,)
+    for path in outputs + tuple(trl_path(p) for p in outputs if args.export):
         check_output_file(path, "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
         print(f"[preprocess] local view, routing inboxes with {graph.source}")
@@ -210,6 +225,8 @@ def main(argv: list[str] | None = None) -> int:
     for why in (prep.why_no_prm(), prep.why_no_ppm()):
         if why:
             print(f"[preprocess] {why}")
+    for path in outputs if args.export else ():
+        report_export(export_trl(path, pairs=path == ppm_path))
     return 0
 
 

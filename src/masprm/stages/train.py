@@ -4,13 +4,17 @@
         --model-id Qwen/Qwen2.5-1.5B-Instruct --output-dir checkpoints/MASPRM-GSM8K-1.5B
 
 Writes a LoRA adapter (or, with --no-lora, the full model), the tokenizer with
-the step separator and masprm_scorer.json into --output-dir. Every flag, its
+the step separator, masprm_scorer.json and a model card (README.md) into
+--output-dir; --push_to_hub uploads them (docs/sharing.md). Every flag, its
 default and its help live in ``masprm.train.config.TrainConfig``.
 """
+
+import sys
 
 from masprm.cli import ArgumentParser, run_cli
 from masprm.config import add_config_args, config_from_args
 from masprm.train import TrainConfig, train_scorer
+from masprm.train.hub import HubUploadError
 
 
 def build_parser() -> ArgumentParser:
@@ -21,7 +25,11 @@ def build_parser() -> ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     cfg = config_from_args(TrainConfig, build_parser().parse_args(argv))
-    result = train_scorer(cfg)
+    try:
+        result = train_scorer(cfg)
+    except HubUploadError as err:   # trained and saved; only the upload failed (offline, no login, ...)
+        print(f"{sys.argv[0].rsplit('/', 1)[-1]}: error: {err}", file=sys.stderr)
+        return 1
     shown = {k: round(v, 4) for k, v in result.metrics.items() if isinstance(v, float)}
     if result.trainer.is_world_process_zero():  # once, also under torchrun
         print(f"saved {cfg.mode} scorer to {result.output_dir} | eval {shown}")

@@ -168,12 +168,12 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     The policy is copied from the shipped one when that was trained for this
     build (same settings, team config and toy code), unless `retrain`.
     """
+    config = resolve_config_path(config)   # a path, or a shipped config's name from any folder
     graph = load_toy_team(config)
     from masprm.toy.train_policy import PolicySpec, train_policy   # imports torch
 
     out = Path(out)
     spec = spec or PolicySpec()
-    config = Path(config)
     key = fingerprint(asdict(spec), config.read_text(encoding="utf-8"))
     if not force and is_built(out, key):
         log(f"toy world: cached in {out} (build {key})")

@@ -80,7 +80,7 @@ def resume_checkpoint(folder: Path, log: Callable[[str], None]) -> Path | None:
 
 
 def data_record(data_file: str) -> dict:
-    return {"path": str(data_file), "identity": file_identity(data_file)}
+    return {"path": str(data_file), "identity": file_identity(data_file), "bytes": Path(data_file).stat().st_size}
 
 
 def check_same_data(folder: Path, data_file: str) -> None:

@@ -39,41 +39,58 @@ class TrainConfig:
                         help="base model (hub id or local folder)")
     epochs: float = arg(10.0, help="training epochs (default: 10)")
     max_steps: int = arg(-1, help="optimizer steps; > 0 overrides --epochs")
-    lr: float = arg(1e-5)
-    train_batch_size: int = arg(8)
+    lr: float = arg(1e-5, help="peak learning rate of the cosine schedule (default: 1e-5)")
+    train_batch_size: int = arg(8, help="examples per device per forward pass (default: 8; halved on out-of-memory)")
     eval_batch_size: int | None = arg(None, help="default: --train-batch-size")
-    grad_accum: int = arg(16)
+    grad_accum: int = arg(16, help="forward passes per optimizer step (default: 16)")
     eval_steps: int = arg(200, help="optimizer steps between evaluations (default: 200); the best evaluated "
                                     "checkpoint is kept, and a run shorter than this keeps its final weights")
     save_steps: int | None = arg(None, help="optimizer steps between checkpoints, a multiple of --eval-steps "
                                             "(default: --eval-steps)")
-    save_total_limit: int = arg(2)
-    logging_steps: int = arg(10)
-    seed: int = arg(42)
+    save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
+    logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
+    seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
     max_length: int = arg(2048, help="tokens per text; the start is cut first")
     max_prompt_length: int = arg(768, help="tokens kept of the prompt part (its end); 0 = no separate limit")
-    separator: str = arg(DEFAULT_SEPARATOR, flags=("--step-separator",))
+    separator: str = arg(DEFAULT_SEPARATOR, flags=("--step-separator",),
+                         help=f"text that ends every step; the score is read at its last occurrence "
+                              f"(default: {DEFAULT_SEPARATOR})")
     ensure_step_token: bool = arg(True, help="add a <...> separator the tokenizer lacks as a special token "
                                              "(default: on)")
     loss: str = arg("bce", choices=LOSSES, help="prm/orm loss (ppm always uses Bradley-Terry)")
-    huber_beta: float = arg(0.1)
+    huber_beta: float = arg(0.1, help="transition point of --loss huber (default: 0.1)")
     step_agg: str = arg("min", flags=("--agg",), choices=STEP_AGGS,
                         help="--mode traj (a transcript's aggregated step scores against its final outcome): "
                              "how the step scores are aggregated (default: min)")
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
-    lora_r: int = arg(256)
-    lora_alpha: float = arg(32)
+    lora_r: int = arg(256, help="LoRA rank (default: 256)")
+    lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
                                          "dropout off")
     lora: bool = arg(True, flags=("--no-lora",), action="store_false", help="full fine-tune instead of LoRA")
     load_in_4bit: bool | None = arg(None, help="QLoRA 4-bit NF4 base (default: on with CUDA, off on CPU)")
-    attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"))
+    attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"),
+                         help="attention implementation passed to transformers: sdpa (default), eager, "
+                              "flash_attention_2, ...")
     trust_remote_code: bool = arg(False, flags=("--trust-remote-code", "--trust_remote_code"),
                                   help="allow the base model's own code from the hub")
     resume: bool = arg(False, help="continue from the newest checkpoint in --output-dir")
-    hub_logs: bool = arg(True, help="write TensorBoard logs to --output-dir/runs (default: on, as in the original)")
+    hub_logs: bool = arg(True, help="write TensorBoard logs to --output-dir/runs (default: on, as in the original); "
+                                    "--no-hub-logs is --report_to none")
+    report_to: list[str] | None = arg(None, flags=("--report_to", "--report-to"), nargs="+", metavar="NAME",
+                                      help="where training logs go, as transformers' report_to: tensorboard, wandb, "
+                                           "mlflow, ..., all or none (default: tensorboard, or none with "
+                                           "--no-hub-logs)")
+    push_to_hub: bool = arg(False, flags=("--push_to_hub", "--push-to-hub"),
+                            help="upload the finished scorer folder (no checkpoints) to the Hugging Face Hub "
+                                 "as --hub_model_id")
+    hub_model_id: str | None = arg(None, flags=("--hub_model_id", "--hub-model-id"),
+                                   help="hub repository of the scorer, 'user/name' or 'org/name'; named in its "
+                                        "model card (needed by --push_to_hub)")
+    hub_private_repo: bool = arg(False, flags=("--hub_private_repo", "--hub-private-repo"),
+                                 help="create the hub repository as private (--push_to_hub)")
     progress: bool = arg(True, flags=("--quiet",), action="store_false", help="no progress bar or log lines")
 
     def validate(self) -> None:
@@ -102,6 +119,11 @@ class TrainConfig:
         if self.load_in_4bit and not self.lora:
             raise ConfigError("load_in_4bit needs LoRA: a 4-bit base cannot be fully fine-tuned (train with LoRA)",
                               setting="load_in_4bit")
+        if self.report_to and not self.hub_logs and self.report_to != ["none"]:
+            raise ConfigError(f"report_to {' '.join(self.report_to)} contradicts --no-hub-logs (which means "
+                              "report_to none); give one of them", setting="report_to")
+        if self.push_to_hub and not self.hub_model_id:
+            raise ConfigError("push_to_hub needs `hub_model_id` (the repository, 'user/name')", setting="push_to_hub")
         if self.eval_steps and self.save_steps and self.save_steps % self.eval_steps:
             raise ConfigError(f"save_steps ({self.save_steps}) must be a multiple of eval_steps ({self.eval_steps}) "
                               "so the best checkpoint can be kept", setting="save_steps")

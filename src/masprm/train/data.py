@@ -8,9 +8,12 @@ An objective reads one kind of record (``Objective.records``):
 - ``steps`` (prm_samples_*.jsonl): ``prompt``, ``completions`` (step strings) and
   ``labels``, one number in [-1, 1] per completion.
 
-A file is a JSON list (or one object) or JSONL; errors name the file and the
-record (or line). How records become examples is the objective's own
-(``masprm.train.pairwise`` / ``masprm.train.stepwise``).
+A file is JSON (a list, or one object), JSONL or Parquet, read by ``datasets``
+into a temporary cache (nothing is left in the user's datasets cache). A JSON or
+JSONL file that ``datasets`` cannot read, or whose rows fail the checks, is read
+again line by line, so the error names the file and the record (or line) as it
+is written; a Parquet error names the row. How records become examples is the
+objective's own (``masprm.train.pairwise`` / ``masprm.train.stepwise``).
 """
 
 from __future__ import annotations
@@ -18,16 +21,17 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 
 from masprm.checks import read_utf8
-from masprm.errors import DataError
+from masprm.errors import DataError, first_line
 from masprm.io import iter_jsonl
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
+PARQUET_SUFFIX = ".parquet"
 
 
 def _bad(message: str) -> DataError:
@@ -90,13 +94,55 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
             raise _bad(f"{where}: label {y!r} is not a number in [-1, 1]")
 
 
+def _dataset_rows(path: Path) -> list[dict] | None:
+    """The file's rows as ``datasets`` reads them; None when it cannot (Parquet: a DataError)."""
+    import tempfile
+
+    import datasets
+    from datasets.utils import logging as datasets_logging
+
+    parquet = path.suffix == PARQUET_SUFFIX
+    read = datasets.Dataset.from_parquet if parquet else datasets.Dataset.from_json
+    bars_were_on = not datasets.are_progress_bars_disabled()
+    verbosity = datasets_logging.get_verbosity()
+    datasets.disable_progress_bars()
+    datasets_logging.set_verbosity_error()
+    try:
+        with tempfile.TemporaryDirectory(prefix="masprm-data-") as cache:
+            return read(str(path), cache_dir=cache, keep_in_memory=True).to_list()
+    except Exception as err:  # noqa: BLE001 - any reader failure: JSON is read again below to name the line
+        if parquet:
+            raise _bad(f"{path}: not a readable Parquet file ({first_line(err)})") from None
+        return None
+    finally:
+        datasets_logging.set_verbosity(verbosity)
+        if bars_were_on:
+            datasets.enable_progress_bars()
+
+
+def _checked(rows: list[dict], where: Callable[[int], str], mode: str) -> list[dict]:
+    for i, rec in enumerate(rows):
+        _check_record(where(i), rec, mode, OBJECTIVES[mode].records)
+    return rows
+
+
 def load_records(path: str | Path, mode: str) -> list[dict]:
-    """All records of a stage-2 file, checked for the fields `mode` needs."""
+    """All records of a stage-2 file (JSON, JSONL or Parquet), checked for the fields `mode` needs."""
     path = Path(path)
     if path.is_dir():
-        raise _bad(f"{path}: is a folder, not a JSON or JSONL file")
+        raise _bad(f"{path}: is a folder, not a JSON, JSONL or Parquet file")
     if not path.is_file():
         raise _bad(f"{path}: file not found")
+    rows = _dataset_rows(path)
+    if rows and path.suffix == PARQUET_SUFFIX:
+        return _checked(rows, lambda i: f"{path}: row {i}", mode)
+    if rows:
+        try:
+            return _checked(rows, lambda i: f"{path}: record {i}", mode)
+        except DataError:
+            pass  # named below by line, as the file has it
+    if path.suffix == PARQUET_SUFFIX:
+        raise _bad(f"{path}: no records (the file has no rows)")
     records = []
     for where, rec in _iter_records(path):
         _check_record(where, rec, mode, OBJECTIVES[mode].records)

@@ -24,10 +24,12 @@ from typing import Any
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError
 from masprm.scorer_meta import write_scorer_meta
+from masprm.train.card import write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import check_same_data, checkpoints, data_record, resume_checkpoint
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
+from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
@@ -74,6 +76,9 @@ def _precision(quantized: bool) -> dict[str, Any]:
 
 
 def _report_to(cfg: TrainConfig) -> list[str] | str:
+    """transformers' report_to: --report_to as given (checked), else TensorBoard unless --no-hub-logs."""
+    if cfg.report_to:
+        return _checked_report_to(cfg.report_to)
     if not cfg.hub_logs:
         return "none"
     if importlib.util.find_spec("tensorboard") is None:
@@ -81,6 +86,24 @@ def _report_to(cfg: TrainConfig) -> list[str] | str:
                   "(pip install -r requirements.txt)")
         return "none"
     return ["tensorboard"]
+
+
+def _checked_report_to(names: list[str]) -> list[str] | str:
+    """A name transformers does not know, or whose package is not installed, is refused before training."""
+    from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,   # heavy: transformers
+                                                             get_available_reporting_integrations)
+
+    if len(names) == 1 and names[0] in ("all", "none"):
+        return names[0]
+    unknown = [n for n in names if n not in INTEGRATION_TO_CALLBACK]
+    if unknown:
+        raise ConfigError(f"report_to {' '.join(unknown)}: not one of transformers' integrations (all, none, "
+                          f"{', '.join(INTEGRATION_TO_CALLBACK)})", setting="report_to")
+    missing = [n for n in names if n not in get_available_reporting_integrations()]
+    if missing:
+        raise ConfigError(f"report_to {' '.join(missing)}: its package is not installed (pip install "
+                          f"{' '.join(missing)})", setting="report_to")
+    return list(names)
 
 
 def _one_gpu_per_process(args) -> None:
@@ -123,6 +146,8 @@ def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any)
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
     """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
     cfg.validate()
+    if cfg.hub_model_id:
+        check_hub_model_id(cfg.hub_model_id)
     from masprm.models.text_encoder import TextEncoder   # imports torch
 
     objective = OBJECTIVES[cfg.mode]
@@ -142,6 +167,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     from masprm.models.loading import load_tokenizer, resolve_device
     from masprm.train.lora import attach_lora, disable_dropout
 
+    report_to = _report_to(cfg)
     out = Path(cfg.output_dir)
     resume_from = _resume_checkpoint(cfg, out)
     set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
@@ -191,7 +217,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         train_sampling_strategy=objective.sampling,
         seed=cfg.seed,
         data_seed=cfg.seed,
-        report_to=_report_to(cfg),
+        report_to=report_to,
         remove_unused_columns=False,   # the collators build exactly the tensors the loss needs
         label_names=[],                # labels live in objective-specific keys, handled by prediction_step
         dataloader_num_workers=0,
@@ -234,4 +260,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
                     best_checkpoint=trainer.state.best_model_checkpoint)
+        write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
+        if cfg.push_to_hub:
+            push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
     return TrainResult(trainer, train_examples, eval_examples, metrics, out)

@@ -1,0 +1,168 @@
+"""`make report`: the measured tables of the docs, written from the results files so they cannot drift.
+
+    python -m masprm.toy.report            # rewrite every generated block of docs/*.md
+    python -m masprm.toy.report --check    # exit 1 when a block differs from what the results give
+
+A doc marks each generated block with its source:
+
+    <!-- report: demo-table -->
+    ... (rewritten by this command) ...
+    <!-- /report -->
+
+The blocks (`BLOCKS`) and where they come from:
+
+    demo-table    the demo's logs (logs/toy_demo), aggregated as stage 5 does
+    demo-claims   results/toy_demo_claims.txt (python -m masprm.toy.claims)
+    stepbench     results/toy_stepbench.json (python -m masprm.toy.stepbench)
+    lab-table     results/toy_lab.md (make lab)
+    lab-claims    results/toy_lab_claims.txt (make lab)
+
+A block whose source is missing is left as it is, and the command says so.
+Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from masprm.cli import ArgumentParser, run_cli
+from masprm.config import add_config_args, arg, config_from_args
+from masprm.eval.aggregate import Row, aggregate, read_logs
+from masprm.io import atomic_write_text
+
+_BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /report -->)", re.DOTALL)
+
+
+@dataclass
+class ReportArgs:
+    docs: str = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten (default docs)")
+    results: str = arg("results", help="folder of the results files (default results)")
+    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
+    check: bool = arg(False, help="write nothing; exit 1 when a block differs from what the results give")
+
+
+# --------------------------------------------------------------------------- the demo's table
+
+# The demo's methods, in the order its table lists them (each method's budgets by model work).
+DEMO_METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
+
+
+def _cell(value: float | None, fmt: str) -> str:
+    return "n/a" if value is None else format(value, fmt)
+
+
+def demo_table(rows: list[Row]) -> str:
+    """method | budget | pass@1 (%) mean ± std | pass@5 (%) | generated tokens and model work per question."""
+    def order(row: Row) -> tuple:
+        method = row.condition.method
+        rank = DEMO_METHODS.index(method) if method in DEMO_METHODS else len(DEMO_METHODS)
+        return (rank, method, row.work_mean() or 0.0)
+
+    lines = ["| method | budget | pass@1 (%) | pass@5 (%) | generated tokens / question | model work / question |",
+             "|---|---|--:|--:|--:|--:|"]
+    for row in sorted(rows, key=order):
+        p1, sd, p5 = row.mean("pass@1"), row.std("pass@1"), row.mean("pass@5")
+        pass1 = "n/a" if p1 is None else f"{100 * p1:.1f} ± {100 * (sd or 0.0):.1f}"
+        lines.append(f"| {row.condition.method} | {row.condition.budget} | {pass1} | "
+                     f"{_cell(None if p5 is None else 100 * p5, '.1f')} | {_cell(row.mean('tokens'), '.0f')} | "
+                     f"{_cell(row.work_mean(), '.0f')} |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the step-level benchmark
+
+SCORER_NAMES = {"masprm": "MASPRM", "orm": "ORM", "logprob": "policy log-prob"}
+
+
+def stepbench_table(report: dict) -> str:
+    """One row per scorer: accuracies, F1, AUC overall and per agent, and ECE where the report has it."""
+    scorers = report["scorers"]
+    agents = list(next(iter(scorers.values()))["auc_by_agent"])
+    with_ece = any("ece" in s for s in scorers.values())
+    head = ["scorer", "acc. erroneous", "acc. correct", "F1", "AUC", *(f"AUC {a}" for a in agents)]
+    head += ["ECE"] if with_ece else []
+    lines = ["| " + " | ".join(head) + " |", "|---|" + "--:|" * (len(head) - 1)]
+    for name, s in scorers.items():
+        cells = [SCORER_NAMES.get(name, name), _cell(s["acc_erroneous"], ".2f"), _cell(s["acc_correct"], ".2f"),
+                 _cell(s["f1"], ".2f"), _cell(s["auc"], ".2f"),
+                 *(_cell(s["auc_by_agent"].get(a), ".2f") for a in agents)]
+        cells += [_cell(s.get("ece"), ".3f")] if with_ece else []
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- the blocks
+
+
+def _fenced(path: Path) -> str:
+    return "```\n" + path.read_text(encoding="utf-8").rstrip("\n") + "\n```"
+
+
+def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]:
+    """block name -> (the file it is made from, how to make its body)."""
+    results, logs = Path(args.results), Path(args.logs_dir)
+    return {
+        "demo-table": (logs, lambda: demo_table(aggregate(read_logs(logs))[0])),
+        "demo-claims": (results / "toy_demo_claims.txt", lambda: _fenced(results / "toy_demo_claims.txt")),
+        "stepbench": (results / "toy_stepbench.json", lambda: stepbench_table(
+            json.loads((results / "toy_stepbench.json").read_text(encoding="utf-8")))),
+        "lab-table": (results / "toy_lab.md", lambda: (results / "toy_lab.md").read_text(encoding="utf-8").strip()),
+        "lab-claims": (results / "toy_lab_claims.txt", lambda: _fenced(results / "toy_lab_claims.txt")),
+    }
+
+
+def fill_blocks(text: str, bodies: dict[str, str]) -> str:
+    """`text` with the body of every block named in `bodies` replaced (other blocks untouched)."""
+    def replace(m: re.Match) -> str:
+        name = m.group("name")
+        return m.group(0) if name not in bodies else f"{m.group(1)}{bodies[name].rstrip()}\n{m.group(4)}"
+
+    return _BLOCK.sub(replace, text)
+
+
+def block_names(text: str) -> list[str]:
+    return [m.group("name") for m in _BLOCK.finditer(text)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description="Rewrite the docs' measured tables from the results files.")
+    add_config_args(p, ReportArgs)
+    args = config_from_args(ReportArgs, p.parse_args(argv))
+    sources = block_sources(args)
+    docs = sorted(Path(args.docs).glob("*.md"))
+    used = {name for doc in docs for name in block_names(doc.read_text(encoding="utf-8"))}
+    unknown = used - set(sources)
+    if unknown:
+        print(f"report: unknown block(s) {', '.join(sorted(unknown))} (known: {', '.join(sources)})", file=sys.stderr)
+        return 2
+    bodies = {}
+    for name in sorted(used):
+        source, make = sources[name]
+        if source.exists():
+            bodies[name] = make()
+        else:
+            print(f"report: {name}: {source} not found, block left as it is")
+    stale = []
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        new = fill_blocks(text, bodies)
+        if new != text:
+            stale.append(str(doc))
+            if not args.check:
+                atomic_write_text(doc, new)
+    verb = "differ from the results" if args.check else "rewritten"
+    print(f"report: {len(stale)} doc(s) {verb}" + (f": {', '.join(stale)}" if stale else ""))
+    return 1 if args.check and stale else 0
+
+
+def cli() -> None:
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()
