@@ -73,6 +73,7 @@ BUDGETS = {
     "mcts": (("n_simulations",), "{n_simulations} sims"),
     "sbs": (("b1", "b2"), "{b1}x{b2}"),
     "voter": (("voter_k",), "k={voter_k}"),
+    "bon": (("bon_n",), "N={bon_n}"),
 }
 # An original-format label: name, a "(key=value, ...)" settings group, then optional "[scorer folders]".
 _LABEL_SETTINGS = re.compile(r"^(?P<name>.*?)\s*\((?P<settings>[^()]*=[^()]*)\)(?P<folders>\s*\[[^\]]*\])?$")
