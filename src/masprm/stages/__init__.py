@@ -7,6 +7,7 @@
     aggregate.py   stage 5  masprm-aggregate   (aggregator.py)
     show_tree.py            masprm-show-tree   (src/show_tree.py)
     demo.py                 masprm-demo        (src/demo.py, make demo)
+    lab.py                  masprm-lab         (src/lab.py, make lab)
 
 The scripts in parentheses are a checkout's three-line shims, so the seed
 README's ``python src/...`` commands run the same code.

@@ -107,26 +107,35 @@ class Commands:
     claims: list[str]
 
 
+def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str = LOGS) -> list[str]:
+    """The README's evaluation command on the toy test split with the demo's settings; `scorers` are the
+    scorer flags (--prm_dir ...), `budget` flags that override a setting."""
+    # every seed in one process (--seeds): the same logs as one command per seed, one model load
+    return [*stage_command("evaluate"), "--dataset", "toy", "--split", "test", "--seeds", *map(str, seeds),
+            *scorers, "--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
+            "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
+            "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
+            "--top_p", "0.95", "--logs_dir", logs_dir, "--workers", "1",
+            "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+
+
+def train_command(mode: str, data: str, out: str, seed: int, extra=()) -> list[str]:
+    """A scorer trained on the toy world with the demo's settings (SCORER_TRAINING), resuming when interrupted."""
+    return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
+            "--output-dir", out, "--seed", str(seed), "--resume", *extra, *SCORER_TRAINING]
+
+
 def commands(args) -> Commands:
     run = run_folder()
     name = Path(run).name
+    scorer_flags = ("--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY, "--orm_dir", ORM_DIR,
+                    "--orm_base_model_id", POLICY)
 
     def evaluation(methods, scorers: bool, budget=()) -> list[str]:
-        # every seed in one process (--seeds): the same logs as one command per seed, one model load
-        cmd = [*stage_command("evaluate"), "--dataset", "toy", "--split", "test",
-               "--seeds", *map(str, args.seeds)]
-        if scorers:
-            cmd += ["--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
-                    "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY]
-        return cmd + ["--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
-                      "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
-                      "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
-                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
-                      "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+        return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget)
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
-        return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
-                "--output-dir", out, "--seed", str(args.seed), "--resume", *SCORER_TRAINING]
+        return train_command(mode, data, out, args.seed)
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],

@@ -52,7 +52,8 @@ class Job:
         full_env = {**PINNED_NUMERICS, **os.environ, **(env or {})}
         if threads:  # tiny models decode fastest on one thread; side-by-side jobs share the cores
             full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        print(f"$ {show(cmd)}" + (f"   [output: {log.relative_to(ROOT)}]" if log else ""), flush=True)
+        where = log.relative_to(ROOT) if log and log.is_relative_to(ROOT) else log
+        print(f"$ {show(cmd)}" + (f"   [output: {where}]" if log else ""), flush=True)
         if log is None:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
         else:
