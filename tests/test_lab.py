@@ -128,3 +128,29 @@ def test_run_tasks_starts_each_command_after_what_it_needs(tmp_path):
     assert sorted(finished) == ["a", "b", "c", "d"] and finished.index("a") < finished.index("b")
     with pytest.raises(UsageError, match="bad.out"):   # a failing command stops the run, naming its output
         jobs.run_tasks([jobs.Task("bad", [sys.executable, "-c", "raise SystemExit(3)"])], 1, tmp_path)
+
+
+def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "ROOT", tmp_path)
+    monkeypatch.setattr(lab, "OUTPUT", tmp_path / "out")
+    noop = [sys.executable, "-c", "pass"]
+    monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[]))
+    prepared = []
+    monkeypatch.setattr(demo, "make_scorers", lambda c, args: prepared.append(args.n_train))
+    touch = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')"
+
+    def plan(args):
+        tasks = [jobs.Task(name, [sys.executable, "-c", touch, name], after) for name, after in
+                 (("first", ()), ("second", ("first",)), ("finished", ()))]
+        return tasks, ["x+prm: label scheme 'x' is not registered"], list(lab.LAB_SCORERS[:2]), {"finished"}
+
+    monkeypatch.setattr(lab, "plan", plan)
+    assert lab.main(["--seeds", "14", "--n_train", "3"]) == 0
+    assert prepared == [3] and (tmp_path / "first").is_file() and (tmp_path / "second").is_file()
+    assert not (tmp_path / "finished").exists()                      # its output was there: skipped
+    out = capsys.readouterr().out
+    assert "lab: x+prm: label scheme 'x' is not registered" in out and "finished: output already there" in out
+    report = (tmp_path / lab.REPORT).read_text()
+    assert "| MASPRM | masprm | ppm |" in report and "- not run: x+prm" in report
+    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2   # 2 rows x 4 searches x 2
