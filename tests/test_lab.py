@@ -69,13 +69,24 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert traj.after == () and flag(traj.cmd, "--agg") == ["softmin"] and flag(traj.cmd, "--mode") == ["traj"]
     assert flag(traj.cmd, "--data_dir") == [f"results/prm_samples_{run}.jsonl"]
     assert "train_masprm-ppm" not in tasks and "train_mc-orm" not in tasks   # the demo trained them
-    # searches: each scorer after its training and after the no-scorer run that draws the shared samples
-    assert tasks["eval_mc-traj-min"].after == ("eval_no_scorer", "train_mc-traj-min")
+    # searches: each scorer after its training; best-of-N also after the no-scorer run that draws the samples
+    assert list(tasks)[0] == "eval_no_scorer" and flag(tasks["eval_no_scorer"].cmd, "--methods") == ["bon_logprob"]
+    assert tasks["eval_mc-traj-min"].after == ("train_mc-traj-min", "eval_no_scorer")
+    assert tasks["eval_mc-traj-min_search"].after == ("train_mc-traj-min",)
+    assert flag(tasks["eval_mc-traj-min_search"].cmd, "--methods") == ["sbs_prm", "mcts_prm"]
+    assert flag(tasks["eval_mc-traj-min_last"].cmd, "--step_agg") == ["last"]
     assert flag(tasks["eval_mc-traj-min"].cmd, "--prm_dir") == ["checkpoints/toy-lab-mc-traj-min"]
     assert tasks["eval_masprm-ppm"].after == ("eval_no_scorer",) and tasks["eval_no_scorer"].after == ()
     assert tasks["eval_no_scorer_last"].after == ("eval_no_scorer",)
-    assert flag(tasks["eval_mc-orm"].cmd, "--methods") == ["mcts_orm", "bon_orm"]
+    assert flag(tasks["eval_mc-orm"].cmd, "--methods") == ["bon_orm"]
+    assert flag(tasks["eval_mc-orm_search"].cmd, "--methods") == ["mcts_orm"]
     assert flag(tasks["eval_mc-orm_sbs"].cmd, "--prm_dir") == [demo.ORM_DIR]   # the ORM valuing each prefix
+    # the SBS and MCTS conditions `make demo` ran itself are asked of its logs folder (found COMPLETED there)
+    in_demo = {n for n, t in tasks.items() if n.startswith("eval_") and flag(t.cmd, "--logs_dir") == [demo.LOGS]}
+    assert in_demo == {"eval_no_scorer_search", "eval_masprm-ppm_search", "eval_mc-orm_search"}
+    assert flag(tasks["eval_no_scorer_search"].cmd, "--methods") == ["single_pass", "sbs_logprob", "mcts_logprob"]
+    assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items()
+               if n.startswith("eval_") and n not in in_demo)
     bench = tasks["stepbench"]
     assert len(bench.after) == 10 and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
     assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows]
@@ -109,7 +120,9 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
     assert len(notes) == 4 and all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}
     assert not any("first_error" in " ".join(t.cmd) for t in tasks)
-    assert all(flag(t.cmd, "--sample_n") == ["3"] for t in tasks if t.name.startswith("eval_"))
+    evals = [t for t in tasks if t.name.startswith("eval_")]
+    assert all(flag(t.cmd, "--sample_n") == ["3"] for t in evals)
+    assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for t in evals)   # a partial run stays out of the demo's logs
 
 
 # --------------------------------------------------------------------------- the driver

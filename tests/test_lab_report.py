@@ -14,7 +14,8 @@ ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
         LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
         LabScorer("mc", "prm")]
 QUESTIONS = [f"q{i}" for i in range(4)]
-SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations": 10}),
+SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations": 10, "max_children": 3}),
+            "MCTS 5": ("mcts", {"n_simulations": 5, "max_children": 3}),
             "BoN min": ("bon", {"bon_n": 8, "step_agg": "min"}), "BoN last": ("bon", {"bon_n": 8, "step_agg": "last"})}
 
 
@@ -41,22 +42,25 @@ def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: in
 
 @pytest.fixture
 def logs(tmp_path):
-    folder = tmp_path / "logs"
+    """The lab's logs folder and the demo's (the MASPRM's SBS and MCTS, the single pass, another budget)."""
+    folder, demo = tmp_path / "logs", tmp_path / "demo_logs"
     folder.mkdir()
+    demo.mkdir()
     for seed in (14, 24):
         # SBS: the MASPRM 2/4 then 1/4, the ORM (valuing prefixes, as the prm role) never, mc+prm always
-        write_log(folder, "SBS", "prm", "checkpoints/toy-ppm", seed, [1, 1, 0, 0] if seed == 14 else [1, 0, 0, 0])
+        write_log(demo, "SBS", "prm", "checkpoints/toy-ppm", seed, [1, 1, 0, 0] if seed == 14 else [1, 0, 0, 0])
+        write_log(demo, "MCTS 5", "prm", "checkpoints/toy-ppm", seed, [1, 1, 1, 1], fingerprint="f5")   # left out
         write_log(folder, "SBS", "prm", "checkpoints/toy-orm", seed, [0, 0, 0, 0], fingerprint="f1")
         write_log(folder, "SBS", "prm", "checkpoints/toy-lab-mc-prm", seed, [1, 1, 1, 1], fingerprint="f2")
         # MCTS: mc+prm misses everything; seed 14 had 7 among its answers, seed 24 never; the ORM gets one
         write_log(folder, "MCTS", "prm", "checkpoints/toy-lab-mc-prm", seed, [0, 0, 0, 0],
                   [["Answer: 5", "Answer: 7"]] * 4 if seed == 14 else [["Answer: 5"]] * 4, work=(300, 900))
         write_log(folder, "MCTS", "orm", "checkpoints/toy-orm", seed, [1, 0, 0, 0], work=(300, 100))
-        write_log(folder, "MCTS", "prm", "checkpoints/toy-ppm", seed, [1, 0, 0, 0], fingerprint="f3")
+        write_log(demo, "MCTS", "prm", "checkpoints/toy-ppm", seed, [1, 0, 0, 0], fingerprint="f3")
         write_log(folder, "BoN min", "logprob", None, seed, [0, 1, 0, 1], work=(400, 200))
-        write_log(folder, "single_pass", "", None, seed, [0, 0, 1, 1])
+        write_log(demo, "single_pass", "", None, seed, [0, 0, 1, 1])
     (folder / "toy_bon_prm_f9_policy_14.txt").write_text("=== START x ===\n")   # unfinished: ignored
-    return folder
+    return [demo, folder]
 
 
 def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
@@ -65,6 +69,7 @@ def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
                           ("mc-orm", "MCTS"), ("masprm-ppm", "MCTS"), ("logprob", "BoN min"),
                           ("logprob", "single pass")}
     masprm = cells[("masprm-ppm", "SBS")]
+    assert masprm.folder == logs[0] and cells[("masprm-ppm", "MCTS")].mean_std() == (0.25, 0.0)   # 10 sims, not 5
     mean, std = masprm.mean_std()
     assert sorted(masprm.seeds) == [14, 24] and mean == 0.375 and std == pytest.approx(0.125 * 2 ** 0.5)
     mcts = cells[("mc-prm", "MCTS")]
@@ -90,7 +95,7 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
 
 
 def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
-    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS), logs, seed=0)}
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS), seed=0)}
     # mc+prm is right on every question where the ORM (and the MASPRM, under MCTS) is not: +100 everywhere
     sbs = found["mc+prm vs ORM (SBS)"]
     assert sbs.verdict == "holds" and sbs.result.mean_diff == 1.0 and (sbs.result.ci_low, sbs.result.ci_high) == (1, 1)

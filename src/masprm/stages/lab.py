@@ -74,16 +74,22 @@ class LabScorer:
         return self.objective in ("orm", "traj")
 
     @property
-    def labels_file(self) -> bool:
+    def own_labels(self) -> bool:
         """Trains on a stage-2 file of its own scheme (`preprocess_data.py --labels`)."""
         return not self.demo_folder and not self.outcome_only
 
     def data(self, run: str) -> str:
+        """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
         if self.scheme == "masprm" and self.demo_folder:
             return f"results/ppm_pairs_{run}.jsonl"
         if self.outcome_only:
             return f"results/prm_samples_{run}.jsonl"
-        return f"results/labels_{self.scheme}_{run}.jsonl"
+        return labels_path(self.scheme, run)
+
+
+def labels_path(scheme: str, run: str) -> str:
+    """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
+    return f"results/labels_{scheme}_{run}.jsonl"
 
 
 # The issue's rows: the paper's MASPRM and the ORM from `make demo`, each label scheme with the objective
@@ -104,7 +110,7 @@ def missing(scorer: LabScorer) -> str | None:
         from masprm.train.objectives import OBJECTIVES
         if "traj" not in OBJECTIVES:
             return f"{scorer.name}: objective 'traj' is not registered (masprm.train.objectives); row left out"
-    if scorer.labels_file:
+    if scorer.own_labels:
         try:
             from masprm.labels import LABEL_SCHEMES
         except ImportError:
@@ -125,21 +131,27 @@ def role_flags(role: str, folder: str) -> tuple[str, ...]:
     return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
 
 
-def searches(scorer: LabScorer | None) -> list[tuple[str, list[str], tuple[str, ...], str]]:
-    """(suffix, methods, scorer flags, step_agg) of each evaluation command of a row (None: no scorer).
+def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
+    """(suffix, methods, scorer flags, step_agg, logs folder) of each evaluation command of a row (None: the
+    conditions without a scorer).
 
     A scorer runs as the MASPRM role (sbs_prm, mcts_prm, bon_prm); the ORM runs as itself (mcts_orm: the
-    ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm).
+    ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm). The
+    SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
+    demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
     """
     if scorer is None:
-        return [("", ["single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob"], (), "min"),
-                ("_last", ["bon_logprob"], (), "last")]
-    if scorer.objective == "orm":
-        orm = role_flags("orm", scorer.folder)
-        return [("", ["mcts_orm", "bon_orm"], orm, "min"), ("_last", ["bon_orm"], orm, "last"),
-                ("_sbs", ["sbs_prm"], role_flags("prm", scorer.folder), "min")]
-    prm = role_flags("prm", scorer.folder)
-    return [("", ["sbs_prm", "mcts_prm", "bon_prm"], prm, "min"), ("_last", ["bon_prm"], prm, "last")]
+        flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], "bon_logprob"
+    elif scorer.objective == "orm":
+        flags, sbs_mcts, bon = role_flags("orm", scorer.folder), ["mcts_orm"], "bon_orm"
+    else:
+        flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], "bon_prm"
+    logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
+    found = [("", [bon], flags, "min", LOGS), ("_last", [bon], flags, "last", LOGS),
+             ("_search", sbs_mcts, flags, "min", logs)]
+    if scorer is not None and scorer.objective == "orm":
+        found.append(("_sbs", ["sbs_prm"], role_flags("prm", scorer.folder), "min", LOGS))
+    return found
 
 
 def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
@@ -165,24 +177,28 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         if finished:
             done.add(task.name)
 
-    def evaluations(scorer: LabScorer | None, after: tuple[str, ...]) -> None:
+    def evaluations(scorer: LabScorer | None) -> list[Task]:
         key = scorer.slug if scorer else "no_scorer"
-        for suffix, methods, flags, agg in searches(scorer):
-            # the no-scorer row's later commands read back the passes its first one draws
-            waits = after if scorer or not suffix else ("eval_no_scorer",)
-            add(Task(f"eval_{key}{suffix}", demo.evaluation_command(
-                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=LOGS), waits))
+        trained = (f"train_{scorer.slug}",) if scorer and not scorer.demo_folder else ()
+        found = []
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo=not args.sample_n):
+            # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
+            drawn = ("eval_no_scorer",) if methods[0].startswith("bon_") and (scorer or suffix) else ()
+            found.append(Task(f"eval_{key}{suffix}", demo.evaluation_command(
+                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs), trained + drawn))
+        return found
 
-    evaluations(None, ())   # first: it draws the best-of-N samples every scorer reads back
-    for scheme in dict.fromkeys(s.scheme for s in rows if s.labels_file):
-        flags = PAIR_CAPS if scheme.endswith("_pairs") or scheme == "self_consistency" else ()
-        out = LabScorer(scheme, "prm").data(run)
+    first, *later = [t for s in [None, *rows] for t in evaluations(s)]
+    add(first)   # first: it draws the best-of-N samples every scorer reads back
+    for scheme, objective in dict.fromkeys((s.scheme, s.objective) for s in rows if s.own_labels):
+        flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
+        out = labels_path(scheme, run)
         add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",
                                       scheme, "--target-nodes", str(demo.TARGET_NODES), *flags, "--view", "full",
                                       "--config", demo.CONFIG]), (ROOT / out).is_file())
     for s in rows:
         if not s.demo_folder:
-            after = (f"labels_{s.scheme}",) if s.labels_file else ()
+            after = (f"labels_{s.scheme}",) if s.own_labels else ()
             extra = ("--agg", s.agg) if s.agg else ()
             add(Task(f"train_{s.slug}", demo.train_command(s.objective, s.data(run), s.folder, args.seed, extra),
                      after), demo.scorer_completed(ROOT / s.folder))
@@ -191,9 +207,9 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             out = f"{LABELBENCH}/{s.scheme}.json"
             add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.toy.labelbench", "--input", demo.run_folder(),
                                                 "--labels", s.data(run), "--out", out],
-                     (f"labels_{s.scheme}",) if s.labels_file else ()), (ROOT / out).is_file())
-    for s in rows:
-        evaluations(s, ("eval_no_scorer", *((f"train_{s.slug}",) if not s.demo_folder else ())))
+                     (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
+    for task in later:
+        add(task)
     scorers = {s.slug: s.folder for s in rows}
     add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
                            *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
@@ -247,7 +263,7 @@ def main(argv: list[str] | None = None) -> int:
     run_tasks([t for t in tasks if t.name not in done], args.jobs, OUTPUT)
     stage("the report")
     from masprm.toy.lab_report import write_report
-    write_report(rows, LOGS, STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, seed=args.seed, notes=notes)
+    write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, seed=args.seed, notes=notes)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 

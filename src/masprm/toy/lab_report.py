@@ -1,14 +1,16 @@
 """The scorer lab's report: one table, the paired claims, and accuracy against model work.
 
-    write_report(rows, "logs/toy_lab", "results/toy_lab_stepbench.json", "results/toy_lab_labelbench",
-                 "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png")
+    write_report(rows, ["logs/toy_demo", "logs/toy_lab"], "results/toy_lab_stepbench.json",
+                 "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png")
 
 A row is a trained scorer (``rows``: objects with ``name``, ``slug``,
 ``scheme``, ``objective``, ``folder``, ``outcome_only``; `masprm.stages.lab.LabScorer`),
 plus the policy's log-prob (the conditions without a scorer). The stage-4
-logs are matched to rows by the scorer folder their manifest names and to
-columns by method (SBS, MCTS, best-of-N per ``step_agg``); where a method
-has logs of several experiments, the newest wins. A cell holds, over the
+logs (of several folders: the demo's holds the SBS and MCTS conditions the
+lab shares with it) are matched to rows by the scorer folder their manifest
+names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``), at
+the lab's budgets (`BUDGETS`); where a place has logs of several
+experiments, the newest wins. A cell holds, over the
 seeds: pass@1 mean ± sample std, model work per question (policy tokens
 generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N
 counts its N samples' generation in every condition, also where the samples
@@ -30,7 +32,7 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import model_work, save_png, split_experiment
-from masprm.eval.bootstrap import compare
+from masprm.eval.bootstrap import PairedResult, load_condition, paired_bootstrap, per_question
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
@@ -41,6 +43,9 @@ FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
 LOGPROB = "logprob"          # the row of the conditions without a scorer
 SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
+# The lab's budgets (the README's evaluation command; best-of-N with 8 passes): other budgets in the folders
+# (the demo's budget curves) are left out.
+BUDGETS = {"sbs": {"b1": 3, "b2": 5}, "mcts": {"n_simulations": 10, "max_children": 3}, "bon": {"bon_n": 8}}
 
 
 class LabRow(Protocol):
@@ -57,7 +62,7 @@ class Cell:
     """One row's condition in one column, over its seeds."""
 
     experiment: str
-    label: str
+    folder: Path                      # the logs folder it was read from
     seeds: list[int] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     work: list[float | None] = field(default_factory=list)
@@ -85,12 +90,13 @@ def condition_place(manifest: dict, rows: Sequence[LabRow]) -> tuple[str, str] |
     if method == "single_pass":
         return LOGPROB, SINGLE_PASS
     definition = manifest.get("definition") or {}
+    settings = definition.get("settings") or {}
     family, _, kind = method.partition("_")
-    if family not in FAMILIES:
+    if family not in FAMILIES or any(settings.get(k) != v for k, v in BUDGETS[family].items()):
         return None
     column = FAMILIES[family]
     if family == "bon":
-        column = f"BoN {(definition.get('settings') or {}).get('step_agg')}"
+        column = f"BoN {settings.get('step_agg')}"
     if kind == LOGPROB:
         return LOGPROB, column
     role = {"prm": "masprm", "orm": "orm"}.get(kind)
@@ -101,21 +107,21 @@ def condition_place(manifest: dict, rows: Sequence[LabRow]) -> tuple[str, str] |
     return None
 
 
-def read_cells(logs_dir: str | Path, rows: Sequence[LabRow]) -> dict[tuple[str, str], Cell]:
-    """Every COMPLETED condition of the logs folder in its (row, column); the newest experiment wins."""
-    experiments: dict[str, tuple[tuple[str, str], Cell]] = {}
-    for log in sorted(Path(logs_dir).glob("*.txt")):
-        experiment, seed = split_experiment(log.stem)
-        files = LogFiles(log.with_name(log.stem))
-        if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
-            continue
-        manifest = json.loads(files.manifest.read_text(encoding="utf-8"))
-        place = condition_place(manifest, rows)
-        if place is None or not files.summary.is_file():
-            continue
-        summary = json.loads(files.summary.read_text(encoding="utf-8"))
-        _, cell = experiments.setdefault(experiment, (place, Cell(experiment, summary.get("label", experiment))))
-        cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
+def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow]) -> dict[tuple[str, str], Cell]:
+    """Every COMPLETED condition of the logs folders in its (row, column); the newest experiment wins."""
+    experiments: dict[tuple[Path, str], tuple[tuple[str, str], Cell]] = {}
+    for folder in map(Path, logs_dirs):
+        for log in sorted(folder.glob("*.txt")):
+            experiment, seed = split_experiment(log.stem)
+            files = LogFiles(log.with_name(log.stem))
+            if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
+                continue
+            place = condition_place(json.loads(files.manifest.read_text(encoding="utf-8")), rows)
+            if place is None or not files.summary.is_file():
+                continue
+            summary = json.loads(files.summary.read_text(encoding="utf-8"))
+            _, cell = experiments.setdefault((folder, experiment), (place, Cell(experiment, folder)))
+            cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
     cells: dict[tuple[str, str], Cell] = {}
     for place, cell in experiments.values():
         if place not in cells or cells[place].mtime < cell.mtime:
@@ -229,7 +235,13 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
-def comparisons(rows: Sequence[LabRow], cells: dict, logs_dir: str | Path, seed: int) -> list[Comparison]:
+def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
+    """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
+    return paired_bootstrap(per_question(load_condition(a.folder, a.experiment)),
+                            per_question(load_condition(b.folder, b.experiment)), seed=seed)
+
+
+def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparison]:
     """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column."""
     names = {row.slug: row.name for row in rows} | {LOGPROB: "policy log-prob"}
     baselines = [row for row in rows if row.objective == "orm"] + \
@@ -241,7 +253,7 @@ def comparisons(rows: Sequence[LabRow], cells: dict, logs_dir: str | Path, seed:
                 if slug == base.slug:
                     continue
                 a, b = cells.get((slug, column)), cells.get((base.slug, column))
-                result = compare(logs_dir, a.experiment, b.experiment, seed=seed) if a and b else None
+                result = paired(a, b, seed) if a and b else None
                 found.append(Comparison(f"vs {base.name}", f"{names[slug]} vs {base.name} ({column})", result))
     return found
 
@@ -297,15 +309,15 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     return True
 
 
-def write_report(rows: Sequence[LabRow], logs_dir: str | Path, stepbench: str | Path, labelbench_dir: str | Path,
-                 report: str | Path, claims: str | Path, plot_file: str | Path, *, seed: int = 42,
-                 notes: Iterable[str] = ()) -> None:
+def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
+                 labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
+                 seed: int = 42, notes: Iterable[str] = ()) -> None:
     """The three outputs (and the claims as JSON next to the text)."""
-    cells = read_cells(logs_dir, rows)
+    cells = read_cells(logs_dirs, rows)
     bench = read_json(stepbench)
     labels = {row.scheme: read_json(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), list(notes)))
-    found = comparisons(rows, cells, logs_dir, seed)
+    found = comparisons(rows, cells, seed)
     atomic_write_text(claims, claims_text(found))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
