@@ -45,7 +45,7 @@ def plan(monkeypatch, tmp_path, **args):
     monkeypatch.setattr(lab, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
-                                                           **args}))
+                                                           "sbs_budget": [2, 3], **args}))
     return {t.name: t for t in tasks}, notes, rows, done
 
 
@@ -77,6 +77,8 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert flag(tasks["eval_mc-traj-min_last"].cmd, "--step_agg") == ["last"]
     assert flag(tasks["eval_mc-traj-min"].cmd, "--prm_dir") == ["checkpoints/toy-lab-mc-traj-min"]
     assert tasks["eval_masprm-ppm"].after == ("eval_no_scorer",) and tasks["eval_no_scorer"].after == ()
+    search = tasks["eval_mc-prm_search"].cmd   # the lab's SBS budget comes last: it wins over the README's 3 x 5
+    assert [search[len(search) - search[::-1].index(f)] for f in ("--b1", "--b2")] == ["2", "3"]
     assert tasks["eval_no_scorer_last"].after == ("eval_no_scorer",)
     assert flag(tasks["eval_mc-orm"].cmd, "--methods") == ["bon_orm"]
     assert flag(tasks["eval_mc-orm_search"].cmd, "--methods") == ["mcts_orm"]
@@ -116,7 +118,7 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
             f"{scorer.name}: label scheme {scorer.scheme!r} is not registered"
 
     monkeypatch.setattr(lab, "missing", missing)
-    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3))
+    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5]))
     assert len(notes) == 4 and all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}
     assert not any("first_error" in " ".join(t.cmd) for t in tasks)

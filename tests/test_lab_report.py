@@ -14,6 +14,7 @@ ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
         LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
         LabScorer("mc", "prm")]
 QUESTIONS = [f"q{i}" for i in range(4)]
+BUDGETS = {"sbs": {"b1": 3, "b2": 5}, "mcts": {"n_simulations": 10, "max_children": 3}, "bon": {"bon_n": 8}}
 SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations": 10, "max_children": 3}),
             "MCTS 5": ("mcts", {"n_simulations": 5, "max_children": 3}),
             "BoN min": ("bon", {"bon_n": 8, "step_agg": "min"}), "BoN last": ("bon", {"bon_n": 8, "step_agg": "last"})}
@@ -64,7 +65,7 @@ def logs(tmp_path):
 
 
 def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
-    cells = lab_report.read_cells(logs, ROWS)
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
     assert set(cells) == {("masprm-ppm", "SBS"), ("mc-orm", "SBS"), ("mc-prm", "SBS"), ("mc-prm", "MCTS"),
                           ("mc-orm", "MCTS"), ("masprm-ppm", "MCTS"), ("logprob", "BoN min"),
                           ("logprob", "single pass")}
@@ -79,8 +80,9 @@ def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
 def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
     stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8}}}}
     labels = {"mc": {"auc_by_agent": {"Reader": 0.61, "Planner": 0.55, "Solver": 0.8, "Verifier": 0.7}}}
-    text = lab_report.report_text(ROWS, lab_report.read_cells(logs, ROWS), stepbench, labels,
-                                  lab_report.read_cells(logs, ROWS)[("logprob", "single pass")], ["x: left out"])
+    text = lab_report.report_text(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), stepbench, labels,
+                                  lab_report.read_cells(logs, ROWS, BUDGETS)[("logprob", "single pass")], BUDGETS,
+                                  ["x: left out"])
     rows = {line.split(" | ")[0].strip("| "): line.strip("|").split(" | ") for line in text.splitlines()
             if line.startswith("| ") and "---" not in line}
     assert list(rows) == ["scorer", "MASPRM", "ORM", "mc+prm", "policy log-prob"]
@@ -95,7 +97,7 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
 
 
 def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
-    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS), seed=0)}
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)}
     # mc+prm is right on every question where the ORM (and the MASPRM, under MCTS) is not: +100 everywhere
     sbs = found["mc+prm vs ORM (SBS)"]
     assert sbs.verdict == "holds" and sbs.result.mean_diff == 1.0 and (sbs.result.ci_low, sbs.result.ci_high) == (1, 1)
@@ -116,9 +118,10 @@ def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
 def test_write_report_writes_the_three_outputs(logs, tmp_path):
     out = tmp_path / "results"
     lab_report.write_report(ROWS, logs, out / "none.json", out / "labelbench", out / "lab.md", out / "claims.txt",
-                            out / "lab.png", seed=0)
+                            out / "lab.png", budgets=BUDGETS, seed=0)
+    assert "- SBS 3x5 and MCTS with 10 simulations" in (out / "lab.md").read_text()
     assert (out / "lab.md").read_text().startswith("# The scorer lab")
     assert json.loads((out / "claims.json").read_text())[0]["claim"] == "vs ORM"
     assert (out / "lab.png").read_bytes()[:4] == b"\x89PNG"
-    points = lab_report.plot_points(ROWS, lab_report.read_cells(logs, ROWS))
+    points = lab_report.plot_points(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS))
     assert ("mc+prm", "MCTS", 1200.0, 0.0, 0.0) in points and len(points) == 7

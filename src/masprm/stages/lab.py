@@ -43,6 +43,15 @@ REPORT, CLAIMS, PLOT = "results/toy_lab.md", "results/toy_lab_claims.txt", "resu
 STEPBENCH = "results/toy_lab_stepbench.json"
 LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
 BON_N, STEP_AGGS = 8, ("min", "last")
+N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
+SBS_BUDGET = (2, 3)   # B1 x B2: the demo's second SBS budget, so that the lab fits an hour (docs/scorer_lab.md)
+
+
+def budgets(args) -> dict:
+    """The settings of the lab's conditions per search family (what the report tabulates)."""
+    b1, b2 = args.sbs_budget
+    return {"sbs": {"b1": b1, "b2": b2}, "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN},
+            "bon": {"bon_n": BON_N}}
 
 
 @dataclass(frozen=True)
@@ -169,7 +178,8 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     bench = labelbench_available()
     if not bench:
         notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
-    budget = ("--bon_n", str(BON_N), *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
+    budget = ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
+              *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
     tasks, done = [], set()
 
     def add(task: Task, finished: bool = False) -> None:
@@ -229,12 +239,16 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry_run", action="store_true", help="print the plan without running it")
     p.add_argument("--seed", type=int, default=42, help="seed of the scorers' training and the step benchmark")
     p.add_argument("--n_train", type=int, default=demo.N_TRAIN, help="train questions of the demo's trees")
+    p.add_argument("--sbs_budget", type=int, nargs=2, default=list(SBS_BUDGET), metavar=("B1", "B2"),
+                   help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} {SBS_BUDGET[1]}, the "
+                        "demo's second SBS budget; 3 5 is the README's, about 12 minutes more)")
     p.add_argument("--sample_n", type=int, default=None,
                    help="evaluate the first N test questions only (a quick look; default: all 240)")
     args = p.parse_args(argv)
     check(args.jobs >= 1, f"--jobs must be at least 1, got {args.jobs}")
     check(args.n_train >= 1, f"--n_train must be at least 1, got {args.n_train}")
     check(args.sample_n is None or args.sample_n >= 1, f"--sample_n must be at least 1, got {args.sample_n}")
+    check(min(args.sbs_budget) >= 1, f"--sbs_budget must be two numbers >= 1, got {args.sbs_budget}")
     demo_args = SimpleNamespace(seeds=args.seeds, seed=args.seed, n_train=args.n_train)
     prepare = demo.commands(demo_args)
     tasks, notes, rows, done = plan(args)
@@ -263,7 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     run_tasks([t for t in tasks if t.name not in done], args.jobs, OUTPUT)
     stage("the report")
     from masprm.toy.lab_report import write_report
-    write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, seed=args.seed, notes=notes)
+    write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
+                 seed=args.seed, notes=notes)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 

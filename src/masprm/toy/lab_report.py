@@ -1,7 +1,8 @@
 """The scorer lab's report: one table, the paired claims, and accuracy against model work.
 
     write_report(rows, ["logs/toy_demo", "logs/toy_lab"], "results/toy_lab_stepbench.json",
-                 "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png")
+                 "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt",
+                 "results/toy_lab.png", budgets={"sbs": {"b1": 2, "b2": 3}, ...})
 
 A row is a trained scorer (``rows``: objects with ``name``, ``slug``,
 ``scheme``, ``objective``, ``folder``, ``outcome_only``; `masprm.stages.lab.LabScorer`),
@@ -9,8 +10,8 @@ plus the policy's log-prob (the conditions without a scorer). The stage-4
 logs (of several folders: the demo's holds the SBS and MCTS conditions the
 lab shares with it) are matched to rows by the scorer folder their manifest
 names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``), at
-the lab's budgets (`BUDGETS`); where a place has logs of several
-experiments, the newest wins. A cell holds, over the
+the lab's budgets (``budgets``: the settings each family's conditions must
+have); where a place has logs of several experiments, the newest wins. A cell holds, over the
 seeds: pass@1 mean ± sample std, model work per question (policy tokens
 generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N
 counts its N samples' generation in every condition, also where the samples
@@ -43,9 +44,7 @@ FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
 LOGPROB = "logprob"          # the row of the conditions without a scorer
 SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
-# The lab's budgets (the README's evaluation command; best-of-N with 8 passes): other budgets in the folders
-# (the demo's budget curves) are left out.
-BUDGETS = {"sbs": {"b1": 3, "b2": 5}, "mcts": {"n_simulations": 10, "max_children": 3}, "bon": {"bon_n": 8}}
+Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
 
 
 class LabRow(Protocol):
@@ -84,15 +83,16 @@ class Cell:
         return statistics.fmean(self.work) if self.work and None not in self.work else None
 
 
-def condition_place(manifest: dict, rows: Sequence[LabRow]) -> tuple[str, str] | None:
-    """(row slug or LOGPROB, column) of a logged condition; None for one the lab does not tabulate."""
+def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) -> tuple[str, str] | None:
+    """(row slug or LOGPROB, column) of a logged condition; None for one the lab does not tabulate (another
+    method, another budget, another scorer)."""
     method = manifest.get("condition") or ""
     if method == "single_pass":
         return LOGPROB, SINGLE_PASS
     definition = manifest.get("definition") or {}
     settings = definition.get("settings") or {}
     family, _, kind = method.partition("_")
-    if family not in FAMILIES or any(settings.get(k) != v for k, v in BUDGETS[family].items()):
+    if family not in FAMILIES or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
         return None
     column = FAMILIES[family]
     if family == "bon":
@@ -107,7 +107,8 @@ def condition_place(manifest: dict, rows: Sequence[LabRow]) -> tuple[str, str] |
     return None
 
 
-def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow]) -> dict[tuple[str, str], Cell]:
+def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
+               budgets: Budgets) -> dict[tuple[str, str], Cell]:
     """Every COMPLETED condition of the logs folders in its (row, column); the newest experiment wins."""
     experiments: dict[tuple[Path, str], tuple[tuple[str, str], Cell]] = {}
     for folder in map(Path, logs_dirs):
@@ -116,7 +117,7 @@ def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow]) -> dict[
             files = LogFiles(log.with_name(log.stem))
             if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
                 continue
-            place = condition_place(json.loads(files.manifest.read_text(encoding="utf-8")), rows)
+            place = condition_place(json.loads(files.manifest.read_text(encoding="utf-8")), rows, budgets)
             if place is None or not files.summary.is_file():
                 continue
             summary = json.loads(files.summary.read_text(encoding="utf-8"))
@@ -206,7 +207,7 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
 
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                single_pass: Cell | None, notes: Sequence[str]) -> str:
+                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str]) -> str:
     lines = ["# The scorer lab (toy world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
              "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
@@ -219,8 +220,9 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
         "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins.",
-        "- SBS 3x5 and MCTS with 10 simulations guided by the scorer; BoN: 8 single passes ranked by the scorer's "
-        "step values aggregated by min or by the last step's value (the same 8 passes for every scorer at a seed). "
+        f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
+        f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
+        "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "
         "The ORM row's SBS is the ORM valuing each prefix; its MCTS values the leaves only (mcts_orm).",
         "- model work: policy tokens generated + scorer tokens read per question, mean over seeds; a BoN "
         "condition counts the generation of its 8 passes even where they were read back from the store.",
@@ -311,12 +313,13 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
 
 def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
-                 seed: int = 42, notes: Iterable[str] = ()) -> None:
+                 budgets: Budgets, seed: int = 42, notes: Iterable[str] = ()) -> None:
     """The three outputs (and the claims as JSON next to the text)."""
-    cells = read_cells(logs_dirs, rows)
+    cells = read_cells(logs_dirs, rows, budgets)
     bench = read_json(stepbench)
     labels = {row.scheme: read_json(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
-    atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), list(notes)))
+    atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
+                                          list(notes)))
     found = comparisons(rows, cells, seed)
     atomic_write_text(claims, claims_text(found))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
