@@ -91,7 +91,7 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
     assert mc[7:11] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
     assert mc[11] == "150 / 1200 / – / –"                       # model work per question
     assert mc[12] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
-    assert [c.strip() for c in rows["ORM"][3:7]] == ["outcome only", "–", "–", "–"]
+    assert [c.strip() for c in rows["ORM"][1:7]] == ["outcome", "orm", "outcome only", "–", "–", "–"]
     assert rows["MASPRM"][7].strip() == "37.5 ± 17.7 (2 seeds)"
     assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text
 

@@ -241,7 +241,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--n_train", type=int, default=demo.N_TRAIN, help="train questions of the demo's trees")
     p.add_argument("--sbs_budget", type=int, nargs=2, default=list(SBS_BUDGET), metavar=("B1", "B2"),
                    help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} {SBS_BUDGET[1]}, the "
-                        "demo's second SBS budget; 3 5 is the README's, about 12 minutes more)")
+                        "demo's second SBS budget; 3 5 is the README's, about 9 minutes more)")
     p.add_argument("--sample_n", type=int, default=None,
                    help="evaluate the first N test questions only (a quick look; default: all 240)")
     args = p.parse_args(argv)

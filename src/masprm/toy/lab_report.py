@@ -172,7 +172,8 @@ def _accuracy(cell: Cell | None) -> str:
     if cell is None:
         return "–"
     mean, std = cell.mean_std()
-    return f"{100 * mean:.1f} ± {100 * std:.1f}" + (f" ({len(cell.seeds)} seeds)" if len(cell.seeds) != 3 else "")
+    n = len(cell.seeds)
+    return f"{100 * mean:.1f} ± {100 * std:.1f}" + (f" ({n} seed{'s' if n > 1 else ''})" if n != 3 else "")
 
 
 def _misses(cell: Cell | None) -> str:
@@ -189,7 +190,9 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
             *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    entries = [(row.name, row.slug, row.scheme, row.objective, row) for row in rows] + \
+    # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
+    entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
+               for row in rows] + \
               [("policy log-prob", LOGPROB, "–", "–", None)]
     for name, slug, scheme, objective, row in entries:
         if row is None:
