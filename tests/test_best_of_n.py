@@ -8,7 +8,7 @@ import math
 import pytest
 
 from conftest import FakePolicy
-from helpers import QUESTION, FakeScorer, chain_graph, example, make_ctx, scripted_solver, settings
+from helpers import QUESTION, FakeScorer, chain_graph, example, make_ctx, prefers_good, scripted_solver, settings
 from masprm.data import Example, LoadedData
 from masprm.eval.methods import METHODS
 from masprm.eval.naming import condition_label
@@ -186,3 +186,24 @@ def test_a_damaged_or_foreign_store_file_is_sampled_again(tmp_path):
     assert sampled(world) == 2 * 4 * 2   # examples 0 and 1 sampled again, example 2 read back
     assert [r["extra"]["generated_answers"] for r in records(again)] == \
         [r["extra"]["generated_answers"] for r in records(first)]
+
+
+def test_usage_is_counted_as_for_the_voters():
+    # 5 passes of 2 agents: 10 agent runs whatever the scorer; the PRM reads every step (10 calls) under min
+    # and only the finished transcripts (5) under last; the log-prob is scorer tokens, no scorer call.
+    pattern = ["bad", "good plan", "bad", "bad", "good plan"]
+    runs = {}
+    for agg in ("min", "last"):
+        ctx = make_ctx(FakePolicy(scripted_solver(pattern)), masprm=FakeScorer(prefers_good), bon_n=5, step_agg=agg)
+        METHODS["bon_prm"].run(ctx, example())
+        runs[agg] = ctx.usage
+    assert runs["min"].agent_runs == runs["last"].agent_runs == 10
+    assert (runs["min"].scorer_calls, runs["last"].scorer_calls) == (10, 5)
+    voter = make_ctx(FakePolicy(scripted_solver(pattern)), masprm=FakeScorer(prefers_good), voter_k=5)
+    METHODS["voter_prm"].run(voter, example())
+    assert voter.usage == runs["min"]   # the same passes, every step read: the voter's cost exactly
+    ctx = make_ctx(FakePolicy(scripted_solver(pattern)), bon_n=5)
+    METHODS["bon_logprob"].run(ctx, example())
+    solver = 5 * 6 + (1 + 2 + 1 + 1 + 2)          # prompt + completion tokens of each scored step
+    finisher = 3 * (2 + 2) + 2 * (3 + 2)
+    assert ctx.usage.scorer_tokens == solver + finisher and ctx.usage.scorer_calls == 0
