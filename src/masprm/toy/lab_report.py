@@ -293,6 +293,7 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    import matplotlib.ticker
 
     names = list(dict.fromkeys(p[0] for p in points))
     colours = plt.get_cmap("tab20")
@@ -306,6 +307,8 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     for column, marker in markers.items():
         ax.plot([], [], marker, color="grey", label=column)
     ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.LogFormatter())   # plain numbers ("600", not "6x10^2")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
     ax.set_xlabel("model work per question: policy tokens generated + scorer tokens read (mean over seeds)")
     ax.set_ylabel("pass@1 %, mean ± std over seeds")
     ax.grid(alpha=0.3, which="both")
