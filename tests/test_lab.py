@@ -125,6 +125,8 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
     evals = [t for t in tasks if t.name.startswith("eval_")]
     assert all(flag(t.cmd, "--sample_n") == ["3"] for t in evals)
     assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for t in evals)   # a partial run stays out of the demo's logs
+    for seeds, budget, reused in (([14, 24, 42], [3, 5], True), ([14, 7], [2, 3], False), ([42], [4, 4], False)):
+        assert lab.reuse_demo(SimpleNamespace(seeds=seeds, sbs_budget=budget, sample_n=None)) is reused
 
 
 # --------------------------------------------------------------------------- the driver

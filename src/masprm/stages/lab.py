@@ -136,6 +136,16 @@ def labelbench_available() -> bool:
 # --------------------------------------------------------------------------- the plan
 
 
+DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (demo.BUDGETS)
+
+
+def reuse_demo(args) -> bool:
+    """Ask the demo's logs folder for the conditions the demo runs itself: only where they are the demo's own
+    (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there."""
+    return (not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
+            and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
+
+
 def role_flags(role: str, folder: str) -> tuple[str, ...]:
     return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
 
@@ -191,7 +201,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         key = scorer.slug if scorer else "no_scorer"
         trained = (f"train_{scorer.slug}",) if scorer and not scorer.demo_folder else ()
         found = []
-        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo=not args.sample_n):
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args)):
             # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
             drawn = ("eval_no_scorer",) if methods[0].startswith("bon_") and (scorer or suffix) else ()
             found.append(Task(f"eval_{key}{suffix}", demo.evaluation_command(
