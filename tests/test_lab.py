@@ -58,10 +58,10 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
         assert flag(labels, "--labels") == [scheme] and flag(labels, "--input") == [demo.run_folder()]
         assert tasks[f"labelbench_{scheme}"].after == (f"labels_{scheme}",)
     assert "labels_masprm" not in tasks and tasks["labelbench_masprm"].after == ()   # the demo's pairs
-    train = tasks["train_first-error-prm"]
+    train = tasks["train_first_error-prm"]
     assert train.after == ("labels_first_error",) and flag(train.cmd, "--mode") == ["prm"]
     assert flag(train.cmd, "--data_dir") == [f"results/labels_first_error_{run}.jsonl"]
-    assert flag(train.cmd, "--output-dir") == ["checkpoints/toy-lab-first-error-prm"]
+    assert flag(train.cmd, "--output-dir") == ["checkpoints/toy-lab-first_error-prm"]
     for option, value in zip(demo.SCORER_TRAINING[::2], demo.SCORER_TRAINING[1::2]):
         if option != "--quiet":
             assert flag(train.cmd, option) == [value]   # the demo's scorer settings

@@ -65,7 +65,7 @@ class LabScorer:
 
     @property
     def slug(self) -> str:
-        return "-".join(p for p in (self.scheme.replace("_", "-"), self.objective, self.agg) if p)
+        return "-".join(p for p in (self.scheme, self.objective, self.agg) if p)
 
     @property
     def name(self) -> str:
