@@ -207,3 +207,11 @@ def test_usage_is_counted_as_for_the_voters():
     solver = 5 * 6 + (1 + 2 + 1 + 1 + 2)          # prompt + completion tokens of each scored step
     finisher = 3 * (2 + 2) + 2 * (3 + 2)
     assert ctx.usage.scorer_tokens == solver + finisher and ctx.usage.scorer_calls == 0
+
+
+def test_n_and_the_aggregation_define_the_condition(tmp_path):
+    names = {(n, agg): World().run(tmp_path, ["bon_prm"], bon_n=n, step_agg=agg)[0].files.log.name
+             for n, agg in ((4, "min"), (4, "last"), (2, "min"))}
+    assert len(set(names.values())) == 3                       # each its own fingerprint
+    again = World().run(tmp_path, ["bon_prm"], bon_n=4, step_agg="min", b1=7)[0]
+    assert again.reused and again.files.log.name == names[(4, "min")]   # SBS settings do not define it
