@@ -26,7 +26,7 @@ def test_each_checkout_script_is_a_shim_over_its_stage():
              "trainer": REPO / "src" / "train" / "trainer.py",
              "compare_sbs_mcts": REPO / "src" / "experiments" / "compare_sbs_mcts.py",
              "aggregator": REPO / "aggregator.py", "show_tree": REPO / "src" / "show_tree.py",
-             "demo": REPO / "src" / "demo.py"}
+             "demo": REPO / "src" / "demo.py", "lab": REPO / "src" / "lab.py"}
     for script, path in shims.items():
         code = [line for line in path.read_text().splitlines() if line.strip() and not line.startswith('"""')]
         assert code == [f"from masprm.stages.{STAGE_OF_SCRIPT[script]} import cli", 'if __name__ == "__main__":',

@@ -35,6 +35,11 @@ MCTS_SCORERS = {"prm": "PPM", "logprob": "logprob", "orm": "ORM"}
 SCORER_FOLDERS = (("masprm", "prm_dir"), ("orm", "orm_dir"), ("handoff_masprm", "handoff_prm_dir"))
 
 
+def _ranker_name(scorer: str) -> str:
+    """The scorer's name in SBS and best-of-N labels (the MASPRM is "PRM" there, "PPM" under MCTS)."""
+    return "PRM" if scorer == "prm" else MCTS_SCORERS.get(scorer, scorer)
+
+
 def base_label(method: str, s: Any) -> str:
     """The original's name for a condition under the run's settings."""
     if method in HANDOFF_NAMES:
@@ -43,10 +48,10 @@ def base_label(method: str, s: Any) -> str:
         return "DyLAN single pass (no scorer)"
     family, _, scorer = method.partition("_")
     details: list[str] = []
-    if family not in ("sbs", "mcts", "voter"):   # a method registered outside the original's families
+    if family not in ("sbs", "mcts", "voter", "bon"):   # a method registered outside the original's families
         return method
     if family == "sbs":
-        name = f"SBS + {'PRM' if scorer == 'prm' else MCTS_SCORERS.get(scorer, scorer)}"
+        name = f"SBS + {_ranker_name(scorer)}"
         details = [f"B1={s.b1}", f"B2={s.b2}"]
     elif family == "mcts":
         search = "MCTS" if s.uct_type == "uct" else "MCTS (PUCT)"
@@ -54,6 +59,9 @@ def base_label(method: str, s: Any) -> str:
         details = [f"N={s.n_simulations}", f"{s.max_children} children"]
         if method == "mcts_prm" and getattr(s, "orm_leaf", False):
             details.insert(0, "ORM leaf")
+    elif family == "bon":
+        name = f"Best-of-N + {_ranker_name(scorer)}"
+        details = [f"N={s.bon_n}", f"agg={s.step_agg}"]
     else:
         name = f"Greedy + Voter ({VOTER_NAMES.get(scorer, scorer)})"
     if scorer == "logprob" and s.logprob_agg != "sum":

@@ -38,6 +38,7 @@ from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.engine import RequestKeys, drive, run_batched
+from masprm.search.samples import SampleStore
 from masprm.search.settings import setting_values
 
 # Flags that never change what a condition computes (or enter the manifest another way).
@@ -148,6 +149,7 @@ class WorkItem:
     method: str
     roles: tuple[str, ...]  # scorer roles this condition needs
     example: Any          # masprm.data.Example
+    samples: SampleStore | None = None   # sampled passes shared with the run's other conditions
 
 
 def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> Any:
@@ -161,7 +163,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=settings, rng=random.Random(seed),
-                      keys=RequestKeys(settings.seed, ex.idx), **scorers)
+                      keys=RequestKeys(settings.seed, ex.idx), samples=item.samples, **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -170,10 +172,12 @@ def example_search(models: WorkerModels, item: WorkItem, *, settings: Any, graph
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
     hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct)
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
+    # Every final answer the search generated, returned or not (sorted: the misses split reads it).
+    generated = {"generated_answers": sorted(set(ctx.finished))} if ctx.finished else {}
     # The record keeps the list pass@k was computed over, as the original's records do.
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
             "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
-            "extra": result.extra, "error": None}
+            "extra": {**result.extra, **generated}, "error": None}
 
 
 def evaluate_example(models: WorkerModels, item: WorkItem, *, settings: Any, graph: MASGraph) -> dict:
@@ -290,6 +294,15 @@ def condition_manifest(method: str, settings: Any, graph: MASGraph, data: Any,
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
+def sample_store(cond: Condition, logs_dir: str | Path) -> SampleStore:
+    """Where the condition's sampled passes are kept, shared by every condition that samples the same ones:
+    the policy, team, data, seed and code (the sampling settings and the example complete the key)."""
+    definition = cond.manifest["definition"]
+    return SampleStore(Path(logs_dir) / "sampled_passes",
+                       {"policy": definition["models"]["policy"], "mas_config": definition["mas_config"],
+                        "data": definition["data"], "seed": cond.manifest["seed"], "code": code_version()})
+
+
 def plan_condition(method: str, settings: Any, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
                    logs_dir: str | Path) -> Condition:
     manifest = condition_manifest(method, settings, graph, data, specs)
@@ -354,7 +367,8 @@ def run_conditions(methods: Sequence[str], settings: Any, graph: MASGraph, data:
         elif cond.records:
             announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
     pending = [c for c in conditions if not c.reused]
-    items = [WorkItem(k, c.method, condition_roles(c.method, settings), ex)
+    stores = [sample_store(c, logs_dir) for c in pending]
+    items = [WorkItem(k, c.method, condition_roles(c.method, settings), ex, stores[k])
              for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.search.expand import LOGPROB_AGGS
+from masprm.search.scorer_kinds import STEP_AGGS
 from masprm.state_text import VIEWS
 
 
@@ -49,6 +50,16 @@ class VoterSettings(PassSettings):
     """voter_*: k single passes and a weighted vote."""
 
     voter_k: int = arg(5, flags=("--voter_k",), help="single passes per voter")
+
+
+@dataclass(frozen=True)
+class BoNSettings(PassSettings):
+    """bon_*: N single passes, every step scored, the best aggregate first."""
+
+    bon_n: int = arg(8, flags=("--bon_n",), help="best-of-N: complete transcripts sampled per question (default 8)")
+    step_agg: str = arg("min", flags=("--step_agg",), choices=STEP_AGGS,
+                        help="best-of-N: a transcript's score from its step values: the smallest (min, default), "
+                             "their product (prod, in log space), mean, or the last step's (last: an outcome reranker)")
 
 
 @dataclass(frozen=True)
@@ -86,7 +97,8 @@ class LogProbSettings:
                            help="log-prob of a step/path: sum, per token (avg_token) or per step (avg_step)")
 
 
-SEARCH_FAMILIES = (PassSettings, SBSSettings, VoterSettings, MCTSSettings, ORMLeafSettings, LogProbSettings)
+SEARCH_FAMILIES = (PassSettings, SBSSettings, VoterSettings, BoNSettings, MCTSSettings, ORMLeafSettings,
+                   LogProbSettings)
 
 
 def check_settings_classes(classes: Sequence[type]) -> tuple[type, ...]:

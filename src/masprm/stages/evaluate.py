@@ -108,8 +108,8 @@ def validate(args: argparse.Namespace) -> str:
     args.methods = list(dict.fromkeys(args.methods))   # a method listed twice runs once, as in the original
     families = {METHODS[m].family for m in args.methods}
     check(len(families) == 1, "--methods: handoff and static methods cannot be mixed in one run")
-    for name in ("b1", "b2", "voter_k", "n_simulations", "max_children", "max_new_tokens", "sample_n", "workers",
-                 "search_batch_size", "max_batch_tokens"):
+    for name in ("b1", "b2", "voter_k", "bon_n", "n_simulations", "max_children", "max_new_tokens", "sample_n",
+                 "workers", "search_batch_size", "max_batch_tokens"):
         value = getattr(args, name)
         check(value is None or value >= 1, f"--{name} must be at least 1, got {value}")
     check(args.c_uct >= 0, f"--c_uct must be >= 0, got {args.c_uct}")
