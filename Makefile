@@ -4,7 +4,7 @@ VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
 
-.PHONY: setup test test-fast demo report bench gpu-check clean-demo
+.PHONY: setup test test-fast demo report lab bench gpu-check clean-demo clean-lab
 
 # requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
 # masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
@@ -31,6 +31,10 @@ demo: $(STAMP)
 report: $(STAMP)
 	$(PY) -m masprm.toy.report
 
+# The scorer lab (docs/scorer_lab.md): every label scheme and objective on the demo's trees (run after `make demo`).
+lab: $(STAMP)
+	$(PY) src/lab.py
+
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
@@ -40,3 +44,6 @@ gpu-check: $(STAMP)
 
 clean-demo:
 	rm -rf artifacts/toy results/*toy* logs/toy_* checkpoints/toy-*
+
+clean-lab:
+	rm -rf results/toy_lab* results/labels_* logs/toy_lab checkpoints/toy-lab-*

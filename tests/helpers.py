@@ -34,6 +34,17 @@ REPO = Path(__file__).resolve().parents[1]
 SEP = "</step>"
 
 
+def flag(cmd: list[str], name: str) -> list[str]:
+    """The values after `name` in a command line, up to the next flag."""
+    i = cmd.index(name)
+    out = []
+    for value in cmd[i + 1:]:
+        if value.startswith("--"):
+            break
+        out.append(value)
+    return out
+
+
 def load_script(path: str | Path, name: str | None = None):
     """A module file (e.g. a plug-in in tmp_path) imported by path, without running it as __main__."""
     path = Path(path)
@@ -355,7 +366,8 @@ SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "
 
 # a checkout script's name -> the stage module it runs (masprm.stages)
 STAGE_OF_SCRIPT = {"run_mcts": "trees", "preprocess_data": "preprocess", "trainer": "train",
-                   "compare_sbs_mcts": "evaluate", "aggregator": "aggregate", "show_tree": "show_tree", "demo": "demo"}
+                   "compare_sbs_mcts": "evaluate", "aggregator": "aggregate", "show_tree": "show_tree", "demo": "demo",
+                   "lab": "lab"}
 
 
 def stage_module(script: str):

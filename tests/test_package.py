@@ -29,7 +29,7 @@ def test_each_checkout_script_runs_its_stage_and_leaves_sys_path_alone():
              "trainer": REPO / "src" / "train" / "trainer.py",
              "compare_sbs_mcts": REPO / "src" / "experiments" / "compare_sbs_mcts.py",
              "aggregator": REPO / "aggregator.py", "show_tree": REPO / "src" / "show_tree.py",
-             "demo": REPO / "src" / "demo.py"}
+             "demo": REPO / "src" / "demo.py", "lab": REPO / "src" / "lab.py"}
     for script, path in shims.items():
         before = list(sys.path)
         namespace = runpy.run_path(str(path), run_name="imported")   # as imported, not run: nothing starts

@@ -4,6 +4,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from helpers import flag
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -12,16 +14,6 @@ def dry_run(*flags: str) -> list[list[str]]:
                           capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stderr
     return [line[2:].split() for line in proc.stdout.splitlines() if line.startswith("$ ")]
-
-
-def flag(cmd: list[str], name: str) -> list[str]:
-    i = cmd.index(name)
-    out = []
-    for value in cmd[i + 1:]:
-        if value.startswith("--"):
-            break
-        out.append(value)
-    return out
 
 
 def without(cmd: list[str], *names: str) -> list[str]:

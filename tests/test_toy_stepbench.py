@@ -1,5 +1,7 @@
 """The toy step-level benchmark: sampled team transcripts, every step's value under each scorer, the report."""
 
+import json
+import math
 import subprocess
 import sys
 from pathlib import Path
@@ -64,11 +66,13 @@ class CountingScorer:
         self.factor = factor
         self.texts: list[str] = []
         self.last_tokens: list[int] = []
+        self.calls = 0
 
     def count_tokens(self, text):
         return len(text.split())
 
     def score_batch(self, texts):
+        self.calls += 1
         self.texts.extend(texts)
         self.last_tokens = [len(t.split()) for t in texts]
         return [self.factor * t.count(SEP) for t in texts]
@@ -81,12 +85,13 @@ def models(problems=PROBLEMS):
 SETTINGS = stepbench.transcript_settings(0.95)
 
 
-def test_transcripts_gives_every_step_each_scorers_value():
+def test_transcripts_then_every_scorer_values_every_step():
     problem, m = PROBLEMS[0], models()
-    ctx = SearchContext(m.policy, GRAPH, SETTINGS, masprm=m.scorer("masprm"), orm=m.scorer("orm"),
-                        keys=RequestKeys(42, 0))
+    ctx = SearchContext(m.policy, GRAPH, SETTINGS, keys=RequestKeys(42, 0))
     stats = CallStats()
     found = drive(stepbench.transcripts(ctx, problem, 2, 0.7), m, stats)
+    for name in ("masprm", "orm"):
+        stepbench.score_steps(m.scorer(name), name, found)
 
     expected = [[s[a] for a in ("Reader", "Planner", "Solver", "Verifier")] for s in script(problem)]
     assert [t["outputs"] for t in found] == expected          # 4 messages each, in team order
@@ -94,29 +99,32 @@ def test_transcripts_gives_every_step_each_scorers_value():
         assert t["values"]["masprm"] == [1.0, 2.0, 3.0, 4.0]   # the state after step k has k steps
         assert t["values"]["orm"] == [-0.5, -1.0, -1.5, -2.0]
         assert t["values"]["logprob"] == pytest.approx([-len(x) / len(x.split()) for x in t["outputs"]])
-    # the scorers read the full transcript prefixes: question + each step + separator
+    # the scorers read the full transcript prefixes: question + each step + separator, all in one call each
     prefixes = [problem.question + "".join(o + SEP for o in outs[:k + 1]) for outs in expected for k in range(4)]
     assert m.scorer("masprm").texts == prefixes and m.scorer("orm").texts == prefixes
-    # one sampling call per agent (both transcripts together) at the agent's token cap, then one call per scorer
+    assert m.scorer("masprm").calls == 1 and m.scorer("orm").calls == 1
+    # one sampling call per agent (both transcripts together) at the agent's token cap, then one log-prob call
     assert [(len(c["prompts"]), c["temperature"], c["top_p"], c["max_new_tokens"]) for c in m.policy.samples] == \
         [(2, 0.7, 0.95, a.max_new_tokens) for a in GRAPH.agents]
     assert [c["prompts"][0][0]["content"] for c in m.policy.samples] == [a.system_prompt for a in GRAPH.agents]
-    assert stats.by_kind == {"sample": 4, "score": 2, "logprob": 1}
+    assert stats.by_kind == {"sample": 4, "logprob": 1}
     # each step's log-prob is of its own message given the prompt the agent was sampled with
     sampled = [(c["prompts"][j], found[j]["outputs"][k]) for j in range(2) for k, c in enumerate(m.policy.samples)]
     assert m.policy.logprob_requests == sampled
-    assert ctx.usage.agent_runs == 8 and ctx.usage.scorer_calls == 16
+    assert ctx.usage.agent_runs == 8
 
 
 @pytest.mark.parametrize("batch_size", [1, 2])
 def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
     args = stepbench.StepBenchArgs(top_p=0.95, seed=7, temperature=0.7, search_batch_size=batch_size)
-    found = stepbench.sample_split(models(), GRAPH, PROBLEMS, args, 2)
+    m = models()
+    found = stepbench.sample_split(m, GRAPH, PROBLEMS, args, 2)
     assert [t["question"] for t in found] == [p.question for p in PROBLEMS for _ in range(2)]
     assert [t["first_error"] for t in found] == [None, 2] * 3      # sample 1's Solver is wrong
     assert [t["final_correct"] for t in found] == [True, False] * 3
     assert [[s["correct"] for s in t["steps"]] for t in found[:2]] == [[True] * 4, [True, True, False, False]]
-    assert all(t["values"]["masprm"] == [1.0, 2.0, 3.0, 4.0] for t in found)
+    stepbench.score_steps(m.scorer("masprm"), "masprm", found)
+    assert all(t["values"]["masprm"] == [1.0, 2.0, 3.0, 4.0] for t in found) and m.scorer("masprm").calls == 1
 
 
 def item(values: list[float], first_error, step_correct: list[int]) -> dict:
@@ -170,4 +178,95 @@ def test_cli_missing_policy_folder_is_one_line_and_writes_nothing(tmp_path):
     proc = run_stepbench("--policy", str(tmp_path), "--prm_dir", str(tmp_path), "--orm_dir", str(tmp_path),
                          "--samples", "0", "--out", str(out))
     assert proc.returncode == 2 and "--samples" in proc.stderr and proc.stderr.strip().count("\n") == 0
+    assert not out.exists()
+
+
+# --------------------------------------------------------------------------- any number of scorers
+
+LOG = math.log
+# Three transcripts of two steps (Reader, Planner): error-free, wrong from the Reader on, wrong at the Planner.
+LABELS = [(None, [1, 1]), (0, [0, 0]), (1, [1, 0])]
+VALUES = {   # per scorer, each transcript's step values
+    "up": [[0.5, 0.5], [-0.5, 0.0], [0.5, -0.5]],
+    "flat": [[0.0, 0.0], [0.0, 0.0], [0.0, 0.0]],
+    "logprob": [[LOG(0.5), LOG(0.5)], [LOG(0.5), LOG(0.5)], [LOG(0.5), LOG(0.25)]],
+}
+
+
+def three_scorers() -> list[dict]:
+    return [{"values": {name: values[i] for name, values in VALUES.items()}, "first_error": first_error,
+             "steps": [{"agent": agent, "correct": bool(c)} for agent, c in zip(AGENTS, correct)]}
+            for i, (first_error, correct) in enumerate(LABELS)]
+
+
+def test_three_scorers_get_hand_computed_f1_auc_per_agent_auc_and_ece():
+    ts = three_scorers()   # calibration = test, so each threshold is the best one on these three
+    up, flat, lp = (stepbench.scorer_report(ts, ts, name) for name in ("up", "flat", "logprob"))
+    # up: candidates -1.5, -0.25, 0.25, 1.5; from -0.25 on every transcript is located (the smaller wins the tie)
+    assert up["threshold"] == -0.25 and (up["acc_erroneous"], up["acc_correct"], up["f1"]) == (1.0, 1.0, 1.0)
+    assert up["auc"] == 1.0 and up["auc_by_agent"] == {"Reader": 1.0, "Planner": 1.0}
+    # as probabilities (v + 1) / 2: bin 7 holds 0.75 x 3 (all right): |2.25 - 3|; bin 2 holds 0.25 x 2 (wrong):
+    # |0.5 - 0|; bin 5 holds one 0.5 (wrong): |0.5 - 0|; over 6 steps
+    assert up["ece"] == pytest.approx((0.75 + 0.5 + 0.5) / 6)
+    # flat: nothing below -1 ("no error" everywhere) or everything flagged at step 0 above +1: F1 0 both ways
+    assert flat["threshold"] == -1.0 and (flat["acc_erroneous"], flat["acc_correct"], flat["f1"]) == (0.0, 1.0, 0.0)
+    assert flat["auc"] == 0.5 and flat["auc_by_agent"] == {"Reader": 0.5, "Planner": 0.5}
+    assert flat["ece"] == 0.0   # every value 0.5, half of the steps right: calibrated, and useless
+    # logprob: between log 0.25 and log 0.5 only the Planner's error is found: acc 1/2 and 1, F1 2/3
+    assert lp["threshold"] == pytest.approx((LOG(0.25) + LOG(0.5)) / 2)
+    assert (lp["acc_erroneous"], lp["acc_correct"]) == (0.5, 1.0) and lp["f1"] == pytest.approx(2 / 3)
+    # 3 right steps at log 0.5 against wrong ones at log 0.5, log 0.5 (ties: 1/2) and log 0.25: (3 + 3) / 9
+    assert lp["auc"] == pytest.approx(2 / 3)
+    assert lp["auc_by_agent"] == {"Reader": 0.5, "Planner": 0.75}
+    # exp(log p) = p: bin 5 holds 0.5 x 5 with 3 right: |2.5 - 3|; bin 2 holds 0.25 (wrong): |0.25 - 0|
+    assert lp["ece"] == pytest.approx((0.5 + 0.25) / 6)
+
+
+def test_expected_calibration_error_bins():
+    from masprm.step_metrics import expected_calibration_error
+    assert expected_calibration_error([1.0, 0.95, 0.0], [1, 0, 0]) == pytest.approx((0.95 + 1.0 - 1) / 3)
+    assert expected_calibration_error([0.05, 0.15], [0, 1], bins=1) == pytest.approx(abs(0.2 - 1) / 2)
+    assert expected_calibration_error([], []) is None
+    with pytest.raises(ValueError, match=r"\[0, 1\]"):
+        expected_calibration_error([1.5], [1])
+
+
+def test_cli_loads_each_scorer_once_and_reports_every_one(tmp_path, monkeypatch, capsys):
+    loads: list[str] = []
+    scorers: dict[str, CountingScorer] = {}
+
+    def load_scorer_folder(folder, policy, setting):
+        loads.append(folder)
+        return scorers.setdefault(folder, CountingScorer(0.0625 * len(loads)))   # values stay in [-1, 1]
+
+    monkeypatch.setattr(stepbench, "generate_split", lambda split: PROBLEMS)
+    monkeypatch.setattr(stepbench, "load_policy", lambda args: LoadedModels(ScriptedPolicy(PROBLEMS)))
+    monkeypatch.setattr(stepbench, "load_scorer_folder", load_scorer_folder)
+    folders = {name: tmp_path / name for name in ("ppm", "first", "second")}
+    for folder in folders.values():
+        folder.mkdir()
+    out = tmp_path / "bench.json"
+    monkeypatch.setattr(sys, "argv", ["stepbench", "--policy", str(tmp_path), "--prm_dir", str(folders["ppm"]),
+                                      "--scorer", f"first={folders['first']}", "--scorer",
+                                      f"second={folders['second']}", "--out", str(out)])
+    assert stepbench.main() == 0
+    report = json.loads(out.read_text())
+    assert list(report["scorers"]) == ["masprm", "first", "second", "logprob"]   # no orm: --scorer was given
+    assert loads == [str(f) for f in folders.values()]                          # each folder loaded once
+    assert all(s.calls == 2 for s in scorers.values())                          # one call per split
+    assert report["transcripts"][0]["values"]["second"] == [0.1875, 0.375, 0.5625, 0.75]   # the third folder
+    assert report["calibration"]["bins"] == 10 and "states" not in report["transcripts"][0]
+    assert capsys.readouterr().out.splitlines()[0].split()[:6] == ["scorer", "acc_erroneous", "acc_correct", "F1",
+                                                                   "AUC", "ECE"]
+
+
+def test_cli_scorer_names_are_checked_before_anything_loads(tmp_path):
+    out = tmp_path / "bench.json"
+    for spec, words in ((f"{tmp_path}", "NAME=FOLDER"), (f"logprob={tmp_path}", "log-prob"),
+                        (f"x={tmp_path / 'missing'}", "no such folder")):
+        proc = run_stepbench("--policy", str(tmp_path), "--scorer", spec, "--out", str(out))
+        assert proc.returncode == 2 and words in proc.stderr and proc.stderr.strip().count("\n") == 0
+    proc = run_stepbench("--policy", str(tmp_path), "--scorer", f"a={tmp_path}", "--scorer", f"a={tmp_path}",
+                         "--out", str(out))
+    assert proc.returncode == 2 and "twice" in proc.stderr
     assert not out.exists()

@@ -16,7 +16,9 @@ and the score is their harmonic mean (F1). The threshold is chosen where F1
 is highest on a calibration set, then applied unchanged to the test set.
 
 Separately, the AUC of step values against step correctness says how well
-the values rank right steps above wrong ones, whatever the threshold.
+the values rank right steps above wrong ones, whatever the threshold, and
+the expected calibration error says how far values read as probabilities
+(after mapping them to [0, 1]) are from the share of right steps.
 
 Pure Python: no torch import.
 """
@@ -170,3 +172,30 @@ def auc(values: Sequence[float], labels: Sequence[int]) -> float | None:
         rank_sum_pos += mid_rank * sum(labels[order[k]] for k in range(i, j + 1))
         i = j + 1
     return (rank_sum_pos - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg)
+
+
+# --------------------------------------------------------------------------- calibration
+
+ECE_BINS = 10
+
+
+def expected_calibration_error(probs: Sequence[float], labels: Sequence[int], bins: int = ECE_BINS) -> float | None:
+    """Expected calibration error of probabilities in [0, 1] against binary labels; None for no values.
+
+    ``bins`` equal-width bins over [0, 1] (a value p falls in bin min(floor(p * bins), bins - 1), so 1.0 is
+    in the last); the ECE is the mean over bins of |mean probability - share of 1s|, weighted by the
+    bin's share of the values.
+    """
+    if len(probs) != len(labels):
+        raise ValueError(f"expected_calibration_error: {len(probs)} values but {len(labels)} labels")
+    _check_values(probs)
+    if any(not 0.0 <= p <= 1.0 for p in probs):
+        raise ValueError("expected_calibration_error: probabilities must lie in [0, 1]")
+    if not probs:
+        return None
+    # per bin: n_b / N * |mean p - mean y| = |sum p - sum y| / N
+    gaps: dict[int, float] = {}
+    for p, y in zip(probs, labels):
+        b = min(int(p * bins), bins - 1)
+        gaps[b] = gaps.get(b, 0.0) + p - y
+    return sum(abs(gap) for gap in gaps.values()) / len(probs)

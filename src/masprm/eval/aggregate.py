@@ -73,6 +73,7 @@ BUDGETS = {
     "mcts": (("n_simulations",), "{n_simulations} sims"),
     "sbs": (("b1", "b2"), "{b1}x{b2}"),
     "voter": (("voter_k",), "k={voter_k}"),
+    "bon": (("bon_n",), "N={bon_n}"),
 }
 # An original-format label: name, a "(key=value, ...)" settings group, then optional "[scorer folders]".
 _LABEL_SETTINGS = re.compile(r"^(?P<name>.*?)\s*\((?P<settings>[^()]*=[^()]*)\)(?P<folders>\s*\[[^\]]*\])?$")
@@ -341,6 +342,14 @@ def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
     ax.set_ylabel("accuracy (pass@1), mean ± std over seeds")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
+    save_png(fig, out)
+    return True
+
+
+def save_png(fig, out: str | Path) -> None:
+    """Write a matplotlib figure as a PNG through a temporary file renamed into place, and close it."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -348,4 +357,3 @@ def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
     fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
     os.replace(tmp, out)
-    return True

@@ -22,12 +22,13 @@ from masprm.handoff.methods import HANDOFF_METHODS, handoff_search
 from masprm.handoff.methods import report_lines as handoff_report, summarize as handoff_summary
 from masprm.registry import Registry
 from masprm.search.beam import sbs_family, single_pass
+from masprm.search.best_of_n import best_of_n
 from masprm.search.context import SCORER_ROLES, SearchContext
 from masprm.search.mcts import mcts_family
 from masprm.search.scorer_kinds import SCORER_KINDS
-from masprm.search.settings import (LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings, SBSSettings,
-                                    ViewSettings, VoterSettings, check_settings_classes, combined_settings,
-                                    extra_scorers)
+from masprm.search.settings import (BoNSettings, LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings,
+                                    SBSSettings, ViewSettings, VoterSettings, check_settings_classes,
+                                    combined_settings, extra_scorers)
 from masprm.search.vote import voter_family
 
 ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
@@ -85,7 +86,8 @@ def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "sta
 # --------------------------------------------------------------------------- the static methods
 
 # A search family runs over a scorer kind (masprm.search.scorer_kinds): family -> search(ctx, example, kind).
-FAMILY_SEARCHES: dict[str, Callable[..., Any]] = {"sbs": sbs_family, "mcts": mcts_family, "voter": voter_family}
+FAMILY_SEARCHES: dict[str, Callable[..., Any]] = {"sbs": sbs_family, "mcts": mcts_family, "voter": voter_family,
+                                                  "bon": best_of_n}
 
 
 def register_scored_method(name: str, family: str, kind: str, settings: Sequence[type]) -> None:
@@ -105,6 +107,9 @@ STATIC_METHODS = (
     ("voter_prm",       "voter", "masprm",   (VoterSettings, ViewSettings)),
     ("voter_logprob",   "voter", "logprob",  (VoterSettings, LogProbSettings)),
     ("voter_orm",       "voter", "orm",      (VoterSettings, ViewSettings)),
+    ("bon_prm",         "bon",   "masprm",   (BoNSettings, ViewSettings)),
+    ("bon_orm",         "bon",   "orm",      (BoNSettings, ViewSettings)),
+    ("bon_logprob",     "bon",   "logprob",  (BoNSettings, LogProbSettings)),
 )
 
 register_method("single_pass", settings=(PassSettings,))(single_pass)

@@ -62,3 +62,31 @@ def summarize_records(records: Sequence[dict], max_k: int = MAX_K) -> dict:
     out["prm_calls_mean"] = out["scorer_calls_total"] / len(ok) if ok else 0.0
     out["agent_runs_mean"] = out["agent_runs_total"] / len(ok) if ok else 0.0
     return out
+
+
+# --------------------------------------------------------------------------- why a search missed
+
+MISS_KINDS = ("not_generated", "not_chosen", "unknown")
+
+
+def miss_kind(record: dict, is_correct: Callable[[str, str | None], bool]) -> str | None:
+    """None for a hit (pass@1); for a miss, whether a right final answer was among those the search generated.
+
+    "not_generated": no final answer the search produced (``extra.generated_answers``) is right, so the
+    search never reached one; "not_chosen": one was, and the search returned another; "unknown": the
+    record does not list what the search generated (a crashed example, or a log written before the list).
+    """
+    if record.get("correct") and not record.get("error"):
+        return None
+    generated = (record.get("extra") or {}).get("generated_answers")
+    if generated is None or record.get("error"):
+        return "unknown"
+    return "not_chosen" if any(is_correct(answer, record.get("gold")) for answer in generated) else "not_generated"
+
+
+def split_misses(records: Iterable[dict], is_correct: Callable[[str, str | None], bool]) -> dict[str, int]:
+    """How many records hit, and how many misses are of each kind (`miss_kind`)."""
+    counts = {"hits": 0, **{kind: 0 for kind in MISS_KINDS}}
+    for record in records:
+        counts[miss_kind(record, is_correct) or "hits"] += 1
+    return counts

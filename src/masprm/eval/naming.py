@@ -24,7 +24,7 @@ HANDOFF_NAMES = {
     "handoff_policy": "Agent-selected handoff + policy likelihood",
     "handoff_prm": "Agent-selected handoff + MASPRM",
 }
-# scorer kind -> the original's name for it, per search family
+# scorer kind -> the original's name for it, per search family (best-of-N names it as SBS does)
 SBS_SCORERS = {"masprm": "PRM", "logprob": "logprob", "orm": "ORM"}
 MCTS_SCORERS = {"masprm": "PPM", "logprob": "logprob", "orm": "ORM"}
 VOTER_NAMES = {
@@ -51,6 +51,9 @@ def base_label(method: Any, s: Any, roles: Sequence[str] = ()) -> str:
         details = [f"N={s.n_simulations}", f"{s.max_children} children"]
         if kind == "masprm" and "orm" in roles:   # --orm_leaf: the ORM values the leaves
             details.insert(0, "ORM leaf")
+    elif method.family == "bon":
+        name = f"Best-of-N + {SBS_SCORERS.get(kind, kind)}"
+        details = [f"N={s.bon_n}", f"agg={s.step_agg}"]
     elif method.family == "voter":
         name = f"Greedy + Voter ({VOTER_NAMES.get(kind, kind)})"
     else:   # a method registered outside the original's families

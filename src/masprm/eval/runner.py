@@ -38,6 +38,7 @@ from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
+from masprm.search.samples import SampleStore
 
 # --------------------------------------------------------------------------- models
 
@@ -141,6 +142,7 @@ class WorkItem:
     roles: tuple[str, ...]  # scorer roles this condition needs
     settings: Any         # the method's frozen settings (its ctx.settings)
     example: Any          # masprm.data.Example
+    samples: SampleStore | None = None   # sampled passes shared with the run's other conditions
 
 
 def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MASGraph) -> Any:
@@ -154,7 +156,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), **scorers)
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, **scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -163,10 +165,12 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
     hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct)
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
+    # Every final answer the search generated, returned or not (sorted: the misses split reads it).
+    generated = {"generated_answers": sorted(set(ctx.finished))} if ctx.finished else {}
     # The record keeps the list pass@k was computed over, as the original's records do.
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
             "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
-            "extra": result.extra, "error": None}
+            "extra": {**result.extra, **generated}, "error": None}
 
 
 def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
@@ -266,6 +270,15 @@ def label_of(method: str, settings: EvalSettings) -> str:
                            settings.models.scorer_folders(), SCORER_SPELLING)
 
 
+def sample_store(cond: Condition, logs_dir: str | Path) -> SampleStore:
+    """Where the condition's sampled passes are kept, shared by every condition that samples the same ones:
+    the policy, team, data, seed and code (the sampling settings and the example complete the key)."""
+    definition = cond.manifest["definition"]
+    return SampleStore(Path(logs_dir) / "sampled_passes",
+                       {"policy": definition["models"]["policy"], "mas_config": definition["mas_config"],
+                        "data": definition["data"], "seed": cond.manifest["seed"], "code": code_version()})
+
+
 def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
                    logs_dir: str | Path) -> Condition:
     manifest = condition_manifest(method, settings, graph, data, specs)
@@ -329,7 +342,8 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
         elif cond.records:
             announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
     pending = [c for c in conditions if not c.reused]
-    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex)
+    stores = [sample_store(c, logs_dir) for c in pending]
+    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex, stores[k])
              for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):

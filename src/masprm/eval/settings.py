@@ -77,12 +77,10 @@ class ModelSettings:
                               help="ORM adapter folder (default: none; read only by methods that use this scorer)")
     orm_base_model_id: str | None = arg(None, flags=("--orm_base_model_id",),
                                         help="ORM base model (default: the base the adapter config names)")
-    handoff_prm_dir: str | None = arg(None, flags=("--handoff_prm_dir",),
-                                      help="HANDOFF_MASPRM adapter folder (default: none; read only by methods that "
-                                           "use this scorer)")
-    handoff_prm_base_model_id: str | None = arg(None, flags=("--handoff_prm_base_model_id",),
-                                                help="HANDOFF_MASPRM base model (default: the base the adapter "
-                                                     "config names)")
+    handoff_prm_dir: str | None = arg(None, flags=("--handoff_prm_dir",), help="HANDOFF_MASPRM adapter folder "
+                                      "(default: none; read only by methods that use this scorer)")
+    handoff_prm_base_model_id: str | None = arg(None, flags=("--handoff_prm_base_model_id",), help="HANDOFF_MASPRM "
+                                                "base model (default: the base the adapter config names)")
     scorer_precision: str = arg("auto", flags=("--scorer_precision",), choices=SCORER_PRECISIONS,
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "

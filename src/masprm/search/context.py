@@ -42,6 +42,8 @@ class SearchContext:
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)
+    samples: Any = None                # a store of sampled passes to reuse (masprm.search.samples), or None
+    finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
 
     def scorer(self, role: str) -> Scorer:
         """The scorer of ``role`` (SCORER_ROLES); a RuntimeError when the method runs without it."""
@@ -53,13 +55,21 @@ class SearchContext:
         """n samples per prompt; each sample is one agent run, or each prompt with `batched` (handoff)."""
         keys = self.keys.next(len(prompts)) if self.keys is not None else None
         out = yield Sample(tuple(prompts), n, temperature, top_p, max_new_tokens, keys)
+        self.count_samples(out, batched=batched)
+        return out
+
+    def count_samples(self, out: Sequence[Sequence[Generation]], *, batched: bool = False) -> None:
+        """The usage of sampled generations, per prompt (also for passes read back from a store)."""
         for gens in out:
             self.usage.agent_runs += 1 if batched else len(gens)
             for g in gens:
                 self.usage.generated_tokens += g.new_tokens
             if gens:  # the prompt is processed once per prompt, whatever n is
                 self.usage.prompt_tokens += gens[0].prompt_tokens
-        return out
+
+    def note_finished(self, states: Sequence[Any]) -> None:
+        """Remember the final answer of each finished state a search generated (the misses split)."""
+        self.finished.extend(s.final_answer() for s in states if s.is_terminal)
 
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> Generator[Any, Any, list[LogProb]]:
         values = yield LogProbs(tuple(requests))

@@ -34,6 +34,7 @@ class Candidate:
     text: str
     state: RoutingState
     new_tokens: int = 0
+    prompt_tokens: int = 0
     score: float = 0.0                 # set by a step scorer
     logprob: LogProb | None = None     # set when a log-prob was needed
 
@@ -53,8 +54,10 @@ def propose(ctx: SearchContext, states: Sequence[RoutingState], agent: int, n: i
     prompts = [s.messages(agent) for s in states]
     sampled = yield from ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
                          max_new_tokens=token_cap(ctx.graph, agent, ctx.settings.max_new_tokens))
-    return [[Candidate(s, agent, g.text, s.decide(agent, g.text), g.new_tokens) for g in gens]
-            for s, gens in zip(states, sampled)]
+    proposals = [[Candidate(s, agent, g.text, s.decide(agent, g.text), g.new_tokens, g.prompt_tokens) for g in gens]
+                 for s, gens in zip(states, sampled)]
+    ctx.note_finished([c.state for group in proposals for c in group])
+    return proposals
 
 
 def drop_duplicate_texts(cands: Sequence[Candidate]) -> list[Candidate]:

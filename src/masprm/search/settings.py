@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from masprm.config import arg, require, require_each
 from masprm.search.expand import LOGPROB_AGGS
+from masprm.search.scorer_kinds import STEP_AGGS
 from masprm.state_text import VIEWS
 
 AT_LEAST_ONE = "must be at least 1"
@@ -81,6 +82,20 @@ class VoterSettings(PassSettings):
 
 
 @dataclass(frozen=True)
+class BoNSettings(PassSettings):
+    """bon_*: N single passes, every step scored, the best aggregate first."""
+
+    bon_n: int = arg(8, flags=("--bon_n",), help="best-of-N: complete transcripts sampled per question (default 8)")
+    step_agg: str = arg("min", flags=("--step_agg",), choices=STEP_AGGS,
+                        help="best-of-N: a transcript's score from its step values: the smallest (min, default), "
+                             "their product (prod, in log space), mean, or the last step's (last: an outcome reranker)")
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        require_each(self, ("bon_n",), lambda v: v >= 1, AT_LEAST_ONE)
+
+
+@dataclass(frozen=True)
 class MCTSSettings(SamplingSettings):
     """mcts_*: inference MCTS."""
 
@@ -124,7 +139,8 @@ class LogProbSettings(MethodSettings):
                            help="log-prob of a step/path: sum, per token (avg_token) or per step (avg_step)")
 
 
-SEARCH_FAMILIES = (PassSettings, SBSSettings, VoterSettings, MCTSSettings, ORMLeafSettings, LogProbSettings)
+SEARCH_FAMILIES = (PassSettings, SBSSettings, VoterSettings, BoNSettings, MCTSSettings, ORMLeafSettings,
+                   LogProbSettings)
 
 
 def check_settings_classes(classes: Sequence[type]) -> tuple[type, ...]:

@@ -1,7 +1,8 @@
 """Voters (voter_*): k independent single passes, answers grouped and weighted.
 
-The k runs advance together (one policy call per agent); a scorer kind gives
-each run a log-weight and the heaviest group of equal answers wins.
+The k runs advance together (one policy call per agent; `masprm.search.samples`);
+a scorer kind gives each run a log-weight and the heaviest group of equal
+answers wins.
 Pure Python: no torch import.
 """
 
@@ -12,14 +13,27 @@ from typing import Any, Callable, Sequence
 
 from masprm.answers import answers_equal
 from masprm.search.context import SearchContext, SearchResult
-from masprm.search.beam import Beam, beam_search
 from masprm.search.expand import Step
+from masprm.search.samples import sample_passes
 from masprm.search.scorer_kinds import SCORER_KINDS
 
 
 def _logsumexp(values: Sequence[float]) -> float:
     top = max(values)
     return top + math.log(sum(math.exp(v - top) for v in values))
+
+
+def group_answers(answers: Sequence[str], same: Callable[[str, str], bool] = answers_equal) -> list[list[int]]:
+    """Run indices grouped by `same` against each group's first member, groups in order of first appearance."""
+    groups: list[list[int]] = []
+    for i, answer in enumerate(answers):
+        for group in groups:
+            if same(answer, answers[group[0]]):
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
 
 
 def vote(answers: Sequence[str], log_weights: Sequence[float],
@@ -32,14 +46,7 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
     original), then the earlier group. The prediction is the winning group's
     shortest member.
     """
-    groups: list[list[int]] = []
-    for i, answer in enumerate(answers):
-        for group in groups:
-            if same(answer, answers[group[0]]):
-                group.append(i)
-                break
-        else:
-            groups.append([i])
+    groups = group_answers(answers, same)
 
     def shortest(group: list[int]) -> int:
         return min(group, key=lambda i: (len(answers[i]), i))
@@ -53,11 +60,7 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
 
 
 def voter_family(ctx: SearchContext, example: Any, kind: str) -> Step:
-    k = ctx.settings.voter_k
-    start = Beam(ctx.graph.start(example.question))
-    # k independent single passes, advanced together so each agent is one policy call.
-    runs = yield from beam_search(ctx, [start] * k, width=k, branching=1, scorer=None,
-                       temperature=ctx.settings.sbs_temperature)
+    runs = yield from sample_passes(ctx, example, ctx.settings.voter_k)
     answers = [b.state.final_answer() for b in runs]
     winner, groups = vote(answers, (yield from SCORER_KINDS[kind].weight(ctx, runs)))
     return SearchResult(answers[winner], answers, {"answer_groups": len(groups)})

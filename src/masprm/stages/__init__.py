@@ -8,6 +8,7 @@
     show_tree.py            masprm-show-tree   (src/show_tree.py)
     demo.py                 masprm-demo        (src/demo.py, make demo)
     export_scorer.py        masprm-export-scorer  (a scorer merged and/or pushed to the hub; docs/sharing.md)
+    lab.py                  masprm-lab         (src/lab.py, make lab)
 
 The scripts in parentheses are a checkout's three-line shims, so the seed
 README's ``python src/...`` commands run the same code.

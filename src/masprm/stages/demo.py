@@ -12,7 +12,7 @@ Runs the README's five stages as a user would, with ``--dataset toy``:
   5. mean / std over seeds, table, budget curves, and the paper's claims as
      paired comparisons with bootstrap CIs           (aggregator.py, masprm.toy.claims)
 
-Every command is printed before it runs, under the same pinned numerics
+Every command is printed before it runs (`masprm.stages.jobs`), under the same pinned numerics
 (`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
 job), so another x86-64 CPU computes the same numbers. The conditions that
 need no scorer are evaluated while stages 1-3 run, on the other core; the
@@ -22,40 +22,17 @@ resumes by itself, so an interrupted demo continues where it stopped;
 ``make clean-demo`` starts over.
 """
 
-import sys
-import os
-import shlex
-import subprocess
-import threading
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, UsageError, check, run_cli
+from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
 from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
-from masprm.toy.build import PINNED_NUMERICS
-
-ROOT = Path.cwd()   # every output lands in the folder the demo is started from
-PY = sys.executable
-# stage -> (the checkout's script, the package module): a checkout runs the README's scripts, an installed
-# package (no src/ here) the same code as modules.
-STAGES = {
-    "trees": ("src/run_mcts.py", "masprm.stages.trees"),
-    "preprocess": ("src/train/preprocess_data.py", "masprm.stages.preprocess"),
-    "train": ("src/train/trainer.py", "masprm.stages.train"),
-    "evaluate": ("src/experiments/compare_sbs_mcts.py", "masprm.stages.evaluate"),
-    "aggregate": ("aggregator.py", "masprm.stages.aggregate"),
-}
-
-
-def stage_command(name: str) -> list[str]:
-    """The command that runs one stage: the README's script in a checkout, else ``python -m``."""
-    script, module = STAGES[name]
-    return [PY, script] if (ROOT / script).is_file() else [PY, "-m", module]
+from masprm.stages.jobs import PY, ROOT, Background, Job, run_side_by_side, show, stage, stage_command
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU.
 TOY = "artifacts/toy"
@@ -67,6 +44,7 @@ ROLLOUTS, SEARCH_C, CANDIDATES, TEMPERATURE, TOP_P = 40, 4, 3, 0.7, 0.95
 TARGET_NODES = 5                   # question + Reader + Planner + Solver + Verifier
 PPM_DIR, ORM_DIR = "checkpoints/toy-ppm", "checkpoints/toy-orm"
 LOGS = "logs/toy_demo"
+OUTPUT = ROOT / LOGS / "demo_output"   # each quiet command's output
 TABLE = "results/toy_demo_aggregated_results.csv"
 STEPBENCH = "results/toy_stepbench.json"
 CLAIMS = "results/toy_demo_claims.txt"
@@ -130,26 +108,35 @@ class Commands:
     claims: list[str]
 
 
+def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str = LOGS) -> list[str]:
+    """The README's evaluation command on the toy test split with the demo's settings; `scorers` are the
+    scorer flags (--prm_dir ...), `budget` flags that override a setting."""
+    # every seed in one process (--seeds): the same logs as one command per seed, one model load
+    return [*stage_command("evaluate"), "--dataset", "toy", "--split", "test", "--seeds", *map(str, seeds),
+            *scorers, "--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
+            "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
+            "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
+            "--top_p", "0.95", "--logs_dir", logs_dir, "--workers", "1",
+            "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+
+
+def train_command(mode: str, data: str, out: str, seed: int, extra=()) -> list[str]:
+    """A scorer trained on the toy world with the demo's settings (SCORER_TRAINING), resuming when interrupted."""
+    return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
+            "--output-dir", out, "--seed", str(seed), "--resume", *extra, *SCORER_TRAINING]
+
+
 def commands(args: "DemoArgs") -> Commands:
     run = run_folder()
     name = Path(run).name
+    scorer_flags = ("--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY, "--orm_dir", ORM_DIR,
+                    "--orm_base_model_id", POLICY)
 
     def evaluation(methods, scorers: bool, budget=()) -> list[str]:
-        # every seed in one process (--seeds): the same logs as one command per seed, one model load
-        cmd = [*stage_command("evaluate"), "--dataset", "toy", "--split", "test",
-               "--seeds", *map(str, args.seeds)]
-        if scorers:
-            cmd += ["--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY,
-                    "--orm_dir", ORM_DIR, "--orm_base_model_id", POLICY]
-        return cmd + ["--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
-                      "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
-                      "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
-                      "--top_p", "0.95", "--logs_dir", LOGS, "--workers", "1",
-                      "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+        return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget)
 
     def scorer(mode: str, data: str, out: str) -> list[str]:
-        return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
-                "--output-dir", out, "--seed", str(args.seed), "--resume", *SCORER_TRAINING]
+        return train_command(mode, data, out, args.seed)
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
@@ -177,100 +164,29 @@ def commands(args: "DemoArgs") -> Commands:
 # --------------------------------------------------------------------------- running
 
 
-def show(cmd: list[str]) -> str:
-    return " ".join(shlex.quote(c if c != PY else "python") for c in cmd)
-
-
-class Job:
-    """One command in a subprocess; quiet jobs write their output to a file and print its tail at the end."""
-
-    def __init__(self, cmd: list[str], *, threads: int | None = 1, log: Path | None = None,
-                 env: dict[str, str] | None = None):
-        self.cmd, self.log = cmd, log
-        full_env = {**PINNED_NUMERICS, **os.environ, **(env or {})}
-        if threads:  # tiny models decode fastest on one thread; side-by-side jobs share the cores
-            full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
-        print(f"$ {show(cmd)}" + (f"   [output: {log.relative_to(ROOT)}]" if log else ""), flush=True)
-        if log is None:
-            self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
-        else:
-            log.parent.mkdir(parents=True, exist_ok=True)
-            with log.open("w") as out:
-                self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env, stdout=out, stderr=subprocess.STDOUT)
-
-    def wait(self) -> None:
-        code = self.proc.wait()
-        if self.log is not None:
-            lines = [ln for ln in self.log.read_text(errors="replace").replace("\r", "\n").splitlines()
-                     if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
-            print("\n".join(f"  | {line}" for line in lines[-10:]), flush=True)
-        if code != 0:
-            raise UsageError(f"command failed (exit {code}): {show(self.cmd)}"
-                             + (f"; its output is in {self.log}" if self.log else ""))
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.terminate()
-
-
-def quiet_log(name: str) -> Path:
-    return ROOT / LOGS / "demo_output" / f"{name}.out"
-
-
-def run_side_by_side(cmds: list[list[str]], names: list[str], jobs: int) -> None:
-    """Up to `jobs` commands at a time; the next starts as soon as one ends (the first failure stops all)."""
-    pending, running = list(zip(cmds, names)), []
-    try:
-        while pending or running:
-            while pending and len(running) < jobs:
-                cmd, name = pending.pop(0)
-                running.append(Job(cmd, log=quiet_log(name)))
-            done = next((job for job in running if job.proc.poll() is not None), None)
-            if done is None:
-                time.sleep(0.2)
-                continue
-            running.remove(done)
-            done.wait()
-    finally:
-        for job in running:
-            job.stop()
-
-
-class Background:
-    """Commands run one after another by a helper thread, alongside the main track."""
-
-    def __init__(self, cmds: list[list[str]], names: list[str]):
-        self.error: BaseException | None = None
-        self.current: Job | None = None
-        self.stopped = False
-
-        def target():
-            try:
-                for cmd, name in zip(cmds, names):
-                    if self.stopped:
-                        return
-                    self.current = Job(cmd, log=quiet_log(name))
-                    self.current.wait()
-            except BaseException as err:  # noqa: BLE001 - re-raised by join()
-                self.error = err
-
-        self.thread = threading.Thread(target=target, daemon=True)
-        self.thread.start()
-
-    def join(self) -> None:
-        self.thread.join()
-        if self.error is not None:
-            raise self.error
-
-    def stop(self) -> None:
-        self.stopped = True
-        if self.current is not None:
-            self.current.stop()
-
-
-def stage(title: str) -> float:
-    print(f"\n=== {title} ===", flush=True)
-    return time.time()
+def make_scorers(c: Commands, args) -> None:
+    """Stages 1-3 (trees, pairs, the MASPRM and the ORM); a stage is skipped only when its outputs exist and
+    nothing before it ran again, and an interrupted stage resumes."""
+    fresh = not trees_done(args.n_train, args.seed)
+    if fresh:
+        Job(c.trees).wait()
+    else:
+        print(f"stage 1: {run_folder()} has its trees: skipped")
+    fresh = fresh or not all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
+    if fresh:
+        Job(c.pairs).wait()
+    else:
+        print("stage 2: pairs already there: skipped")
+    folders = [ROOT / cmd[cmd.index("--output-dir") + 1] for cmd in c.scorers]
+    stale = [f for f in folders if fresh and f.exists()]
+    check(not stale, f"{stale[0].relative_to(ROOT) if stale else ''} holds a scorer trained on earlier "
+                     "pairs; run `make clean-demo` to start over")
+    todo = [(cmd, name) for cmd, name, folder in zip(c.scorers, ("train_ppm", "train_orm"), folders)
+            if not scorer_completed(folder)]  # an interrupted training resumes (--resume)
+    if todo:
+        run_side_by_side([cmd for cmd, _ in todo], [name for _, name in todo], jobs=2, folder=OUTPUT)
+    else:
+        print("stage 3: scorers already there: skipped")
 
 
 @dataclass(frozen=True)
@@ -308,29 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("0 build", time.time() - t))
 
     t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
-    background = Background(list(c.early_evals.values()), list(c.early_evals))
+    background = Background(list(c.early_evals.values()), list(c.early_evals), OUTPUT)
     try:
-        # A stage is skipped only when its outputs exist and nothing before it ran again.
-        fresh = not trees_done(args.n_train, args.seed)
-        if fresh:
-            Job(c.trees).wait()
-        else:
-            print(f"stage 1: {run_folder()} has its trees: skipped")
-        fresh = fresh or not all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
-        if fresh:
-            Job(c.pairs).wait()
-        else:
-            print("stage 2: pairs already there: skipped")
-        folders = [ROOT / cmd[cmd.index("--output-dir") + 1] for cmd in c.scorers]
-        stale = [f for f in folders if fresh and f.exists()]
-        check(not stale, f"{stale[0].relative_to(ROOT) if stale else ''} holds a scorer trained on earlier "
-                         "pairs; run `make clean-demo` to start over")
-        todo = [(cmd, name) for cmd, name, folder in zip(c.scorers, ("train_ppm", "train_orm"), folders)
-                if not scorer_completed(folder)]  # an interrupted training resumes (--resume)
-        if todo:
-            run_side_by_side([cmd for cmd, _ in todo], [name for _, name in todo], jobs=2)
-        else:
-            print("stage 3: scorers already there: skipped")
+        make_scorers(c, args)
     except BaseException:
         background.stop()
         raise
@@ -343,7 +239,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"step-level benchmark: {STEPBENCH} already there: skipped")
     else:
         todo = {"stepbench": c.stepbench, **todo}
-    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs)
+    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs, folder=OUTPUT)
     timings.append(("4 evaluation", time.time() - t))
 
     t = stage("5 aggregate, budget curves and the paper's claims")

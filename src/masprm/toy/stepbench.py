@@ -2,34 +2,42 @@
 
     python -m masprm.toy.stepbench --policy artifacts/toy/policy \\
         --prm_dir checkpoints/toy-ppm --orm_dir checkpoints/toy-orm --out results/toy_stepbench.json
+    python -m masprm.toy.stepbench --scorer mc=checkpoints/toy-lab-mc-prm --scorer orm=checkpoints/toy-orm ...
 
 The world knows every story, so each message of a sampled transcript can be
 checked for free (`masprm.toy.steplabel`): the labels say which agent made
 the first error, if any. These labels are for evaluation only; the scorers
-were trained on final outcomes alone.
+were trained without them.
 
 Transcripts are sampled from the policy (one pass through the team at
 ``--temperature``) on two splits: ``train`` (calibration,
 ``--calibration_samples`` per question) and ``test`` (the benchmark,
-``--samples`` per question). Each scorer gives every step a
-value:
+``--samples`` per question), once, whatever the number of scorers. Each
+scorer gives every step a value:
 
-- ``masprm``: the MASPRM's value of the state after the step (what SBS and
-  MCTS read);
-- ``orm``: the ORM's value of the same state (it was trained on finished
-  transcripts only);
-- ``logprob``: the policy's mean log-prob per token of the step's message.
+- a scorer folder (``--scorer NAME=FOLDER``, repeatable; ``--prm_dir`` is
+  the scorer ``masprm``, ``--orm_dir`` the scorer ``orm``, and without any
+  ``--scorer`` both default to the demo's folders): its value of the state
+  after the step, the full transcript so far (what SBS and MCTS read; the
+  ORM was trained on finished transcripts only). Each folder is loaded once
+  and reads every step of a split in one batched call;
+- ``logprob`` (always): the policy's mean log-prob per token of the step's message.
 
 As in ProcessBench, a scorer flags the first step whose value falls below a
 threshold as the first error (none below: "no error"); the threshold that
 maximises F1 on the calibration transcripts is applied to the test
 transcripts. Reported per scorer: accuracy on erroneous transcripts, on
-correct ones, their harmonic mean (F1), and the AUC of the step value
-against step correctness over all test steps.
+correct ones, their harmonic mean (F1), the AUC of the step value against
+step correctness over all test steps and within each agent's steps, and the
+expected calibration error (``ECE_BINS`` equal-width bins) of the values read
+as probabilities of a right step: a scorer's tanh value v as (v + 1) / 2,
+the log-prob as exp(mean log-prob per token), i.e. the geometric-mean token
+probability.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -45,22 +53,30 @@ from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
 from masprm.models.options import ModelOptions
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
-from masprm.search.expand import Step, ensure_logprobs, masprm_values, orm_values, propose
+from masprm.search.expand import Step, ensure_logprobs, propose
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
-from masprm.step_metrics import auc, best_threshold, localisation_scores
+from masprm.state_text import state_text
+from masprm.step_metrics import ECE_BINS, auc, best_threshold, expected_calibration_error, localisation_scores
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
 from masprm.toy.transcripts import check_graph
 
-SCORERS = ("masprm", "orm", "logprob")
-SPLITS = {"calibration": "train", "test": "test"}   # transcript set -> the task split it samples
+LOGPROB = "logprob"    # the policy's own step value, always reported
+DEFAULT_FOLDERS = {"masprm": "checkpoints/toy-ppm", "orm": "checkpoints/toy-orm"}   # without --scorer
+SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
 
 
 @dataclass(frozen=True)
 class StepBenchArgs:
     policy: str = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
-    prm_dir: str = arg("checkpoints/toy-ppm", flags=("--prm_dir",), help="the MASPRM folder")
-    orm_dir: str = arg("checkpoints/toy-orm", flags=("--orm_dir",), help="the ORM folder")
+    prm_dir: str | None = arg(None, flags=("--prm_dir",),
+                              help="the MASPRM folder, reported as 'masprm' (default checkpoints/toy-ppm "
+                                   "when no --scorer is given)")
+    orm_dir: str | None = arg(None, flags=("--orm_dir",),
+                              help="the ORM folder, reported as 'orm' (default checkpoints/toy-orm when no "
+                                   "--scorer is given)")
+    scorer: list[str] = arg(default_factory=list, flags=("--scorer",), action="append", metavar="NAME=FOLDER",
+                            help="a scorer folder, reported under NAME (repeatable)")
     mas_config: str = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
     out: str = arg("results/toy_stepbench.json", help="JSON report to write")
     samples: int = arg(2, help="transcripts sampled per test question (default 2)")
@@ -79,11 +95,26 @@ class StepBenchArgs:
         require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
 
 
-# --------------------------------------------------------------------------- one question
+def scorer_folders(args: StepBenchArgs) -> dict[str, str]:
+    """NAME -> folder of every scorer to load, in the order given (--prm_dir, --orm_dir, then each --scorer)."""
+    folders = {} if args.scorer else {name: folder for name, folder in DEFAULT_FOLDERS.items()}
+    for name, flag in (("masprm", "prm_dir"), ("orm", "orm_dir")):
+        if getattr(args, flag):
+            folders[name] = getattr(args, flag)
+    for spec in args.scorer:
+        name, sep, folder = spec.partition("=")
+        check(bool(sep and name and folder), f"--scorer {spec}: expected NAME=FOLDER")
+        check(name != LOGPROB, f"--scorer {spec}: the name {LOGPROB!r} is the policy's log-prob, always reported")
+        check(name not in folders, f"--scorer {spec}: the name {name!r} is given twice")
+        folders[name] = folder
+    return folders
+
+
+# --------------------------------------------------------------------------- sampling
 
 
 def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature: float) -> Step:
-    """`samples` passes through the team, then every step's value under each scorer (batched calls)."""
+    """`samples` passes through the team, each step's state and its mean log-prob per token (batched calls)."""
     graph = ctx.graph
     states = [graph.start(problem.question)] * samples
     steps: list[list[Any]] = [[] for _ in range(samples)]   # per transcript: its candidates, in order
@@ -92,16 +123,9 @@ def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature:
         for trail, [cand] in zip(steps, proposals):
             trail.append(cand)
         states = [cand.state for [cand] in proposals]
-    flat = [c for trail in steps for c in trail]
-    masprm = iter((yield from masprm_values(ctx, [c.state for c in flat], [c.agent for c in flat])))
-    orm = iter((yield from orm_values(ctx, [c.state for c in flat])))
-    yield from ensure_logprobs(ctx, flat)
-    out = []
-    for trail in steps:
-        values = {"masprm": [next(masprm) for _ in trail], "orm": [next(orm) for _ in trail],
-                  "logprob": [c.logprob.avg_token for c in trail]}
-        out.append({"outputs": [c.text for c in trail], "values": values})
-    return out
+    yield from ensure_logprobs(ctx, [c for trail in steps for c in trail])
+    return [{"outputs": [c.text for c in trail], "states": [c.state for c in trail],
+             "values": {LOGPROB: [c.logprob.avg_token for c in trail]}} for trail in steps]
 
 
 def transcript_settings(top_p: float) -> object:
@@ -116,8 +140,7 @@ def sample_split(models: Models, graph: MASGraph, problems: Sequence[Problem], a
     settings = transcript_settings(args.top_p)
 
     def job(i: int, problem: Problem):
-        ctx = SearchContext(models.policy, graph, settings, masprm=models.scorer("masprm"),
-                            orm=models.scorer("orm"), keys=RequestKeys(args.seed, i))
+        ctx = SearchContext(models.policy, graph, settings, keys=RequestKeys(args.seed, i))
         return (i, problem), lambda: transcripts(ctx, problem, samples, args.temperature)
 
     found: dict[int, list[dict]] = {}
@@ -136,11 +159,25 @@ def sample_split(models: Models, graph: MASGraph, problems: Sequence[Problem], a
     return [t for i in sorted(found) for t in found[i]]
 
 
+def score_steps(scorer: Any, name: str, transcripts: Sequence[dict]) -> None:
+    """Every step's value under one scorer (the full transcript after the step), one batched call."""
+    sep = scorer.separator
+    values = iter(scorer.score_batch([state_text(s, "full", None, sep) for t in transcripts for s in t["states"]]))
+    for t in transcripts:
+        t["values"][name] = [next(values) for _ in t["states"]]
+
+
 # --------------------------------------------------------------------------- metrics
 
 
+def as_probability(scorer: str, value: float) -> float:
+    """A step value as the probability that the step is right: exp of the mean log-prob per token for the
+    log-prob, (v + 1) / 2 for a scorer's tanh value."""
+    return math.exp(value) if scorer == LOGPROB else (value + 1) / 2
+
+
 def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dict:
-    """Threshold from the calibration transcripts, localisation and AUC on the test transcripts."""
+    """Threshold from the calibration transcripts; localisation, AUC and calibration on the test transcripts."""
     threshold = best_threshold([(t["values"][scorer], t["first_error"]) for t in calibration])
     scores = localisation_scores([(t["values"][scorer], t["first_error"]) for t in test], threshold)
     pairs = [(v, step) for t in test for v, step in zip(t["values"][scorer], t["steps"])]
@@ -148,40 +185,47 @@ def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dic
     for agent in dict.fromkeys(step["agent"] for _, step in pairs):
         mine = [(v, step) for v, step in pairs if step["agent"] == agent]
         by_agent[agent] = auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
-    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], [int(s["correct"]) for _, s in pairs]),
-            "auc_by_agent": by_agent}
+    labels = [int(s["correct"]) for _, s in pairs]
+    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels), "auc_by_agent": by_agent,
+            "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels)}
 
 
 def report_lines(report: dict) -> list[str]:
     def num(x):
         return f"{x:.3f}" if x is not None else "n/a"
 
-    agents = list(report["scorers"][SCORERS[0]]["auc_by_agent"])
-    lines = [f"{'scorer':<8} {'acc_erroneous':>13} {'acc_correct':>11} {'F1':>6} {'AUC':>6}   AUC by agent: "
-             + " ".join(f"{a:>8}" for a in agents)]
-    for name in SCORERS:
+    names = list(report["scorers"])
+    agents = list(report["scorers"][names[0]]["auc_by_agent"])
+    width = max(8, *map(len, names))
+    lines = [f"{'scorer':<{width}} {'acc_erroneous':>13} {'acc_correct':>11} {'F1':>6} {'AUC':>6} {'ECE':>6}   "
+             "AUC by agent: " + " ".join(f"{a:>8}" for a in agents)]
+    for name in names:
         r = report["scorers"][name]
-        lines.append(f"{name:<8} {r['acc_erroneous']:>13.3f} {r['acc_correct']:>11.3f} {r['f1']:>6.3f} "
-                     f"{num(r['auc']):>6}   {'':14}" + " ".join(f"{num(r['auc_by_agent'][a]):>8}" for a in agents))
+        lines.append(f"{name:<{width}} {r['acc_erroneous']:>13.3f} {r['acc_correct']:>11.3f} {r['f1']:>6.3f} "
+                     f"{num(r['auc']):>6} {num(r['ece']):>6}   {'':14}"
+                     + " ".join(f"{num(r['auc_by_agent'][a]):>8}" for a in agents))
     return lines
 
 
-def load_models(args: StepBenchArgs) -> LoadedModels:
-    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
-    from masprm.models.scorer import load_scorer
+def load_scorer_folder(folder: str, policy: str, setting: str) -> Any:
+    from masprm.models.scorer import load_scorer   # imports torch: only once the flags are checked
+    return load_scorer(folder, policy, ModelOptions(device_map="cpu"), setting=setting)
 
-    options = ModelOptions(device_map="cpu")
-    return LoadedModels(HFPolicy(args.policy, options, setting="policy"),
-                        {"masprm": load_scorer(args.prm_dir, args.policy, options, setting="prm_dir"),
-                         "orm": load_scorer(args.orm_dir, args.policy, options, setting="orm_dir")})
+
+def load_policy(args: StepBenchArgs) -> LoadedModels:
+    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
+    return LoadedModels(HFPolicy(args.policy, ModelOptions(device_map="cpu"), setting="policy"))
 
 
 def main() -> int:
     p = ArgumentParser(description="Step-level benchmark of the toy world: error localisation by each scorer.")
     add_config_args(p, StepBenchArgs)
     args = config_from_args(StepBenchArgs, p.parse_args())
-    for flag, folder in (("--policy", args.policy), ("--prm_dir", args.prm_dir), ("--orm_dir", args.orm_dir)):
-        check(Path(folder).is_dir(), f"{flag} {folder}: no such folder")
+    check(Path(args.policy).is_dir(), f"--policy {args.policy}: no such folder")
+    folders = scorer_folders(args)
+    flags = {"masprm": "--prm_dir", "orm": "--orm_dir"}
+    for name, folder in folders.items():
+        check(Path(folder).is_dir(), f"{flags.get(name, '--scorer')} {folder}: no such folder")
     check_output_file(args.out, "out")
     graph = load_mas_config(args.mas_config)
     try:
@@ -190,14 +234,23 @@ def main() -> int:
         check(False, f"{err} (--mas_config)")
 
     started = time.time()
-    models = load_models(args)
-    samples = {"calibration": args.calibration_samples, "test": args.samples}
-    sets = {name: sample_split(models, graph, generate_split(split), args, samples[name])
-            for name, split in SPLITS.items()}
+    models = load_policy(args)
+    sets = {name: sample_split(models, graph, generate_split(split), args, getattr(args, samples))
+            for name, (split, samples) in SPLITS.items()}
+    for name, folder in folders.items():   # one scorer in memory at a time
+        scorer = load_scorer_folder(folder, args.policy, flags.get(name, "scorer"))
+        for ts in sets.values():
+            score_steps(scorer, name, ts)
+        del scorer
+    for ts in sets.values():
+        for t in ts:
+            del t["states"]
     report = {
-        "settings": asdict(args),
+        "settings": {**asdict(args), "scorers": folders},
         "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
-        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s) for s in SCORERS},
+        "calibration": {"bins": ECE_BINS, "probability": "scorer value v: (v + 1) / 2; logprob: exp(mean log-prob "
+                                                         "per token)"},
+        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s) for s in [*folders, LOGPROB]},
         "seconds": round(time.time() - started, 1),
         "transcripts": sets["test"],
     }

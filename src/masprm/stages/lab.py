@@ -1,0 +1,313 @@
+"""`make lab`: every label scheme and objective of the scorer lab, judged side by side on the toy world.
+
+On the demo's trees (its stages 0-3 run first, skipped where their outputs
+exist), for every scorer of `LAB_SCORERS`:
+
+  labels     the scheme's training records           (src/train/preprocess_data.py --labels NAME)
+  training   the scorer, with the demo's settings     (src/train/trainer.py, demo.SCORER_TRAINING)
+  labels'    quality against the world's step truth  (python -m masprm.toy.labelbench), once per scheme
+  steps      error localisation, one run for all      (python -m masprm.toy.stepbench --scorer ...)
+  search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
+             (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
+
+then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table),
+results/toy_lab_claims.txt (every scorer against the ORM and against the
+paper's MASPRM, paired bootstrap CIs) and results/toy_lab.png. The conditions
+without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
+best-of-N samples are drawn once per seed and read back by every scorer
+(logs/toy_lab/sampled_passes). Commands run `--jobs` at a time, each as soon
+as what it needs is there (`masprm.stages.jobs.run_tasks`), under the demo's
+pinned numerics. Outputs that exist are skipped (label files, finished
+scorers, benchmark reports); evaluation commands skip their COMPLETED
+conditions themselves; an interrupted lab continues where it stopped. A
+scheme or objective that is not registered is reported in one line and its
+row left out.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from masprm.cli import ArgumentParser, run_cli
+from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.stages import demo
+from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
+
+LOGS = "logs/toy_lab"
+OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
+REPORT, CLAIMS, PLOT = "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png"
+STEPBENCH = "results/toy_lab_stepbench.json"
+LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
+BON_N, STEP_AGGS = 8, ("min", "last")
+N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
+SBS_BUDGET = (2, 3)   # B1 x B2: the demo's second SBS budget, so that the lab fits an hour (docs/scorer_lab.md)
+
+
+def budgets(args) -> dict:
+    """The settings of the lab's conditions per search family (what the report tabulates)."""
+    b1, b2 = args.sbs_budget
+    return {"sbs": {"b1": b1, "b2": b2}, "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN},
+            "bon": {"bon_n": BON_N}}
+
+
+@dataclass(frozen=True)
+class LabScorer:
+    """One row of the lab: a label scheme trained with an objective (traj: with its step aggregation)."""
+
+    scheme: str
+    objective: str
+    agg: str | None = None
+    demo_folder: str | None = None   # the demo's scorer, trained by `make demo`
+
+    @property
+    def slug(self) -> str:
+        return "-".join(p for p in (self.scheme, self.objective, self.agg) if p)
+
+    @property
+    def name(self) -> str:
+        """The row's name in tables and claims."""
+        return {"ppm": "MASPRM" if self.scheme == "masprm" else f"{self.scheme}+ppm", "orm": "ORM"}.get(
+            self.objective, f"{self.scheme}+{self.objective}" + (f"-{self.agg}" if self.agg else ""))
+
+    @property
+    def folder(self) -> str:
+        return self.demo_folder or f"checkpoints/toy-lab-{self.slug}"
+
+    @property
+    def outcome_only(self) -> bool:
+        """Trained on final correctness alone (no step labels: no label quality to measure)."""
+        return self.objective in ("orm", "traj")
+
+    @property
+    def own_labels(self) -> bool:
+        """Trains on a stage-2 file of its own scheme (`preprocess_data.py --labels`)."""
+        return not self.demo_folder and not self.outcome_only
+
+    def data(self, run: str) -> str:
+        """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
+        if self.scheme == "masprm" and self.demo_folder:
+            return f"results/ppm_pairs_{run}.jsonl"
+        if self.outcome_only:
+            return f"results/prm_samples_{run}.jsonl"
+        return labels_path(self.scheme, run)
+
+
+def labels_path(scheme: str, run: str) -> str:
+    """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
+    return f"results/labels_{scheme}_{run}.jsonl"
+
+
+# The issue's rows: the paper's MASPRM and the ORM from `make demo`, each label scheme with the objective
+# its records suit, and the trajectory-level objective with each aggregation on the prm samples.
+LAB_SCORERS = (
+    LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
+    LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
+    LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
+    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("self_consistency", "ppm"),
+    *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
+)
+PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
+
+
+def missing(scorer: LabScorer) -> str | None:
+    """Why a row cannot run with this checkout (one line), or None."""
+    if scorer.objective == "traj":
+        from masprm.train.objectives import OBJECTIVES
+        if "traj" not in OBJECTIVES:
+            return f"{scorer.name}: objective 'traj' is not registered (masprm.train.objectives); row left out"
+    if scorer.own_labels:
+        try:
+            from masprm.labels import LABEL_SCHEMES
+        except ImportError:
+            return f"{scorer.name}: masprm.labels has no LABEL_SCHEMES registry; row left out"
+        if scorer.scheme not in LABEL_SCHEMES:
+            return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
+    return None
+
+
+def labelbench_available() -> bool:
+    return importlib.util.find_spec("masprm.toy.labelbench") is not None
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (demo.BUDGETS)
+
+
+def reuse_demo(args) -> bool:
+    """Ask the demo's logs folder for the conditions the demo runs itself: only where they are the demo's own
+    (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there."""
+    return (not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
+            and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
+
+
+def role_flags(role: str, folder: str) -> tuple[str, ...]:
+    return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
+
+
+def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
+    """(suffix, methods, scorer flags, step_agg, logs folder) of each evaluation command of a row (None: the
+    conditions without a scorer).
+
+    A scorer runs as the MASPRM role (sbs_prm, mcts_prm, bon_prm); the ORM runs as itself (mcts_orm: the
+    ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm). The
+    SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
+    demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
+    """
+    if scorer is None:
+        flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], "bon_logprob"
+    elif scorer.objective == "orm":
+        flags, sbs_mcts, bon = role_flags("orm", scorer.folder), ["mcts_orm"], "bon_orm"
+    else:
+        flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], "bon_prm"
+    logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
+    found = [("", [bon], flags, "min", LOGS), ("_last", [bon], flags, "last", LOGS),
+             ("_search", sbs_mcts, flags, "min", logs)]
+    if scorer is not None and scorer.objective == "orm":
+        found.append(("_sbs", ["sbs_prm"], role_flags("prm", scorer.folder), "min", LOGS))
+    return found
+
+
+def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["settings"]["scorers"] == scorers
+    except (OSError, ValueError, KeyError, TypeError):
+        return False
+
+
+def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
+    """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks."""
+    run = Path(demo.run_folder()).name
+    notes = [line for line in map(missing, LAB_SCORERS) if line]
+    rows = [s for s in LAB_SCORERS if not missing(s)]
+    bench = labelbench_available()
+    if not bench:
+        notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
+    budget = ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
+              *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
+    tasks, done = [], set()
+
+    def add(task: Task, finished: bool = False) -> None:
+        tasks.append(task)
+        if finished:
+            done.add(task.name)
+
+    def evaluations(scorer: LabScorer | None) -> list[Task]:
+        key = scorer.slug if scorer else "no_scorer"
+        trained = (f"train_{scorer.slug}",) if scorer and not scorer.demo_folder else ()
+        found = []
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args)):
+            # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
+            drawn = ("eval_no_scorer",) if methods[0].startswith("bon_") and (scorer or suffix) else ()
+            found.append(Task(f"eval_{key}{suffix}", demo.evaluation_command(
+                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs), trained + drawn))
+        return found
+
+    first, *later = [t for s in [None, *rows] for t in evaluations(s)]
+    add(first)   # first: it draws the best-of-N samples every scorer reads back
+    for scheme, objective in dict.fromkeys((s.scheme, s.objective) for s in rows if s.own_labels):
+        flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
+        out = labels_path(scheme, run)
+        add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",
+                                      scheme, "--target-nodes", str(demo.TARGET_NODES), *flags, "--view", "full",
+                                      "--config", demo.CONFIG]), (ROOT / out).is_file())
+    for s in rows:
+        if not s.demo_folder:
+            after = (f"labels_{s.scheme}",) if s.own_labels else ()
+            extra = ("--agg", s.agg) if s.agg else ()
+            add(Task(f"train_{s.slug}", demo.train_command(s.objective, s.data(run), s.folder, args.seed, extra),
+                     after), demo.scorer_completed(ROOT / s.folder))
+    if bench:
+        for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
+            out = f"{LABELBENCH}/{s.scheme}.json"
+            add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.toy.labelbench", "--trees", demo.run_folder(),
+                                                "--labels", s.data(run), "--out", out],
+                     (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
+    for task in later:
+        add(task)
+    scorers = {s.slug: s.folder for s in rows}
+    add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
+                           *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
+                           "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
+             tuple(f"train_{s.slug}" for s in rows if not s.demo_folder)), stepbench_done(ROOT / STEPBENCH, scorers))
+    return tasks, notes, rows, done
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class LabArgs:
+    """The lab's flags (every other setting is the demo's or one of the constants above)."""
+
+    seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(demo.SEEDS),
+                           help="evaluation seeds")
+    jobs: int = arg(2, flags=("--jobs",), help="commands run side by side, one thread each (default 2)")
+    dry_run: bool = arg(False, flags=("--dry_run",), help="print the plan without running it")
+    seed: int = arg(42, flags=("--seed",), help="seed of the scorers' training and the step benchmark")
+    n_train: int = arg(demo.N_TRAIN, flags=("--n_train",), help="train questions of the demo's trees")
+    sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
+                                default_factory=lambda: list(SBS_BUDGET),
+                                help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} "
+                                     f"{SBS_BUDGET[1]}, the demo's second SBS budget; 3 5 is the README's, about "
+                                     "9 minutes more)")
+    sample_n: int | None = arg(None, flags=("--sample_n",),
+                               help="evaluate the first N test questions only (a quick look; default: all 240)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
+        require(min(self.sbs_budget) >= 1, "sbs_budget",
+                f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description="The scorer lab: every label scheme and objective trained, benchmarked and "
+                                   "searched with on the toy world, side by side (after `make demo`).")
+    add_config_args(p, LabArgs)
+    args = config_from_args(LabArgs, p.parse_args(argv))
+    demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train)
+    prepare = demo.commands(demo_args)
+    tasks, notes, rows, done = plan(args)
+    print("\n".join(f"lab: {line}" for line in notes))
+    if args.dry_run:
+        print("# the demo's stages 0-3 (skipped where their outputs exist)")
+        for cmd in (prepare.build, prepare.trees, prepare.pairs, *prepare.scorers):
+            print(f"$ {show(cmd)}")
+        print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
+              "command waits for")
+        for s in rows:
+            print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''} -> {s.folder}   [{s.name}]")
+        for task in tasks:
+            waits = f"   [after {', '.join(task.after)}]" if task.after else ""
+            print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
+        print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
+        return 0
+
+    started = time.time()
+    stage("the demo's trees, pairs and scorers (skipped where they exist)")
+    Job(prepare.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    demo.make_scorers(prepare, demo_args)
+    stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
+    for name in sorted(done):
+        print(f"{name}: output already there: skipped")
+    run_tasks([t for t in tasks if t.name not in done], args.jobs, OUTPUT)
+    stage("the report")
+    from masprm.toy.lab_report import write_report
+    write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
+                 seed=args.seed, notes=notes)
+    print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()

@@ -1,0 +1,334 @@
+"""The scorer lab's report: one table, the paired claims, and accuracy against model work.
+
+    write_report(rows, ["logs/toy_demo", "logs/toy_lab"], "results/toy_lab_stepbench.json",
+                 "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt",
+                 "results/toy_lab.png", budgets={"sbs": {"b1": 2, "b2": 3}, ...})
+
+A row is a trained scorer (``rows``: objects with ``name``, ``slug``,
+``scheme``, ``objective``, ``folder``, ``outcome_only``; `masprm.stages.lab.LabScorer`),
+plus the policy's log-prob (the conditions without a scorer). The stage-4
+logs (of several folders: the demo's holds the SBS and MCTS conditions the
+lab shares with it) are matched to rows by the scorer folder their manifest
+names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``), at
+the lab's budgets (``budgets``: the settings each family's conditions must
+have); where a place has logs of several experiments, the newest wins. A cell holds, over the
+seeds: pass@1 mean ± sample std, model work per question (policy tokens
+generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N
+counts its N samples' generation in every condition, also where the samples
+were read back from the store), and the misses split
+(`masprm.eval.metrics.split_misses`). Claims: every row against the ORM and
+against the paper's MASPRM in each column, the paired difference in pass@1
+per question (mean over seeds) with a 95% bootstrap CI over questions and
+the claims report's verdict words (`masprm.toy.claims.Comparison`).
+Pure Python (matplotlib only to draw the plot).
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Protocol, Sequence
+
+from masprm.answers import is_correct
+from masprm.eval.aggregate import model_work, save_png, split_experiment
+from masprm.eval.bootstrap import PairedResult, load_condition, paired_bootstrap, per_question
+from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
+from masprm.eval.metrics import split_misses
+from masprm.io import atomic_write_text
+from masprm.toy.claims import Comparison
+
+COLUMNS = ("SBS", "MCTS", "BoN min", "BoN last")
+FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
+LOGPROB = "logprob"          # the row of the conditions without a scorer
+SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
+AGENTS = ("Reader", "Planner", "Solver", "Verifier")
+Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
+
+
+class LabRow(Protocol):
+    name: str
+    slug: str
+    scheme: str
+    objective: str
+    folder: str
+    outcome_only: bool
+
+
+@dataclass
+class Cell:
+    """One row's condition in one column, over its seeds."""
+
+    experiment: str
+    folder: Path                      # the logs folder it was read from
+    seeds: list[int] = field(default_factory=list)
+    accuracy: list[float] = field(default_factory=list)
+    work: list[float | None] = field(default_factory=list)
+    misses: dict[str, int] = field(default_factory=dict)
+    mtime: float = 0.0
+
+    def add(self, seed: int, summary: dict, records: list[dict], mtime: float) -> None:
+        self.seeds.append(seed)
+        self.accuracy.append(summary["pass@1"])
+        self.work.append(model_work(summary))
+        for kind, n in split_misses(records, is_correct).items():
+            self.misses[kind] = self.misses.get(kind, 0) + n
+        self.mtime = max(self.mtime, mtime)
+
+    def mean_std(self) -> tuple[float, float]:
+        return statistics.fmean(self.accuracy), statistics.stdev(self.accuracy) if len(self.accuracy) > 1 else 0.0
+
+    def work_mean(self) -> float | None:
+        return statistics.fmean(self.work) if self.work and None not in self.work else None
+
+
+def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) -> tuple[str, str] | None:
+    """(row slug or LOGPROB, column) of a logged condition; None for one the lab does not tabulate (another
+    method, another budget, another scorer)."""
+    method = manifest.get("condition") or ""
+    if method == "single_pass":
+        return LOGPROB, SINGLE_PASS
+    definition = manifest.get("definition") or {}
+    settings = definition.get("settings") or {}
+    family, _, kind = method.partition("_")
+    if family not in FAMILIES or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
+        return None
+    column = FAMILIES[family]
+    if family == "bon":
+        column = f"BoN {settings.get('step_agg')}"
+    if kind == LOGPROB:
+        return LOGPROB, column
+    role = {"prm": "masprm", "orm": "orm"}.get(kind)
+    folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
+    for row in rows:
+        if folder and Path(folder).name == Path(row.folder).name:
+            return row.slug, column
+    return None
+
+
+def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
+               budgets: Budgets) -> dict[tuple[str, str], Cell]:
+    """Every COMPLETED condition of the logs folders in its (row, column); the newest experiment wins."""
+    experiments: dict[tuple[Path, str], tuple[tuple[str, str], Cell]] = {}
+    for folder in map(Path, logs_dirs):
+        for log in sorted(folder.glob("*.txt")):
+            experiment, seed = split_experiment(log.stem)
+            files = LogFiles(log.with_name(log.stem))
+            if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
+                continue
+            place = condition_place(json.loads(files.manifest.read_text(encoding="utf-8")), rows, budgets)
+            if place is None or not files.summary.is_file():
+                continue
+            summary = json.loads(files.summary.read_text(encoding="utf-8"))
+            _, cell = experiments.setdefault((folder, experiment), (place, Cell(experiment, folder)))
+            cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
+    cells: dict[tuple[str, str], Cell] = {}
+    for place, cell in experiments.values():
+        if place not in cells or cells[place].mtime < cell.mtime:
+            cells[place] = cell
+    return cells
+
+
+# --------------------------------------------------------------------------- the benchmarks
+
+
+def read_json(path: str | Path) -> dict | None:
+    try:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def label_aucs(report: dict | None) -> dict[str, float | None]:
+    """Per agent, the AUC of label value against step correctness from a label-quality report
+    (``auc_by_agent``, at the top or under ``agents``); {} when there is none."""
+    if not report:
+        return {}
+    if isinstance(report.get("auc_by_agent"), dict):
+        return report["auc_by_agent"]
+    agents = report.get("agents")
+    return {a: (v or {}).get("auc") for a, v in agents.items()} if isinstance(agents, dict) else {}
+
+
+def _num(x: float | None, digits: int = 2) -> str:
+    return "–" if x is None else f"{x:.{digits}f}"
+
+
+def step_cells(stepbench: dict | None, slug: str) -> list[str]:
+    """step F1, ECE and AUC at the Reader / Planner from the step benchmark (– where it did not run)."""
+    r = ((stepbench or {}).get("scorers") or {}).get(slug)
+    if not r:
+        return ["–", "–", "–"]
+    by_agent = r.get("auc_by_agent") or {}
+    return [_num(r.get("f1")), _num(r.get("ece")), f"{_num(by_agent.get('Reader'))} / {_num(by_agent.get('Planner'))}"]
+
+
+# --------------------------------------------------------------------------- the table
+
+
+def _accuracy(cell: Cell | None) -> str:
+    if cell is None:
+        return "–"
+    mean, std = cell.mean_std()
+    n = len(cell.seeds)
+    return f"{100 * mean:.1f} ± {100 * std:.1f}" + (f" ({n} seed{'s' if n > 1 else ''})" if n != 3 else "")
+
+
+def _misses(cell: Cell | None) -> str:
+    if cell is None:
+        return "–"
+    total = sum(cell.misses.values())
+    share = [f"{100 * cell.misses.get(k, 0) / total:.0f}" for k in ("not_generated", "not_chosen")]
+    return " / ".join(share) + (f" (+{cell.misses['unknown']} unknown)" if cell.misses.get("unknown") else "")
+
+
+def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
+                labelbench: dict[str, dict | None]) -> list[str]:
+    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step ECE", "step AUC R / P",
+            *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
+            "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
+    entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
+               for row in rows] + \
+              [("policy log-prob", LOGPROB, "–", "–", None)]
+    for name, slug, scheme, objective, row in entries:
+        if row is None:
+            labels = "–"
+        elif row.outcome_only:
+            labels = "outcome only"
+        else:
+            aucs = label_aucs(labelbench.get(row.scheme))
+            labels = " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–"
+        mine = [cells.get((slug, c)) for c in COLUMNS]
+        work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
+        lines.append("| " + " | ".join([name, scheme, objective, labels, *step_cells(stepbench, slug),
+                                         *map(_accuracy, mine), work, " · ".join(map(_misses, mine))]) + " |")
+    return lines
+
+
+def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
+                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str]) -> str:
+    lines = ["# The scorer lab (toy world)", "",
+             "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
+             "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
+             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench), ""]
+    if single_pass is not None:
+        lines.append(f"Single pass, no scorer: {_accuracy(single_pass)} %.")
+    lines += [
+        "",
+        "- label AUC: the label value against the world's step truth, per agent (Reader / Planner / Solver / "
+        "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
+        "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
+        "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins.",
+        f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
+        f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
+        "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "
+        "The ORM row's SBS is the ORM valuing each prefix; its MCTS values the leaves only (mcts_orm).",
+        "- model work: policy tokens generated + scorer tokens read per question, mean over seeds; a BoN "
+        "condition counts the generation of its 8 passes even where they were read back from the store.",
+        "- misses: the share (%) of question-seeds the search missed although a right final answer was never "
+        "among those it generated (never generated), and although one was (not chosen: it returned another); "
+        "with pass@1 they add up to 100.",
+    ]
+    lines += [f"- not run: {note}" for note in notes]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- claims
+
+
+def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
+    """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
+    return paired_bootstrap(per_question(load_condition(a.folder, a.experiment)),
+                            per_question(load_condition(b.folder, b.experiment)), seed=seed)
+
+
+def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparison]:
+    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column."""
+    names = {row.slug: row.name for row in rows} | {LOGPROB: "policy log-prob"}
+    baselines = [row for row in rows if row.objective == "orm"] + \
+                [row for row in rows if row.scheme == "masprm" and row.objective == "ppm"]
+    found = []
+    for base in baselines:
+        for column in COLUMNS:
+            for slug in names:
+                if slug == base.slug:
+                    continue
+                a, b = cells.get((slug, column)), cells.get((base.slug, column))
+                result = paired(a, b, seed) if a and b else None
+                found.append(Comparison(f"vs {base.name}", f"{names[slug]} vs {base.name} ({column})", result))
+    return found
+
+
+def claims_text(found: Sequence[Comparison]) -> str:
+    lines = ["Every scorer against the ORM and against the paper's MASPRM: the paired difference in pass@1 per "
+             "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0."]
+    for claim in dict.fromkeys(c.claim for c in found):
+        lines += ["", claim] + [f"  {c.line()}" for c in found if c.claim == claim]
+    return "\n".join(lines) + "\n"
+
+
+# --------------------------------------------------------------------------- the plot
+
+
+def plot_points(rows: Sequence[LabRow], cells: dict) -> list[tuple[str, str, float, float, float]]:
+    """(row name, column, model work, accuracy mean, std) of every cell with model work."""
+    names = [(row.slug, row.name) for row in rows] + [(LOGPROB, "policy log-prob")]
+    points = []
+    for slug, name in names:
+        for column in COLUMNS:
+            cell = cells.get((slug, column))
+            if cell is not None and cell.work_mean() is not None:
+                points.append((name, column, cell.work_mean(), *cell.mean_std()))
+    return points
+
+
+def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path) -> bool:
+    """Accuracy against model work, a colour per scorer and a marker per search; False when nothing to draw."""
+    if not points:
+        return False
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    import matplotlib.ticker
+
+    names = list(dict.fromkeys(p[0] for p in points))
+    colours = plt.get_cmap("tab20")
+    markers = dict(zip(COLUMNS, "osD^"))
+    fig, ax = plt.subplots(figsize=(9, 6))
+    for name, column, work, mean, std in points:
+        ax.errorbar(work, 100 * mean, yerr=100 * std, fmt=markers[column], color=colours(names.index(name) % 20),
+                    capsize=2, markersize=5)
+    for i, name in enumerate(names):
+        ax.plot([], [], "s", color=colours(i % 20), label=name)
+    for column, marker in markers.items():
+        ax.plot([], [], marker, color="grey", label=column)
+    ax.set_xscale("log")
+    ax.xaxis.set_major_formatter(matplotlib.ticker.LogFormatter())   # plain numbers ("600", not "6x10^2")
+    ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
+    ax.set_xlabel("model work per question: policy tokens generated + scorer tokens read (mean over seeds)")
+    ax.set_ylabel("pass@1 %, mean ± std over seeds")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7, ncol=2)
+    save_png(fig, out)
+    return True
+
+
+def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
+                 labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
+                 budgets: Budgets, seed: int = 42, notes: Iterable[str] = ()) -> None:
+    """The three outputs (and the claims as JSON next to the text)."""
+    cells = read_cells(logs_dirs, rows, budgets)
+    bench = read_json(stepbench)
+    labels = {row.scheme: read_json(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
+    atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
+                                          list(notes)))
+    found = comparisons(rows, cells, seed)
+    atomic_write_text(claims, claims_text(found))
+    atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
+        [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
+          "result": asdict(c.result) if c.result else None} for c in found], indent=1) + "\n")
+    plot(plot_points(rows, cells), plot_file)

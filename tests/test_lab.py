@@ -1,0 +1,173 @@
+"""`make lab`: the plan (every scheme, objective and method), the driver's order and skips, and the report."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from helpers import flag
+from masprm.cli import UsageError
+from masprm.stages import demo, jobs, lab
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "self_consistency")
+METHODS = ("single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "bon_prm",
+           "mcts_orm", "bon_orm")
+
+
+def test_dry_run_lists_every_scheme_and_method():
+    proc = subprocess.run([sys.executable, "src/lab.py", "--dry_run"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    out = proc.stdout
+    # a scheme either has its commands or one line saying why its row is left out
+    for scheme in SCHEMES:
+        assert f"#   {scheme} + " in out or f"lab: {scheme}+" in out, scheme
+    for agg in ("min", "softmin", "prod", "mean"):
+        assert f"#   mc + traj ({agg})" in out or f"lab: mc+traj-{agg}" in out
+    commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
+    evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]
+    assert set(METHODS) <= {m for c in evals for m in flag(c, "--methods")}
+    assert all(flag(c, "--seeds") == ["14", "24", "42"] and flag(c, "--bon_n") == ["8"] for c in evals)
+    assert {flag(c, "--step_agg")[0] for c in evals if "bon_prm" in c} == {"min", "last"}
+    assert "results/toy_lab.md" in out and "results/toy_lab_claims.txt" in out and "results/toy_lab.png" in out
+
+
+def plan(monkeypatch, tmp_path, **args):
+    """The plan with every scheme, objective and the label benchmark registered, in an empty folder."""
+    monkeypatch.setattr(lab, "missing", lambda scorer: None)
+    monkeypatch.setattr(lab, "labelbench_available", lambda: True)
+    monkeypatch.setattr(lab, "ROOT", tmp_path)
+    monkeypatch.setattr(demo, "ROOT", tmp_path)
+    tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
+                                                           "sbs_budget": [2, 3], **args}))
+    return {t.name: t for t in tasks}, notes, rows, done
+
+
+def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(monkeypatch, tmp_path):
+    tasks, notes, rows, done = plan(monkeypatch, tmp_path)
+    assert not notes and not done and len(rows) == 12
+    run = Path(demo.run_folder()).name
+    for scheme in SCHEMES[1:]:
+        labels = tasks[f"labels_{scheme}"].cmd
+        assert flag(labels, "--labels") == [scheme] and flag(labels, "--input") == [demo.run_folder()]
+        assert tasks[f"labelbench_{scheme}"].after == (f"labels_{scheme}",)
+    assert "labels_masprm" not in tasks and tasks["labelbench_masprm"].after == ()   # the demo's pairs
+    train = tasks["train_first_error-prm"]
+    assert train.after == ("labels_first_error",) and flag(train.cmd, "--mode") == ["prm"]
+    assert flag(train.cmd, "--data_dir") == [f"results/labels_first_error_{run}.jsonl"]
+    assert flag(train.cmd, "--output-dir") == ["checkpoints/toy-lab-first_error-prm"]
+    for option, value in zip(demo.SCORER_TRAINING[::2], demo.SCORER_TRAINING[1::2]):
+        if option != "--quiet":
+            assert flag(train.cmd, option) == [value]   # the demo's scorer settings
+    traj = tasks["train_mc-traj-softmin"]
+    assert traj.after == () and flag(traj.cmd, "--agg") == ["softmin"] and flag(traj.cmd, "--mode") == ["traj"]
+    assert flag(traj.cmd, "--data_dir") == [f"results/prm_samples_{run}.jsonl"]
+    assert "train_masprm-ppm" not in tasks and "train_mc-orm" not in tasks   # the demo trained them
+    # searches: each scorer after its training; best-of-N also after the no-scorer run that draws the samples
+    assert list(tasks)[0] == "eval_no_scorer" and flag(tasks["eval_no_scorer"].cmd, "--methods") == ["bon_logprob"]
+    assert tasks["eval_mc-traj-min"].after == ("train_mc-traj-min", "eval_no_scorer")
+    assert tasks["eval_mc-traj-min_search"].after == ("train_mc-traj-min",)
+    assert flag(tasks["eval_mc-traj-min_search"].cmd, "--methods") == ["sbs_prm", "mcts_prm"]
+    assert flag(tasks["eval_mc-traj-min_last"].cmd, "--step_agg") == ["last"]
+    assert flag(tasks["eval_mc-traj-min"].cmd, "--prm_dir") == ["checkpoints/toy-lab-mc-traj-min"]
+    assert tasks["eval_masprm-ppm"].after == ("eval_no_scorer",) and tasks["eval_no_scorer"].after == ()
+    search = tasks["eval_mc-prm_search"].cmd   # the lab's SBS budget comes last: it wins over the README's 3 x 5
+    assert [search[len(search) - search[::-1].index(f)] for f in ("--b1", "--b2")] == ["2", "3"]
+    assert tasks["eval_no_scorer_last"].after == ("eval_no_scorer",)
+    assert flag(tasks["eval_mc-orm"].cmd, "--methods") == ["bon_orm"]
+    assert flag(tasks["eval_mc-orm_search"].cmd, "--methods") == ["mcts_orm"]
+    assert flag(tasks["eval_mc-orm_sbs"].cmd, "--prm_dir") == [demo.ORM_DIR]   # the ORM valuing each prefix
+    # the SBS and MCTS conditions `make demo` ran itself are asked of its logs folder (found COMPLETED there)
+    in_demo = {n for n, t in tasks.items() if n.startswith("eval_") and flag(t.cmd, "--logs_dir") == [demo.LOGS]}
+    assert in_demo == {"eval_no_scorer_search", "eval_masprm-ppm_search", "eval_mc-orm_search"}
+    assert flag(tasks["eval_no_scorer_search"].cmd, "--methods") == ["single_pass", "sbs_logprob", "mcts_logprob"]
+    assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items()
+               if n.startswith("eval_") and n not in in_demo)
+    bench = tasks["stepbench"]
+    assert len(bench.after) == 10 and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
+    assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows]
+
+
+def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
+    run = Path(demo.run_folder()).name
+    (tmp_path / "results").mkdir()
+    (tmp_path / f"results/labels_advantage_{run}.jsonl").write_text("{}\n")
+    folder = tmp_path / "checkpoints/toy-lab-advantage-prm"
+    folder.mkdir(parents=True)
+    (folder / "masprm_scorer.json").write_text(json.dumps({"status": "completed"}))
+    tasks, _, rows, done = plan(monkeypatch, tmp_path)
+    assert done == {"labels_advantage", "train_advantage-prm"}
+    (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {r.slug: r.folder for r in rows}}}))
+    assert "stepbench" in plan(monkeypatch, tmp_path)[3]
+    (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {"masprm-ppm": demo.PPM_DIR}}}))
+    assert "stepbench" not in plan(monkeypatch, tmp_path)[3]   # a report on fewer scorers is run again
+
+
+def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
+    monkeypatch.setattr(lab, "labelbench_available", lambda: True)
+    registered = {"mc", "advantage"}
+
+    def missing(scorer):
+        return None if scorer.scheme in registered or scorer.demo_folder or scorer.objective == "traj" else \
+            f"{scorer.name}: label scheme {scorer.scheme!r} is not registered"
+
+    monkeypatch.setattr(lab, "missing", missing)
+    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5]))
+    assert len(notes) == 4 and all(n.count("\n") == 0 for n in notes)
+    assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}
+    assert not any("first_error" in " ".join(t.cmd) for t in tasks)
+    evals = [t for t in tasks if t.name.startswith("eval_")]
+    assert all(flag(t.cmd, "--sample_n") == ["3"] for t in evals)
+    assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for t in evals)   # a partial run stays out of the demo's logs
+    for seeds, budget, reused in (([14, 24, 42], [3, 5], True), ([14, 7], [2, 3], False), ([42], [4, 4], False)):
+        assert lab.reuse_demo(SimpleNamespace(seeds=seeds, sbs_budget=budget, sample_n=None)) is reused
+
+
+# --------------------------------------------------------------------------- the driver
+
+
+def test_run_tasks_starts_each_command_after_what_it_needs(tmp_path):
+    stamp = "import sys, time, pathlib; time.sleep({}); pathlib.Path(sys.argv[1]).open('a').write(sys.argv[2] + '\\n')"
+    order = tmp_path / "order.txt"
+
+    def task(name, delay, after=()):
+        return jobs.Task(name, [sys.executable, "-c", stamp.format(delay), str(order), name], after)
+
+    # b waits for a slow a although a slot is free; c needs nothing and may go first; d waits for an absent task
+    jobs.run_tasks([task("a", 0.6), task("b", 0, ("a",)), task("c", 0.2), task("d", 0, ("gone",))], 2, tmp_path)
+    finished = order.read_text().split()
+    assert sorted(finished) == ["a", "b", "c", "d"] and finished.index("a") < finished.index("b")
+    with pytest.raises(UsageError, match="bad.out"):   # a failing command stops the run, naming its output
+        jobs.run_tasks([jobs.Task("bad", [sys.executable, "-c", "raise SystemExit(3)"])], 1, tmp_path)
+
+
+def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(jobs, "ROOT", tmp_path)
+    monkeypatch.setattr(lab, "OUTPUT", tmp_path / "out")
+    noop = [sys.executable, "-c", "pass"]
+    monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[]))
+    prepared = []
+    monkeypatch.setattr(demo, "make_scorers", lambda c, args: prepared.append(args.n_train))
+    touch = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')"
+
+    def plan(args):
+        tasks = [jobs.Task(name, [sys.executable, "-c", touch, name], after) for name, after in
+                 (("first", ()), ("second", ("first",)), ("finished", ()))]
+        return tasks, ["x+prm: label scheme 'x' is not registered"], list(lab.LAB_SCORERS[:2]), {"finished"}
+
+    monkeypatch.setattr(lab, "plan", plan)
+    assert lab.main(["--seeds", "14", "--n_train", "3"]) == 0
+    assert prepared == [3] and (tmp_path / "first").is_file() and (tmp_path / "second").is_file()
+    assert not (tmp_path / "finished").exists()                      # its output was there: skipped
+    out = capsys.readouterr().out
+    assert "lab: x+prm: label scheme 'x' is not registered" in out and "finished: output already there" in out
+    report = (tmp_path / lab.REPORT).read_text()
+    assert "| MASPRM | masprm | ppm |" in report and "- not run: x+prm" in report
+    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2   # 2 rows x 4 searches x 2

@@ -1,0 +1,127 @@
+"""The lab's report on a handful of tiny hand-made logs: table cells, misses split, claims and the plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from masprm.stages.lab import LabScorer
+from masprm.toy import lab_report
+
+ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
+        LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
+        LabScorer("mc", "prm")]
+QUESTIONS = [f"q{i}" for i in range(4)]
+BUDGETS = {"sbs": {"b1": 3, "b2": 5}, "mcts": {"n_simulations": 10, "max_children": 3}, "bon": {"bon_n": 8}}
+SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations": 10, "max_children": 3}),
+            "MCTS 5": ("mcts", {"n_simulations": 5, "max_children": 3}),
+            "BoN min": ("bon", {"bon_n": 8, "step_agg": "min"}), "BoN last": ("bon", {"bon_n": 8, "step_agg": "last"})}
+
+
+def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: int, correct: list[int],
+              generated: list[list[str]] | None = None, work: tuple[int, int] = (100, 50), fingerprint="f0"):
+    """One COMPLETED condition: text log, manifest, summary and records of four questions."""
+    family, settings = SETTINGS[column] if column in SETTINGS else (column, {})
+    method = f"{family}_{kind}" if kind else family
+    role = {"prm": "masprm", "orm": "orm"}.get(kind)
+    models = {"policy": {"id": "artifacts/toy/policy"}, **({role: {"id": scorer}} if role else {})}
+    stem = folder / f"toy_{method}_{fingerprint}_policy_{seed}"
+    stem.with_suffix(".txt").write_text(f"=== START {method} | dataset=toy | N=4 | manifest=x ===\nCOMPLETED\n")
+    stem.with_name(stem.name + ".manifest.json").write_text(json.dumps(
+        {"condition": method, "seed": seed, "definition": {"method": method, "settings": settings, "models": models}}))
+    stem.with_name(stem.name + ".summary.json").write_text(json.dumps(
+        {"n": 4, "errors": 0, "pass@1": sum(correct) / 4, "generated_tokens_total": 4 * work[0],
+         "scorer_tokens_total": 4 * work[1], "label": method}))
+    generated = generated or [["Answer: 7"] if c else ["Answer: 5"] for c in correct]
+    stem.with_name(stem.name + ".jsonl").write_text("".join(json.dumps(
+        {"index": i, "question": q, "gold": "7", "prediction": "Answer: 7" if c else "Answer: 5", "correct": bool(c),
+         "metrics": {"pass@1": c}, "extra": {"generated_answers": g}, "error": None}) + "\n"
+        for i, (q, c, g) in enumerate(zip(QUESTIONS, correct, generated))))
+
+
+@pytest.fixture
+def logs(tmp_path):
+    """The lab's logs folder and the demo's (the MASPRM's SBS and MCTS, the single pass, another budget)."""
+    folder, demo = tmp_path / "logs", tmp_path / "demo_logs"
+    folder.mkdir()
+    demo.mkdir()
+    for seed in (14, 24):
+        # SBS: the MASPRM 2/4 then 1/4, the ORM (valuing prefixes, as the prm role) never, mc+prm always
+        write_log(demo, "SBS", "prm", "checkpoints/toy-ppm", seed, [1, 1, 0, 0] if seed == 14 else [1, 0, 0, 0])
+        write_log(demo, "MCTS 5", "prm", "checkpoints/toy-ppm", seed, [1, 1, 1, 1], fingerprint="f5")   # left out
+        write_log(folder, "SBS", "prm", "checkpoints/toy-orm", seed, [0, 0, 0, 0], fingerprint="f1")
+        write_log(folder, "SBS", "prm", "checkpoints/toy-lab-mc-prm", seed, [1, 1, 1, 1], fingerprint="f2")
+        # MCTS: mc+prm misses everything; seed 14 had 7 among its answers, seed 24 never; the ORM gets one
+        write_log(folder, "MCTS", "prm", "checkpoints/toy-lab-mc-prm", seed, [0, 0, 0, 0],
+                  [["Answer: 5", "Answer: 7"]] * 4 if seed == 14 else [["Answer: 5"]] * 4, work=(300, 900))
+        write_log(folder, "MCTS", "orm", "checkpoints/toy-orm", seed, [1, 0, 0, 0], work=(300, 100))
+        write_log(demo, "MCTS", "prm", "checkpoints/toy-ppm", seed, [1, 0, 0, 0], fingerprint="f3")
+        write_log(folder, "BoN min", "logprob", None, seed, [0, 1, 0, 1], work=(400, 200))
+        write_log(demo, "single_pass", "", None, seed, [0, 0, 1, 1])
+    (folder / "toy_bon_prm_f9_policy_14.txt").write_text("=== START x ===\n")   # unfinished: ignored
+    return [demo, folder]
+
+
+def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
+    assert set(cells) == {("masprm-ppm", "SBS"), ("mc-orm", "SBS"), ("mc-prm", "SBS"), ("mc-prm", "MCTS"),
+                          ("mc-orm", "MCTS"), ("masprm-ppm", "MCTS"), ("logprob", "BoN min"),
+                          ("logprob", "single pass")}
+    masprm = cells[("masprm-ppm", "SBS")]
+    assert masprm.folder == logs[0] and cells[("masprm-ppm", "MCTS")].mean_std() == (0.25, 0.0)   # 10 sims, not 5
+    mean, std = masprm.mean_std()
+    assert sorted(masprm.seeds) == [14, 24] and mean == 0.375 and std == pytest.approx(0.125 * 2 ** 0.5)
+    mcts = cells[("mc-prm", "MCTS")]
+    assert mcts.work_mean() == 1200 and mcts.misses == {"hits": 0, "not_generated": 4, "not_chosen": 4, "unknown": 0}
+
+
+def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
+    stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8}}}}
+    labels = {"mc": {"auc_by_agent": {"Reader": 0.61, "Planner": 0.55, "Solver": 0.8, "Verifier": 0.7}}}
+    text = lab_report.report_text(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), stepbench, labels,
+                                  lab_report.read_cells(logs, ROWS, BUDGETS)[("logprob", "single pass")], BUDGETS,
+                                  ["x: left out"])
+    rows = {line.split(" | ")[0].strip("| "): line.strip("|").split(" | ") for line in text.splitlines()
+            if line.startswith("| ") and "---" not in line}
+    assert list(rows) == ["scorer", "MASPRM", "ORM", "mc+prm", "policy log-prob"]
+    mc = [cell.strip() for cell in rows["mc+prm"]]
+    assert mc[1:7] == ["mc", "prm", "0.61 / 0.55 / 0.80 / 0.70", "0.71", "0.05", "0.90 / 0.80"]
+    assert mc[7:11] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
+    assert mc[11] == "150 / 1200 / – / –"                       # model work per question
+    assert mc[12] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
+    assert [c.strip() for c in rows["ORM"][1:7]] == ["outcome", "orm", "outcome only", "–", "–", "–"]
+    assert rows["MASPRM"][7].strip() == "37.5 ± 17.7 (2 seeds)"
+    assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text
+
+
+def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)}
+    # mc+prm is right on every question where the ORM (and the MASPRM, under MCTS) is not: +100 everywhere
+    sbs = found["mc+prm vs ORM (SBS)"]
+    assert sbs.verdict == "holds" and sbs.result.mean_diff == 1.0 and (sbs.result.ci_low, sbs.result.ci_high) == (1, 1)
+    # under MCTS it is wrong on q0 where the MASPRM is right: -25, but 81/256 resamples leave q0 out: CI up to 0
+    mcts = found["mc+prm vs MASPRM (MCTS)"]
+    assert mcts.result.mean_diff == -0.25 and mcts.result.ci_high == 0.0 and mcts.verdict == "inconclusive"
+    # the MASPRM against the ORM under SBS: per question 1, 0.5, 0, 0 against 0: +37.5, and a resample of
+    # only q2 and q3 (1 in 16) is 0, so the CI reaches 0
+    masprm = found["MASPRM vs ORM (SBS)"]
+    assert masprm.result.mean_diff == 0.375 and masprm.result.ci_low == 0.0 and masprm.verdict == "inconclusive"
+    assert found["mc+prm vs ORM (BoN min)"].verdict == "not evaluated"  # neither has a BoN log
+    assert "policy log-prob vs ORM (BoN last)" in found and "ORM vs ORM (SBS)" not in found
+    text = lab_report.claims_text(list(found.values()))
+    assert "\nvs ORM\n" in text and "\nvs MASPRM\n" in text
+    assert "  mc+prm vs ORM (SBS): +100.0 points [95% CI +100.0, +100.0] over 4 questions (holds)" in text
+
+
+def test_write_report_writes_the_three_outputs(logs, tmp_path):
+    out = tmp_path / "results"
+    lab_report.write_report(ROWS, logs, out / "none.json", out / "labelbench", out / "lab.md", out / "claims.txt",
+                            out / "lab.png", budgets=BUDGETS, seed=0)
+    assert "- SBS 3x5 and MCTS with 10 simulations" in (out / "lab.md").read_text()
+    assert (out / "lab.md").read_text().startswith("# The scorer lab")
+    assert json.loads((out / "claims.json").read_text())[0]["claim"] == "vs ORM"
+    assert (out / "lab.png").read_bytes()[:4] == b"\x89PNG"
+    points = lab_report.plot_points(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS))
+    assert ("mc+prm", "MCTS", 1200.0, 0.0, 0.0) in points and len(points) == 7
