@@ -26,6 +26,7 @@ SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"pat
 def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
     assert check_settings(tmp_path, SETTINGS) is False  # nothing recorded yet
     write_settings(tmp_path, SETTINGS)
+    (tmp_path / "0.json").write_text("{}")            # a record claims the folder once it holds a tree
     assert check_settings(tmp_path, SETTINGS) is True
     moved = {**SETTINGS, "data_file": {"path": "/elsewhere/a.jsonl", "identity": "aa"}}
     assert check_settings(tmp_path, moved) is True  # the same content, wherever it lies now

@@ -15,7 +15,7 @@ import sys
 from typing import Callable, Mapping, NoReturn
 
 from masprm import __version__
-from masprm.errors import MasprmError, first_line
+from masprm.errors import LINE_LIMIT, MasprmError, first_line
 
 
 class UsageError(MasprmError):
@@ -40,8 +40,11 @@ class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
 
     Every ``type=float`` flag (also in argument groups, which share the
-    registry) accepts finite numbers only, and every command has ``--version``.
+    registry) accepts finite numbers only, every command has ``--version``, and
+    a seed (``--seed``, each of ``--seeds``) must be one numpy accepts (0..2**32-1).
     """
+
+    SEED_SETTINGS = ("seed", "seeds")
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
@@ -53,10 +56,23 @@ class ArgumentParser(argparse.ArgumentParser):
         # a domain error's setting in this script's own spelling.
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
                              if a.option_strings and a.dest != "help"})
-        return super().parse_known_args(args, namespace)
+        namespace, extras = super().parse_known_args(args, namespace)
+        self._check_seeds(namespace)
+        return namespace, extras
+
+    def _check_seeds(self, namespace: argparse.Namespace) -> None:
+        from masprm.checks import check_seed
+
+        for setting in self.SEED_SETTINGS:
+            value = getattr(namespace, setting, None)
+            for seed in (value if isinstance(value, list) else [value] if value is not None else []):
+                try:
+                    check_seed(seed, setting)
+                except MasprmError as err:
+                    self.error(error_line(err, PARSED_FLAGS))
 
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {first_line(message, limit=LINE_LIMIT)} (see --help)\n")
 
 
 def with_flags(text: str, flags: Mapping[str, str] | None = None) -> str:
@@ -77,7 +93,7 @@ def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
     """
     setting = err.setting or ""
     flag = (flags or {}).get(setting)
-    message = with_flags(first_line(err), flags)
+    message = with_flags(first_line(err, limit=LINE_LIMIT), flags)
     if not flag or message.startswith(flag) or f"({flag})" in message:
         return message
     if message.startswith((setting + " ", setting + ":")):   # "epochs must be > 0" -> "--epochs must be > 0"

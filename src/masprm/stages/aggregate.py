@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.eval.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
-from masprm.checks import check_output_file
+from masprm.checks import check_csv_output, check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg
 from masprm.io import atomic_write_text
@@ -32,7 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     add_config_args(p, AggregateArgs)
     args = p.parse_args(argv)
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_output_file(args.out, "--out")
+    check_csv_output(args.out, "out")
+    check_output_file(args.out, "--out", inputs={"logs_dir": args.logs_dir})
     if not args.no_plot:
         check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")
 

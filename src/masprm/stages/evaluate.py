@@ -25,6 +25,7 @@ from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS
 from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,
                                selection_options)
+from masprm.scorer_meta import ScorerKindFlags
 
 try:  # the dynamic-routing flags come from the handoff package when it is installed
     from masprm.handoff import cli as handoff_cli
@@ -85,6 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--logs_dir", default="logs")
     run.add_argument("--allow_unfinished_scorer", action="store_true",
                      help="use a scorer folder whose training did not finish (its newest checkpoint)")
+    add_config_args(run, ScorerKindFlags)
     if handoff_cli is not None:
         handoff_cli.add_handoff_args(p)
     return p
@@ -133,6 +135,13 @@ def resolve_defaults(args: argparse.Namespace, family: str) -> None:
         args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
 
 
+def input_paths(args: argparse.Namespace) -> dict:
+    """Everything the run reads, by setting: the logs may not go into (or inside) any of them."""
+    models = {f"{prefix}_{kind}": getattr(args, f"{prefix}_{kind}")
+              for prefix in SCORER_FLAGS.values() for kind in ("dir", "base_model_id")}
+    return {"gen_model_id": args.gen_model_id, "data_file": args.data_file, "mas_config": args.mas_config, **models}
+
+
 def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, float]:
     """(workers, GPUs per worker), as the original sizes its Ray pool.
 
@@ -160,9 +169,11 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
     """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
     from masprm.checks import check_local_model, check_scorer_folder
     from masprm.models.loading import options_from_args, scorer_options
+    from masprm.models.model_checks import check_policy
 
     options = options_from_args(args)
     policy = check_local_model(args.gen_model_id, "gen_model_id")
+    check_policy(policy, "gen_model_id", options)
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
                                  max_batch_tokens=args.max_batch_tokens)}
     scoring = scorer_options(options, args.scorer_precision)   # scorers have their own precision
@@ -172,7 +183,8 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
             base = getattr(args, f"{prefix}_base_model_id")
             note = check_scorer_folder(folder, f"{prefix}_dir", base_model_id=base,
                                        base_setting=f"{prefix}_base_model_id",
-                                       allow_unfinished=args.allow_unfinished_scorer)
+                                       allow_unfinished=args.allow_unfinished_scorer, role=role,
+                                       allow_any_kind=args.allow_scorer_kind_mismatch)
             if note:
                 print(with_flags(note), file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
@@ -214,11 +226,15 @@ def handoff_report(conditions: list) -> None:
 def load_data(args: argparse.Namespace, family: str):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
     from masprm.data import load_examples
+    from masprm.models.loading import options_from_args
+    from masprm.models.model_checks import check_policy
 
     data = load_examples(args.dataset, args.split, n=args.sample_n, seed=args.seed,
                          data_file=args.data_file, **selection_options(args, family))
     check(bool(data.examples), f"--dataset {args.dataset} --split {args.split}: no usable examples "
                                f"({data.skipped} skipped without a gold answer)")
+    check_policy(args.gen_model_id, "gen_model_id", options_from_args(args), questions=data.examples,
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
     return data
 
 
@@ -229,9 +245,10 @@ def main(argv: list[str] | None = None) -> int:
 
     from masprm.checks import check_known_dataset, check_output_dir, check_text_data_file
     from masprm.graph import load_mas_config
+    from masprm.io import writing_into
 
     check_known_dataset(args.dataset)
-    check_output_dir(args.logs_dir, "logs_dir")
+    check_output_dir(args.logs_dir, "logs_dir", inputs=input_paths(args))
     specs = model_specs(args)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(args.mas_config)
     if args.data_file:
@@ -245,8 +262,10 @@ def main(argv: list[str] | None = None) -> int:
         data = load_data(args, family)
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
               f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
-        conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
-                                    workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
+        with writing_into(args.logs_dir, "logs_dir", "conditions already COMPLETED and the records written so far "
+                          "are kept, and the same command resumes"):
+            conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
+                                        workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
         print(results_table(conditions))
         for c in conditions:
             print(f"  {c.method}: {c.files.log}")

@@ -89,6 +89,8 @@ def main(argv: list[str] | None = None) -> int:
     validate(args)
     from masprm.checks import check_known_dataset, check_local_model, check_output_dir, check_text_data_file
     from masprm.data import load_examples
+    from masprm.models.loading import options_from_args
+    from masprm.models.model_checks import check_policy
     from masprm.run_folder import announce_holder, check_settings, locked_folder, write_settings
 
     # The cheap checks first: a bad name, config or output location must not wait for the data,
@@ -96,7 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     check_known_dataset(args.dataset)
     config = str(resolve_config_path(args.mas_config or default_config_path(args.dataset)))
     graph = load_mas_config(config)
-    out_dir = check_output_dir(args.out_root, "out_root") / run_folder_name(
+    inputs = {"model_id": args.model_id, "data_file": args.data_file, "mas_config": config}
+    out_dir = check_output_dir(args.out_root, "out_root", inputs=inputs) / run_folder_name(
         args.dataset, args.split, args.model_id, args.n_rollouts, args.c, args.n_candidates,
         args.temperature, args.top_p, config, max_new_tokens=args.max_new_tokens)
     check_output_dir(out_dir, "out_root")
@@ -104,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
         check_text_data_file(args.data_file)
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
     check_local_model(args.model_id, "model_id")
+    check_policy(args.model_id, "model_id", options_from_args(args), questions=loaded.examples,
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 

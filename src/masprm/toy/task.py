@@ -205,7 +205,7 @@ def load_toy(split: str, *, n: int | None = None, seed: int = 42,
     """``--dataset toy``: the generated split (or a local file in GSM8K's schema), in seeded order."""
     if data_file:
         rows = read_data_file(data_file)
-        check_fields(rows, ("question", "answer"), str(data_file), "toy")
+        check_fields(rows, ("question", "answer"), str(data_file), "toy", text=("question",))
     elif split in SPLITS:
         rows = [problem.row() for problem in generate_split(split)]
     else:

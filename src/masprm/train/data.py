@@ -62,6 +62,14 @@ def _check_str_list(where: str, rec: dict, key: str) -> None:
         raise _bad(f"{where}: field {key!r} must be a non-empty list of strings")
 
 
+def _check_has_text(where: str, rec: dict, steps: tuple[str, ...]) -> None:
+    """A record whose prompt and every step are blank gives the scorer nothing to read."""
+    texts = [rec["prompt"], *(text for key in steps for text in rec[key])]
+    if not any(text.strip() for text in texts):
+        raise _bad(f"{where}: the prompt and every step are empty; a scorer cannot learn from a record "
+                   "without text")
+
+
 def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
     needed = ("prompt", "chosen_actions", "rejected_actions") if kind == "pairs" else \
         ("prompt", "completions", "labels")
@@ -76,8 +84,10 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
         _check_str_list(where, rec, "rejected_actions")
         if len(rec["chosen_actions"]) != len(rec["rejected_actions"]):
             raise _bad(f"{where}: chosen_actions and rejected_actions must have the same number of steps")
+        _check_has_text(where, rec, ("chosen_actions", "rejected_actions"))
         return
     _check_str_list(where, rec, "completions")
+    _check_has_text(where, rec, ("completions",))
     labels = rec["labels"]
     if not isinstance(labels, list) or len(labels) != len(rec["completions"]):
         raise _bad(f"{where}: field 'labels' must be a list with one number per completion")
