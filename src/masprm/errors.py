@@ -82,6 +82,8 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 
     if isinstance(value, str):
         return repr(value) if len(value) <= limit else f"{value[:limit]!r}... ({len(value)} characters)"
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 4 * limit:
+        return f"an integer of about {int(value.bit_length() * 0.30103)} digits"
     short = reprlib.Repr()
     short.maxlevel, short.maxstring, short.maxother, short.maxlong = 2, limit, limit, limit
     short.maxlist = short.maxtuple = short.maxdict = short.maxset = short.maxfrozenset = 6
@@ -96,9 +98,11 @@ def quoted(value: object, limit: int = QUOTE_LIMIT) -> str:
 # errno values that mean "no room to write": the disk is full, a quota is used up, or the file is
 # larger than the process may write (ulimit -f).
 NO_SPACE_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-# How libraries that write without a Python OSError say the same (safetensors, torch.save).
-_NO_SPACE_TEXTS = ("no space left on device", "disk quota exceeded", "file too large", "storagefull",
-                   "file write failed")
+# How libraries that write without a Python OSError say the same (safetensors, torch.save), and the
+# reason each is shown as (the C library's wording).
+_NO_SPACE_TEXTS = {"no space left on device": "No space left on device", "disk quota exceeded": "Disk quota exceeded",
+                   "file too large": "File too large", "storagefull": "No space left on device",
+                   "file write failed": "the file write failed (is the disk full?)"}
 
 
 def no_space_reason(err: BaseException | None) -> str | None:
@@ -110,6 +114,6 @@ def no_space_reason(err: BaseException | None) -> str | None:
         text = str(err).lower()
         hit = next((t for t in _NO_SPACE_TEXTS if t in text), None)
         if hit:
-            return "no space left on device" if hit in ("storagefull", "file write failed") else hit
+            return _NO_SPACE_TEXTS[hit]
         err, seen = err.__cause__ or err.__context__, seen + 1
     return None
