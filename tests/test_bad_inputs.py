@@ -504,7 +504,6 @@ CASES = [
     ("s5-out-log", "aggregator", ["--out", "logs/gsm8k_single_pass_abc_tiny_14.txt"], "--out"),
     ("s5-out-manifest", "aggregator", ["--out", "manifest.json"], "--out"),
     ("s5-out-not-csv", "aggregator", ["--out", "fake.csv"], "--out"),
-    ("s5-out-in-logs", "aggregator", ["--out", "logs/agg.csv"], "--out"),
     # ---- every flag before any output
     ("s1-device-map", "run_mcts", stage1("--device_map", "tpu:9"), "--device_map"),
     ("s1-device-map-gpu", "run_mcts", stage1("--device_map", "cuda:7"), "--device_map"),
@@ -580,7 +579,7 @@ CASES = [
     ("st-tree-very-deep", "show_tree", ["trees/deep5000.json"], "trees/deep5000.json"),
     ("st-children-mapping", "show_tree", ["trees/mapping.json"], "trees/mapping.json"),
 ]
-ROUND3 = 82   # rows added by the third reliability round (issue 29); the ones above them came before
+ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
 
 
 @pytest.fixture

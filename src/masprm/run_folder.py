@@ -38,7 +38,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
-from masprm.checks import check_no_outside_links, check_plain_name
+from masprm.outputs import check_no_outside_links, check_plain_name
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_text
 

@@ -161,11 +161,12 @@ def check_weights_fit_config(model: Any, found: dict[str, tuple[int, ...]], sett
     """The weight files hold the tensors the config's model has, with its shapes.
 
     A model type whose checkpoints transformers renames or merges on load (its conversion
-    mapping) is not compared name by name.
+    mapping), and a pre-quantized checkpoint (its tensors are the quantizer's), are not
+    compared name by name.
     """
     from transformers.conversion_mapping import extract_weight_conversions_for_model
 
-    if extract_weight_conversions_for_model(model):
+    if extract_weight_conversions_for_model(model) or getattr(model.config, "quantization_config", None):
         return
     expected, tied = _expected_shapes(model)
     found = _align_prefix(found, expected, getattr(model, "base_model_prefix", ""))

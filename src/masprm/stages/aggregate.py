@@ -32,8 +32,8 @@ def main(argv: list[str] | None = None) -> int:
     add_config_args(p, AggregateArgs)
     args = p.parse_args(argv)
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_csv_output(args.out, "out")
-    check_output_file(args.out, "--out", inputs={"logs_dir": args.logs_dir})
+    check_csv_output(args.out, "out")   # never a log, a manifest or a picture (the CSV would replace it)
+    check_output_file(args.out, "--out")
     if not args.no_plot:
         check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")
 
