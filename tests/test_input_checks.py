@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from masprm.checks import SEED_MAX, check_scorer_folder, check_seed
+from masprm.checks import SEED_MAX, check_scorer_role, check_seed
 from masprm.outputs import check_csv_output, check_outside_inputs
 from masprm.errors import ConfigError, DataError, ModelError, TreeError
 from masprm.scorer_meta import ROLE_MODES
@@ -76,21 +76,34 @@ def _scorer(folder: Path, base: Path, mode: str | None) -> Path:
 
 
 def test_each_role_takes_the_modes_that_train_it_and_the_flag_takes_any(tmp_path, tiny_model_dir):
-    assert ROLE_MODES == {"masprm": ("ppm", "prm"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm")}
+    assert ROLE_MODES == {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
     folders = {mode: _scorer(tmp_path / mode, Path(tiny_model_dir), mode) for mode in ("ppm", "prm", "orm")}
     for role, modes in ROLE_MODES.items():
         for mode, folder in folders.items():
             if mode in modes:
-                assert check_scorer_folder(folder, "x_dir", role=role) is None
+                check_scorer_role(folder, role, "x_dir")
             else:
-                with pytest.raises(ModelError, match=f"trained with --mode {mode} .* the {role} role needs"):
-                    check_scorer_folder(folder, "x_dir", role=role)
-                assert check_scorer_folder(folder, "x_dir", role=role, allow_any_kind=True) is None
-    # An adapter from before the record existed cannot be told apart: accepted.
-    assert check_scorer_folder(_scorer(tmp_path / "old", Path(tiny_model_dir), None), "prm_dir", role="masprm") is None
+                with pytest.raises(ModelError, match=f"^x_dir .*: holds a scorer trained with --mode {mode} "
+                                                     f".* the {role} role needs"):
+                    check_scorer_role(folder, role, "x_dir")
+                check_scorer_role(folder, role, "x_dir", allow_any=True)
+    # An adapter from before the record existed cannot be told apart: accepted; an empty or corrupt
+    # folder is left to check_scorer_folder, which names what is missing.
+    check_scorer_role(_scorer(tmp_path / "old", Path(tiny_model_dir), None), "masprm", "prm_dir")
+    (tmp_path / "empty").mkdir()
+    check_scorer_role(tmp_path / "empty", "masprm", "prm_dir")
+    (tmp_path / "corrupt").mkdir()
+    (tmp_path / "corrupt" / "masprm_scorer.json").write_text("{not json")
+    check_scorer_role(tmp_path / "corrupt", "orm", "orm_dir")
+    # The record of an unfinished run sits above its checkpoints.
+    unfinished = tmp_path / "unfinished"
+    _scorer(unfinished / "checkpoint-2", Path(tiny_model_dir), None)
+    (unfinished / "masprm_scorer.json").write_text(json.dumps({"mode": "orm", "status": "training"}))
+    with pytest.raises(ModelError, match="--mode orm"):
+        check_scorer_role(unfinished, "masprm", "prm_dir")
     with pytest.raises(ModelError, match="plain model .* score head would be untrained; pass "
                                          "`allow_scorer_kind_mismatch`"):
-        check_scorer_folder(tiny_model_dir, "prm_dir", role="masprm")
+        check_scorer_role(tiny_model_dir, "masprm", "prm_dir")
 
 
 def test_a_finished_scorer_is_trained_over_only_with_overwrite(tmp_path):

@@ -242,11 +242,8 @@ def _newest_checkpoint(folder: Path) -> Path | None:
 
 
 def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id: str | None = None,
-                        base_setting: str = "prm_base_model_id", allow_unfinished: bool = False,
-                        role: str | None = None, allow_any_kind: bool = False) -> str | None:
-    """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model,
-    and (with `role`) of a kind that serves that role (``masprm.scorer_meta.ROLE_MODES``) unless
-    ``allow_any_kind``.
+                        base_setting: str = "prm_base_model_id", allow_unfinished: bool = False) -> str | None:
+    """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.
 
     Returns a warning line when an unfinished training is used (``allow_unfinished``), else None.
     """
@@ -274,9 +271,6 @@ def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id:
             raise fail(f"holds only training checkpoints (newest {target.name}), not a finished scorer; "
                        f"pass {unfinished}")
         finished = False
-    if role is not None:
-        check_scorer_kind(meta, role, setting, path, is_adapter=(target / "adapter_config.json").is_file(),
-                          allow_any=allow_any_kind)
     if (target / "adapter_config.json").is_file():
         adapter = _read_json_file(target / "adapter_config.json", setting, target)
         _check_weights(target, ADAPTER_WEIGHTS, setting, "adapter")
@@ -293,3 +287,27 @@ def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id:
         if not has_tokenizer(target):
             raise fail("no tokenizer files next to the model")
     return None if finished else f"warning: `{setting}` {path}: using an unfinished training ({target.name})"
+
+
+def check_scorer_role(path: str | os.PathLike, role: str, setting: str, *, allow_any: bool = False) -> None:
+    """The folder holds a scorer of the kind `role` needs (``masprm.scorer_meta.ROLE_MODES``: an ORM is no
+    MASPRM, a plain model's score head was never trained), unless ``allow_any``.
+
+    Judged only where the folder says what it holds; an empty or unreadable folder is left to
+    ``check_scorer_folder``, which names what is missing.
+    """
+    folder = Path(path).expanduser()
+    if allow_any or not folder.is_dir():
+        return
+    try:
+        meta = json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8")) \
+            if (folder / SCORER_META_FILE).is_file() else {}
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict):
+        return
+    is_model = (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()
+    target = folder if is_model else _newest_checkpoint(folder)
+    if target is None or not ((target / "adapter_config.json").is_file() or (target / "config.json").is_file()):
+        return
+    check_scorer_kind(meta, role, setting, path, is_adapter=(target / "adapter_config.json").is_file())

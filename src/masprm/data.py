@@ -12,10 +12,7 @@ this module never imports it.
 Selection rule: rows are put in a seeded order (the same permutation as
 ``datasets.Dataset.shuffle(seed=seed)``), optionally filtered and stratified,
 and the first ``n`` usable rows become the examples; rows whose gold answer
-(or question) cannot be read, or whose question is blank, are skipped and
-counted. A question field that holds anything but text (a number, a list) is
-a DataError naming the file and the record: the schema is wrong, and
-searching the value's printed form would be meaningless. An example's ``idx`` is
+(or question) cannot be read are skipped and counted. An example's ``idx`` is
 its position in the selected list, so a run with ``--n 2`` selects the first
 two examples of the run without ``--n``.
 
@@ -23,6 +20,11 @@ two examples of the run without ``--n``.
 file in the hub dataset's schema, read through ``datasets`` as well. For
 competition_math and gpqa the file stands for the hub's single ``train`` split,
 which is partitioned into test and train after the seeded shuffle.
+
+A blank question counts as one that cannot be read. A question field that
+holds anything but text (a number, a list) is a DataError naming the file and
+the record (``check_text_fields``): the schema is wrong, and searching the
+value's printed form would be meaningless.
 
 ``datasets`` and numpy are imported inside the loaders, so importing this
 module is cheap.
@@ -172,7 +174,7 @@ def select_examples(rows: Sequence[Row], order: Iterable[int], *, question: Call
 
 
 def _usable(rows: Sequence[Row], order: Sequence[int], question, gold) -> tuple[list[int], int]:
-    keep = [i for i in order if (question(rows[i]) or "").strip() and gold(rows[i])]
+    keep = [i for i in order if question(rows[i]) and gold(rows[i])]
     return keep, len(order) - len(keep)
 
 

@@ -46,13 +46,28 @@ def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
     raise FileExistsError(f"{folder}: no free temporary file name for {name}")
 
 
-def _no_space(path: Path, err: BaseException) -> OutputError | None:
+def _no_space(path: Path, err: BaseException, kept: str | None = None) -> OutputError | None:
     reason = no_space_reason(err)
     if reason is None:
         return None
-    return OutputError(f"{path}: cannot be written ({reason}); nothing finished was lost: "
-                       f"{'the previous file is unchanged' if path.exists() else 'no file was made'}; "
+    kept = kept or ("the previous file is unchanged" if path.exists() else "no file was made")
+    return OutputError(f"{path}: cannot be written ({reason}); nothing finished was lost: {kept}; "
                        "free some space and run the command again")
+
+
+@contextmanager
+def append_open(path: str | os.PathLike) -> Iterator[TextIO]:
+    """Open a file of finished records to append to; a full disk is an OutputError naming it (the lines
+    written before are kept, so a rerun resumes from them)."""
+    path = Path(path)
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            yield fh
+    except OSError as err:
+        full = _no_space(path, err, "the lines written before are kept and the same command resumes from them")
+        if full is None:
+            raise
+        raise full from None
 
 
 @contextmanager

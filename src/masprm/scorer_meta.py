@@ -23,7 +23,7 @@ SCORER_META_FILE = "masprm_scorer.json"
 STEP_MODES = ("prm", "orm")   # folders written before `text_style` was recorded: these used the steps style
 # scorer role at test time (masprm.search.context.SCORER_ROLES) -> the training modes that make one;
 # a new objective that serves a role is added here
-ROLE_MODES = {"masprm": ("ppm", "prm"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm")}
+ROLE_MODES = {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
 KIND_OVERRIDE = "allow_scorer_kind_mismatch"   # the setting that accepts any kind
 
 
@@ -66,7 +66,7 @@ def scorer_kind_problem(meta: dict[str, Any], role: str, *, is_adapter: bool) ->
     wanted = ROLE_MODES.get(role)
     if wanted is None:
         return None
-    mode = meta.get("mode")
+    mode = meta.get("objective") or meta.get("mode")
     if mode is None:
         if is_adapter or meta:
             return None

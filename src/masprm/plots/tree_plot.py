@@ -12,9 +12,9 @@ text is what costs time.
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any, Iterator
 
-from masprm.io import atomic_open
 from masprm.tree_schema import agent_of_action
 
 Tree = dict[str, Any]
@@ -188,5 +188,8 @@ def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
                  f"root q_mean={tree.get('q_mean', 0.0):.3f}\ncolour = q_mean (red -1 .. green +1), "
                  "grey = unvisited, number = visits, square = terminal", fontsize=7)
 
-    with atomic_open(path, "wb") as fh:
-        fig.savefig(fh, format="png", pil_kwargs={"compress_level": 1})  # fast; size barely matters
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp")
+    fig.savefig(tmp, format="png", pil_kwargs={"compress_level": 1})  # fast; size barely matters
+    os.replace(tmp, path)

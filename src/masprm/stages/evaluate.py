@@ -119,9 +119,27 @@ def validate(args: argparse.Namespace) -> str:
             check(Path(folder).is_dir(), f"--{prefix}_dir {folder}: no such folder")
     family = families.pop()
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
+    check_scorer_roles(args)
     if handoff_cli is not None:
         handoff_cli.check_handoff_args(args)
     return family
+
+
+def check_scorer_roles(args: argparse.Namespace) -> None:
+    """Each scorer folder a method reads holds a scorer of its role's kind (an ORM is no --prm_dir)."""
+    from masprm.checks import check_scorer_role
+
+    for role, prefix in SCORER_FLAGS.items():
+        folder = getattr(args, f"{prefix}_dir")
+        if folder and any(role in condition_roles(m, args) for m in args.methods):
+            check_scorer_role(folder, role, f"{prefix}_dir", allow_any=args.allow_scorer_kind_mismatch)
+
+
+def input_paths(args: argparse.Namespace) -> dict:
+    """Everything the run reads, by setting: the logs may not go into (or inside) any of them."""
+    models = {f"{prefix}_{kind}": getattr(args, f"{prefix}_{kind}")
+              for prefix in SCORER_FLAGS.values() for kind in ("dir", "base_model_id")}
+    return {"gen_model_id": args.gen_model_id, "data_file": args.data_file, "mas_config": args.mas_config, **models}
 
 
 def resolve_defaults(args: argparse.Namespace, family: str) -> None:
@@ -133,13 +151,6 @@ def resolve_defaults(args: argparse.Namespace, family: str) -> None:
         args.mas_config = handoff_cli.HANDOFF_CONFIG if handoff else f"configs/{args.dataset}.yaml"
     if args.sample_n is None and handoff:
         args.sample_n = handoff_cli.HANDOFF_SAMPLE_N
-
-
-def input_paths(args: argparse.Namespace) -> dict:
-    """Everything the run reads, by setting: the logs may not go into (or inside) any of them."""
-    models = {f"{prefix}_{kind}": getattr(args, f"{prefix}_{kind}")
-              for prefix in SCORER_FLAGS.values() for kind in ("dir", "base_model_id")}
-    return {"gen_model_id": args.gen_model_id, "data_file": args.data_file, "mas_config": args.mas_config, **models}
 
 
 def resolve_workers(flag: int | None, gpus: int | None = None) -> tuple[int, float]:
@@ -183,8 +194,7 @@ def model_specs(args: argparse.Namespace) -> dict[str, ModelSpec]:
             base = getattr(args, f"{prefix}_base_model_id")
             note = check_scorer_folder(folder, f"{prefix}_dir", base_model_id=base,
                                        base_setting=f"{prefix}_base_model_id",
-                                       allow_unfinished=args.allow_unfinished_scorer, role=role,
-                                       allow_any_kind=args.allow_scorer_kind_mismatch)
+                                       allow_unfinished=args.allow_unfinished_scorer)
             if note:
                 print(with_flags(note), file=sys.stderr)
             # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
@@ -245,7 +255,6 @@ def main(argv: list[str] | None = None) -> int:
 
     from masprm.checks import check_known_dataset, check_output_dir, check_text_data_file
     from masprm.graph import load_mas_config
-    from masprm.io import writing_into
 
     check_known_dataset(args.dataset)
     check_output_dir(args.logs_dir, "logs_dir", inputs=input_paths(args))
@@ -262,10 +271,8 @@ def main(argv: list[str] | None = None) -> int:
         data = load_data(args, family)
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
               f"{len(args.methods)} condition(s), {workers} worker(s); logs in {args.logs_dir}/")
-        with writing_into(args.logs_dir, "logs_dir", "conditions already COMPLETED and the records written so far "
-                          "are kept, and the same command resumes"):
-            conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
-                                        workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
+        conditions = run_conditions(args.methods, args, graph, data, specs, logs_dir=args.logs_dir,
+                                    workers=workers, use_ray=workers > 1, num_gpus_per_worker=gpus_per_worker)
         print(results_table(conditions))
         for c in conditions:
             print(f"  {c.method}: {c.files.log}")

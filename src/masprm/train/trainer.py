@@ -17,11 +17,10 @@ import importlib.util
 import math
 import os
 import sys
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
-
-from contextlib import ExitStack
 
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError
@@ -133,9 +132,21 @@ def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any)
 
 
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
-    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
+    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir.
+
+    The output folder is locked for the run (one training per folder), and a full disk while
+    writing it is one OutputError line that says what was kept.
+    """
+    kept = f"the checkpoints already saved in {cfg.output_dir} are intact (`resume` continues from the newest)"
+    with ExitStack() as held, writing_into(cfg.output_dir, "output_dir", kept):
+        return _train_scorer(cfg, callbacks, held)
+
+
+def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> TrainResult:
+    """train_scorer's run; `held` keeps the output folder's lock until it returns."""
     cfg.validate()
-    from masprm.train.data import load_records
+    from masprm.models.text_encoder import TextEncoder
+    from masprm.train.data import eval_view, load_records, split_eval
 
     objective = OBJECTIVES[cfg.mode]
     records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
@@ -148,27 +159,18 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
     check_local_model(cfg.model_id, "model_id")
     check_model_serves(cfg.model_id, "model_id", attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code)
 
-    out = Path(cfg.output_dir)
-    kept = f"the checkpoints already saved in {out} are intact (`resume` continues from the newest)"
-    with ExitStack() as held, writing_into(out, "output_dir", kept):
-        if _world_rank() == 0:   # one training per folder; under torchrun rank 0 holds it for all
-            held.enter_context(locked_folder(out, "output_dir"))
-            announce_holder(out)
-        return _fit(cfg, objective, records, out, callbacks)
-
-
-def _fit(cfg: TrainConfig, objective: Objective, records: list[dict], out: Path, callbacks: list | None) -> TrainResult:
-    """The training itself, in the locked output folder."""
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
     from masprm.models.loading import load_tokenizer, resolve_device
-    from masprm.models.text_encoder import TextEncoder
-    from masprm.train.data import eval_view, split_eval
     from masprm.train.cache import cached_examples
     from masprm.models import token_scorer
     from masprm.train.lora import attach_lora, disable_dropout
 
+    out = Path(cfg.output_dir)
+    if _world_rank() == 0:   # one training per folder; under torchrun rank 0 holds it for all
+        held.enter_context(locked_folder(out, "output_dir"))
+        announce_holder(out)
     resume_from = _resume_checkpoint(cfg, out)
     set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
 
