@@ -10,10 +10,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from masprm.checks import SEED_MAX, check_scorer_role, check_seed
+from masprm.checks import ROLE_MODES, SEED_MAX, check_scorer_role, check_seed
 from masprm.outputs import check_csv_output, check_outside_inputs
 from masprm.errors import ConfigError, DataError, ModelError, TreeError
-from masprm.scorer_meta import ROLE_MODES
 
 
 # --------------------------------------------------------------------------- outputs against inputs

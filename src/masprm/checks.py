@@ -16,8 +16,9 @@ replaces the setting at the start of a message when more context helps.
 - numbers every stage takes: ``check_seed``;
 - text inputs: ``read_utf8`` (a config, pairs or data file that is not UTF-8);
 - models: ``check_model_source`` (a local folder's config, weights and
-  tokenizer; a hub id that cannot be fetched offline) and
-  ``check_scorer_folder`` (a trained scorer's adapter, weights and status).
+  tokenizer; a hub id that cannot be fetched offline),
+  ``check_scorer_folder`` (a trained scorer's adapter, weights and status) and
+  ``check_scorer_role`` (a scorer of the kind its role needs: ``ROLE_MODES``).
 
 Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
 """
@@ -28,13 +29,15 @@ import hashlib
 import json
 import os
 import socket
+from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
+from masprm.config import arg
 from masprm.errors import ConfigError, DataError, MasprmError, ModelError, quoted
 from masprm.outputs import (check_csv_output, check_no_outside_links, check_outside_inputs,  # noqa: F401
                             check_output_dir, check_output_file, check_plain_name)   # their home: masprm.outputs
-from masprm.scorer_meta import SCORER_META_FILE, check_scorer_kind
+from masprm.scorer_meta import SCORER_META_FILE
 
 SEED_MAX = 2**32 - 1   # numpy's (and transformers' set_seed's) largest seed
 
@@ -310,4 +313,44 @@ def check_scorer_role(path: str | os.PathLike, role: str, setting: str, *, allow
     target = folder if is_model else _newest_checkpoint(folder)
     if target is None or not ((target / "adapter_config.json").is_file() or (target / "config.json").is_file()):
         return
-    check_scorer_kind(meta, role, setting, path, is_adapter=(target / "adapter_config.json").is_file())
+    problem = scorer_kind_problem(meta, role, is_adapter=(target / "adapter_config.json").is_file())
+    if problem:
+        raise ModelError(f"{setting} {path}: {problem}; pass `{KIND_OVERRIDE}` to use it anyway", setting=setting)
+
+
+# --------------------------------------------------------------------------- scorer roles
+
+# scorer role at test time (masprm.search.context.SCORER_ROLES) -> the training objectives (--mode, recorded as
+# `objective` / `mode` in masprm_scorer.json) that make one; a new objective that serves a role is added here
+ROLE_MODES = {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
+KIND_OVERRIDE = "allow_scorer_kind_mismatch"   # the setting that accepts any kind
+
+
+@dataclass
+class ScorerKindFlags:
+    """The flag that lets a scorer folder of another kind serve a role (stage 4 and any scorer user)."""
+
+    allow_scorer_kind_mismatch: bool = arg(False, flags=("--allow_scorer_kind_mismatch",),
+                                           help="use a scorer folder whose training mode is not the role's "
+                                                "(an ORM as --prm_dir, a plain model as a scorer) on purpose")
+
+
+def scorer_kind_problem(meta: dict, role: str, *, is_adapter: bool) -> str | None:
+    """Why a folder with this record cannot serve as the `role` scorer (None when it can, or cannot be told).
+
+    A record names its training objective; a folder with no record and no adapter is a plain
+    model, whose score head was never trained. An adapter without a record is accepted.
+    """
+    wanted = ROLE_MODES.get(role)
+    if wanted is None:
+        return None
+    mode = meta.get("objective") or meta.get("mode")
+    if mode is None:
+        if is_adapter or meta:
+            return None
+        return (f"holds a plain model (no {SCORER_META_FILE}, no adapter), not a trained scorer: "
+                "its score head would be untrained")
+    if mode not in wanted:
+        return (f"holds a scorer trained with --mode {mode} ({SCORER_META_FILE}), but the {role} role needs "
+                f"--mode {' or '.join(wanted)}")
+    return None

@@ -32,60 +32,19 @@ import yaml
 
 from masprm.errors import ConfigError, DataError, OutputError, first_line, no_space_reason, quoted
 
-_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
-
-
-def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
-    """A new file next to the target (never an existing file or link), mode 0666 less the umask."""
-    for _ in range(100):
-        tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
-        try:
-            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
-        except FileExistsError:
-            continue
-    raise FileExistsError(f"{folder}: no free temporary file name for {name}")
-
-
-def _no_space(path: Path, err: BaseException, kept: str | None = None) -> OutputError | None:
-    reason = no_space_reason(err)
-    if reason is None:
-        return None
-    kept = kept or ("the previous file is unchanged" if path.exists() else "no file was made")
-    return OutputError(f"{path}: cannot be written ({reason}); nothing finished was lost: {kept}; "
-                       "free some space and run the command again")
-
-
-@contextmanager
-def append_open(path: str | os.PathLike) -> Iterator[TextIO]:
-    """Open a file of finished records to append to; a full disk is an OutputError naming it (the lines
-    written before are kept, so a rerun resumes from them)."""
-    path = Path(path)
-    try:
-        with open(path, "a", encoding="utf-8") as fh:
-            yield fh
-    except OSError as err:
-        full = _no_space(path, err, "the lines written before are kept and the same command resumes from them")
-        if full is None:
-            raise
-        raise full from None
-
 
 @contextmanager
 def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
-    """Open a temporary file next to `path` for writing (``"w"`` text, ``"wb"`` bytes); rename it into place
-    on a clean exit.
+    """Open a temporary file next to `path` for writing (``mode`` "w" or "wb"); rename it into place on a
+    clean exit.
 
-    On an exception the temporary file is removed and any existing `path` is untouched; a
-    full disk is an OutputError naming `path`.
+    On an exception the temporary file is removed and any existing `path` is untouched.
     """
-    if mode not in ("w", "wb"):
-        raise ValueError(f"atomic_open: mode must be 'w' or 'wb', got {mode!r}")
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = None
+    fd, tmp = _create_temp(path.parent, path.name)   # mode 0666 less the umask; never an existing file or link
     try:
-        fd, tmp = _create_temp(path.parent, path.name)
-        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": "utf-8"})) as fh:
+        with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
@@ -96,7 +55,7 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
             raise
         raise full from None
     finally:
-        if tmp is not None and os.path.lexists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
 
 
@@ -108,60 +67,6 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     with atomic_open(path, "wb") as fh:
         fh.write(data)
-
-
-def process_umask() -> int:
-    """The process umask, read without changing it where the system allows (Linux: /proc)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as fh:
-            for line in fh:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    mask = os.umask(0o022)
-    os.umask(mask)
-    return mask
-
-
-def honour_umask(folder: str | os.PathLike) -> int:
-    """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
-    mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
-
-    For a folder the run owns whole (a stage-3 output folder); links are not followed.
-    """
-    mode = 0o666 & ~process_umask()
-    if mode == 0o600:
-        return 0
-    changed = 0
-    for here, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(here, name)
-            st = os.lstat(path)
-            if os.path.isfile(path) and not os.path.islink(path) and st.st_mode & 0o777 == 0o600:
-                os.chmod(path, mode)
-                changed += 1
-    return changed
-
-
-@contextmanager
-def writing_into(folder: str | os.PathLike, setting: str, kept: str) -> Iterator[None]:
-    """Code that writes into `folder` (a library saving a model): a full disk becomes one OutputError.
-
-    The message names the file when the error does (else the folder), then what was kept
-    (`kept`, e.g. "the checkpoints already saved are intact").
-    """
-    try:
-        yield
-    except OutputError:
-        raise
-    except Exception as err:  # noqa: BLE001 - libraries report a full disk with many exception types
-        reason = no_space_reason(err)
-        if reason is None:
-            raise
-        where = getattr(err, "filename", None) or folder
-        raise OutputError(f"{where}: cannot be written ({reason}); nothing finished was lost: {kept}; "
-                          "free some space and run the command again", setting=setting) from None
 
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, indent: int | None = 1) -> None:
@@ -303,3 +208,97 @@ class AtomicJsonlWriter:
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         return self._ctx.__exit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------- safe creation, full disks, modes
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new file next to the target (never an existing file or link), mode 0666 less the umask."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary file name for {name}")
+
+
+def _no_space(path: Path, err: BaseException, kept: str | None = None) -> OutputError | None:
+    reason = no_space_reason(err)
+    if reason is None:
+        return None
+    kept = kept or ("the previous file is unchanged" if path.exists() else "no file was made")
+    return OutputError(f"{path}: cannot be written ({reason}); nothing finished was lost: {kept}; "
+                       "free some space and run the command again")
+
+
+@contextmanager
+def append_open(path: str | os.PathLike) -> Iterator[TextIO]:
+    """Open a file of finished records to append to; a full disk is an OutputError naming it (the lines
+    written before are kept, so a rerun resumes from them)."""
+    path = Path(path)
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            yield fh
+    except OSError as err:
+        full = _no_space(path, err, "the lines written before are kept and the same command resumes from them")
+        if full is None:
+            raise
+        raise full from None
+
+
+def process_umask() -> int:
+    """The process umask, read without changing it where the system allows (Linux: /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def honour_umask(folder: str | os.PathLike) -> int:
+    """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
+    mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
+
+    For a folder the run owns whole (a stage-3 output folder); links are not followed.
+    """
+    mode = 0o666 & ~process_umask()
+    if mode == 0o600:
+        return 0
+    changed = 0
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            st = os.lstat(path)
+            if os.path.isfile(path) and not os.path.islink(path) and st.st_mode & 0o777 == 0o600:
+                os.chmod(path, mode)
+                changed += 1
+    return changed
+
+
+@contextmanager
+def writing_into(folder: str | os.PathLike, setting: str, kept: str) -> Iterator[None]:
+    """Code that writes into `folder` (a library saving a model): a full disk becomes one OutputError.
+
+    The message names the file when the error does (else the folder), then what was kept
+    (`kept`, e.g. "the checkpoints already saved are intact").
+    """
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - libraries report a full disk with many exception types
+        reason = no_space_reason(err)
+        if reason is None:
+            raise
+        where = getattr(err, "filename", None) or folder
+        raise OutputError(f"{where}: cannot be written ({reason}); nothing finished was lost: {kept}; "
+                          "free some space and run the command again", setting=setting) from None

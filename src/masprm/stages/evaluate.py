@@ -25,7 +25,7 @@ from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS
 from masprm.eval.runner import (ModelSpec, condition_roles, results_table, run_conditions,
                                selection_options)
-from masprm.scorer_meta import ScorerKindFlags
+from masprm.checks import ScorerKindFlags
 
 try:  # the dynamic-routing flags come from the handoff package when it is installed
     from masprm.handoff import cli as handoff_cli

@@ -62,14 +62,6 @@ def _check_str_list(where: str, rec: dict, key: str) -> None:
         raise _bad(f"{where}: field {key!r} must be a non-empty list of strings")
 
 
-def _check_has_text(where: str, rec: dict, steps: tuple[str, ...]) -> None:
-    """A record whose prompt and every step are blank gives the scorer nothing to read."""
-    texts = [rec["prompt"], *(text for key in steps for text in rec[key])]
-    if not any(text.strip() for text in texts):
-        raise _bad(f"{where}: the prompt and every step are empty; a scorer cannot learn from a record "
-                   "without text")
-
-
 def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
     needed = ("prompt", "chosen_actions", "rejected_actions") if kind == "pairs" else \
         ("prompt", "completions", "labels")
@@ -84,16 +76,22 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
         _check_str_list(where, rec, "rejected_actions")
         if len(rec["chosen_actions"]) != len(rec["rejected_actions"]):
             raise _bad(f"{where}: chosen_actions and rejected_actions must have the same number of steps")
-        _check_has_text(where, rec, ("chosen_actions", "rejected_actions"))
         return
     _check_str_list(where, rec, "completions")
-    _check_has_text(where, rec, ("completions",))
     labels = rec["labels"]
     if not isinstance(labels, list) or len(labels) != len(rec["completions"]):
         raise _bad(f"{where}: field 'labels' must be a list with one number per completion")
     for y in labels:
         if isinstance(y, bool) or not isinstance(y, (int, float)) or not math.isfinite(y) or abs(y) > 1.0 + 1e-6:
             raise _bad(f"{where}: label {y!r} is not a number in [-1, 1]")
+
+
+def _check_has_text(where: str, rec: dict, kind: str) -> None:
+    """A record whose prompt and every step are blank gives the scorer nothing to read."""
+    steps = ("chosen_actions", "rejected_actions") if kind == "pairs" else ("completions",)
+    if not any(text.strip() for text in [rec["prompt"], *(text for key in steps for text in rec[key])]):
+        raise _bad(f"{where}: the prompt and every step are empty; a scorer cannot learn from a record "
+                   "without text")
 
 
 def load_records(path: str | Path, mode: str) -> list[dict]:
@@ -106,6 +104,7 @@ def load_records(path: str | Path, mode: str) -> list[dict]:
     records = []
     for where, rec in _iter_records(path):
         _check_record(where, rec, mode, OBJECTIVES[mode].records)
+        _check_has_text(where, rec, OBJECTIVES[mode].records)
         records.append(rec)
     if not records:
         raise _bad(f"{path}: no records (the file is empty)")
