@@ -23,6 +23,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -30,7 +31,6 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
-from masprm.io import atomic_open
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
@@ -342,7 +342,10 @@ def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=8)
     fig.tight_layout()
-    with atomic_open(out, "wb") as fh:
-        fig.savefig(fh, dpi=120, format="png")
+    out = Path(out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = out.with_name(f".{out.name}.tmp")
+    fig.savefig(tmp, dpi=120, format="png")
     plt.close(fig)
+    os.replace(tmp, out)
     return True

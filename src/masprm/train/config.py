@@ -59,8 +59,8 @@ class TrainConfig:
     attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"))
     trust_remote_code: bool = arg(False, flags=("--trust-remote-code", "--trust_remote_code"),
                                   help="allow the base model's own code from the hub")
-    resume: bool = arg(False, help="continue from the newest checkpoint in --output-dir")
     overwrite: bool = arg(False, help="train over a finished scorer in --output-dir (refused without it)")
+    resume: bool = arg(False, help="continue from the newest checkpoint in --output-dir")
     hub_logs: bool = arg(True, help="write TensorBoard logs to --output-dir/runs (default: on, as in the original)")
     progress: bool = arg(True, flags=("--quiet",), action="store_false", help="no progress bar or log lines")
 
