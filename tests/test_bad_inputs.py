@@ -88,8 +88,13 @@ def invoke(monkeypatch, capsys, cli: str, argv: list[str]) -> tuple[int, list[st
 
 
 def snapshot(root: Path) -> dict[str, str]:
-    return {p.relative_to(root).as_posix(): hashlib.sha1(p.read_bytes()).hexdigest()
-            for p in sorted(root.rglob("*")) if p.is_file()}
+    """Every file's content hash, every folder and every link's target: a new empty folder counts too."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        key = p.relative_to(root).as_posix()
+        out[key] = (f"-> {os.readlink(p)}" if p.is_symlink() else "folder" if p.is_dir()
+                    else hashlib.sha1(p.read_bytes()).hexdigest())
+    return out
 
 
 # --------------------------------------------------------------------------- the workspace
@@ -100,7 +105,7 @@ def _truncate(path: Path, keep: float = 0.5) -> None:
     path.write_bytes(data[: int(len(data) * keep)])
 
 
-def _adapter_folder(folder: Path, base: Path) -> Path:
+def _adapter_folder(folder: Path, base: Path, mode: str = "ppm") -> Path:
     """An adapter folder as the trainer writes it (small real safetensors, a completed record)."""
     import torch
     from safetensors.torch import save_file
@@ -109,8 +114,112 @@ def _adapter_folder(folder: Path, base: Path) -> Path:
     (folder / "adapter_config.json").write_text(json.dumps(
         {"base_model_name_or_path": str(base), "peft_type": "LORA", "task_type": "TOKEN_CLS", "r": 2}))
     save_file({"w": torch.zeros(64, 8)}, str(folder / "adapter_model.safetensors"))
-    (folder / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed"}))
+    (folder / "masprm_scorer.json").write_text(json.dumps({"mode": mode, "status": "completed"}))
     return folder
+
+
+def _alias_bomb(levels: int) -> str:
+    """A list of nine aliases of a list of nine aliases ... of nine 'A's: 9**(levels + 1) strings once expanded."""
+    item = "&l0 [" + ", ".join(["A"] * 9) + "]"
+    for k in range(1, levels + 1):
+        item = f"&l{k} [{item}, {', '.join([f'*l{k - 1}'] * 8)}]"
+    return f"agents:\n  - name: A\n    system_prompt: Solve.\nedges: [[-1, 0]]\nhandoff:\n  fixed_schedule: [{item}]\n"
+
+
+ALIAS_BOMB = _alias_bomb(5)   # 531,441 strings: a 2.6 MB message once quoted whole
+
+
+def _config_file(root: Path, name: str, text_or_data) -> None:
+    text = text_or_data if isinstance(text_or_data, str) else yaml.safe_dump(text_or_data)
+    (root / "configs" / name).write_text(text)
+
+
+def _model_variant(models: Path, tiny: Path, name: str, config: dict | None = None) -> Path:
+    """A copy of the tiny model, its config.json changed (a key set to None is removed)."""
+    folder = models / name
+    shutil.copytree(tiny, folder)
+    if config is not None:
+        data = json.loads((folder / "config.json").read_text())
+        data.update(config)
+        (folder / "config.json").write_text(json.dumps({k: v for k, v in data.items() if v is not None}))
+    return folder
+
+
+def _tree_text(depth: int) -> str:
+    """A tree JSON nested `depth` levels deep (written as text: json.dumps itself stops at ~1000 levels)."""
+    node = '{"visits": 1, "q_sum": 1.0, "q_mean": 1.0, "node_text": "x", "children": ['
+    return node * depth + "]}" * depth
+
+
+def hostile_inputs(root: Path, tiny_model_dir) -> None:
+    """The inputs of the rows added for the third reliability round: links, traversal, model folders that
+    cannot serve, scorers of the wrong kind, configs off the schema, bad questions, NaN and deep trees."""
+    import datetime
+
+    import torch
+    from transformers import AutoTokenizer
+
+    tiny = Path(tiny_model_dir)
+    (root / "victim.txt").write_text("a file outside every output folder\n")
+    [run] = (root / "results").glob("gsm8k_res_*")
+    shutil.copytree(run, root / "planted" / run.name)
+    (root / "planted" / run.name / ".lock").symlink_to("../../victim.txt")
+    (root / "ckpt" / "linked").mkdir(parents=True)
+    (root / "ckpt" / "linked" / "adapter_config.json").symlink_to("../../victim.txt")
+
+    models = root / "models"
+    _model_variant(models, tiny, "llama", {"model_type": "llama", "architectures": ["LlamaForCausalLM"]})
+    _model_variant(models, tiny, "heads7", {"num_attention_heads": 7, "num_key_value_heads": 7})
+    _model_variant(models, tiny, "gpt2cfg", {"model_type": "gpt2", "architectures": ["GPT2LMHeadModel"],
+                                              "n_embd": 64, "n_layer": 2, "n_head": 4})
+    bigvocab = _model_variant(models, tiny, "bigvocab")
+    tokenizer = AutoTokenizer.from_pretrained(tiny)
+    tokenizer.add_tokens([f"extra_token_{i}" for i in range(600)])   # 1112 tokens over 512 embedding rows
+    tokenizer.save_pretrained(bigvocab)
+    badtemplate = _model_variant(models, tiny, "badtemplate")
+    (badtemplate / "chat_template.jinja").write_text("{{ raise_exception('this template refuses every chat') }}")
+    pickled = _model_variant(models, tiny, "pickled")
+    (pickled / "model.safetensors").unlink()
+    torch.save({"model.embed_tokens.weight": torch.zeros(512, 64), "saved": datetime.datetime(2024, 1, 1)},
+               pickled / "pytorch_model.bin")
+
+    base = models / "a" / "tiny"
+    _adapter_folder(root / "scorers" / "orm", base, mode="orm")
+
+    _config_file(root, "typo_prompt.yaml", {"agents": [{"name": "A", "system_promt": "Solve."}], "edges": [[-1, 0]]})
+    _config_file(root, "typo_mnt.yaml", {"agents": [{"name": "A", "max_new_token": 8}], "edges": [[-1, 0]]})
+    _config_file(root, "typo_top.yaml", {"agents": [{"name": "A"}], "edge": [[-1, 0]]})
+    _config_file(root, "typo_edge.yaml", {"agents": [{"name": "A"}], "edges": [{"scr": -1, "dst": 0}]})
+    _config_file(root, "orphan.yaml", {"agents": [{"name": "A"}, {"name": "B"}], "edges": [[-1, 0]]})
+    _config_file(root, "huge_mnt.yaml", {"agents": [{"name": "A", "max_new_tokens": 10**12}], "edges": [[-1, 0]]})
+    _config_file(root, "dup.yaml", "agents:\n  - name: A\nedges: [[-1, 0]]\nedges: []\n")
+    _config_file(root, "bomb.yaml", ALIAS_BOMB)
+    handoff = yaml.safe_load((REPO / "configs" / "math_handoff8.yaml").read_text())
+    handoff["handoff"]["fixed_schedual"] = handoff["handoff"].pop("fixed_schedule")
+    _config_file(root, "handoff_typo.yaml", handoff)
+
+    (root / "qlist.jsonl").write_text(jsonl([{"question": ["How many?", "Two"], "answer": "#### 2"}]))
+    (root / "qnum.jsonl").write_text(jsonl([{"question": 42, "answer": "#### 42"}]))
+    (root / "blank.jsonl").write_text(jsonl([{"question": "  \n ", "answer": "#### 1"}]))
+    (root / "long.jsonl").write_text(jsonl([GSM8K_ROWS[0], {"question": "apples and pens " * 1500,
+                                                            "answer": "#### 3"}]))
+    (root / "empty_text.jsonl").write_text(jsonl([{"prompt": "", "chosen_actions": ["", ""],
+                                                   "rejected_actions": ["", " "]}] * 4))
+    (root / "empty_steps.jsonl").write_text(jsonl([{"prompt": " ", "completions": ["", ""],
+                                                    "labels": [1.0, -1.0]}] * 4))
+
+    nan_tree = gsm8k_tree()
+    nan_tree["q_mean"] = float("nan")
+    (root / "trees" / "nan_res_x").mkdir()
+    (root / "trees" / "nan_res_x" / "0.json").write_text(json.dumps(nan_tree))
+    (root / "trees" / "deep300.json").write_text(_tree_text(300))
+    (root / "trees" / "deep5000.json").write_text(_tree_text(5000))
+    mapping = gsm8k_tree()
+    mapping["children"][0]["children"] = {"first": mapping["children"][0]["children"]}
+    (root / "trees" / "mapping.json").write_text(json.dumps(mapping))
+
+    (root / "fake.csv").write_text("=== START single_pass | dataset=gsm8k ===\nCOMPLETED\n")
+    (root / "manifest.json").write_text(json.dumps({"seed": 14}))
 
 
 @pytest.fixture(scope="module")
@@ -226,6 +335,7 @@ def pristine(tmp_path_factory, tiny_model_dir):
     (root / "unfinished_logs" / "gsm8k_single_pass_abc_tiny_14.txt").write_text("=== START single_pass ===\n")
     (root / "aggregated_results.csv").write_text("Experiment,Seeds\nold,3\n")
     (root / "aggregated_results.png").write_bytes(b"\x89PNG old")
+    hostile_inputs(root, tiny_model_dir)
     return root
 
 
@@ -375,7 +485,103 @@ CASES = [
     ("st-out-folder", "show_tree", ["trees/noname/0.json", "--out", "pic.png"], "--out pic.png: is a folder"),
     ("st-out-readonly", "show_tree", ["trees/noname/0.json", "--out", f"{READONLY}/tree.png"], "--out"),
     ("st-depth", "show_tree", ["trees/noname/0.json", "--text", "--max_depth", "-1"], "--max_depth"),
+] + [
+    # ---- round 3, outputs: nothing written outside the chosen output, nothing through a link
+    ("s1-lock-link", "run_mcts", stage1("--out_root", "planted"), ".lock is a link"),
+    ("s1-split-traversal", "run_mcts", stage1("--split", "../../../escaped"), "--split"),
+    ("s1-split-dotdot", "run_mcts", stage1("--split", ".."), "--split"),
+    ("s1-split-slash", "run_mcts", stage1("--split", "train/x"), "--split"),
+    ("s1-split-empty", "run_mcts", stage1("--split", ""), "--split"),
+    ("s1-out-root-is-model", "run_mcts", stage1("--out_root", "models/a/tiny"), "--out_root"),
+    ("s1-out-root-in-model", "run_mcts", stage1("--out_root", "models/a/tiny/results"), "--out_root"),
+    ("s3-output-is-base", "trainer", tr("--output-dir", "models/a/tiny"), "--output-dir"),
+    ("s3-output-in-base", "trainer", tr("--output-dir", "models/a/tiny/scorer"), "--output-dir"),
+    ("s3-output-link", "trainer", tr("--output-dir", "ckpt/linked"), "adapter_config.json is a link"),
+    ("s3-finished", "trainer", tr("--output-dir", "ckpt/finished"), "--overwrite"),
+    ("s3-finished-resume-nothing", "trainer", tr("--output-dir", "ckpt/finished", "--resume"), "--overwrite"),
+    ("s4-logs-in-scorer", "eval", ev(*PRM, "scorers/good", "--logs_dir", "scorers/good/logs"), "--logs_dir"),
+    ("s4-logs-is-model", "eval", ev("--logs_dir", "models/a/tiny"), "--logs_dir"),
+    ("s4-logs-in-model", "eval", ev("--logs_dir", "models/a/tiny/logs"), "--logs_dir"),
+    ("s5-out-png", "aggregator", ["--out", "agg.png"], "--out"),
+    ("s5-out-log", "aggregator", ["--out", "logs/gsm8k_single_pass_abc_tiny_14.txt"], "--out"),
+    ("s5-out-manifest", "aggregator", ["--out", "manifest.json"], "--out"),
+    ("s5-out-not-csv", "aggregator", ["--out", "fake.csv"], "--out"),
+    # ---- every flag before any output
+    ("s1-device-map", "run_mcts", stage1("--device_map", "tpu:9"), "--device_map"),
+    ("s1-device-map-gpu", "run_mcts", stage1("--device_map", "cuda:7"), "--device_map"),
+    ("s1-attn-impl", "run_mcts", stage1("--attn_impl", "bogus"), "--attn_impl"),
+    ("s1-attn-flash", "run_mcts", stage1("--attn_impl", "flash_attention_2"), "--attn_impl"),
+    ("s3-attn-impl", "trainer", tr("--attn-impl", "bogus"), "--attn-impl"),
+    ("s4-device-map", "eval", ev("--device_map", "tpu:9"), "--device_map"),
+    ("s4-attn-impl", "eval", ev("--attn_impl", "bogus"), "--attn_impl"),
+    # ---- seeds numpy cannot take
+    ("s1-seed-negative", "run_mcts", stage1("--seed", "-1"), "--seed"),
+    ("s1-seed-too-big", "run_mcts", stage1("--seed", str(2**32), "--out_root", "fresh"), "--seed"),
+    ("s2-seed-negative", "preprocess", ["--input", RUN, "--seed", "-1"], "--seed"),
+    ("s3-seed-negative", "trainer", tr("--seed", "-1"), "--seed"),
+    ("s4-seed-negative", "eval", ev("--seed", "-1"), "--seed"),
+    ("s4-seeds-negative", "eval", ev("--seeds", "1", "-5"), "--seeds"),
+    ("s5-seed-negative", "aggregator", ["--seed", "-1"], "--seed"),
+    # ---- model folders that cannot serve
+    ("s1-model-other-arch", "run_mcts", stage1("--model_id", "models/llama"), "do not fit config.json"),
+    ("s1-model-gpt2-config", "run_mcts", stage1("--model_id", "models/gpt2cfg"), "--model_id"),
+    ("s1-model-heads7", "run_mcts", stage1("--model_id", "models/heads7"), "--model_id"),
+    ("s1-model-adapter", "run_mcts", stage1("--model_id", "scorers/good"), "is a PEFT adapter"),
+    ("s1-model-big-vocab", "run_mcts", stage1("--model_id", "models/bigvocab"), "embeddings"),
+    ("s1-model-bad-template", "run_mcts", stage1("--model_id", "models/badtemplate"), "chat template"),
+    ("s1-model-pickle", "run_mcts", stage1("--model_id", "models/pickled"), "weights_only"),
+    ("s3-model-other-arch", "trainer", tr("--model-id", "models/llama"), "--model-id"),
+    ("s3-model-heads7", "trainer", tr("--model-id", "models/heads7"), "--model-id"),
+    ("s3-model-adapter", "trainer", tr("--model-id", "scorers/good"), "is a PEFT adapter"),
+    ("s3-model-big-vocab", "trainer", tr("--model-id", "models/bigvocab"), "--model-id"),
+    ("s3-model-pickle", "trainer", tr("--model-id", "models/pickled"), "--model-id"),
+    ("s4-gen-other-arch", "eval", ev("--gen_model_id", "models/llama"), "--gen_model_id"),
+    ("s4-gen-adapter", "eval", ev("--gen_model_id", "scorers/good"), "is a PEFT adapter"),
+    ("s4-gen-big-vocab", "eval", ev("--gen_model_id", "models/bigvocab"), "--gen_model_id"),
+    ("s4-gen-bad-template", "eval", ev("--gen_model_id", "models/badtemplate"), "--gen_model_id"),
+    ("s4-gen-pickle", "eval", ev("--gen_model_id", "models/pickled"), "--gen_model_id"),
+    # ---- scorer folders of the wrong kind
+    ("s4-prm-is-orm", "eval", ev(*PRM, "scorers/orm"), "--prm_dir"),
+    ("s4-orm-is-ppm", "eval", ev("--methods", "mcts_orm", "--orm_dir", "scorers/good"), "--orm_dir"),
+    ("s4-prm-is-policy", "eval", ev(*PRM, "models/a/tiny"), "--prm_dir"),
+    ("s4-handoff-prm-is-orm", "eval", ev("--methods", "handoff_prm", "--handoff_prm_dir", "scorers/orm",
+                                         "--mas_config", "configs/math_handoff8.yaml"), "--handoff_prm_dir"),
+    # ---- MAS configs off the schema
+    ("s1-config-typo-prompt", "run_mcts", stage1("--mas_config", "configs/typo_prompt.yaml"), "'system_prompt'"),
+    ("s1-config-typo-mnt", "run_mcts", stage1("--mas_config", "configs/typo_mnt.yaml"), "configs/typo_mnt.yaml"),
+    ("s1-config-typo-top", "run_mcts", stage1("--mas_config", "configs/typo_top.yaml"), "did you mean 'edges'"),
+    ("s1-config-typo-edge", "run_mcts", stage1("--mas_config", "configs/typo_edge.yaml"), "did you mean 'src'"),
+    ("s1-config-duplicate-key", "run_mcts", stage1("--mas_config", "configs/dup.yaml"), "duplicate key"),
+    ("s1-config-orphan", "run_mcts", stage1("--mas_config", "configs/orphan.yaml"), "no incoming edge"),
+    ("s1-config-huge-mnt", "run_mcts", stage1("--mas_config", "configs/huge_mnt.yaml"), "configs/huge_mnt.yaml"),
+    ("s1-config-alias-bomb", "run_mcts", stage1("--mas_config", "configs/bomb.yaml"), "configs/bomb.yaml"),
+    ("s2-config-duplicate-key", "preprocess", ["--input", RUN, "--view", "local", "--config", "configs/dup.yaml"],
+     "duplicate key 'edges'"),
+    ("s4-config-typo-prompt", "eval", ev("--mas_config", "configs/typo_prompt.yaml"), "configs/typo_prompt.yaml"),
+    ("s4-config-orphan", "eval", ev("--mas_config", "configs/orphan.yaml"), "configs/orphan.yaml"),
+    ("s4-config-alias-bomb", "eval", ev("--methods", "handoff_fixed", "--mas_config", "configs/bomb.yaml"),
+     "configs/bomb.yaml"),
+    ("s4-config-handoff-typo", "eval", ev("--methods", "handoff_fixed", "--mas_config", "configs/handoff_typo.yaml"),
+     "'fixed_schedule'"),
+    # ---- data checked when read
+    ("s1-data-question-list", "run_mcts", stage1("--data_file", "qlist.jsonl", "--out_root", "fresh"), "qlist.jsonl"),
+    ("s1-data-question-number", "run_mcts", stage1("--data_file", "qnum.jsonl", "--out_root", "fresh"), "qnum.jsonl"),
+    ("s1-data-question-blank", "run_mcts", stage1("--data_file", "blank.jsonl", "--out_root", "fresh"), "blank.jsonl"),
+    ("s1-data-question-too-long", "run_mcts", stage1("--data_file", "long.jsonl", "--out_root", "fresh"),
+     "long.jsonl"),
+    ("s4-data-question-list", "eval", ev("--data_file", "qlist.jsonl"), "qlist.jsonl"),
+    ("s4-data-question-number", "eval", ev("--data_file", "qnum.jsonl"), "qnum.jsonl"),
+    ("s4-data-question-too-long", "eval", ev("--data_file", "long.jsonl"), "long.jsonl"),
+    ("s3-data-empty-texts", "trainer", tr("--data_dir", "empty_text.jsonl"), "empty_text.jsonl"),
+    ("s3-data-empty-steps", "trainer", tr("--mode", "prm", "--data_dir", "empty_steps.jsonl"), "empty_steps.jsonl"),
+    # ---- trees
+    ("s2-tree-nan", "preprocess", ["--input", "trees/nan_res_x"], "'q_mean' is nan"),
+    ("st-tree-nan", "show_tree", ["trees/nan_res_x/0.json", "--text"], "trees/nan_res_x/0.json"),
+    ("st-tree-deep", "show_tree", ["trees/deep300.json", "--text"], "trees/deep300.json"),
+    ("st-tree-very-deep", "show_tree", ["trees/deep5000.json"], "trees/deep5000.json"),
+    ("st-children-mapping", "show_tree", ["trees/mapping.json"], "trees/mapping.json"),
 ]
+ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
 
 
 @pytest.fixture
@@ -406,13 +612,14 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(workspace, monkeypatch,
     argv = [a.replace("{run}", run) for a in argv]
     before = snapshot(root)
     code, lines = invoke(monkeypatch, capsys, cli, argv)
-    assert code == 2 and len(lines) == 1, "\n".join(lines[-30:])
-    assert names in lines[0], lines[0]
+    assert code == 2 and len(lines) == 1, "\n".join(line[:3000] for line in lines[-30:])
+    assert names in lines[0], lines[0][:3000]
     assert "Traceback" not in lines[0]
+    assert len(lines[0]) <= 2200, f"{len(lines[0])} characters"   # a message quotes user data bounded
     assert snapshot(root) == before
 
 
 def test_the_table_is_large_and_covers_every_cli():
-    assert len(CASES) >= 60
+    assert len(CASES) >= 103 + 60 and ROUND3 >= 60 and len(CASES) - ROUND3 == 103
     assert {c[1] for c in CASES} == set(SCRIPTS)
     assert len({c[0] for c in CASES}) == len(CASES)

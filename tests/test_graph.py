@@ -316,7 +316,7 @@ def test_dylan_gate_is_the_originals_colon_pattern():
     ({"agents": [], "edges": []}, "'agents' is empty"),
     ({"edges": [[-1, 0]]}, "'agents' is empty or missing"),
     ({"agents": [{"system_prompt": "x"}]}, "agent 0: missing 'name'"),
-    ({"agents": [{"name": "A", "max_new_tokens": 0}]}, "agent 0 (A): 'max_new_tokens' must be a positive integer"),
+    ({"agents": [{"name": "A", "max_new_tokens": 0}]}, "agent 0 (A): 'max_new_tokens' must be an integer in 1..131072, got 0"),
     ({"agents": [{"name": "A"}], "edges": [[-1, "0"]]}, "src and dst must be integers"),
     ({"agents": [{"name": "A"}], "edges": [[-1]]}, "expected [src, dst] or [src, dst, condition]"),
 ])

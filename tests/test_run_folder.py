@@ -25,6 +25,7 @@ SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"pat
 def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
     check_or_record_settings(tmp_path, SETTINGS)                   # a new folder: recorded
     assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == SETTINGS
+    (tmp_path / "0.json").write_text("{}")            # a record claims the folder once it holds a tree
     check_or_record_settings(tmp_path, SETTINGS)
     moved = {**SETTINGS, "data_file": {"path": "/elsewhere/a.jsonl", "identity": "aa"}}
     check_or_record_settings(tmp_path, moved)    # the same content, wherever it lies now
@@ -35,6 +36,14 @@ def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
     message = str(err.value)
     assert "`max_new_tokens` was None, now 64" in message and "`model_id` was /m/tiny [m1], now /m2/tiny [m2]" in message
     assert "seed" not in message and "\n" not in message
+
+
+def test_a_record_without_trees_claims_nothing(tmp_path):
+    """A first run that failed before its first tree binds no later run: its record is replaced."""
+    check_or_record_settings(tmp_path, SETTINGS)
+    other = {**SETTINGS, "seed": 7}
+    check_or_record_settings(tmp_path, other)
+    assert json.loads((tmp_path / SETTINGS_FILE).read_text()) == other
 
 
 def test_trees_without_a_record_of_their_settings_are_refused(tmp_path):

@@ -7,12 +7,18 @@ says what is wrong; the CLI layer shows the setting's flag in its place
 dies after hours because its output folder cannot be written. ``label``
 replaces the setting at the start of a message when more context helps.
 
-- outputs: ``check_output_dir`` / ``check_output_file`` (a file where a folder
-  goes, a folder where a file goes, a location that cannot be written);
+- outputs (defined in ``masprm.outputs``, importable from here):
+  ``check_output_dir`` / ``check_output_file`` (a file where a folder goes, a
+  folder where a file goes, a location that cannot be written, a location that
+  is, or is inside, one of the run's inputs), ``check_csv_output``,
+  ``check_no_outside_links`` (a link that leads out of a folder a run owns),
+  ``check_plain_name`` (a user's value that becomes part of a file name);
+- numbers every stage takes: ``check_seed`` (``check_seeds``: a settings class's seed fields);
 - text inputs: ``read_utf8`` (a config, pairs or data file that is not UTF-8);
 - models: ``check_model_source`` (a local folder's config, weights and
-  tokenizer; a hub id that cannot be fetched offline) and
-  ``check_scorer_folder`` (a trained scorer's adapter, weights and status).
+  tokenizer; a hub id that cannot be fetched offline),
+  ``check_scorer_folder`` (a trained scorer's adapter, weights and status) and
+  ``check_scorer_role`` (a scorer of the kind its role needs: ``ROLE_MODES``).
 
 Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
 """
@@ -27,8 +33,12 @@ from functools import lru_cache
 from pathlib import Path
 
 from masprm.data import DATASETS
-from masprm.errors import ConfigError, DataError, MasprmError, ModelError
+from masprm.errors import ConfigError, DataError, MasprmError, ModelError, quoted
+from masprm.outputs import (check_csv_output, check_no_outside_links, check_outside_inputs,  # noqa: F401
+                            check_output_dir, check_output_file, check_plain_name)   # their home: masprm.outputs
 from masprm.scorer_meta import SCORER_META_FILE
+
+SEED_MAX = 2**32 - 1   # numpy's (and transformers' set_seed's) largest seed
 
 # A local model folder needs one of these to build its tokenizer; without them transformers
 # silently builds an empty tokenizer (every text becomes nothing).
@@ -49,42 +59,22 @@ def file_identity(path: str | os.PathLike) -> str:
     return digest.hexdigest()[:16]
 
 
-# --------------------------------------------------------------------------- outputs
+# --------------------------------------------------------------------------- numbers
 
 
-def _existing_ancestor(path: Path) -> Path:
-    path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
-        path = path.parent
-    return path
+def check_seed(value: int, setting: str = "seed") -> int:
+    """A seed numpy and torch accept: an integer in 0..2**32-1."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= SEED_MAX:
+        raise ConfigError(f"{setting} must be an integer in 0..{SEED_MAX}, got {quoted(value)}", setting=setting)
+    return value
 
 
-def _check_can_hold(folder: Path, setting: str, shown: str) -> None:
-    """`folder` exists as a writable folder, or can be made inside one (`shown` starts the message)."""
-    base = _existing_ancestor(folder)
-    if not base.is_dir():
-        raise ConfigError(f"{shown}: {base} is a file, so no folder can be made there", setting=setting)
-    if not os.access(base, os.W_OK | os.X_OK):
-        raise ConfigError(f"{shown}: {base} is not writable", setting=setting)
-
-
-def check_output_dir(path: str | os.PathLike, setting: str) -> Path:
-    """A folder the run will write into: not a file, and writable (or creatable)."""
-    path = Path(path)
-    if path.exists() and not path.is_dir():
-        raise ConfigError(f"{setting} {path}: is a file, not a folder", setting=setting)
-    _check_can_hold(path, setting, f"{setting} {path}")
-    return path
-
-
-def check_output_file(path: str | os.PathLike, setting: str, *, label: str | None = None) -> Path:
-    """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder."""
-    path = Path(path)
-    shown = f"{label or setting} {path}"
-    if path.is_dir():
-        raise ConfigError(f"{shown}: is a folder, not a file", setting=setting)
-    _check_can_hold(path.parent, setting, shown)
-    return path
+def check_seeds(settings: object, names: tuple[str, ...] = ("seed",)) -> None:
+    """``check_seed`` on each named field of a settings class that is set (a list: each of its seeds)."""
+    for name in names:
+        value = getattr(settings, name)
+        for seed in value if isinstance(value, list) else () if value is None else (value,):
+            check_seed(seed, name)
 
 
 # --------------------------------------------------------------------------- names and text inputs
@@ -171,12 +161,24 @@ def check_model_source(model_id: str, setting: str, *, need_tokenizer: bool = Fa
     is_model, is_adapter = (path / "config.json").is_file(), (path / "adapter_config.json").is_file()
     if not (is_model or is_adapter):
         raise ModelError(f"{label} {model_id}: not a model folder (no config.json)", setting=setting)
+    if need_weights and is_adapter and not is_model:
+        base = _adapter_base(path)
+        raise ModelError(f"{label} {model_id}: is a PEFT adapter (adapter_config.json, no config.json), not a full "
+                         f"model; pass its base model{f' ({base})' if base else ''} here", setting=setting)
     if need_weights and is_model:
         _check_weights(path, MODEL_WEIGHTS, setting, "model", label)
     if need_tokenizer and not has_tokenizer(path):
         raise ModelError(f"{label} {model_id}: no tokenizer files in the folder (expected one of "
                          f"{', '.join(TOKENIZER_FILES[:3])}); save the tokenizer next to the model", setting=setting)
     return str(path)
+
+
+def _adapter_base(folder: Path) -> str | None:
+    try:
+        base = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8")).get("base_model_name_or_path")
+    except (OSError, ValueError, AttributeError):
+        return None
+    return base if isinstance(base, str) else None
 
 
 def check_local_model(model_id: str, setting: str) -> str:
@@ -307,3 +309,58 @@ def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id:
         if not has_tokenizer(target):
             raise fail("no tokenizer files next to the model")
     return None if finished else f"warning: `{setting}` {path}: using an unfinished training ({target.name})"
+
+
+def check_scorer_role(path: str | os.PathLike, role: str, setting: str, *, allow_any: bool = False) -> None:
+    """The folder holds a scorer of the kind `role` needs (``ROLE_MODES``: an ORM is no
+    MASPRM, a plain model's score head was never trained), unless ``allow_any``.
+
+    Judged only where the folder says what it holds; an empty or unreadable folder is left to
+    ``check_scorer_folder``, which names what is missing.
+    """
+    folder = Path(path).expanduser()
+    if allow_any or not folder.is_dir():
+        return
+    try:
+        meta = json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8")) \
+            if (folder / SCORER_META_FILE).is_file() else {}
+    except (OSError, ValueError):
+        return
+    if not isinstance(meta, dict):
+        return
+    is_model = (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()
+    target = folder if is_model else _newest_checkpoint(folder)
+    if target is None or not ((target / "adapter_config.json").is_file() or (target / "config.json").is_file()):
+        return
+    problem = scorer_kind_problem(meta, role, is_adapter=(target / "adapter_config.json").is_file())
+    if problem:
+        raise ModelError(f"{setting} {path}: {problem}; pass `{KIND_OVERRIDE}` to use it anyway", setting=setting)
+
+
+# --------------------------------------------------------------------------- scorer roles
+
+# scorer role at test time (masprm.search.context.SCORER_ROLES) -> the training objectives (--mode, recorded as
+# `objective` / `mode` in masprm_scorer.json) that make one; a new objective that serves a role is added here
+ROLE_MODES = {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
+KIND_OVERRIDE = "allow_scorer_kind_mismatch"   # the setting that accepts any kind (masprm.eval.settings.RunSettings)
+
+
+def scorer_kind_problem(meta: dict, role: str, *, is_adapter: bool) -> str | None:
+    """Why a folder with this record cannot serve as the `role` scorer (None when it can, or cannot be told).
+
+    A record names its training objective; a folder with no record and no adapter is a plain
+    model, whose score head was never trained. An adapter without a record is accepted.
+    """
+    wanted = ROLE_MODES.get(role)
+    if wanted is None:
+        return None
+    mode = meta.get("objective") or meta.get("mode")
+    if mode is None:
+        if is_adapter or meta:
+            return None
+        return (f"holds a plain model (no {SCORER_META_FILE}, no adapter), not a trained scorer: "
+                "its score head would be untrained")
+    if mode not in wanted:
+        return (f"holds a scorer trained with --mode {mode} ({SCORER_META_FILE}), but the {role} role needs "
+                f"--mode {' or '.join(wanted)}")
+    return None

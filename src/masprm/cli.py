@@ -15,7 +15,7 @@ import sys
 from typing import Callable, Mapping, NoReturn
 
 from masprm import __version__
-from masprm.errors import MasprmError, first_line
+from masprm.errors import LINE_LIMIT, MasprmError, first_line, no_space_reason
 
 
 class UsageError(MasprmError):
@@ -56,7 +56,7 @@ class ArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(args, namespace)
 
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
-        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+        self.exit(2, f"{self.prog}: error: {first_line(message, limit=LINE_LIMIT)} (see --help)\n")
 
 
 def with_flags(text: str, flags: Mapping[str, str] | None = None) -> str:
@@ -77,7 +77,7 @@ def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
     """
     setting = err.setting or ""
     flag = (flags or {}).get(setting)
-    message = with_flags(first_line(err), flags)
+    message = with_flags(first_line(err, limit=LINE_LIMIT), flags)
     if not flag or message.startswith(flag) or f"({flag})" in message:
         return message
     if message.startswith((setting + " ", setting + ":")):   # "epochs must be > 0" -> "--epochs must be > 0"
@@ -90,7 +90,7 @@ COMMON_FLAGS = {"dataset": "--dataset", "split": "--split", "data_file": "--data
 
 
 def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = None) -> NoReturn:
-    """Run a stage's main(), turning a domain or usage error into one clear line + exit 2.
+    """Run a stage's main(), turning a domain or usage error, or a full disk, into one clear line + exit 2.
 
     A setting's flag is the one of the parser the script parsed its arguments with; ``flags``
     (setting -> flag) adds or overrides spellings.
@@ -104,6 +104,15 @@ def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = No
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
+    except Exception as err:  # noqa: BLE001 - only a full disk is answered here; anything else propagates
+        reason = no_space_reason(err)
+        if reason is None:
+            raise
+        prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
+        where = getattr(err, "filename", None) or "an output file"
+        print(f"{prog}: error: {where}: cannot be written ({reason}); nothing finished was lost (finished outputs "
+              "are written whole, and the same command resumes); free some space and run it again", file=sys.stderr)
+        sys.exit(2)
     sys.exit(code or 0)
 
 

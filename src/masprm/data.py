@@ -21,6 +21,11 @@ file in the hub dataset's schema, read through ``datasets`` as well. For
 competition_math and gpqa the file stands for the hub's single ``train`` split,
 which is partitioned into test and train after the seeded shuffle.
 
+A blank question counts as one that cannot be read. A question field that
+holds anything but text (a number, a list) is a DataError naming the file and
+the record (``check_text_fields``): the schema is wrong, and searching the
+value's printed form would be meaningless.
+
 ``datasets`` and numpy are imported inside the loaders, so importing this
 module is cheap.
 """
@@ -35,7 +40,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 from masprm.dataset_rows import (GPQA_OPTION_FIELDS, aqua_gold, gpqa_gold, gpqa_question, gsm8k_gold, logiqa_gold,
                                   logiqa_question, math_gold, math_level, mmlu_gold, mmlu_question, number_gold,
                                   raw_text, svamp_question)
-from masprm.errors import ConfigError, DataError, first_line
+from masprm.errors import ConfigError, DataError, first_line, quoted
 from masprm.registry import Registry
 
 Row = Mapping[str, Any]
@@ -66,6 +71,10 @@ DATASETS: Registry[DatasetLoader] = Registry("dataset")
 # The toy world is optional and registers itself on import; listed here so that
 # `--dataset toy` works without the core importing it.
 DATASETS.register_lazy("toy", "masprm.toy.task:load_toy")
+# The question's fields of the datasets loaded outside this module, which ``check_fields`` requires to be
+# text (a hub dataset declares its own, ``HubDataset.text_fields``). Kept here for the toy task: its
+# module's code is part of the shipped policy's build fingerprint (masprm.toy.build).
+TEXT_FIELDS = {"toy": ("question",)}
 
 # The selection options a dataset may declare (its `options` attribute): load_examples
 # passes an option on only to a dataset that declares it.
@@ -125,7 +134,7 @@ def load_examples(name: str, split: str, *, n: int | None = None, seed: int = 42
     if not loaded.examples:
         source = f"data file {data_file}" if data_file else "the hub dataset"
         raise DataError(f"dataset {name} split {split!r}: no usable examples in {source} "
-                        f"({loaded.skipped} skipped for an unreadable answer)")
+                        f"({loaded.skipped} skipped for a blank question or an unreadable answer)")
     return loaded
 
 
@@ -182,7 +191,7 @@ def select_examples(rows: Sequence[Row], order: Iterable[int], *, question: Call
             break
         row = rows[i]
         q, g = question(row), gold(row)
-        if not q or not g:
+        if not q or not q.strip() or not g:
             skipped += 1
             continue
         examples.append(Example(len(examples), q, g, meta(i, row) if meta else {"source_index": i}))
@@ -242,12 +251,14 @@ def read_hub_split(hub_id: str, config: str | None, split: str, name: str) -> li
 
 
 def check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]], where: str,
-                  name: str) -> None:
-    """The records must have each required field (a tuple means: one of these).
+                  name: str, text: Sequence[str] = ()) -> None:
+    """The records must have each required field (a tuple means: one of these), and the `text` fields
+    (the question's; default: ``TEXT_FIELDS`` of `name`) must hold strings.
 
     ``datasets`` gives every record the same columns (absent values are None),
     so the first record shows the schema; a null value only makes that row unusable.
     """
+    check_text_fields(rows, text or TEXT_FIELDS.get(name, ()), where)
     if not rows:
         raise DataError(f"{where}: no records")
     columns = set(rows[0])
@@ -257,6 +268,16 @@ def check_fields(rows: Sequence[Row], required: Sequence[str | tuple[str, ...]],
             wanted = " or ".join(repr(f) for f in options)
             raise DataError(f"{where}: missing field {wanted}, which {name} needs "
                             f"(fields: {', '.join(sorted(columns)) or 'none'})")
+
+
+def check_text_fields(rows: Sequence[Row], fields: Sequence[str], where: str) -> None:
+    """Each of `fields` holds a string (or null) in every record; a number or a list is a DataError naming it."""
+    for k, row in enumerate(rows):
+        for name in fields:
+            value = row.get(name)
+            if value is not None and not isinstance(value, str):
+                raise DataError(f"{where}: record {k + 1}: field {name!r} must be text, got "
+                                f"{type(value).__name__} {quoted(value, 60)}", setting="data_file")
 
 
 # --------------------------------------------------------------------------- hub datasets
@@ -277,6 +298,7 @@ class HubDataset:
     level: Callable[[Row], int | None] | None = None   # a dataset with levels declares the levels option
     meta_fields: tuple[str, ...] = ()
     stratify: bool = False                  # declares the stratify_by option
+    text_fields: tuple[str, ...] = ()       # the fields the question is made of: strings only
 
     @property
     def options(self) -> tuple[str, ...]:
@@ -295,7 +317,7 @@ class HubDataset:
             rows, where = read_hub_split(self.hub_id, self.config, hub_split, self.name), self.hub_id
         required = self.required + (("level",) if levels is not None else ()) + \
             ((stratify_by,) if stratify_by else ())
-        check_fields(rows, required, where, self.name)
+        check_fields(rows, required, where, self.name, text=self.text_fields)
 
         order = seeded_order(len(rows), seed)
         if self.test_size is not None:
@@ -320,25 +342,25 @@ def _hub(spec: HubDataset) -> HubDataset:
 
 GSM8K = _hub(HubDataset(
     "gsm8k", "gsm8k", "main", ("question", "answer"),
-    question=lambda row: raw_text(row.get("question")), gold=gsm8k_gold))
+    question=lambda row: raw_text(row.get("question")), gold=gsm8k_gold, text_fields=("question",)))
 COMPETITION_MATH = _hub(HubDataset(
     "competition_math", "qwedsacf/competition_math", None, ("problem", "solution"),
     question=lambda row: raw_text(row.get("problem")), gold=math_gold,
-    test_size=2000, level=math_level, meta_fields=("level", "type"), stratify=True))
+    test_size=2000, level=math_level, meta_fields=("level", "type"), stratify=True, text_fields=("problem",)))
 MMLU = _hub(HubDataset(
     "mmlu", "cais/mmlu", "all", ("question", ("choices", "options"), ("answer", "target", "label")),
     question=mmlu_question, gold=mmlu_gold,
-    split_alias={"train": "test", "test": "validation"}, meta_fields=("subject",)))
+    split_alias={"train": "test", "test": "validation"}, meta_fields=("subject",), text_fields=("question",)))
 LOGIQA = _hub(HubDataset(
     "logiqa", "lucasmccabe/logiqa", None, ("context", ("query", "question"), "options",
                                            ("correct_option", "label")),
-    question=logiqa_question, gold=logiqa_gold))
+    question=logiqa_question, gold=logiqa_gold, text_fields=("context", "query", "question")))
 GPQA = _hub(HubDataset(
     "gpqa", "Idavidrein/gpqa", "gpqa_main", ("Question",) + GPQA_OPTION_FIELDS,
-    question=gpqa_question, gold=gpqa_gold, test_size=100, meta_fields=("Record ID",)))
+    question=gpqa_question, gold=gpqa_gold, test_size=100, meta_fields=("Record ID",), text_fields=("Question",)))
 AQUA_RAT = _hub(HubDataset(
     "aqua_rat", "aqua_rat", None, ("question", "options", "correct"),
-    question=lambda row: raw_text(row.get("question")), gold=aqua_gold))
+    question=lambda row: raw_text(row.get("question")), gold=aqua_gold, text_fields=("question",)))
 SVAMP = _hub(HubDataset(
     "svamp", "svamp", None, ("Body", "Question", "Answer"),
-    question=svamp_question, gold=lambda row: number_gold(row.get("Answer"))))
+    question=svamp_question, gold=lambda row: number_gold(row.get("Answer")), text_fields=("Body", "Question")))

@@ -6,24 +6,46 @@ output to the destination when its condition fires on that output. An agent
 runs once every declared parent has delivered to it; agents whose parents
 never deliver are skipped, so trajectories can have different lengths.
 
+A config file is checked against the schema below (``CONFIG_KEYS``,
+``AGENT_KEYS``, ``EDGE_KEYS``): an unknown key is named with the closest known
+one, a duplicate key or an alias bomb is refused when the YAML is read
+(``masprm.io.load_yaml``), a ``max_new_tokens`` beyond ``MAX_NEW_TOKENS_LIMIT``
+is refused, and in a static team every agent needs an incoming edge.
+
 Pure Python: importing this module must not import torch.
 """
 
 from __future__ import annotations
 
+import difflib
 import heapq
 import re
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
-
-import yaml
+from typing import Any, Iterable, Mapping
 
 from masprm.checks import read_utf8
-from masprm.errors import ConfigError, first_line
+from masprm.errors import ConfigError, quoted
+from masprm.io import load_yaml
 
 QUESTION = -1
 DEFAULT_MAX_NEW_TOKENS = 512
+MAX_NEW_TOKENS_LIMIT = 131072   # longer than any supported model's context: a larger cap is a typo
+CONFIG_KEYS = ("agents", "edges", "handoff")
+AGENT_KEYS = ("name", "system_prompt", "max_new_tokens")
+EDGE_KEYS = ("src", "dst", "condition")
+HANDOFF_KEYS = ("initial_role", "fixed_schedule", "min_turns", "max_turns")   # read by masprm.handoff.team
+
+
+def check_keys(mapping: Mapping, known: Iterable[str], where: str) -> None:
+    """Every key of `mapping` is one of `known`; an unknown one is a ConfigError naming the closest known key."""
+    known = tuple(known)
+    for key in mapping:
+        if key in known:
+            continue
+        close = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+        hint = f" (did you mean {close[0]!r}?)" if close else ""
+        raise ConfigError(f"{where}: unknown key {quoted(key)}{hint}; known keys: {', '.join(known)}")
 
 
 # --------------------------------------------------------------------------- conditions
@@ -63,18 +85,18 @@ def parse_edge_rule(raw: Any, where: str) -> EdgeRule:
     if raw in ("", "always"):
         return EdgeRule()
     if ":" not in raw:
-        raise ConfigError(f"{where}: condition {raw!r} is missing ':' (expected e.g. 'contains:TEXT')")
+        raise ConfigError(f"{where}: condition {quoted(raw)} is missing ':' (expected e.g. 'contains:TEXT')")
     kind, arg = raw.split(":", 1)
     kind = kind.strip()
     if kind not in _CONDITION_KINDS:
         raise ConfigError(
-            f"{where}: unknown condition {kind!r} (expected one of always, {', '.join(_CONDITION_KINDS)})"
+            f"{where}: unknown condition {quoted(kind)} (expected one of always, {', '.join(_CONDITION_KINDS)})"
         )
     if kind in ("regex", "not_regex"):
         try:
             re.compile(arg)
         except re.error as err:
-            raise ConfigError(f"{where}: invalid regex {arg!r} ({err})") from None
+            raise ConfigError(f"{where}: invalid regex {quoted(arg)} ({err})") from None
     return EdgeRule(kind, arg)
 
 
@@ -181,6 +203,7 @@ class MASGraph:
     def from_dict(cls, data: Any, source: str = "<config>") -> "MASGraph":
         if not isinstance(data, Mapping):
             raise ConfigError(f"{source}: expected a mapping with 'agents' and 'edges'")
+        check_keys(data, CONFIG_KEYS, source)
         raw_agents = data.get("agents")
         if not raw_agents:
             raise ConfigError(f"{source}: 'agents' is empty or missing")
@@ -191,6 +214,7 @@ class MASGraph:
             where = f"{source}: agent {i}"
             if not isinstance(ra, Mapping):
                 raise ConfigError(f"{where}: expected a mapping with name and system_prompt")
+            check_keys(ra, AGENT_KEYS, where)
             name = ra.get("name")
             if not isinstance(name, str) or not name.strip():
                 raise ConfigError(f"{where}: missing 'name'")
@@ -198,8 +222,9 @@ class MASGraph:
             if not isinstance(prompt, str):
                 raise ConfigError(f"{where} ({name}): 'system_prompt' must be a string")
             mnt = ra.get("max_new_tokens", DEFAULT_MAX_NEW_TOKENS)
-            if not isinstance(mnt, int) or isinstance(mnt, bool) or mnt < 1:
-                raise ConfigError(f"{where} ({name}): 'max_new_tokens' must be a positive integer")
+            if not isinstance(mnt, int) or isinstance(mnt, bool) or not 1 <= mnt <= MAX_NEW_TOKENS_LIMIT:
+                raise ConfigError(f"{where} ({name}): 'max_new_tokens' must be an integer in "
+                                  f"1..{MAX_NEW_TOKENS_LIMIT}, got {quoted(mnt)}")
             agents.append(Agent(i, name.strip(), prompt, mnt))  # as written: a YAML | block keeps its newline
         raw_edges = data.get("edges") or []
         if not isinstance(raw_edges, list):
@@ -208,20 +233,22 @@ class MASGraph:
         handoff = data.get("handoff")
         if handoff is not None and not isinstance(handoff, Mapping):
             raise ConfigError(f"{source}: 'handoff' must be a mapping")
+        check_keys(handoff or {}, HANDOFF_KEYS, f"{source}: handoff")
         return cls(agents, edges, handoff=dict(handoff) if handoff else None, source=source)
 
 
 def _parse_edge(raw: Any, k: int, source: str) -> Edge:
     if isinstance(raw, Mapping):
+        check_keys(raw, EDGE_KEYS, f"{source}: edge #{k}")
         src, dst, cond = raw.get("src"), raw.get("dst"), raw.get("condition")
     elif isinstance(raw, (list, tuple)) and len(raw) in (2, 3):
         src, dst = raw[0], raw[1]
         cond = raw[2] if len(raw) == 3 else None
     else:
-        raise ConfigError(f"{source}: edge #{k} {raw!r}: expected [src, dst] or [src, dst, condition]")
+        raise ConfigError(f"{source}: edge #{k} {quoted(raw)}: expected [src, dst] or [src, dst, condition]")
     for v in (src, dst):
         if not isinstance(v, int) or isinstance(v, bool):
-            raise ConfigError(f"{source}: edge #{k} {raw!r}: src and dst must be integers")
+            raise ConfigError(f"{source}: edge #{k} {quoted(raw)}: src and dst must be integers")
     return Edge(src, dst, parse_edge_rule(cond, f"{source}: edge [{src}, {dst}]"))
 
 
@@ -252,14 +279,17 @@ def resolve_config_path(value: str | Path) -> Path:
 
 def load_mas_config(path: str | Path) -> MASGraph:
     path = resolve_config_path(path)
-    try:
-        data = yaml.safe_load(read_utf8(path, "MAS config"))
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{path}: not valid YAML ({first_line(err)})") from None
+    data = load_yaml(read_utf8(path, "MAS config"), path)
     graph = MASGraph.from_dict(data, source=str(path))
     if graph.handoff is None and not graph.children(QUESTION):
         # A static team in which every agent would answer without ever seeing the question.
         raise ConfigError(f"{path}: no agent receives the question (no edge from -1)")
+    if graph.handoff is None:
+        # An agent nobody delivers to would run on an empty message.
+        orphans = [f"{a.index} ({a.name})" for a in graph.agents if not graph.parents(a.index)]
+        if orphans:
+            raise ConfigError(f"{path}: agent {', '.join(orphans)} has no incoming edge, so it would run on an "
+                              "empty message; add an edge to it (from -1 for the question)")
     return graph
 
 

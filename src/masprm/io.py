@@ -1,19 +1,36 @@
-"""Atomic file writes and line-checked JSONL reading.
+"""Atomic file writes, safe YAML and line-checked JSONL reading.
 
 Every output is written to a temporary file in the same folder and renamed
-into place, so an interrupted run never leaves a half-written file.
+into place, so an interrupted run never leaves a half-written file. The
+rename replaces whatever was at the path -- a symbolic link included -- and
+never writes through it, so a link planted in an output folder cannot send a
+write elsewhere. The temporary file is created as a plain ``open`` would
+create it (mode 0666 less the process umask), so colleagues sharing a group,
+and Docker bind mounts, get the permissions the user's umask gives.
+
+A write that fails because the disk is full (or a quota or file-size limit is
+reached) is an ``OutputError`` naming the file: the previous file is still in
+place. ``writing_into`` turns the same failure inside other code (a trainer
+saving a checkpoint) into one such line naming the folder. ``honour_umask``
+gives the files a library wrote private (safetensors writes mode 0600) the
+umask's mode.
+
+``load_yaml`` is ``yaml.safe_load`` that also refuses duplicate keys and
+aliases that would expand a structure beyond ``YAML_MAX_NODES`` nodes.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import tempfile
+import secrets
 from pathlib import Path
 from contextlib import contextmanager
 from typing import IO, Any, Iterable, Iterator, TextIO
 
-from masprm.errors import DataError
+import yaml
+
+from masprm.errors import ConfigError, DataError, OutputError, first_line, no_space_reason, quoted
 
 
 @contextmanager
@@ -25,15 +42,20 @@ def atomic_open(path: str | os.PathLike, mode: str = "w") -> Iterator[IO]:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    fd, tmp = _create_temp(path.parent, path.name)   # mode 0666 less the umask; never an existing file or link
     try:
         with os.fdopen(fd, mode, encoding=None if "b" in mode else "utf-8") as fh:
             yield fh
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
+    except OSError as err:
+        full = _no_space(path, err)
+        if full is None:
+            raise
+        raise full from None
     finally:
-        if os.path.exists(tmp):
+        if os.path.lexists(tmp):
             os.unlink(tmp)
 
 
@@ -70,7 +92,71 @@ def read_json(path: str | os.PathLike) -> Any:
     try:
         return json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
-        raise DataError(f"{path}: not valid JSON ({err})") from None
+        raise DataError(f"{path}: not valid JSON ({first_line(err, limit=200)})") from None
+    except RecursionError:
+        raise DataError(f"{path}: nested too deeply to read (more than Python's recursion limit)") from None
+
+
+# --------------------------------------------------------------------------- YAML
+
+YAML_MAX_NODES = 100_000   # a MAS config has hundreds; aliases must not multiply a file into millions
+
+
+class _GuardedLoader(yaml.SafeLoader):
+    """``yaml.SafeLoader`` that refuses duplicate mapping keys and alias bombs.
+
+    The node graph is composed first (aliases there are shared references, so
+    it stays as small as the text); its size with every alias expanded is
+    counted before any Python object is built, and a document that would
+    expand beyond ``YAML_MAX_NODES`` is refused.
+    """
+
+    def get_single_node(self):
+        node = super().get_single_node()
+        if node is not None:
+            size = _expanded_size(node, {})
+            if size > YAML_MAX_NODES:
+                raise yaml.YAMLError(f"its aliases expand to more than {YAML_MAX_NODES} values "
+                                     "(an alias bomb?); write the structure out instead")
+        return node
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen: dict = {}
+            for key_node, _ in node.value:
+                key = key_node.value if isinstance(key_node, yaml.ScalarNode) else None
+                if key is not None and key in seen:
+                    raise yaml.YAMLError(f"duplicate key {quoted(key)} at line {key_node.start_mark.line + 1} "
+                                         f"(first at line {seen[key] + 1}); the later one would silently win")
+                if key is not None:
+                    seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def _expanded_size(node, memo: dict) -> int:
+    """Nodes in `node` with every alias expanded; shared nodes counted once per use, each computed once."""
+    key = id(node)
+    if key in memo:
+        return memo[key]
+    memo[key] = YAML_MAX_NODES + 1   # a node that contains itself expands forever
+    if isinstance(node, yaml.SequenceNode):
+        size = 1 + sum(_expanded_size(child, memo) for child in node.value)
+    elif isinstance(node, yaml.MappingNode):
+        size = 1 + sum(_expanded_size(k, memo) + _expanded_size(v, memo) for k, v in node.value)
+    else:
+        size = 1
+    memo[key] = min(size, YAML_MAX_NODES + 1)
+    return memo[key]
+
+
+def load_yaml(text: str, source: str | os.PathLike) -> Any:
+    """``yaml.safe_load(text)`` without duplicate keys or alias bombs; a problem is a ConfigError naming `source`."""
+    try:
+        return yaml.load(text, Loader=_GuardedLoader)  # noqa: S506 - a SafeLoader subclass
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source}: not valid YAML ({first_line(err, limit=300)})") from None
+    except RecursionError:
+        raise ConfigError(f"{source}: not valid YAML (nested too deeply)") from None
 
 
 def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
@@ -122,3 +208,97 @@ class AtomicJsonlWriter:
 
     def __exit__(self, exc_type, exc, tb) -> bool | None:
         return self._ctx.__exit__(exc_type, exc, tb)
+
+
+# --------------------------------------------------------------------------- safe creation, full disks, modes
+
+_TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
+    """A new file next to the target (never an existing file or link), mode 0666 less the umask."""
+    for _ in range(100):
+        tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
+        try:
+            return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"{folder}: no free temporary file name for {name}")
+
+
+def _no_space(path: Path, err: BaseException, kept: str | None = None) -> OutputError | None:
+    reason = no_space_reason(err)
+    if reason is None:
+        return None
+    kept = kept or ("the previous file is unchanged" if path.exists() else "no file was made")
+    return OutputError(f"{path}: cannot be written ({reason}); nothing finished was lost: {kept}; "
+                       "free some space and run the command again")
+
+
+@contextmanager
+def append_open(path: str | os.PathLike) -> Iterator[TextIO]:
+    """Open a file of finished records to append to; a full disk is an OutputError naming it (the lines
+    written before are kept, so a rerun resumes from them)."""
+    path = Path(path)
+    try:
+        with open(path, "a", encoding="utf-8") as fh:
+            yield fh
+    except OSError as err:
+        full = _no_space(path, err, "the lines written before are kept and the same command resumes from them")
+        if full is None:
+            raise
+        raise full from None
+
+
+def process_umask() -> int:
+    """The process umask, read without changing it where the system allows (Linux: /proc)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as fh:
+            for line in fh:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def honour_umask(folder: str | os.PathLike) -> int:
+    """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
+    mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
+
+    For a folder the run owns whole (a stage-3 output folder); links are not followed.
+    """
+    mode = 0o666 & ~process_umask()
+    if mode == 0o600:
+        return 0
+    changed = 0
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            st = os.lstat(path)
+            if os.path.isfile(path) and not os.path.islink(path) and st.st_mode & 0o777 == 0o600:
+                os.chmod(path, mode)
+                changed += 1
+    return changed
+
+
+@contextmanager
+def writing_into(folder: str | os.PathLike, setting: str, kept: str) -> Iterator[None]:
+    """Code that writes into `folder` (a library saving a model): a full disk becomes one OutputError.
+
+    The message names the file when the error does (else the folder), then what was kept
+    (`kept`, e.g. "the checkpoints already saved are intact").
+    """
+    try:
+        yield
+    except OutputError:
+        raise
+    except Exception as err:  # noqa: BLE001 - libraries report a full disk with many exception types
+        reason = no_space_reason(err)
+        if reason is None:
+            raise
+        where = getattr(err, "filename", None) or folder
+        raise OutputError(f"{where}: cannot be written ({reason}); nothing finished was lost: {kept}; "
+                          "free some space and run the command again", setting=setting) from None

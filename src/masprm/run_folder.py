@@ -16,9 +16,14 @@ Each run therefore
   run is refused with one line naming the holder, kept in ``.lock``;
 - records its defining settings in ``.run_settings`` (JSON) and, on a rerun,
   refuses settings that differ, naming each one (and a folder of trees without
-  that record).
+  that record). A folder that holds no tree yet (a first run that failed before
+  its first tree) makes no such claim: its record is replaced.
 
 Both files are hidden, so tree readers (``*.json``) and content hashes skip them.
+The lock serves any folder a run owns whole (stage 3 locks its ``--output-dir``
+the same way). A locked folder is also checked for symbolic links that lead
+out of it: whatever a run writes there (through a library that follows links)
+must stay inside. The holder file is replaced, never written through.
 Pure Python (POSIX ``fcntl``).
 """
 
@@ -34,8 +39,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from masprm.outputs import check_no_outside_links, check_plain_name
 from masprm.errors import ConfigError
-from masprm.io import atomic_write_json
+from masprm.io import atomic_write_json, atomic_write_text
 
 LOCK_FILE = ".lock"
 SETTINGS_FILE = ".run_settings"
@@ -85,7 +91,11 @@ def dataset_tag_of_run(folder: str | Path) -> str:
 def run_folder_name(dataset: str, split: str, model_id: str, n_rollouts: int, c: float,
                     n_candidates: int, temperature: float, top_p: float,
                     mas_config: str | None = None, max_new_tokens: int | None = None) -> str:
-    """The folder name; a ``--max_new_tokens`` cap changes the trees, so it is added (``_mnt256``) when set."""
+    """The folder name; a ``--max_new_tokens`` cap changes the trees, so it is added (``_mnt256``) when set.
+
+    The split comes from the user: it must be a plain name, so the folder stays inside ``--out_root``.
+    """
+    check_plain_name(split, "split", "split name")
     return (
         f"{dataset_tag(dataset, mas_config)}{RUN_MARKER}{split}_{model_tag(model_id)}"
         f"_r{n_rollouts}_c{format_number(c)}_cand{n_candidates}"
@@ -99,10 +109,15 @@ def run_folder_name(dataset: str, split: str, model_id: str, n_rollouts: int, c:
 
 @contextmanager
 def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Iterator[Path]:
-    """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError."""
+    """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError.
+
+    A link in the folder that leads out of it is refused (ConfigError naming it) before anything is written.
+    """
     folder = Path(folder)
+    if folder.is_dir():
+        check_no_outside_links(folder, setting)
     folder.mkdir(parents=True, exist_ok=True)
-    fd = os.open(folder, os.O_RDONLY)
+    fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:
         fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
     except BlockingIOError:
@@ -125,14 +140,18 @@ def announce_holder(folder: Path) -> None:
     command = " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]) if sys.argv else "?"
     text = (f"pid {os.getpid()} on {socket.gethostname()}, since "
             f"{time.strftime('%Y-%m-%d %H:%M:%S', time.localtime())}: {command}")
-    (folder / LOCK_FILE).write_text(text[:500] + "\n", encoding="utf-8")
+    atomic_write_text(folder / LOCK_FILE, text[:500] + "\n")   # replaces a planted link, never follows it
 
 
 def _read_holder(path: Path) -> str:
+    """The holder line, read without following a link (a link would show another file's text)."""
     try:
-        return path.read_text(encoding="utf-8", errors="replace").strip() or "holder unknown"
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0))
     except OSError:
         return "holder unknown"
+    with os.fdopen(fd, "rb") as fh:
+        text = fh.read(1000).decode("utf-8", errors="replace")
+    return text.strip()[:500] or "holder unknown"
 
 
 # --------------------------------------------------------------------------- defining settings
@@ -168,16 +187,23 @@ def _shown(value: Any) -> str:
     return repr(value)
 
 
+def holds_trees(folder: Path) -> bool:
+    """Whether the folder holds a tree file (``<idx>.json``)."""
+    return any(p.suffix == ".json" and not p.name.startswith(".") for p in folder.iterdir()) \
+        if folder.is_dir() else False
+
+
 def check_or_record_settings(folder: Path, current: dict) -> None:
-    """Record ``current`` in a new folder, or compare it with the folder's record: a difference is a
-    ConfigError, and so are trees without a record (no run of this version leaves a folder so)."""
-    recorded = read_settings(folder)
-    if recorded is None:
-        if any(folder.glob("*.json")):
-            raise ConfigError(f"{folder} holds trees but no record of the settings that made them "
-                              f"({SETTINGS_FILE}); use another `out_root` or move the folder")
+    """Record ``current`` in a folder without trees (a record there claims nothing: its run made no
+    tree), or compare it with the folder's record: a difference is a ConfigError, and so are trees
+    without a record (no run of this version leaves a folder so)."""
+    if not holds_trees(folder):
         atomic_write_json(folder / SETTINGS_FILE, current)
         return
+    recorded = read_settings(folder)
+    if recorded is None:
+        raise ConfigError(f"{folder} holds trees but no record of the settings that made them "
+                          f"({SETTINGS_FILE}); use another `out_root` or move the folder")
     changed = [k for k in current if k in recorded and not _same(recorded[k], current[k])]
     if changed:
         diffs = "; ".join(f"`{SETTING_NAMES.get(k, k)}` was {_shown(recorded[k])}, now {_shown(current[k])}"

@@ -22,12 +22,13 @@ checking every key they use. Pure Python: no torch import.
 from __future__ import annotations
 
 import json
+import math
 import re
 from pathlib import Path
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
-from masprm.errors import TreeError
+from masprm.errors import TreeError, quoted
 
 if TYPE_CHECKING:
     from masprm.graph import MASGraph
@@ -36,6 +37,7 @@ MAX_JSON_CHILDREN = 8   # a node is written with its first 8 children only: its 
 NODE_KEYS = ("steps", "action_text", "is_terminal", "final_answer", "visits", "q_sum", "q_mean", "node_text",
              "children")
 _AGENT_PREFIX = re.compile(r"^\[agent\s+(\d+)\]")
+MAX_TREE_DEPTH = 200   # a stage-1 tree is as deep as its team's longest trajectory (a handful of agents)
 
 
 def action_text(agent: int, text: str) -> str:
@@ -64,11 +66,40 @@ def is_search_tree(data: Any) -> bool:
             and isinstance(data.get("visits"), int) and not isinstance(data.get("visits"), bool))
 
 
+def check_search_tree(data: Any, name: str, max_depth: int = MAX_TREE_DEPTH) -> None:
+    """A TreeError naming `name` unless `data` is a search tree whose every node can be walked.
+
+    Checked without recursion: every node is an object whose ``children`` is a list
+    (or missing), and no path is deeper than `max_depth`, so the readers that
+    recurse (text, picture) cannot fail half way.
+    """
+    if not is_search_tree(data):
+        raise TreeError(f"{name}: not a search tree (expected 'visits' and a 'children' list at the top)")
+    stack: list[tuple[Any, str, int]] = [(data, "root", 0)]
+    while stack:
+        node, where, depth = stack.pop()
+        if not isinstance(node, dict):
+            raise TreeError(f"{name}: {where}: a node must be a JSON object, got {type(node).__name__}")
+        for key in ("visits", "q_sum", "q_mean"):
+            if key in node and _number(node[key], key, f"{name}: {where}") is None:
+                raise TreeError(f"{name}: {where}: '{key}' must be a number, got null")
+        children = node.get("children")
+        if children is None:
+            continue
+        if not isinstance(children, list):
+            raise TreeError(f"{name}: {where}: 'children' must be a list, got {type(children).__name__}")
+        if children and depth >= max_depth:
+            raise TreeError(f"{name}: nested deeper than {max_depth} levels; not a stage-1 tree")
+        stack.extend((child, f"{where}/{k}", depth + 1) for k, child in enumerate(children))
+
+
 def _number(raw: Any, key: str, where: str) -> float | None:
     if raw is None:
         return None
     if isinstance(raw, bool) or not isinstance(raw, (int, float)):
-        raise TreeError(f"{where}: '{key}' must be a number, got {raw!r}")
+        raise TreeError(f"{where}: '{key}' must be a number, got {quoted(raw)}")
+    if not math.isfinite(raw):
+        raise TreeError(f"{where}: '{key}' is {raw} (not a finite number)")
     return float(raw)
 
 
@@ -96,6 +127,8 @@ def read_tree_json(path: str | Path, name: str | None = None) -> Any:
         raise TreeError(f"{name}: cannot be read ({err.__class__.__name__}: {err})") from None
     except json.JSONDecodeError as err:
         raise TreeError(f"{name}: not valid JSON ({err})") from None
+    except ValueError as err:   # a number too long to convert
+        raise TreeError(f"{name}: not valid JSON ({quoted(str(err))})") from None
     except RecursionError:
         raise TreeError(f"{name}: nested too deeply") from None
 

@@ -24,7 +24,7 @@ from typing import Any, Iterable
 
 from masprm.code_identity import code_digest
 from masprm.errors import ConfigError
-from masprm.io import atomic_write_json, atomic_write_jsonl, atomic_write_text
+from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
@@ -328,10 +328,10 @@ class PartialLog:
         self.files = files
 
     def add(self, record: dict) -> None:
-        with open(self.files.partial, "a", encoding="utf-8") as fh:
+        with append_open(self.files.partial) as fh:
             fh.write(json.dumps(record, ensure_ascii=False) + "\n")
             fh.flush()
 
     def progress(self, line: str) -> None:
-        with open(self.files.log, "a", encoding="utf-8") as fh:
+        with append_open(self.files.log) as fh:
             fh.write(line + "\n")

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
 from masprm.data import dataset_options
@@ -51,6 +52,7 @@ class DataSettings:
 
     def __post_init__(self) -> None:
         require_each(self, ("sample_n",), lambda v: v >= 1, AT_LEAST_ONE)
+        check_seeds(self, ("seed", "seeds"))
 
     def selection_options(self, routing: str) -> dict:
         """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
@@ -109,6 +111,9 @@ class RunSettings:
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
                                         help="use a scorer folder whose training did not finish "
                                              "(its newest checkpoint)")
+    allow_scorer_kind_mismatch: bool = arg(False, flags=("--allow_scorer_kind_mismatch",),
+                                           help="use a scorer folder whose training mode is not the role's "
+                                                "(an ORM as --prm_dir, a plain model as a scorer) on purpose")
     cluster: ClusterSettings = field(default_factory=ClusterSettings)   # where the workers run (its own flags)
 
     def __post_init__(self) -> None:

@@ -19,6 +19,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
 
+from masprm.errors import quoted
 from masprm.graph import ConfigError, MASGraph
 from masprm.handoff.protocol import FINAL, ParseError, RoutedTurn, fallback_turn, parse_turn, role_key
 from masprm.interfaces import Messages
@@ -56,15 +57,15 @@ class HandoffTeam:
         canonical: dict[str, str] = {}
         for r in roles:
             if role_key(r) == role_key(FINAL):
-                raise ConfigError(f"{src}: agent name {r!r} is reserved for ending a handoff run")
+                raise ConfigError(f"{src}: agent name {quoted(r)} is reserved for ending a handoff run")
             if role_key(r) in canonical:
-                raise ConfigError(f"{src}: agent names {canonical[role_key(r)]!r} and {r!r} "
+                raise ConfigError(f"{src}: agent names {quoted(canonical[role_key(r)])} and {quoted(r)} "
                                   "are the same role (names are case-insensitive)")
             canonical[role_key(r)] = r
 
         def known(name: Any, where: str) -> str:
             if not isinstance(name, str) or role_key(name) not in canonical:
-                raise ConfigError(f"{src}: handoff.{where} {name!r} is not an agent name")
+                raise ConfigError(f"{src}: handoff.{where} {quoted(name)} is not an agent name")
             return canonical[role_key(name)]
 
         schedule = section.get("fixed_schedule") or []

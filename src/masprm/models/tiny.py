@@ -21,6 +21,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from masprm.cli import ArgumentParser, run_cli
+from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args
 
 PAD_TOKEN = "<|endoftext|>"
@@ -198,6 +199,9 @@ class TinyArgs:
     vocab_size: int = arg(512, flags=("--vocab_size",))
     hidden_size: int = arg(64, flags=("--hidden_size",))
     num_layers: int = arg(2, flags=("--num_layers",))
+
+    def __post_init__(self) -> None:
+        check_seeds(self)
 
 
 def main() -> int:

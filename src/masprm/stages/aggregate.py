@@ -13,9 +13,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.eval.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
-from masprm.checks import check_output_file
+from masprm.checks import check_csv_output, check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
-from masprm.config import add_config_args, arg
+from masprm.config import add_config_args, arg, config_from_args
 from masprm.io import atomic_write_text
 
 
@@ -26,12 +26,16 @@ class AggregateArgs:
     no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/work plot")
     seed: int = arg(42, help="accepted for uniformity; aggregation is not random")
 
+    def __post_init__(self) -> None:
+        check_seeds(self)
+
 
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Aggregate seed-specific evaluation logs into mean/std per experiment.")
     add_config_args(p, AggregateArgs)
-    args = p.parse_args(argv)
+    args = config_from_args(AggregateArgs, p.parse_args(argv))
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+    check_csv_output(args.out, "out")   # never a log, a manifest or a picture (the CSV would replace it)
     check_output_file(args.out, "--out")
     if not args.no_plot:
         check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
+from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
 from masprm.io import read_json
@@ -204,6 +205,7 @@ class DemoArgs:
 
     def __post_init__(self) -> None:
         require_each(self, ("n_train", "jobs"), lambda v: v >= 1, "must be at least 1")
+        check_seeds(self, ("seed", "seeds"))
 
 
 def main(argv: list[str] | None = None) -> int:

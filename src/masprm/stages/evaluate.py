@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
-                           check_text_data_file, recorded_base_model)
+                           check_scorer_role, check_text_data_file, recorded_base_model)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
@@ -32,6 +32,7 @@ from masprm.handoff.methods import format_paired_comparison, paired_comparison, 
 from masprm.handoff.settings import (HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS, HANDOFF_SAMPLE_N,
                                      HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
+from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import ORMLeafSettings, ViewSettings
@@ -81,6 +82,24 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
             check(Path(folder).is_dir(), f"--{spelling}_dir {folder}: no such folder" +
                   (f" (the default: {need} a trained scorer there, or pass --{spelling}_dir)" if default else ""))
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
+    check_scorer_roles(run, settings)
+
+
+def check_scorer_roles(run: RunSettings, settings: EvalSettings) -> None:
+    """Each scorer folder a method reads holds a scorer of its role's kind (an ORM is no --prm_dir)."""
+    for role, folder in settings.models.scorer_folders().items():
+        if folder and any(role in settings.roles(m) for m in run.methods):
+            check_scorer_role(folder, role, f"{SCORER_SPELLING[role]}_dir",
+                              allow_any=run.allow_scorer_kind_mismatch)
+
+
+def input_paths(settings: EvalSettings) -> dict:
+    """Everything the run reads, by setting: the logs may not go into (or inside) any of them."""
+    models = settings.models
+    scorers = {f"{SCORER_SPELLING[role]}_{kind}": paths[role] for kind, paths in
+               (("dir", models.scorer_folders()), ("base_model_id", models.scorer_bases())) for role in SCORER_SPELLING}
+    return {"gen_model_id": models.gen_model_id, "data_file": settings.data.data_file,
+            "mas_config": models.mas_config, **scorers}
 
 
 def resolve_defaults(settings: EvalSettings, routing: str) -> EvalSettings:
@@ -128,6 +147,7 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
     options = settings.loading.options()
     models = settings.models
     policy = check_local_model(models.gen_model_id, "gen_model_id")
+    check_policy(policy, "gen_model_id", options)   # its device, attention, config, weights and chat template
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
                                  max_batch_tokens=settings.engine.max_batch_tokens)}
     scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
@@ -193,6 +213,8 @@ def load_data(settings: EvalSettings, routing: str):
                            **data.selection_options(routing))
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
+    check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,
+                 where=data.data_file or f"dataset {data.dataset} split {data.split}")
     return loaded
 
 
@@ -202,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     settings = resolve_defaults(settings, run.routing)
 
     check_known_dataset(settings.data.dataset)
-    check_output_dir(run.logs_dir, "logs_dir")
+    check_output_dir(run.logs_dir, "logs_dir", inputs=input_paths(settings))
     specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(settings.models.mas_config)
     if settings.data.data_file:

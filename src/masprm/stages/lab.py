@@ -33,6 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, run_cli
+from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
@@ -168,8 +169,9 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
     logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
     found = [("", [bon], flags, "min", LOGS), ("_last", [bon], flags, "last", LOGS),
              ("_search", sbs_mcts, flags, "min", logs)]
-    if scorer is not None and scorer.objective == "orm":
-        found.append(("_sbs", ["sbs_prm"], role_flags("prm", scorer.folder), "min", LOGS))
+    if scorer is not None and scorer.objective == "orm":   # the ORM in the MASPRM's role, on purpose
+        found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder), "--allow_scorer_kind_mismatch"),
+                      "min", LOGS))
     return found
 
 
@@ -261,6 +263,7 @@ class LabArgs:
 
     def __post_init__(self) -> None:
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
+        check_seeds(self, ("seed", "seeds"))
         require(min(self.sbs_budget) >= 1, "sbs_budget",
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from masprm.checks import check_output_file, file_identity
+from masprm.checks import check_output_file, check_seeds, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names
 from masprm.errors import ConfigError
@@ -53,6 +53,9 @@ class Inputs:
                                   "trl_prm_samples_*.jsonl (stepwise supervision) and trl_ppm_pairs_*.jsonl "
                                   "(preference) next to them (docs/sharing.md)")
 
+    def __post_init__(self) -> None:
+        check_seeds(self)
+
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap = ArgumentParser(description="Turn MAS-MCTS trees into PRM samples and PPM (Bradley-Terry) pairs.")
@@ -64,6 +67,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
             add_config_args(ap.add_argument_group(f"--labels {name}"), scheme.settings,
                             defaults={f.name: None for f in flag_fields(scheme.settings)})
     args = ap.parse_args(argv)
+    config_from_args(Inputs, args)   # its checks
     if args.labels is not None:
         check(args.labels in LABEL_SCHEMES, f"--labels: {LABEL_SCHEMES.unknown_message(args.labels)}")
         check(not args.make_ppm, "--make-ppm writes the paper's pairs next to the PRM samples; with --labels only "

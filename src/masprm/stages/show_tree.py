@@ -14,7 +14,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.io import read_json
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
-from masprm.tree_schema import is_search_tree
+from masprm.tree_schema import check_search_tree
 
 
 @dataclass
@@ -43,8 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         check(out.suffix.lower() == ".png", f"--out must name a .png file, got {out}")
         check_output_file(out, "out")
     tree = read_json(args.tree)
-    check(is_search_tree(tree),
-          f"{args.tree}: not a search tree (expected 'visits' and a 'children' list at the top)")
+    check_search_tree(tree, args.tree)
 
     if args.text:
         if args.rollouts:

@@ -18,14 +18,15 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_text_data_file,
-                           file_identity, looks_like_path)
+from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_plain_name, check_seeds,
+                           check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
 from masprm.cluster import ClusterSettings, local_folders
 from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
 from masprm.data import load_examples
 from masprm.eval.logs import path_identity
 from masprm.graph import load_mas_config, resolve_config_path
+from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
 from masprm.parallel import check_gpu_share
 from masprm.run_folder import (announce_holder, check_or_record_settings, default_config_path, locked_folder,
@@ -56,6 +57,8 @@ class TreesArgs:
 
     def __post_init__(self) -> None:
         require_each(self, ("n",), lambda v: v >= 1, "must be >= 1")
+        check_seeds(self)
+        check_plain_name(self.split, "split", "split name")   # it becomes part of the run folder's name
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,8 @@ def main(argv: list[str] | None = None) -> int:
     check_known_dataset(args.dataset)
     config = str(resolve_config_path(args.mas_config or default_config_path(args.dataset)))
     graph = load_mas_config(config)
-    out_dir = check_output_dir(args.out_root, "out_root") / run_folder_name(
+    inputs = {"model_id": args.model_id, "data_file": args.data_file, "mas_config": config}
+    out_dir = check_output_dir(args.out_root, "out_root", inputs=inputs) / run_folder_name(
         args.dataset, args.split, args.model_id, search.n_rollouts, search.c, search.n_candidates,
         search.temperature, search.top_p, config, max_new_tokens=search.max_new_tokens)
     check_output_dir(out_dir, "out_root")
@@ -122,6 +126,8 @@ def main(argv: list[str] | None = None) -> int:
         check_text_data_file(args.data_file)
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
     check_local_model(args.model_id, "model_id")
+    check_policy(args.model_id, "model_id", built[ModelFlags].options(), questions=loaded.examples,
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 

@@ -39,6 +39,7 @@ from safetensors.numpy import load_file
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.code_identity import syntax_text
+from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
@@ -236,6 +237,7 @@ class PolicyArgs:
         require_each(self, ("steps", "batch_size", "hidden_size", "num_layers"), lambda v: v >= 1,
                      "must be at least 1")
         require_each(self, ("lr",), lambda v: v > 0, "must be positive")
+        check_seeds(self)
 
     def spec(self):
         """The PolicySpec these settings give (``masprm.toy.train_policy``, imported here: it imports torch)."""

@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Iterator
 
 from masprm.eval.aggregate import split_experiment
-from masprm.checks import check_output_file
+from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
-from masprm.config import add_config_args, arg
+from masprm.config import add_config_args, arg, config_from_args
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
 from masprm.eval.bootstrap import PairedResult, compare, compare_gaps, format_comparison
@@ -41,6 +41,9 @@ class ClaimsArgs:
     logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
     out: str = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
     seed: int = arg(42, help="seed of the bootstrap resampling")
+
+    def __post_init__(self) -> None:
+        check_seeds(self)
 
 
 def experiments(logs_dir: str | Path) -> dict[tuple[str, tuple], str]:
@@ -131,7 +134,7 @@ def report(found: list[Comparison]) -> str:
 def main() -> int:
     p = ArgumentParser(description="Test the paper's claims on the toy world's logs (paired bootstrap CIs).")
     add_config_args(p, ClaimsArgs)
-    args = p.parse_args()
+    args = config_from_args(ClaimsArgs, p.parse_args())
     check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
     check_output_file(args.out, "out")
     found = list(comparisons(args.logs_dir, args.seed))

@@ -45,7 +45,7 @@ from typing import Any, Sequence
 
 from tqdm import tqdm
 
-from masprm.checks import check_output_file
+from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.search.context import SearchContext
@@ -93,6 +93,7 @@ class StepBenchArgs:
                      "must be at least 1")
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
         require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
+        check_seeds(self)
 
 
 def scorer_folders(args: StepBenchArgs) -> dict[str, str]:

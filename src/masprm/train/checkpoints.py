@@ -9,7 +9,10 @@ trainer's checkpoint rotation and the scorer loader do not pick up).
 
 A scorer folder's ``masprm_scorer.json`` records the content hash of its
 training data; ``check_same_data`` refuses to continue it on other data, so
-a finished scorer is never relabelled as trained on a file it never saw.
+a finished scorer is never relabelled as trained on a file it never saw. A
+finished scorer (status ``completed``) is never trained over without
+``overwrite`` (``check_not_finished``); ``resume`` continues it only from a
+checkpoint it still has.
 Pure Python.
 """
 
@@ -83,17 +86,36 @@ def data_record(data_file: str) -> dict:
     return {"path": str(data_file), "identity": file_identity(data_file), "bytes": Path(data_file).stat().st_size}
 
 
-def check_same_data(folder: Path, data_file: str) -> None:
-    """Resuming on a folder whose record names other training data is refused."""
+def _read_meta(folder: Path) -> dict:
     meta_path = folder / SCORER_META_FILE
     if not meta_path.is_file():
-        return
+        return {}
     try:
         meta = json.loads(meta_path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         raise ConfigError(f"output_dir {folder}: {SCORER_META_FILE} is corrupt; move the folder or delete it",
                           setting="output_dir") from None
-    meta = meta if isinstance(meta, dict) else {}
+    return meta if isinstance(meta, dict) else {}
+
+
+def check_not_finished(folder: Path, *, resume: bool, overwrite: bool) -> None:
+    """A folder that holds a finished scorer is not trained over unless `overwrite` says so
+    (`resume` continues it only from a checkpoint it still has)."""
+    if overwrite or not folder.is_dir():
+        return
+    meta = _read_meta(folder)
+    if meta.get("status") != "completed" or (resume and checkpoints(folder)):
+        return
+    raise ConfigError(f"output_dir {folder} holds a finished {meta.get('mode', '')} scorer ({SCORER_META_FILE} "
+                      f"says status completed{'' if not resume else '; no checkpoint is left to resume from'}); "
+                      "pass `overwrite` to train over it, or choose another folder", setting="output_dir")
+
+
+def check_same_data(folder: Path, data_file: str) -> None:
+    """Resuming on a folder whose record names other training data is refused."""
+    if not (folder / SCORER_META_FILE).is_file():
+        return
+    meta = _read_meta(folder)
     recorded = meta.get("data") if isinstance(meta.get("data"), dict) else {}
     if not recorded.get("identity"):
         raise ConfigError(f"output_dir {folder}: {SCORER_META_FILE} records no identity of its training data, so "

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from masprm.checks import check_seed
 from masprm.config import arg
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
@@ -76,6 +77,7 @@ class TrainConfig:
                               "flash_attention_2, ...")
     trust_remote_code: bool = arg(False, flags=("--trust-remote-code", "--trust_remote_code"),
                                   help="allow the base model's own code from the hub")
+    overwrite: bool = arg(False, help="train over a finished scorer in --output-dir (refused without it)")
     resume: bool = arg(False, help="continue from the newest checkpoint in --output-dir")
     hub_logs: bool = arg(True, help="write TensorBoard logs to --output-dir/runs (default: on, as in the original); "
                                     "--no-hub-logs is --report_to none")
@@ -99,6 +101,7 @@ class TrainConfig:
                 raise ConfigError(f"{setting} {rule}, got {getattr(self, setting)!r}", setting=setting)
 
         need(self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}")
+        check_seed(self.seed)
         need(self.loss in LOSSES, "loss", f"must be one of {', '.join(LOSSES)}")
         for setting in ("epochs", "lr", "huber_beta", "lora_alpha", "lora_dropout"):
             need(math.isfinite(getattr(self, setting)), setting, "must be a finite number")

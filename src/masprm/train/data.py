@@ -67,6 +67,19 @@ def _check_str_list(where: str, rec: dict, key: str) -> None:
         raise _bad(f"{where}: field {key!r} must be a non-empty list of strings")
 
 
+def _check_has_text(where: str, rec: dict, kind: str) -> None:
+    """A record whose prompt and every step are blank gives the scorer nothing to read.
+
+    Judged only once the step fields are lists of strings (a malformed one is reported as such).
+    """
+    steps = [rec.get(key) for key in (("chosen_actions", "rejected_actions") if kind == "pairs" else ("completions",))]
+    if not all(isinstance(v, list) and v and all(isinstance(t, str) for t in v) for v in steps):
+        return
+    if not any(text.strip() for text in [rec["prompt"], *(text for v in steps for text in v)]):
+        raise _bad(f"{where}: the prompt and every step are empty; a scorer cannot learn from a record "
+                   "without text")
+
+
 def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
     needed = ("prompt", "chosen_actions", "rejected_actions") if kind == "pairs" else \
         ("prompt", "completions", "labels")
@@ -76,6 +89,7 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
                    f"(a {mode} record needs {', '.join(needed)})")
     if not isinstance(rec["prompt"], str):
         raise _bad(f"{where}: field 'prompt' must be a string")
+    _check_has_text(where, rec, kind)
     if kind == "pairs":
         _check_str_list(where, rec, "chosen_actions")
         _check_str_list(where, rec, "rejected_actions")

@@ -17,17 +17,22 @@ import importlib.util
 import math
 import os
 import sys
+from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError
+from masprm.io import honour_umask, writing_into
+from masprm.models.model_checks import check_model_serves
+from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import write_scorer_meta
 from masprm.train.card import write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
-from masprm.train.checkpoints import check_same_data, checkpoints, data_record, resume_checkpoint
+from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
+                                     resume_checkpoint)
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
@@ -48,6 +53,11 @@ class TrainResult:
 def _log(cfg: TrainConfig, message: str) -> None:
     if cfg.progress:
         print(message, file=sys.stderr)
+
+
+def _world_rank() -> int:
+    """This process's rank under torchrun / accelerate launch (0 for a plain launch)."""
+    return int(os.environ.get("RANK", "0") or 0)
 
 
 def _world_size() -> int:
@@ -124,6 +134,8 @@ def _one_gpu_per_process(args) -> None:
 def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
     if cfg.resume:
         check_same_data(out, cfg.data_file)
+    check_not_finished(out, resume=cfg.resume, overwrite=cfg.overwrite)
+    if cfg.resume:
         last = resume_checkpoint(out, lambda line: _log(cfg, line))
         if last is None:
             _log(cfg, f"resuming: no checkpoint in {out}; starting from scratch")
@@ -144,7 +156,18 @@ def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any)
 
 
 def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult:
-    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir."""
+    """Train, keep the best model by the objective's eval metric, save it to cfg.output_dir.
+
+    The output folder is locked for the run (one training per folder), and a full disk while
+    writing it is one OutputError line that says what was kept.
+    """
+    kept = f"the checkpoints already saved in {cfg.output_dir} are intact (`resume` continues from the newest)"
+    with ExitStack() as held, writing_into(cfg.output_dir, "output_dir", kept):
+        return _train_scorer(cfg, callbacks, held)
+
+
+def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> TrainResult:
+    """train_scorer's run; `held` keeps the output folder's lock until it returns."""
     cfg.validate()
     if cfg.hub_model_id:
         check_hub_model_id(cfg.hub_model_id)
@@ -157,8 +180,9 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         others = " (the others have identical chosen and rejected steps)" if usable < len(records) else ""
         raise DataError(f"{cfg.data_file} (`data_file`): {usable} usable record(s) of {len(records)}{others}"
                         "; training needs at least 2 (one is held out for evaluation)", setting="data_file")
-    check_output_dir(cfg.output_dir, "output_dir")
+    check_output_dir(cfg.output_dir, "output_dir", inputs={"model_id": cfg.model_id, "data_file": cfg.data_file})
     check_local_model(cfg.model_id, "model_id")
+    check_model_serves(cfg.model_id, "model_id", attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code)
 
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
@@ -169,6 +193,9 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
 
     report_to = _report_to(cfg)
     out = Path(cfg.output_dir)
+    if _world_rank() == 0:   # one training per folder; under torchrun rank 0 holds it for all
+        held.enter_context(locked_folder(out, "output_dir"))
+        announce_holder(out)
     resume_from = _resume_checkpoint(cfg, out)
     set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
 
@@ -254,6 +281,7 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
 
     metrics = trainer.evaluate()  # the best model, now loaded
     trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
+    honour_umask(out)             # safetensors writes its files private (0600), checkpoints included
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
     if main_process:
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,

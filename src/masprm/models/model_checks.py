@@ -1,0 +1,328 @@
+"""Will this model folder serve? The checks a stage makes before it loads a policy or a base model.
+
+``masprm.checks.check_model_source`` looks at the files (a config, complete
+weights, a tokenizer). What those files say can still be wrong in ways that
+show up only deep inside a load, or minutes into a run: another architecture's
+config over the weights, an impossible config, a tokenizer with more tokens
+than the embeddings, a chat template that raises, a pickle weight file that
+``torch.load(weights_only=True)`` refuses, a question longer than the model's
+context. ``check_model_serves`` finds each of these in about a second and
+without loading a weight: the model is built on the ``meta`` device from its
+config and its tensor names and shapes are compared with the weight files'
+headers. Every problem is one ModelError (or ConfigError / DataError) line
+naming the setting.
+
+    check_model_serves(model_id, "model_id", attn_impl="sdpa", chat=True)   # a policy
+    check_model_serves(model_id, "model_id")                                 # a scorer's base model
+    check_questions_fit(model_id, "model_id", questions, where="data.jsonl")
+"""
+
+from __future__ import annotations
+
+import json
+import pickle
+import re
+from contextlib import contextmanager
+from functools import lru_cache
+from pathlib import Path
+from typing import Any, Iterable, Iterator
+
+from masprm.checks import in_hub_cache, looks_like_path
+from masprm.errors import ConfigError, DataError, ModelError, first_line, quoted
+
+# Keys a checkpoint may hold that no model expects (old rotary caches).
+_IGNORED_EXTRA = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
+CONTEXT_KEYS = ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length")
+PROBE_CHAT = [{"role": "system", "content": "You are a careful assistant."},
+              {"role": "user", "content": "What is 2 + 2?"}]
+
+
+def local_folder(model_id: str) -> Path | None:
+    """The folder holding the model's files: the local folder, or a hub id's cached snapshot (else None)."""
+    if looks_like_path(model_id):
+        path = Path(model_id).expanduser()
+        return path if path.is_dir() else None
+    if not in_hub_cache(model_id):
+        return None
+    from huggingface_hub import try_to_load_from_cache
+
+    return Path(try_to_load_from_cache(model_id, "config.json")).parent
+
+
+def _fail(setting: str, model_id: str, problem: str) -> ModelError:
+    return ModelError(f"{setting} {model_id}: {problem}", setting=setting)
+
+
+# --------------------------------------------------------------------------- the weight files' tensors
+
+
+def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
+    with open(path, "rb") as fh:
+        n = int.from_bytes(fh.read(8), "little")
+        header = json.loads(fh.read(n))
+    return {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+
+
+def _pickle_shapes(path: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
+    """Shapes from a ``pytorch_model.bin`` read as transformers reads it (``weights_only``), on no device."""
+    import torch
+
+    try:
+        try:
+            state = torch.load(path, map_location="meta", weights_only=True, mmap=True)
+        except RuntimeError as err:
+            if "mmap" not in str(err):
+                raise
+            state = torch.load(path, map_location="meta", weights_only=True)   # the old, non-zip format
+    except (pickle.UnpicklingError, RuntimeError, ValueError, EOFError, AttributeError) as err:
+        found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
+        why = f"it holds a {found.group(1)} object, not only tensors" if found else quoted(first_line(err), 160)
+        raise _fail(setting, model_id, f"{path.name} cannot be loaded safely (torch.load with weights_only "
+                                       f"refuses it: {why}); use a safetensors copy of the weights") from None
+    if not isinstance(state, dict):
+        raise _fail(setting, model_id, f"{path.name} does not hold a state dict (it holds "
+                                       f"{type(state).__name__})")
+    return {k: tuple(v.shape) for k, v in state.items() if hasattr(v, "shape")}
+
+
+def weight_shapes(folder: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
+    """Every tensor name and shape in the folder's weight files (safetensors first, as transformers picks)."""
+    for index_name, single, reader in (("model.safetensors.index.json", "model.safetensors", _safetensors_shapes),
+                                       ("pytorch_model.bin.index.json", "pytorch_model.bin", None)):
+        read = reader or (lambda path: _pickle_shapes(path, setting, model_id))
+        if (folder / single).is_file():
+            return read(folder / single)
+        if (folder / index_name).is_file():
+            try:
+                shards = sorted(set(json.loads((folder / index_name).read_text(encoding="utf-8"))["weight_map"].values()))
+            except (OSError, ValueError, KeyError, TypeError, AttributeError):
+                raise _fail(setting, model_id, f"{index_name} is not a valid weight index") from None
+            shapes: dict[str, tuple[int, ...]] = {}
+            for shard in shards:
+                if not (folder / shard).is_file():
+                    raise _fail(setting, model_id, f"{index_name} names {shard}, which is missing")
+                shapes.update(read(folder / shard))
+            return shapes
+    return {}
+
+
+# --------------------------------------------------------------------------- config against weights
+
+
+def check_attn_impl_name(attn_impl: str | None) -> None:
+    """An attention implementation transformers knows (a hub kernel, ``org/repo``, is left to transformers)."""
+    from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+
+    known = ["eager", *ALL_ATTENTION_FUNCTIONS.valid_keys()]
+    if attn_impl is None or "/" in attn_impl or attn_impl in known or attn_impl == "paged|eager":
+        return
+    raise ConfigError(f"attn_impl {quoted(attn_impl)}: not an attention implementation (known: "
+                      f"{', '.join(k for k in known if not k.startswith('paged'))})", setting="attn_impl")
+
+
+def _meta_model(config: Any, attn_impl: str | None, trust_remote_code: bool, setting: str, model_id: str):
+    import torch
+    from transformers import AutoModelForCausalLM
+
+    check_attn_impl_name(attn_impl)
+    try:
+        with torch.device("meta"):
+            return AutoModelForCausalLM.from_config(config, attn_implementation=attn_impl,
+                                                    trust_remote_code=trust_remote_code)
+    except Exception as err:  # noqa: BLE001 - transformers reports an impossible config with many types
+        text = first_line(err)
+        if attn_impl and ("attn_implementation" in text or "Attention" in text):
+            raise ConfigError(f"attn_impl {quoted(attn_impl)}: cannot be used with {model_id} "
+                              f"({quoted(text, 200)})", setting="attn_impl") from None
+        raise _fail(setting, model_id, f"config.json describes a model that cannot be built "
+                                       f"({quoted(text, 200)})") from None
+
+
+def _expected_shapes(model: Any) -> tuple[dict[str, tuple[int, ...]], list[set[str]]]:
+    """The model's tensors (parameters and saved buffers) and its groups of tied names (any one suffices)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    shared: dict[int, set[str]] = {}
+    for name, param in model.named_parameters(remove_duplicate=False):
+        shared.setdefault(id(param), set()).add(name)
+    groups = [g for g in shared.values() if len(g) > 1]
+    groups += [{target, source} for target, source in (getattr(model, "all_tied_weights_keys", None) or {}).items()]
+    return expected, groups
+
+
+def _align_prefix(found: dict, expected: dict, prefix: str) -> dict:
+    """Checkpoints saved from the bare model lack the head's prefix (``model.``); add it when that helps."""
+    if not prefix or set(found) & set(expected):
+        return found
+    added = {f"{prefix}.{k}": v for k, v in found.items()}
+    return added if set(added) & set(expected) else found
+
+
+def check_weights_fit_config(model: Any, found: dict[str, tuple[int, ...]], setting: str, model_id: str) -> None:
+    """The weight files hold the tensors the config's model has, with its shapes.
+
+    A model type whose checkpoints transformers renames or merges on load (its conversion
+    mapping), and a pre-quantized checkpoint (its tensors are the quantizer's), are not
+    compared name by name.
+    """
+    from transformers.conversion_mapping import extract_weight_conversions_for_model
+
+    if extract_weight_conversions_for_model(model) or getattr(model.config, "quantization_config", None):
+        return
+    expected, tied = _expected_shapes(model)
+    found = _align_prefix(found, expected, getattr(model, "base_model_prefix", ""))
+    arch = getattr(model.config, "model_type", "?")
+    for name, shape in expected.items():
+        if name in found and found[name] != shape:
+            raise _fail(setting, model_id, f"the weights do not fit config.json ({arch}): {name} is "
+                                           f"{list(found[name])} in the weights, {list(shape)} by the config")
+    optional = {name for group in tied for name in group if group & set(found)}
+    missing = sorted(set(expected) - set(found) - optional)
+    ignore = [re.compile(p) for p in (getattr(model, "_keys_to_ignore_on_load_unexpected", None) or [])]
+    extra = sorted(k for k in set(found) - set(expected)
+                   if not _IGNORED_EXTRA.search(k) and not any(p.search(k) for p in ignore))
+    if missing or extra:
+        parts = ([f"{len(missing)} tensor(s) it needs are missing (e.g. {missing[0]})"] if missing else []) + \
+                ([f"{len(extra)} tensor(s) in the weights are unknown to it (e.g. {extra[0]})"] if extra else [])
+        raise _fail(setting, model_id, f"the weights do not fit config.json ({arch}): {' and '.join(parts)}; "
+                                       "is config.json another model's?")
+
+
+# --------------------------------------------------------------------------- tokenizer and chat template
+
+
+@lru_cache(maxsize=8)
+def _tokenizer(folder: str, trust_remote_code: bool, stamp: tuple):
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(folder, trust_remote_code=trust_remote_code)
+
+
+def _load_tokenizer(folder: Path, trust_remote_code: bool, setting: str, model_id: str):
+    try:
+        return _tokenizer(str(folder), trust_remote_code, folder_stamp(str(folder)))
+    except Exception as err:  # noqa: BLE001 - tokenizers fail with many exception types
+        raise _fail(setting, model_id, f"the tokenizer cannot be loaded ({quoted(first_line(err), 200)})") from None
+
+
+def check_chat_template(tokenizer: Any, setting: str, model_id: str) -> None:
+    """The policy's prompts go through the chat template: it must render a system and a user message."""
+    try:
+        text = tokenizer.apply_chat_template(PROBE_CHAT, tokenize=False, add_generation_prompt=True)
+    except Exception as err:  # noqa: BLE001 - a template can raise anything (raise_exception, a bad filter)
+        raise _fail(setting, model_id, f"its chat template fails on a system and a user message "
+                                       f"({quoted(first_line(err), 200)}); fix chat_template in the tokenizer "
+                                       "files") from None
+    if not isinstance(text, str) or PROBE_CHAT[1]["content"] not in text:
+        raise _fail(setting, model_id, "its chat template does not show the user's message")
+
+
+def context_length(config: Any) -> int | None:
+    """The model's context in tokens, when its config says."""
+    for key in CONTEXT_KEYS:
+        value = getattr(config, key, None)
+        if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+            return value
+    return None
+
+
+# --------------------------------------------------------------------------- the whole check
+
+
+@contextmanager
+def _quiet_transformers() -> Iterator[None]:
+    """transformers' own warnings about the config or long texts would add lines to a one-line answer."""
+    from transformers.utils import logging
+
+    level = logging.get_verbosity()
+    logging.set_verbosity_error()
+    try:
+        yield
+    finally:
+        logging.set_verbosity(level)
+
+
+def folder_stamp(model_id: str) -> tuple:
+    """What identifies a model folder's current files for the caches: its real path, names, sizes and times."""
+    folder = local_folder(model_id)
+    if folder is None:
+        return (model_id,)
+    real = folder.resolve()
+    return (str(real), tuple(sorted((p.name, p.stat().st_size, p.stat().st_mtime_ns)
+                                    for p in real.iterdir() if p.is_file())))
+
+
+@lru_cache(maxsize=8)
+def _checked(model_id: str, setting: str, attn_impl: str | None, trust_remote_code: bool, chat: bool, stamp: tuple):
+    """(tokenizer, context length) of a model that passed every check; cached (per `stamp`, the folder's
+    files), so stages may ask twice."""
+    with _quiet_transformers():
+        return _check(model_id, setting, attn_impl, trust_remote_code, chat)
+
+
+def _check(model_id: str, setting: str, attn_impl: str | None, trust_remote_code: bool, chat: bool):
+    from transformers import AutoConfig
+
+    folder = local_folder(model_id)
+    if folder is None:   # a hub id that is not cached: it is checked when it is downloaded
+        return None, None
+    try:
+        config = AutoConfig.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
+    except Exception as err:  # noqa: BLE001 - an unknown model_type, bad JSON, bad values
+        raise _fail(setting, model_id, f"config.json cannot be used ({quoted(first_line(err), 200)})") from None
+    model = _meta_model(config, attn_impl, trust_remote_code, setting, model_id)
+    shapes = weight_shapes(folder, setting, model_id)
+    if shapes:
+        check_weights_fit_config(model, shapes, setting, model_id)
+    tokenizer = _load_tokenizer(folder, trust_remote_code, setting, model_id)
+    rows = model.get_input_embeddings().weight.shape[0]
+    if len(tokenizer) > rows:
+        raise _fail(setting, model_id, f"the tokenizer has {len(tokenizer)} tokens but the model's embeddings "
+                                       f"have {rows} rows, so token ids from {rows} on fall outside them "
+                                       "(tokenizer files of another model?)")
+    if chat:
+        check_chat_template(tokenizer, setting, model_id)
+    return tokenizer, context_length(config)
+
+
+def check_model_serves(model_id: str, setting: str, *, attn_impl: str | None = "sdpa",
+                       trust_remote_code: bool = False, device_map: str | None = None, chat: bool = False) -> None:
+    """One line (ModelError/ConfigError naming `setting`) when the model cannot serve; nothing is loaded.
+
+    ``chat`` also renders the chat template (a policy's prompts go through it);
+    ``device_map`` is resolved first (a device that does not exist is the flag's fault).
+    """
+    if device_map is not None:
+        from masprm.models.loading import resolve_device
+
+        resolve_device(device_map)
+    _checked(model_id, setting, attn_impl, trust_remote_code, chat, folder_stamp(model_id))
+
+
+def check_questions_fit(model_id: str, setting: str, questions: Iterable[str], *, where: str,
+                        trust_remote_code: bool = False) -> None:
+    """Every question fits the model's context (when its config gives one); a DataError names the first that
+    does not, so a run does not spend minutes on it and then fail."""
+    tokenizer, context = _checked(model_id, setting, None, trust_remote_code, False, folder_stamp(model_id))
+    if tokenizer is None or context is None:
+        return
+    questions = list(questions)
+    for start in range(0, len(questions), 256):
+        batch = questions[start:start + 256]
+        with _quiet_transformers():
+            lengths = [len(ids) for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]]
+        for k, n in enumerate(lengths):
+            if n >= context:
+                raise DataError(f"{where}: example {start + k}: the question is {n} tokens, more than the "
+                                f"context of {model_id} ({context} tokens)")
+
+
+def check_policy(model_id: str, setting: str, options: Any, *, questions: Iterable[Any] = (),
+                 where: str = "the data") -> None:
+    """What a stage checks of its policy before any output: the loading flags of `options`
+    (``masprm.models.loading.ModelOptions``: device, attention), the folder (``check_model_serves``
+    with the chat template) and, when given, that the `questions` (strings or examples) fit its context."""
+    check_model_serves(model_id, setting, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
+                       device_map=options.device_map, chat=True)
+    texts = [getattr(q, "question", q) for q in questions]
+    if texts:
+        check_questions_fit(model_id, setting, texts, where=str(where), trust_remote_code=options.trust_remote_code)

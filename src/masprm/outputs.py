@@ -1,0 +1,148 @@
+"""Where a run may write: checks of output locations, made before anything is written.
+
+- ``check_output_dir`` / ``check_output_file``: a file where a folder goes, a
+  folder where a file goes, a location that cannot be written, and (with
+  ``inputs``) a location that is, or is inside, one of the run's inputs;
+- ``check_outside_inputs``: an output inside a model, scorer or data location
+  would change what the run reads (a base model's tokenizer files, the content a
+  fingerprint is computed from);
+- ``check_no_outside_links``: a folder a run owns whole has no symbolic link
+  that leads out of it (``masprm.run_folder.locked_folder`` calls it);
+- ``check_plain_name``: a user's value that becomes a file name component;
+- ``check_csv_output``: a table output never replaces a log, a manifest or a picture.
+
+``masprm.checks`` re-exports them. Each raises ``ConfigError`` naming the setting.
+Pure Python.
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from pathlib import Path
+from typing import Mapping
+
+from masprm.errors import ConfigError, quoted
+
+
+def _existing_ancestor(path: Path) -> Path:
+    path = Path(os.path.abspath(path))
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_can_hold(folder: Path, setting: str, shown: str) -> None:
+    """`folder` exists as a writable folder, or can be made inside one (`shown` starts the message)."""
+    base = _existing_ancestor(folder)
+    if not base.is_dir():
+        raise ConfigError(f"{shown}: {base} is a file, so no folder can be made there", setting=setting)
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise ConfigError(f"{shown}: {base} is not writable", setting=setting)
+
+
+Inputs = Mapping[str, "str | os.PathLike | None"]   # setting -> a path the run reads (None, hub ids: skipped)
+
+
+def check_output_dir(path: str | os.PathLike, setting: str, *, inputs: Inputs | None = None) -> Path:
+    """A folder the run will write into: not a file, writable (or creatable), and not one of `inputs`
+    nor inside one (``check_outside_inputs``)."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise ConfigError(f"{setting} {path}: is a file, not a folder", setting=setting)
+    _check_can_hold(path, setting, f"{setting} {path}")
+    check_outside_inputs(path, setting, inputs or {})
+    return path
+
+
+def check_output_file(path: str | os.PathLike, setting: str, *, label: str | None = None,
+                      inputs: Inputs | None = None) -> Path:
+    """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder,
+    not one of `inputs` nor inside an input folder."""
+    path = Path(path)
+    shown = f"{label or setting} {path}"
+    if path.is_dir():
+        raise ConfigError(f"{shown}: is a folder, not a file", setting=setting)
+    _check_can_hold(path.parent, setting, shown)
+    check_outside_inputs(path, setting, inputs or {}, label=label)
+    return path
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def check_outside_inputs(output: str | os.PathLike, setting: str, inputs: Inputs, *,
+                         label: str | None = None) -> None:
+    """An output that is an input, or lies inside an input folder, is a ConfigError naming both.
+
+    Writing there would change what the run reads: a base model's tokenizer files, the
+    content a model's or scorer's fingerprint is computed from, the data. Paths are
+    compared after resolving links; an input that is not a local path (a hub id) is skipped.
+    """
+    out = os.path.realpath(output)
+    for name, value in inputs.items():
+        if not value or not os.path.exists(value):
+            continue
+        source = os.path.realpath(value)
+        if out == source or (os.path.isdir(source) and _inside(out, source)):
+            kind = "folder" if os.path.isdir(source) else "file"
+            where = "is" if out == source else "is inside"
+            raise ConfigError(f"{label or setting} {output}: {where} the input {kind} {value} (`{name}`); "
+                              "writing there would change what the run reads: choose an output outside it",
+                              setting=setting)
+
+
+def check_no_outside_links(folder: str | os.PathLike, setting: str) -> None:
+    """No symbolic link inside `folder` (at any depth) leads out of it.
+
+    A run that owns a folder (a stage-1 run folder, a stage-3 output folder) writes
+    into it through libraries that follow links; a planted link would send such a
+    write to any file the user may change.
+    """
+    root = os.path.realpath(folder)
+    for here, dirs, files in os.walk(root):
+        for name in dirs + files:
+            entry = os.path.join(here, name)
+            if not os.path.islink(entry):
+                continue
+            target = os.path.realpath(entry)
+            if not _inside(target, root):
+                rel = os.path.relpath(entry, root)
+                raise ConfigError(f"{setting} {folder}: {rel} is a link to {target}, outside the folder; "
+                                  "writing through it would change that file: remove the link", setting=setting)
+
+
+def check_plain_name(value: str, setting: str, what: str = "name") -> str:
+    """A user's value that becomes one component of a file or folder name: no separator, not '.' or '..'."""
+    if (not isinstance(value, str) or not value.strip() or value in (".", "..") or "/" in value
+            or "\\" in value or "\0" in value or value != value.strip()):
+        raise ConfigError(f"{setting} {quoted(value)}: must be a plain {what} (it becomes part of an output "
+                          "folder name): no '/', no '..', no surrounding spaces", setting=setting)
+    return value
+
+
+def check_csv_output(path: str | os.PathLike, setting: str) -> Path:
+    """A CSV file to write: a ``.csv`` name, and an existing file there must be a CSV table (not a log,
+    a manifest or a picture renamed)."""
+    path = Path(path)
+    if path.suffix.lower() != ".csv":
+        raise ConfigError(f"{setting} {path}: must name a .csv file (got suffix {quoted(path.suffix or '')})",
+                          setting=setting)
+    if path.is_file() and not _looks_like_csv(path):
+        raise ConfigError(f"{setting} {path}: the file there is not a CSV table; it would be overwritten: "
+                          "choose another name", setting=setting)
+    return path
+
+
+def _looks_like_csv(path: Path) -> bool:
+    with open(path, "rb") as fh:
+        head = fh.read(4096)
+    if not head.strip():
+        return True
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    first = next((line for line in text.splitlines() if line.strip()), "")
+    return "\0" not in text and not first.lstrip().startswith(("{", "[", "=")) and len(next(csv.reader([first]))) >= 2
