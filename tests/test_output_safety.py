@@ -57,6 +57,29 @@ def test_an_atomic_write_replaces_a_planted_link_and_leaves_its_target_alone(tmp
     assert sorted(p.name for p in out.iterdir()) == ["result.json"]   # no temporary file left behind
 
 
+def test_a_picture_replaces_a_planted_link_and_writes_through_no_temporary_name(tmp_path):
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from masprm.eval.aggregate import save_png
+
+    victim = tmp_path / "victim.txt"
+    victim.write_text("precious\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.png").symlink_to(victim)
+    (out / ".results.png.tmp").symlink_to(victim)   # the fixed temporary name a plot writer once used
+    fig, ax = plt.subplots()
+    ax.plot([0, 1], [0, 1])
+    save_png(fig, out / "results.png")
+    assert victim.read_text() == "precious\n"
+    assert not (out / "results.png").is_symlink() and (out / "results.png").read_bytes().startswith(b"\x89PNG")
+    assert sorted(p.name for p in out.iterdir()) == [".results.png.tmp", "results.png"]   # no temporary file left
+    assert not plt.fignum_exists(fig.number)
+
+
 @pytest.mark.parametrize("mask, expected", [(0o022, 0o644), (0o027, 0o640), (0o077, 0o600), (0o002, 0o664)])
 def test_atomic_writes_take_the_mode_a_plain_open_gives(tmp_path, mask, expected):
     with umask(mask):

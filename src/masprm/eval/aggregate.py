@@ -23,7 +23,6 @@ from __future__ import annotations
 import csv
 import io
 import json
-import os
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -31,6 +30,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
+from masprm.io import atomic_open
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
@@ -347,13 +347,13 @@ def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
 
 
 def save_png(fig, out: str | Path) -> None:
-    """Write a matplotlib figure as a PNG through a temporary file renamed into place, and close it."""
+    """Write a matplotlib figure as a PNG through a new temporary file renamed into place (a link planted
+    at the path is replaced, never written through), and close it."""
     import matplotlib.pyplot as plt
 
     fig.tight_layout()
-    out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, dpi=120, format="png")
-    plt.close(fig)
-    os.replace(tmp, out)
+    try:
+        with atomic_open(out, "wb") as fh:
+            fig.savefig(fh, dpi=120, format="png")
+    finally:
+        plt.close(fig)
