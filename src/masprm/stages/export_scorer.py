@@ -57,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.hub_model_id:
         check_hub_model_id(args.hub_model_id)
     if args.merged:
-        check_merged_out(args.merged)
+        check_merged_out(args.merged, inputs={"scorer": args.scorer, "base_model_id": args.base_model_id})
     from masprm.models.scorer import resolve_scorer_folder   # imports torch: after the cheap checks
 
     source = resolve_scorer_folder(args.scorer, setting="scorer")

@@ -188,11 +188,12 @@ def main(argv: list[str] | None = None) -> int:
     add_config_args(p, LabelBenchArgs)
     args = config_from_args(LabelBenchArgs, p.parse_args(argv))
     check(args.labels.is_file(), f"--labels {args.labels}: no such file")
+    inputs = {"trees": args.trees, "labels": args.labels}   # the report never replaces what it reads
     if args.out is not None:
-        check_output_file(args.out, "out")
+        check_output_file(args.out, "out", inputs=inputs)
     report = label_report(args.trees, args.labels, args.scheme)
     out = args.out or Path("results") / f"toy_labelbench_{report['scheme']}.json"
-    check_output_file(out, "out")
+    check_output_file(out, "out", inputs=inputs)
     atomic_write_json(out, report)
     print("\n".join(report_lines(report)))
     print(f"wrote {out}")

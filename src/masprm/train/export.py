@@ -19,6 +19,7 @@ from typing import Any
 
 from masprm.checks import check_output_dir
 from masprm.errors import ConfigError, ModelError, first_line
+from masprm.io import honour_umask
 from masprm.scorer_meta import read_scorer_meta, write_scorer_meta
 from masprm.train.card import write_model_card
 
@@ -28,19 +29,20 @@ def merged_meta(meta: dict[str, Any], source: Path, base: str) -> dict[str, Any]
     return {**meta, "lora": False, "merged_from": {"adapter": source.name, "base_model_id": base}}
 
 
-def check_merged_out(out: str | Path, setting: str = "merged") -> Path:
-    """A new or empty folder that can be written; a ConfigError before any model loads otherwise."""
+def check_merged_out(out: str | Path, setting: str = "merged", inputs: dict | None = None) -> Path:
+    """A new or empty folder that can be written, outside the `inputs` (setting -> path: the scorer,
+    the base model); a ConfigError before any model loads otherwise."""
     out = Path(out)
     if out.exists() and (not out.is_dir() or any(out.iterdir())):
         raise ConfigError(f"{setting} {out}: exists and is not an empty folder; choose a new one", setting=setting)
-    check_output_dir(out, setting)
+    check_output_dir(out, setting, inputs=inputs)
     return out
 
 
 def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | None = None,
                  hub_model_id: str | None = None, setting: str = "scorer") -> Path:
     """Write the adapter scorer in ``folder`` merged into its base as a standalone model in ``out``."""
-    out = check_merged_out(out)
+    out = check_merged_out(out, inputs={setting: folder, "base_model_id": base_model_id})
     import torch
     from peft import PeftModel
 
@@ -68,6 +70,8 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
                          setting=setting) from None
 
     tmp = out.with_name(f".{out.name}.tmp")
+    if tmp.is_symlink():
+        tmp.unlink()   # a planted link is removed, never written through
     shutil.rmtree(tmp, ignore_errors=True)
     try:
         model.save_pretrained(str(tmp))
@@ -75,6 +79,7 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
         meta = merged_meta(meta, source, base)
         write_scorer_meta(tmp, meta)
         write_model_card(tmp, meta, hub_model_id=hub_model_id, merged=True)
+        honour_umask(tmp)   # safetensors writes its files private (0600)
         if out.exists():
             out.rmdir()   # the empty folder the user named
         tmp.rename(out)
