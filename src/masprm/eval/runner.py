@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.cluster import local_folders
-from masprm.errors import MasprmError
+from masprm.errors import MasprmError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.settings import SCORER_SPELLING, EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
@@ -160,6 +160,8 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
+    except OutputError:   # a full disk (its sample store) ends the run in one line, as any other write
+        raise
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
@@ -191,6 +193,8 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, gr
         served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
+            if isinstance(error, OutputError):
+                raise error
             yield item, record, None if error is None else describe_error(error)
 
 
