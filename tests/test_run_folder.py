@@ -38,6 +38,20 @@ def test_settings_are_recorded_and_every_difference_is_named(tmp_path):
     assert "seed" not in message and "\n" not in message
 
 
+def test_the_policys_4bit_format_is_part_of_the_record(tmp_path):
+    from masprm.models.options import ModelFlags
+    from masprm.stages.trees import policy_weights
+
+    assert policy_weights(ModelFlags(load_in_4bit=True)) == "4-bit fp4"            # the original's default
+    assert policy_weights(ModelFlags(load_in_4bit=True, bnb_4bit_quant_type="nf4")) == "4-bit nf4"
+    assert policy_weights(ModelFlags()) == "dtype auto"
+    check_or_record_settings(tmp_path, {**SETTINGS, "policy_weights": "4-bit nf4"})
+    (tmp_path / "0.json").write_text("{}")
+    with pytest.raises(ConfigError, match="`load_in_4bit` was '4-bit nf4', now '4-bit fp4'"):
+        check_or_record_settings(tmp_path, {**SETTINGS, "policy_weights": "4-bit fp4"})
+    check_or_record_settings(tmp_path, SETTINGS)   # a record from before the key was kept: not compared
+
+
 def test_a_record_without_trees_claims_nothing(tmp_path):
     """A first run that failed before its first tree binds no later run: its record is replaced."""
     check_or_record_settings(tmp_path, SETTINGS)

@@ -157,7 +157,7 @@ def _read_holder(path: Path) -> str:
 # --------------------------------------------------------------------------- defining settings
 
 # recorded name -> the setting a user changes it with (for the message)
-SETTING_NAMES = {"model": "model_id"}
+SETTING_NAMES = {"model": "model_id", "policy_weights": "load_in_4bit"}   # a record key -> the setting shown
 
 
 def read_settings(folder: Path) -> dict | None:

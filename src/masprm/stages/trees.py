@@ -94,16 +94,23 @@ def build_parser() -> ArgumentParser:
     return ap
 
 
-def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str) -> dict:
+def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loading: ModelFlags) -> dict:
     """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
-    and config by path and content identity, the token cap), as recorded in the folder: a resumed run must match it."""
+    and config by path and content identity, the token cap, how the policy's weights are held: 4-bit FP4
+    and NF4 sample other tokens), as recorded in the folder: a resumed run must match it."""
     def local(path):
         return {"path": str(Path(path).resolve()), "identity": file_identity(path)} if path else None
 
     model = {"path": str(Path(args.model_id).resolve()), "identity": path_identity(args.model_id, model=True)} \
         if looks_like_path(args.model_id) else {"path": args.model_id, "identity": None}
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
-            "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config)}
+            "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config),
+            "policy_weights": policy_weights(loading)}
+
+
+def policy_weights(loading: ModelFlags) -> str:
+    """"4-bit fp4", "4-bit nf4", or the dtype of unquantised weights ("dtype auto")."""
+    return f"4-bit {loading.bnb_4bit_quant_type}" if loading.load_in_4bit else f"dtype {loading.dtype or 'auto'}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -132,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
     with locked_folder(out_dir):  # one run per folder at a time
-        check_or_record_settings(out_dir, run_settings(args, search, config))
+        check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags]))
         announce_holder(out_dir)
         return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded)
 
