@@ -120,7 +120,7 @@ def _dataset_rows(path: Path) -> list[dict] | None:
     bars_were_on = not datasets.are_progress_bars_disabled()
     verbosity = datasets_logging.get_verbosity()
     datasets.disable_progress_bars()
-    datasets_logging.set_verbosity_error()
+    datasets_logging.set_verbosity(datasets_logging.CRITICAL)   # its parse errors would print; ours name the line
     try:
         with tempfile.TemporaryDirectory(prefix="masprm-data-") as cache:
             return read(str(path), cache_dir=cache, keep_in_memory=True).to_list()
