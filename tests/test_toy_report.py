@@ -61,3 +61,38 @@ def test_an_unknown_block_name_is_refused(tmp_path, capsys):
     (tmp_path / "d.md").write_text("<!-- report: nosuch -->\nx\n<!-- /report -->\n")
     assert main(["--docs", str(tmp_path), "--results", str(tmp_path)]) == 2
     assert "unknown block(s) nosuch" in capsys.readouterr().err
+
+
+def test_the_lab_table_is_copied_without_its_own_title(tmp_path):
+    docs, results = tmp_path / "docs", tmp_path / "results"
+    docs.mkdir()
+    results.mkdir()
+    (results / "toy_lab.md").write_text("# The scorer lab (toy world)\n\nintro\n\n| a |\n|---|\n| 1 |\n")
+    doc = docs / "lab.md"
+    doc.write_text("## Results\n<!-- report: lab-table -->\nold\n<!-- /report -->\n")
+    assert main(["--docs", str(docs), "--results", str(results), "--logs_dir", str(tmp_path / "nologs")]) == 0
+    assert doc.read_text() == "## Results\n<!-- report: lab-table -->\nintro\n\n| a |\n|---|\n| 1 |\n<!-- /report -->\n"
+
+
+def test_the_readme_summary_keeps_a_few_lab_columns_and_adds_the_mcts_difference_to_the_orm(tmp_path):
+    docs, results = tmp_path / "docs", tmp_path / "results"
+    docs.mkdir()
+    results.mkdir()
+    (results / "toy_lab.md").write_text(
+        "# Lab\n\n| scorer | scheme | label AUC R / P / S / V | step F1 | step AUC R / P | SBS pass@1 % | MCTS pass@1 % | BoN min pass@1 % |\n"
+        "|---|---|---|---|---|---|---|---|\n"
+        "| ORM | outcome | outcome only | 0.56 | 0.52 / 0.50 | 44.0 ± 0.6 | 37.6 ± 2.7 | 46.4 ± 1.0 |\n"
+        "| mc+prm | mc | 0.68 / 0.62 / 0.87 / 0.99 | 0.64 | 0.73 / 0.71 | 41.4 ± 1.3 | 36.8 ± 1.6 | 47.1 ± 1.9 |\n")
+    (results / "toy_lab_claims.json").write_text(json.dumps([
+        {"name": "mc+prm vs ORM (MCTS)", "result": {"mean_diff": -0.00833, "ci_low": -0.04167, "ci_high": 0.025}},
+        {"name": "mc+prm vs ORM (SBS)", "result": {"mean_diff": 0.5, "ci_low": 0.4, "ci_high": 0.6}}]))
+    (tmp_path / "README.md").write_text("intro\n<!-- report: lab-summary -->\n<!-- /report -->\nend\n")
+    assert main(["--docs", str(docs), "--results", str(results), "--logs_dir", str(tmp_path / "nologs")]) == 0
+    assert (tmp_path / "README.md").read_text() == (
+        "intro\n<!-- report: lab-summary -->\n"
+        "| scorer | label AUC R / P / S / V | step F1 | step AUC R / P | SBS pass@1 % | MCTS pass@1 % | BoN min pass@1 % "
+        "| MCTS vs ORM, points [95% CI] |\n"
+        "|---|--:|--:|--:|--:|--:|--:|--:|\n"
+        "| ORM | outcome only | 0.56 | 0.52 / 0.50 | 44.0 ± 0.6 | 37.6 ± 2.7 | 46.4 ± 1.0 | – |\n"
+        "| mc+prm | 0.68 / 0.62 / 0.87 / 0.99 | 0.64 | 0.73 / 0.71 | 41.4 ± 1.3 | 36.8 ± 1.6 | 47.1 ± 1.9 | -0.8 [-4.2, +2.5] |\n"
+        "<!-- /report -->\nend\n")

@@ -16,6 +16,9 @@ The blocks (`BLOCKS`) and where they come from:
     stepbench     results/toy_stepbench.json (python -m masprm.toy.stepbench)
     lab-table     results/toy_lab.md (make lab)
     lab-claims    results/toy_lab_claims.txt (make lab)
+    lab-summary   results/toy_lab.md and toy_lab_claims.json (make lab): a few columns, for the README
+
+The docs are `--docs`/*.md and the README.md beside that folder.
 
 A block whose source is missing is left as it is, and the command says so.
 Pure Python: no torch import.
@@ -40,7 +43,8 @@ _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /r
 
 @dataclass
 class ReportArgs:
-    docs: str = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten (default docs)")
+    docs: str = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten, with the "
+                                   "README.md beside it (default docs)")
     results: str = arg("results", help="folder of the results files (default results)")
     logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
     check: bool = arg(False, help="write nothing; exit 1 when a block differs from what the results give")
@@ -103,6 +107,43 @@ def _fenced(path: Path) -> str:
     return "```\n" + path.read_text(encoding="utf-8").rstrip("\n") + "\n```"
 
 
+def _untitled(path: Path) -> str:
+    """A markdown report without its own `# title` line: the doc's section already names it."""
+    lines = path.read_text(encoding="utf-8").strip().splitlines()
+    if lines and lines[0].startswith("# "):
+        lines = lines[1:]
+    return "\n".join(lines).strip()
+
+
+# The lab table's columns the README's summary keeps, and the comparison it adds from the claims.
+SUMMARY_COLUMNS = ("scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %", "BoN min pass@1 %")
+SUMMARY_CLAIM = ("vs ORM (MCTS)", "MCTS vs ORM, points [95% CI]")
+
+
+def markdown_rows(text: str) -> list[dict[str, str]]:
+    """The rows of the first Markdown table in `text`, each as {header: cell}."""
+    lines = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
+    if len(lines) < 2:
+        return []
+    split = lambda line: [cell.strip() for cell in line.strip("|").split("|")]   # noqa: E731
+    header = split(lines[0])
+    return [dict(zip(header, split(line))) for line in lines[2:]]
+
+
+def lab_summary(table: Path, claims: Path) -> str:
+    """A few columns of the lab's table, with each scorer's paired difference to the ORM under MCTS."""
+    found = json.loads(claims.read_text(encoding="utf-8")) if claims.exists() else []
+    by_name = {c["name"]: c["result"] for c in found}
+    suffix, title = SUMMARY_CLAIM
+    lines = ["| " + " | ".join((*SUMMARY_COLUMNS, title)) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|"]
+    for row in markdown_rows(table.read_text(encoding="utf-8")):
+        r = by_name.get(f"{row.get('scorer')} {suffix}")
+        diff = (f"{100 * r['mean_diff']:+.1f} [{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]"
+                if r else "–")
+        lines.append("| " + " | ".join([*(row.get(c, "–") for c in SUMMARY_COLUMNS), diff]) + " |")
+    return "\n".join(lines)
+
+
 def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]:
     """block name -> (the file it is made from, how to make its body)."""
     results, logs = Path(args.results), Path(args.logs_dir)
@@ -111,8 +152,10 @@ def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]
         "demo-claims": (results / "toy_demo_claims.txt", lambda: _fenced(results / "toy_demo_claims.txt")),
         "stepbench": (results / "toy_stepbench.json", lambda: stepbench_table(
             json.loads((results / "toy_stepbench.json").read_text(encoding="utf-8")))),
-        "lab-table": (results / "toy_lab.md", lambda: (results / "toy_lab.md").read_text(encoding="utf-8").strip()),
+        "lab-table": (results / "toy_lab.md", lambda: _untitled(results / "toy_lab.md")),
         "lab-claims": (results / "toy_lab_claims.txt", lambda: _fenced(results / "toy_lab_claims.txt")),
+        "lab-summary": (results / "toy_lab.md", lambda: lab_summary(results / "toy_lab.md",
+                                                                    results / "toy_lab_claims.json")),
     }
 
 
@@ -134,7 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     add_config_args(p, ReportArgs)
     args = config_from_args(ReportArgs, p.parse_args(argv))
     sources = block_sources(args)
-    docs = sorted(Path(args.docs).glob("*.md"))
+    readme = Path(args.docs).parent / "README.md"
+    docs = sorted(Path(args.docs).glob("*.md")) + ([readme] if readme.exists() else [])
     used = {name for doc in docs for name in block_names(doc.read_text(encoding="utf-8"))}
     unknown = used - set(sources)
     if unknown:
