@@ -246,6 +246,11 @@ def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
                             per_question(load_condition(b.folder, b.experiment)), seed=seed)
 
 
+def comparison_name(row: str, base: str, column: str) -> str:
+    """How a claim names one row against a baseline in one column (the claims file's key)."""
+    return f"{row} vs {base} ({column})"
+
+
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparison]:
     """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column."""
     names = {row.slug: row.name for row in rows} | {LOGPROB: "policy log-prob"}
@@ -259,7 +264,7 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparis
                     continue
                 a, b = cells.get((slug, column)), cells.get((base.slug, column))
                 result = paired(a, b, seed) if a and b else None
-                found.append(Comparison(f"vs {base.name}", f"{names[slug]} vs {base.name} ({column})", result))
+                found.append(Comparison(f"vs {base.name}", comparison_name(names[slug], base.name, column), result))
     return found
 
 

@@ -37,6 +37,7 @@ from masprm.cli import ArgumentParser, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.eval.aggregate import Row, aggregate, read_logs
 from masprm.io import atomic_write_text
+from masprm.toy.lab_report import comparison_name
 
 _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /report -->)", re.DOTALL)
 
@@ -117,7 +118,7 @@ def _untitled(path: Path) -> str:
 
 # The lab table's columns the README's summary keeps, and the comparison it adds from the claims.
 SUMMARY_COLUMNS = ("scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %", "BoN min pass@1 %")
-SUMMARY_CLAIM = ("vs ORM (MCTS)", "MCTS vs ORM, points [95% CI]")
+SUMMARY_CLAIM = ("ORM", "MCTS", "MCTS vs ORM, points [95% CI]")   # baseline, column, the summary's header
 
 
 def markdown_rows(text: str) -> list[dict[str, str]]:
@@ -125,19 +126,18 @@ def markdown_rows(text: str) -> list[dict[str, str]]:
     lines = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
     if len(lines) < 2:
         return []
-    split = lambda line: [cell.strip() for cell in line.strip("|").split("|")]   # noqa: E731
-    header = split(lines[0])
-    return [dict(zip(header, split(line))) for line in lines[2:]]
+    cells = [[cell.strip() for cell in line.strip("|").split("|")] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]]
 
 
 def lab_summary(table: Path, claims: Path) -> str:
     """A few columns of the lab's table, with each scorer's paired difference to the ORM under MCTS."""
     found = json.loads(claims.read_text(encoding="utf-8")) if claims.exists() else []
     by_name = {c["name"]: c["result"] for c in found}
-    suffix, title = SUMMARY_CLAIM
+    base, column, title = SUMMARY_CLAIM
     lines = ["| " + " | ".join((*SUMMARY_COLUMNS, title)) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|"]
     for row in markdown_rows(table.read_text(encoding="utf-8")):
-        r = by_name.get(f"{row.get('scorer')} {suffix}")
+        r = by_name.get(comparison_name(row.get("scorer", ""), base, column))
         diff = (f"{100 * r['mean_diff']:+.1f} [{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]"
                 if r else "–")
         lines.append("| " + " | ".join([*(row.get(c, "–") for c in SUMMARY_COLUMNS), diff]) + " |")
