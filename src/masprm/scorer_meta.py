@@ -73,6 +73,8 @@ def training_of(meta: dict[str, Any]) -> dict[str, Any]:
     if objective == "traj":
         out.update(step_agg=meta.get("step_agg", "min"),
                    softmin_temperature=meta.get("softmin_temperature", DEFAULT_SOFTMIN_TEMPERATURE))
+    if objective == "implicit":
+        out["implicit_beta"] = meta["implicit_beta"]
     return out
 
 

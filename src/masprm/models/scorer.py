@@ -32,8 +32,9 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
-from masprm.models.token_scorer import load_token_scorer, separator_token_id
-from masprm.state_text import DEFAULT_SEPARATOR
+from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
+from masprm.models.token_scorer import load_causal_lm, load_token_scorer, separator_token_id
+from masprm.state_text import DEFAULT_SEPARATOR, StepText
 
 
 @dataclass
@@ -60,7 +61,8 @@ class HFScorer:
     def score_batch(self, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
-        ids = [x or [self.pad_id] for x in self.encoder.encode(texts)]  # an empty text still gets a row
+        encoded = self.encode_rows(texts)
+        ids = [x for x, _ in encoded]
         self.last_tokens = [len(x) for x in ids]   # per text, so a shared batch is counted per example
         self.tokens_seen += sum(self.last_tokens)
         # Batch texts of similar length together to cut padding; results go back in input order.
@@ -69,11 +71,20 @@ class HFScorer:
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
             input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
-            logits = self.model(input_ids=input_ids.to(self.device),
-                                attention_mask=attention_mask.to(self.device)).logits[..., 0].float()
-            for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
+            values = self.batch_values(input_ids.to(self.device), attention_mask.to(self.device),
+                                       [encoded[i] for i in rows])
+            for i, v in zip(rows, values):
                 scores[i] = v
         return scores
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        """Each text's token ids (an empty text still gets a row) and what `batch_values` needs besides."""
+        return [(x or [self.pad_id], None) for x in self.encoder.encode(texts)]
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].float()
+        return self.row_values(logits, [ids for ids, _ in rows])
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
         """The value of each row: tanh of its logit at its last separator (its last token without one)."""
@@ -97,6 +108,40 @@ class TrajScorer(HFScorer):
             mask[r, :len(at)] = True
         log_a, _ = log_aggregate(logits.gather(1, positions), mask, self.step_agg, self.softmin_temperature)
         return (2 * log_a.exp() - 1).tolist()
+
+
+@dataclass
+class ImplicitScorer(HFScorer):
+    """An implicit PRM (``--mode implicit``): the causal LM with its adapter against itself without it.
+
+    A (partial) transcript's value is tanh(q / 2), q = beta * the log-likelihood ratio of its steps'
+    tokens so far (the prompt and the separators left out); a text that is not split into steps counts
+    whole as one step.
+    """
+
+    beta: float = 0.05
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        rows = []
+        for text in texts:
+            if isinstance(text, StepText):
+                ids, steps = encode_step_tokens(self.encoder, text.prompt, text.steps)
+            else:
+                ids = self.encoder.encode_whole([text])[0]
+                steps = [0] * len(ids)
+            rows.append((ids, steps) if ids else ([self.pad_id], [-1]))
+        return rows
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        token_steps = torch.full_like(input_ids, -1)
+        for r, (_, steps) in enumerate(rows):
+            token_steps[r, :len(steps)] = torch.tensor(steps)
+        logp = token_log_probs(self.model(input_ids=input_ids, attention_mask=attention_mask).logits, input_ids)
+        with self.model.disable_adapter():   # pi_ref: the base policy
+            ref = token_log_probs(self.model(input_ids=input_ids, attention_mask=attention_mask).logits, input_ids)
+        q = step_rewards(logp, ref, token_steps, self.beta).sum(dim=1)
+        return torch.tanh(q / 2).tolist()
 
 
 # --------------------------------------------------------------------------- finding the weights
@@ -159,10 +204,15 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     device = resolve_device(options.device_map)
     quantized = options.load_in_4bit
     place = (device.index or 0) if device.type == "cuda" else "cpu"
-    model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized,
-                              dtype=choose_dtype(device, options.dtype), device_map={"": place},
-                              attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
-                              pad_token_id=tokenizer.pad_token_id, setting=setting)
+    training = training_of(meta)
+    implicit = training.get("objective") == "implicit"
+    if implicit and not is_adapter:
+        raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
+                         "model without it), and the folder holds a full model", setting=setting)
+    model = (load_causal_lm if implicit else load_token_scorer)(
+        base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
+        device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
+        pad_token_id=tokenizer.pad_token_id, setting=setting)
     if is_adapter:
         try:
             with peft_alias_warning_silenced():
@@ -178,7 +228,9 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
                           max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
                           style=style)
-    training = training_of(meta)
+    if implicit:
+        return ImplicitScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                              beta=training["implicit_beta"])
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])

@@ -81,7 +81,7 @@ class LabScorer:
     @property
     def outcome_only(self) -> bool:
         """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj")
+        return self.objective in ("orm", "traj", "implicit")
 
     @property
     def own_labels(self) -> bool:
@@ -112,6 +112,7 @@ LAB_SCORERS = (
     *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
     # issue 37: the related work's remaining methods, each on the records its source trains on
     LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
+    LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 

@@ -68,6 +68,8 @@ class TrainConfig:
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
     pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
                                       "error is ranked above the wrong ones (default: 4, the PQM authors')")
+    implicit_beta: float = arg(0.05, help="--mode implicit: beta of the process reward beta * log(pi_theta / "
+                                          "pi_ref) (default: 0.05, PRIME's)")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -119,6 +121,11 @@ class TrainConfig:
         need(0 <= self.lora_dropout < 1, "lora_dropout", "must be in [0, 1)")
         need(self.huber_beta > 0, "huber_beta", "must be > 0")
         need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
+        need(math.isfinite(self.implicit_beta) and self.implicit_beta > 0, "implicit_beta",
+             "must be a finite number > 0")
+        if self.mode == "implicit" and not self.lora:
+            raise ConfigError("mode implicit needs LoRA: its reference policy is the base model read with the "
+                              "adapter disabled", setting="lora")
         need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")

@@ -51,8 +51,12 @@ def enable_activation_checkpointing(model) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool):
-    """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`)."""
+def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool, reference_kept: bool = False):
+    """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`).
+
+    ``reference_kept``: the base model must stay what it was (the implicit objective reads it back with the
+    adapter disabled as pi_ref): a causal-LM adapter on the projections only, no bias and no full copies.
+    """
     if quantized:
         # Freeze the 4-bit base, cast the other weights to fp32; recompute activations to save memory
         # (non-reentrant checkpointing needs no input-grad hook).
@@ -60,13 +64,13 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
         enable_activation_checkpointing(model)
         keep_4bit_biases_fp32(model)
     config = LoraConfig(
-        task_type=TaskType.TOKEN_CLS,
+        task_type=TaskType.CAUSAL_LM if reference_kept else TaskType.TOKEN_CLS,
         r=r,
         lora_alpha=alpha,
         lora_dropout=dropout,
         target_modules=LORA_TARGET_MODULES,
-        bias="all",
-        modules_to_save=modules_to_save(model),
+        bias="none" if reference_kept else "all",
+        modules_to_save=None if reference_kept else modules_to_save(model),
     )
     try:
         with peft_alias_warning_silenced():

@@ -7,6 +7,8 @@
     traj  the aggregated step scores of a transcript against its final outcome (masprm.train.trajectory)
     pqm   PQM's comparative ranking of a transcript's step Q-values around its first error
           (masprm.train.qvalue_ranking)
+    implicit  the outcome loss on beta * log(pi_theta / pi_ref) summed over a transcript, a causal LM
+          (PRIME; masprm.train.implicit)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -43,6 +45,7 @@ class Objective:
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
+    model_kind: str = "token_scorer"      # the model trained: a value head on the base, or "causal_lm" (its LM head)
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")
@@ -51,4 +54,5 @@ OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
 OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
 OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
 OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
-MODES = ("ppm", "prm", "orm", "traj", "pqm")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("implicit", "masprm.train.implicit:IMPLICIT")
+MODES = ("ppm", "prm", "orm", "traj", "pqm", "implicit")   # the registered names, in the order --help shows them

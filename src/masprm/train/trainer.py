@@ -211,12 +211,13 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
-    model = token_scorer.load_token_scorer(
-        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=cfg.attn_impl,
-        trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
+    causal = objective.model_kind == "causal_lm"
+    load = token_scorer.load_causal_lm if causal else token_scorer.load_token_scorer
+    model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=cfg.attn_impl,
+                 trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                            quantized=quantized)
+                            quantized=quantized, reference_kept=causal)
     if not objective.keep_dropout:
         disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
 
