@@ -30,8 +30,10 @@ from masprm.errors import ModelError, first_line
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
 from masprm.models.step_agg import log_aggregate
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
+from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
+from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
+                                               verdict_score)
 from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
 from masprm.models.token_scorer import load_causal_lm, load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR, StepText
@@ -144,6 +146,22 @@ class ImplicitScorer(HFScorer):
         return torch.tanh(q / 2).tolist()
 
 
+@dataclass
+class GenerativeScorer(HFScorer):
+    """A generative verifier (``--mode gorm`` / ``gprm``): P(yes) - P(no) after the fixed question."""
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        return [(question_ids(self.encoder, t.prompt, t.steps) if isinstance(t, StepText)
+                 else self.encoder.encode_whole([t + QUESTION])[0], None) for t in texts]
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        ids, mask, answers = answer_rows([r for r, _ in rows], answer_ids(self.encoder.tokenizer), self.pad_id)
+        ids, mask, answers = ids.to(self.device), mask.to(self.device), answers.to(self.device)
+        log_probs = answer_log_probs(self.model(input_ids=ids, attention_mask=mask).logits, ids, answers)
+        return verdict_score(log_probs).tolist()
+
+
 # --------------------------------------------------------------------------- finding the weights
 
 
@@ -206,10 +224,11 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     place = (device.index or 0) if device.type == "cuda" else "cpu"
     training = training_of(meta)
     implicit = training.get("objective") == "implicit"
+    causal = training.get("objective") in CAUSAL_LM_OBJECTIVES
     if implicit and not is_adapter:
         raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
                          "model without it), and the folder holds a full model", setting=setting)
-    model = (load_causal_lm if implicit else load_token_scorer)(
+    model = (load_causal_lm if causal else load_token_scorer)(
         base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
         device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
         pad_token_id=tokenizer.pad_token_id, setting=setting)
@@ -231,6 +250,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if implicit:
         return ImplicitScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                               beta=training["implicit_beta"])
+    if causal:
+        return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])

@@ -81,7 +81,7 @@ class LabScorer:
     @property
     def outcome_only(self) -> bool:
         """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj", "implicit")
+        return self.objective in ("orm", "traj", "implicit", "gorm")
 
     @property
     def own_labels(self) -> bool:
@@ -113,6 +113,8 @@ LAB_SCORERS = (
     # issue 37: the related work's remaining methods, each on the records its source trains on
     LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
     LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
+    LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
+    LabScorer("first_error", "gprm"),   # the step label after each step
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 

@@ -9,6 +9,8 @@
           (masprm.train.qvalue_ranking)
     implicit  the outcome loss on beta * log(pi_theta / pi_ref) summed over a transcript, a causal LM
           (PRIME; masprm.train.implicit)
+    gorm / gprm  the LM answers "is every step correct?" after a transcript / after each step
+          (Multi-RM's generative verifiers; masprm.train.generative)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -55,4 +57,6 @@ OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
 OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
 OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
 OBJECTIVES.register_lazy("implicit", "masprm.train.implicit:IMPLICIT")
-MODES = ("ppm", "prm", "orm", "traj", "pqm", "implicit")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("gorm", "masprm.train.generative:GORM")
+OBJECTIVES.register_lazy("gprm", "masprm.train.generative:GPRM")
+MODES = ("ppm", "prm", "orm", "traj", "pqm", "implicit", "gorm", "gprm")   # the registered names, in the order --help shows them
