@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
 import torch
@@ -15,7 +14,7 @@ from masprm.models.text_encoder import TextEncoder
 from masprm.train.generative import VerifierTrainer, verifier_examples
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, config, step_record, write_jsonl
+from helpers import SEP, first_eval_batch, train_tiny
 
 LN = math.log
 YES, NO = [1], [2, 1]          # the answer words' token ids in the hand example (no: two tokens)
@@ -89,20 +88,13 @@ def test_gorm_asks_once_per_transcript_and_gprm_after_every_step():
 def test_a_trained_gorm_scores_a_transcript_as_its_trainer_does(tmp_path, tiny_model_dir):
     from masprm.models.scorer import GenerativeScorer, load_scorer
     from masprm.state_text import join_steps
-    from masprm.train import train_scorer
     from masprm.train.generative import VerifierCollator
 
-    rng = random.Random(7)
-    records = [{**step_record(rng), "meta": {"label_scheme": "mc"}} for _ in range(16)]
-    result = train_scorer(config(tmp_path, write_jsonl(tmp_path / "s.jsonl", records), tiny_model_dir, "gorm",
-                                 max_steps=2, eval_steps=2))
+    result = train_tiny(tmp_path, tiny_model_dir, "gorm", 7)
     assert json.loads((result.output_dir / "masprm_scorer.json").read_text())["objective"] == "gorm"
     scorer = load_scorer(result.output_dir)
     assert isinstance(scorer, GenerativeScorer)
-    example = result.eval_examples[0]
-    trainer = result.trainer
-    trainer.model.eval()
-    batch = {k: v.to(trainer.model.device) for k, v in VerifierCollator(0)([example]).items()}
+    example, trainer, batch = first_eval_batch(result, VerifierCollator)
     with torch.no_grad():
         _, score, _ = trainer.loss_and_predictions(trainer.model, batch)
     text = example["text"]

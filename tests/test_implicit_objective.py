@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import pytest
 import torch
@@ -16,7 +15,7 @@ from masprm.train.config import TrainConfig
 from masprm.train.implicit import implicit_loss
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, config, step_record, write_jsonl
+from helpers import SEP, first_eval_batch, train_tiny
 
 LN = math.log
 # two prompt tokens, step 1 = two tokens + separator, step 2 = one token + separator
@@ -72,23 +71,16 @@ def test_implicit_is_a_registered_causal_lm_mode_that_needs_lora():
 def test_a_trained_implicit_scorer_values_prefixes_by_their_partial_sums(tmp_path, tiny_model_dir):
     from masprm.models.scorer import ImplicitScorer, load_scorer
     from masprm.state_text import join_steps
-    from masprm.train import train_scorer
     from masprm.train.implicit import ImplicitCollator
 
-    rng = random.Random(6)
-    records = [{**step_record(rng), "meta": {"label_scheme": "mc"}} for _ in range(16)]
-    result = train_scorer(config(tmp_path, write_jsonl(tmp_path / "s.jsonl", records), tiny_model_dir, "implicit",
-                                 max_steps=2, eval_steps=2, implicit_beta=0.5, lr=3e-2))
+    result = train_tiny(tmp_path, tiny_model_dir, "implicit", 6, implicit_beta=0.5, lr=3e-2)
     meta = json.loads((result.output_dir / "masprm_scorer.json").read_text())
     assert (meta["objective"], meta["implicit_beta"]) == ("implicit", 0.5)
     adapter = json.loads((result.output_dir / "adapter_config.json").read_text())
     assert adapter["bias"] == "none" and not adapter.get("modules_to_save")   # the base stays pi_ref
     scorer = load_scorer(result.output_dir)
     assert isinstance(scorer, ImplicitScorer)
-    example = result.eval_examples[0]
-    trainer = result.trainer
-    trainer.model.eval()
-    batch = {k: v.to(trainer.model.device) for k, v in ImplicitCollator(0)([example]).items()}
+    example, trainer, batch = first_eval_batch(result, ImplicitCollator)
     with torch.no_grad():
         _, p, _ = trainer.loss_and_predictions(trainer.model, batch)
     text = example["text"]

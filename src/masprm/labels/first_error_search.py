@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from masprm.config import arg
-from masprm.errors import ConfigError
+from masprm.config import arg, require_each
 from masprm.labels.rollouts import success_rates
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
 from masprm.tree_schema import Step, Tree
@@ -27,9 +26,7 @@ class FirstErrorSearchSettings:
     search_rollouts: int = arg(8, help="first_error_search: completions per prefix probed (default 8)")
 
     def __post_init__(self) -> None:
-        if self.search_rollouts < 1:
-            raise ConfigError(f"search_rollouts must be at least 1, got {self.search_rollouts}",
-                              setting="search_rollouts")
+        require_each(self, ("search_rollouts",), lambda v: v >= 1, "must be at least 1")
 
 
 def binary_search_first_error(n: int, succeeds) -> int:

@@ -15,8 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from masprm.config import arg
-from masprm.errors import ConfigError
+from masprm.config import arg, require_each
 from masprm.labels.rollouts import success_rates
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
 from masprm.tree_schema import Step, Tree
@@ -28,8 +27,7 @@ class McRolloutsSettings:
     mc_hard: bool = arg(False, help="mc_rollouts: hard labels, +1 when any completion succeeds (default: soft)")
 
     def __post_init__(self) -> None:
-        if self.mc_rollouts < 1:
-            raise ConfigError(f"mc_rollouts must be at least 1, got {self.mc_rollouts}", setting="mc_rollouts")
+        require_each(self, ("mc_rollouts",), lambda v: v >= 1, "must be at least 1")
 
 
 def mc_rollout_records(tree: Tree, ctx: LabelContext) -> list[dict]:

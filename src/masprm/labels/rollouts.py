@@ -24,11 +24,11 @@ class Completer(Protocol):
         """The final answers of k completions of each prefix."""
 
 
-def source(ctx: LabelContext, scheme: str) -> Completer:
+def source(ctx: LabelContext, scheme: str, what: str = "completions of each step's prefix") -> Completer:
     """The context's rollout source; one line naming the scheme when there is none."""
     if ctx.rollouts is None:
-        raise ConfigError(f"label scheme {scheme!r} needs fresh policy samples (completions of each step's prefix), "
-                          "and no policy was given for them (masprm.search.rollouts.RolloutSource)", setting="labels")
+        raise ConfigError(f"label scheme {scheme!r} needs fresh policy samples ({what}), and no policy was given "
+                          "for them (masprm.search.rollouts.RolloutSource)", setting="labels")
     return ctx.rollouts
 
 

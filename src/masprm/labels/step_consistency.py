@@ -16,8 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from masprm.answers import answers_equal
-from masprm.config import arg
-from masprm.errors import ConfigError
+from masprm.config import arg, require_each
 from masprm.labels.majority_outcome import majority_answer
 from masprm.labels.mining import candidate_paths, is_graded
 from masprm.labels.rollouts import prefixes, source
@@ -30,9 +29,7 @@ class StepConsistencySettings:
     consistency_rollouts: int = arg(8, help="step_consistency: completions per step prefix (default 8)")
 
     def __post_init__(self) -> None:
-        if self.consistency_rollouts < 1:
-            raise ConfigError(f"consistency_rollouts must be at least 1, got {self.consistency_rollouts}",
-                              setting="consistency_rollouts")
+        require_each(self, ("consistency_rollouts",), lambda v: v >= 1, "must be at least 1")
 
 
 def step_consistency_records(tree: Tree, ctx: LabelContext) -> list[dict]:
