@@ -66,6 +66,8 @@ class TrainConfig:
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
+    pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
+                                      "error is ranked above the wrong ones (default: 4, the PQM authors')")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -116,6 +118,7 @@ class TrainConfig:
         need(self.lora_alpha > 0, "lora_alpha", "must be > 0")
         need(0 <= self.lora_dropout < 1, "lora_dropout", "must be in [0, 1)")
         need(self.huber_beta > 0, "huber_beta", "must be > 0")
+        need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
         need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")
