@@ -17,7 +17,6 @@ from masprm.models.loading import ModelOptions, load_causal_lm  # noqa: E402
 from masprm.models.options import ModelFlags  # noqa: E402
 from masprm.models.policy import HFPolicy  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("bad", ["./no/such/model", "/definitely/missing/dir", "artifacts/nope/policy"])
