@@ -6,7 +6,8 @@ import json
 
 import pytest
 
-from masprm.data import Example, LoadedData, exclude_questions, load_examples, read_excluded_questions
+from masprm.data import Example, LoadedData, load_examples
+from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.errors import DataError
 
 

@@ -21,7 +21,8 @@ from masprm.checks import (check_known_dataset, check_local_model, check_output_
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
-from masprm.data import exclude_questions, load_examples, read_excluded_questions
+from masprm.data import load_examples
+from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
