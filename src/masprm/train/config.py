@@ -68,6 +68,8 @@ class TrainConfig:
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
+    pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
+                                      "error is ranked above the wrong ones (default: 4, the PQM authors')")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -138,6 +140,7 @@ class TrainConfig:
         if (self.init_adapter_dir or self.train_new_token_only) and not self.lora:
             setting = "init_adapter_dir" if self.init_adapter_dir else "train_new_token_only"
             raise ConfigError(f"{setting} needs LoRA (it is about a LoRA adapter); drop --no-lora", setting=setting)
+        need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
         need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")

@@ -5,6 +5,8 @@
     prm   stepwise regression: a label in [-1, 1] on every step (masprm.train.stepwise)
     orm   stepwise with ``train_on_last_step_only``: the final outcome on the last step
     traj  the aggregated step scores of a transcript against its final outcome (masprm.train.trajectory)
+    pqm   PQM's comparative ranking of a transcript's step Q-values around its first error
+          (masprm.train.qvalue_ranking)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -53,4 +55,5 @@ OBJECTIVES.register_lazy("ppm", "masprm.train.pairwise:PAIRWISE")
 OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
 OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
 OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
-MODES = ("ppm", "prm", "orm", "traj")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
+MODES = ("ppm", "prm", "orm", "traj", "pqm")   # the registered names, in the order --help shows them
