@@ -256,6 +256,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
                 "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+    if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
+        data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,

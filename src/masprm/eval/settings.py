@@ -36,6 +36,11 @@ class DataSettings:
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
     data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    exclude_questions_file: str | None = arg(None, flags=("--exclude_questions_file",),
+                                             help="JSONL whose records' prompt (or question) values are left out "
+                                                  "before the --sample_n examples are drawn (question-disjoint "
+                                                  "development runs; the original newer branch's rule: the rest "
+                                                  "in dataset order, shuffled by Python's random with --seed)")
     math_levels: list[int] = arg(flags=("--math_levels",), nargs="+", default_factory=lambda: [4, 5],
                                  help="competition_math levels of handoff runs (static runs use the whole split)")
     math_stratify_by: str = arg("type", flags=("--math_stratify_by",),

@@ -25,6 +25,7 @@ import torch
 from peft import PeftModel
 
 from masprm.errors import ModelError, first_line
+from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
 from masprm.models.step_agg import log_aggregate
@@ -67,9 +68,11 @@ class HFScorer:
         scores = [0.0] * len(ids)
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
+            # float64 from here on: float32 tanh is exactly 1.0 from |logit| >= 9.011, so two confident
+            # candidates would tie and the search would pick by position, not by the scorer.
             input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
             logits = self.model(input_ids=input_ids.to(self.device),
-                                attention_mask=attention_mask.to(self.device)).logits[..., 0].float()
+                                attention_mask=attention_mask.to(self.device)).logits[..., 0].double()
             for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
                 scores[i] = v
         return scores
@@ -162,6 +165,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                               attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
                               pad_token_id=tokenizer.pad_token_id, setting=setting)
     if is_adapter:
+        fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
         try:
             with peft_alias_warning_silenced():
                 model = PeftModel.from_pretrained(model, str(folder))

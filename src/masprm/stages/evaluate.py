@@ -22,6 +22,7 @@ from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
+from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
@@ -107,6 +108,7 @@ def input_paths(settings: EvalSettings) -> dict:
     scorers = {setting: value for role in ROLES.values()
                for setting, value in ((role.dir_setting, folders[role.name]), (role.base_setting, bases[role.name]))}
     return {"gen_model_id": models.gen_model_id, "data_file": settings.data.data_file,
+            "exclude_questions_file": settings.data.exclude_questions_file,
             "mas_config": models.mas_config, **scorers}
 
 
@@ -214,8 +216,13 @@ def handoff_report(conditions: list) -> None:
 def load_data(settings: EvalSettings, routing: str):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
     data = settings.data
-    loaded = load_examples(data.dataset, data.split, n=data.sample_n, seed=data.seed, data_file=data.data_file,
-                           **data.selection_options(routing))
+    excluded = read_excluded_questions(data.exclude_questions_file) if data.exclude_questions_file else None
+    loaded = load_examples(data.dataset, data.split, n=None if excluded is not None else data.sample_n,
+                           seed=data.seed, data_file=data.data_file, **data.selection_options(routing))
+    if excluded is not None:
+        loaded = exclude_questions(loaded, excluded, data.sample_n, data.seed)
+        print(f"[info] left out the {len(excluded)} questions of {data.exclude_questions_file}; "
+              f"{len(loaded.examples)} examples selected")
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
     check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,

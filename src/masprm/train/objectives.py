@@ -43,6 +43,11 @@ class Objective:
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
+    choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
+
+    def best(self, cfg: Any) -> tuple[str, bool]:
+        """The eval metric that picks the model kept, and whether higher is better, under this config."""
+        return self.choose_best(cfg) if self.choose_best else (self.best_metric, self.greater_is_better)
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")
