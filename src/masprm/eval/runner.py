@@ -241,9 +241,7 @@ def _model_identity(spec: ModelSpec) -> dict:
 
 def _scorer_training(spec: ModelSpec) -> dict:
     """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    if spec.model_type != "scorer":
-        return {}
-    training = (spec.scorer or read_scorer_folder(spec.model_id)).training
+    training = (spec.scorer or read_scorer_folder(spec.model_id)).training if spec.model_type == "scorer" else {}
     return {"training": training} if training else {}
 
 
