@@ -21,7 +21,7 @@ the newest log wins. Pure Python.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -143,7 +143,7 @@ def main() -> int:
     atomic_write_text(args.out, text)
     atomic_write_text(Path(args.out).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
-          "result": asdict(c.result) if c.result else None}
+          "result": c.result.as_dict() if c.result else None}
          for c in found], indent=1) + "\n")
     print(text, end="")
     print(f"wrote {args.out}")

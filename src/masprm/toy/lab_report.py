@@ -336,5 +336,5 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     atomic_write_text(claims, claims_text(found))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
-          "result": asdict(c.result) if c.result else None} for c in found], indent=1) + "\n")
+          "result": c.result.as_dict() if c.result else None} for c in found], indent=1) + "\n")
     plot(plot_points(rows, cells), plot_file)
