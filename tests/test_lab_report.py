@@ -153,3 +153,26 @@ def test_write_report_writes_the_three_outputs(logs, tmp_path):
     assert (out / "lab.png").read_bytes()[:4] == b"\x89PNG"
     points = lab_report.plot_points(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS))
     assert ("mc+prm", "MCTS", 1200.0, 0.0, 0.0) in points and len(points) == 7
+
+
+def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():
+    def place(method, settings, models=None):
+        return lab_report.condition_place({"condition": method, "definition": {"settings": settings,
+                                                                              "models": models or {}}},
+                                          ROWS, BUDGETS)
+    mcts = {"n_simulations": 10, "max_children": 3}
+    leaf = {"masprm": {"id": "checkpoints/toy-ppm"}, "orm": {"id": "checkpoints/toy-orm"}}
+    # the MASPRM's MCTS with the ORM on its leaves is not the MASPRM's MCTS cell
+    assert place("mcts_prm", {**mcts, "orm_leaf": True}, leaf) == (lab_report.ORM_LEAF, "MCTS")
+    assert place("mcts_prm", {**mcts, "orm_leaf": False}, leaf) == ("masprm-ppm", "MCTS")
+    assert place("mcts_prm", {**mcts, "orm_leaf": True}, {"masprm": {"id": "checkpoints/toy-lab-mc-prm"}}) is None
+    assert place("sbs_oracle_step", {"b1": 3, "b2": 5}) == ("oracle_step", "SBS")
+    assert place("bon_oracle_outcome", {"bon_n": 8, "step_agg": "last"}) == ("oracle_outcome", "BoN last")
+    assert place("mcts_oracle_step", {"n_simulations": 5, "max_children": 3}) is None   # another budget
+
+
+def test_rows_that_did_not_run_leave_no_line(logs):
+    found = lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)
+    assert not [c for c in found if c.name.startswith(("oracle", "MASPRM + ORM leaf"))]
+    table = lab_report.table_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), None, {})
+    assert not [line for line in table if line.startswith(("| oracle", "| MASPRM + ORM leaf"))]

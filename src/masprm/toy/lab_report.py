@@ -42,6 +42,12 @@ from masprm.toy.lab_claims import COLUMNS, LabComparison, adjust, claims_text, c
 
 FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
 LOGPROB = "logprob"          # the row of the conditions without a scorer
+ORM_LEAF = "masprm-ormleaf"  # the paper's headline configuration: the MASPRM guides MCTS, the ORM values leaves
+# Rows that are not a trained scorer of `rows`: the log-prob and the reference scorers (shown, never tested:
+# masprm.search.oracles), and the MASPRM with ORM leaves (a learned configuration, tested like a row).
+REFERENCE_ROWS = {LOGPROB: "policy log-prob", "oracle_step": "oracle: step labeller",
+                  "oracle_outcome": "oracle: gold outcome", "true_value": "oracle: true value"}
+EXTRA_ROWS = {ORM_LEAF: "MASPRM + ORM leaf"}
 SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
 Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
@@ -97,12 +103,14 @@ def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) ->
     column = FAMILIES[family]
     if family == "bon":
         column = f"BoN {settings.get('step_agg')}"
-    if kind == LOGPROB:
-        return LOGPROB, column
+    if kind in REFERENCE_ROWS:
+        return kind, column
     role = {"prm": "masprm", "orm": "orm"}.get(kind)
     folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
     for row in rows:
         if folder and Path(folder).name == Path(row.folder).name:
+            if settings.get("orm_leaf"):   # only the paper's MASPRM with ORM leaves has a row
+                return (ORM_LEAF, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
             return row.slug, column
     return None
 
@@ -192,8 +200,10 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
     entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
-               for row in rows] + \
-              [("policy log-prob", LOGPROB, "–", "–", None)]
+               for row in rows] + [(EXTRA_ROWS[ORM_LEAF], ORM_LEAF, "masprm", "ppm + orm leaves", None)] + \
+              [(name, slug, "–", "–", None) for slug, name in REFERENCE_ROWS.items()]
+    # a row without any cell (the reference scorers not run, no --orm_leaf log) is left out
+    entries = [e for e in entries if e[4] is not None or e[1] == LOGPROB or any((e[1], c) in cells for c in COLUMNS)]
     for name, slug, scheme, objective, row in entries:
         if row is None:
             labels = "–"
@@ -250,7 +260,7 @@ def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
     """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column,
     with the family's Holm-adjusted p-values."""
-    names = {row.slug: row.name for row in rows} | {LOGPROB: "policy log-prob"}
+    names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
     baselines = [row for row in rows if row.objective == "orm"] + \
                 [row for row in rows if row.scheme == "masprm" and row.objective == "ppm"]
     found = []
@@ -261,8 +271,10 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabCompa
                     continue
                 a, b = cells.get((slug, column)), cells.get((base.slug, column))
                 result = paired(a, b, seed) if a and b else None
+                if a is None and slug in {**EXTRA_ROWS, **REFERENCE_ROWS} and slug != LOGPROB:
+                    continue   # a row the lab did not run (the oracles, --orm_leaf): no line
                 found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
-                                           result, tested=slug != LOGPROB))
+                                           result, tested=slug not in REFERENCE_ROWS))
     adjust(found)
     return found
 
@@ -272,7 +284,7 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabCompa
 
 def plot_points(rows: Sequence[LabRow], cells: dict) -> list[tuple[str, str, float, float, float]]:
     """(row name, column, model work, accuracy mean, std) of every cell with model work."""
-    names = [(row.slug, row.name) for row in rows] + [(LOGPROB, "policy log-prob")]
+    names = [(row.slug, row.name) for row in rows] + list(EXTRA_ROWS.items()) + list(REFERENCE_ROWS.items())
     points = []
     for slug, name in names:
         for column in COLUMNS:
