@@ -40,6 +40,7 @@ def test_dry_run_lists_every_scheme_and_method():
     assert all(flag(c, "--seeds") == ["14", "24", "42"] and flag(c, "--bon_n") == ["8"] for c in evals)
     assert {flag(c, "--step_agg")[0] for c in evals if "bon_prm" in c} == {"min", "last"}
     assert "results/toy_lab.md" in out and "results/toy_lab_claims.txt" in out and "results/toy_lab.png" in out
+    assert "# estimated time: " in out and " minutes with --jobs 2 (" in out
 
 
 def plan(monkeypatch, tmp_path, **args):

@@ -37,6 +37,7 @@ from masprm.checks import check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
+from masprm.stages.lab_estimate import estimate
 
 LOGS = "logs/toy_lab"
 OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
@@ -305,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
             waits = f"   [after {', '.join(task.after)}]" if task.after else ""
             print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
         print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
+        cpu, wall = estimate(tasks, done, args.jobs, demo.LOGS)
+        print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
+              "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
         return 0
 
     for path in (REPORT, CLAIMS, PLOT):   # the report's files: a folder in their place fails now, not in an hour
