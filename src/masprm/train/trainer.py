@@ -52,7 +52,7 @@ class TrainResult:
 
 
 def _log(cfg: TrainConfig, message: str) -> None:
-    if cfg.progress:
+    if cfg.progress and _world_rank() == 0:   # data parallel: the first process speaks for all
         print(message, file=sys.stderr)
 
 
@@ -72,6 +72,16 @@ def _update_steps(n_train: int, cfg: TrainConfig) -> int:
         return cfg.max_steps
     batches = math.ceil(math.ceil(n_train / _world_size()) / cfg.train_batch_size)
     return max(1, math.ceil(cfg.epochs * max(1, math.ceil(batches / cfg.grad_accum))))
+
+
+def _data_parallel(args) -> str:
+    """' on 2 processes (effective batch 2 x 4 x 4 = 32)' under torchrun / accelerate launch, else ''."""
+    world = args.world_size
+    if world <= 1:
+        return ""
+    effective = world * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    return (f" on {world} processes (effective batch {world} x {args.per_device_train_batch_size} x "
+            f"{args.gradient_accumulation_steps} = {effective})")
 
 
 def _precision(quantized: bool) -> dict[str, Any]:
@@ -210,7 +220,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     sep_id = token_scorer.separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
     new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
-    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out)
+    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     if cfg.eval_split_by == "question":
@@ -267,6 +277,9 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         dataloader_pin_memory=torch.cuda.is_available(),
         disable_tqdm=not cfg.progress,
         ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
+        # Under torchrun on CPUs accelerate starts gloo data parallelism only when told the run is on CPUs;
+        # without it every process trained on all the data and wrote the same folder.
+        use_cpu=_world_size() > 1 and not torch.cuda.is_available(),
         **_precision(quantized),
     )
     _one_gpu_per_process(args)
@@ -283,13 +296,13 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     )
     if not cfg.progress:
         trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
-    processes = f" on {_world_size()} processes" if _world_size() > 1 else ""
-    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
-              f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
-              f"{total_steps} optimizer steps{processes}, eval every {eval_steps}, "
-              f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
-    out.mkdir(parents=True, exist_ok=True)
     main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
+    if main_process:
+        _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
+                  f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
+                  f"{total_steps} optimizer steps{_data_parallel(trainer.args)}, eval every {eval_steps}, "
+                  f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
+        out.mkdir(parents=True, exist_ok=True)
     scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
               **warm_start}
     if main_process:
@@ -297,10 +310,10 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     trainer.train(resume_from_checkpoint=resume_from)
 
     metrics = trainer.evaluate()  # the best model, now loaded
-    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
-    honour_umask(out)             # safetensors writes its files private (0600), checkpoints included
+    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
     if main_process:
+        honour_umask(out)         # safetensors writes its files private (0600), checkpoints included
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
