@@ -24,6 +24,7 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import shutil
 from pathlib import Path
 from contextlib import contextmanager
 from typing import IO, Any, Iterable, Iterator, TextIO
@@ -264,11 +265,26 @@ def process_umask() -> int:
     return mask
 
 
-def honour_umask(folder: str | os.PathLike) -> int:
+def file_snapshot(folder: str | os.PathLike) -> set[tuple[str, int]]:
+    """(path, inode) of every file under `folder` (links not followed): what was there before a run."""
+    found = set()
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            try:
+                found.add((path, os.lstat(path).st_ino))
+            except OSError:
+                continue
+    return found
+
+
+def honour_umask(folder: str | os.PathLike, *, before: set[tuple[str, int]] | None = None) -> int:
     """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
     mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
 
-    For a folder the run owns whole (a stage-3 output folder); links are not followed.
+    Only files this run created are touched: with ``before`` (``file_snapshot`` taken when the run
+    began), a file that was already there as the same inode keeps its mode (a user's private key in
+    the folder stays private). Links are not followed.
     """
     mode = 0o666 & ~process_umask()
     if mode == 0o600:
@@ -278,10 +294,55 @@ def honour_umask(folder: str | os.PathLike) -> int:
         for name in files:
             path = os.path.join(here, name)
             st = os.lstat(path)
+            if before is not None and (path, st.st_ino) in before:
+                continue
             if os.path.isfile(path) and not os.path.islink(path) and st.st_mode & 0o777 == 0o600:
                 os.chmod(path, mode)
                 changed += 1
     return changed
+
+
+@contextmanager
+def library_output(folder: str | os.PathLike) -> Iterator[Path]:
+    """A new, empty temporary folder inside `folder` for a library that writes files itself (a model's
+    ``save_pretrained``); on a clean exit its files get the umask's mode and are renamed into `folder`.
+
+    So every file a library writes is a new inode: a file already at a name (a hard link to a backup,
+    a link planted to elsewhere) is replaced, never written through or truncated. On an exception
+    nothing in `folder` changes.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        tmp = folder / f".save.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield tmp
+        honour_umask(tmp)   # everything in it is this run's
+        _move_into(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into(source: Path, target: Path) -> None:
+    """Rename each file of `source` to the same place under `target` (folders merged, never followed)."""
+    for entry in sorted(source.iterdir()):
+        dest = target / entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            if os.path.islink(dest) or (os.path.lexists(dest) and not dest.is_dir()):
+                os.unlink(dest)
+            if not os.path.lexists(dest):
+                os.rename(entry, dest)
+                continue
+            _move_into(entry, dest)
+        else:
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(entry, dest)
 
 
 @contextmanager

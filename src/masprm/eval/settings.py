@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
+from masprm.paths import PathText
 from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
@@ -40,7 +41,7 @@ class DataSettings:
     split: str = arg("test", flags=("--split",))
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
-    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
     math_levels: list[int] = arg(flags=("--math_levels",), nargs="+", default_factory=lambda: [4, 5],
                                  help="competition_math levels of handoff runs (static runs use the whole split)")
     math_stratify_by: str = arg("type", flags=("--math_stratify_by",),
@@ -68,18 +69,18 @@ class ModelSettings:
     """The policy, the team, and a folder (and base model) per scorer role."""
 
     gen_model_id: str = arg(DEFAULT_MODEL, flags=("--gen_model_id",), help="the agents' policy model")
-    mas_config: str | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
-    prm_dir: str | None = arg(SCORER_DEFAULTS["masprm"][0], flags=("--prm_dir",),
+    mas_config: PathText | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
+    prm_dir: PathText | None = arg(SCORER_DEFAULTS["masprm"][0], flags=("--prm_dir",),
                               help=f"MASPRM adapter folder (default: {SCORER_DEFAULTS['masprm'][0]}; read only by "
                                    "methods that use this scorer)")
     prm_base_model_id: str | None = arg(SCORER_DEFAULTS["masprm"][1], flags=("--prm_base_model_id",),
                                         help=f"MASPRM base model (default: {SCORER_DEFAULTS['masprm'][1]}, or the "
                                              "base the adapter config names)")
-    orm_dir: str | None = arg(None, flags=("--orm_dir",),
+    orm_dir: PathText | None = arg(None, flags=("--orm_dir",),
                               help="ORM adapter folder (default: none; read only by methods that use this scorer)")
     orm_base_model_id: str | None = arg(None, flags=("--orm_base_model_id",),
                                         help="ORM base model (default: the base the adapter config names)")
-    handoff_prm_dir: str | None = arg(None, flags=("--handoff_prm_dir",), help="HANDOFF_MASPRM adapter folder "
+    handoff_prm_dir: PathText | None = arg(None, flags=("--handoff_prm_dir",), help="HANDOFF_MASPRM adapter folder "
                                       "(default: none; read only by methods that use this scorer)")
     handoff_prm_base_model_id: str | None = arg(None, flags=("--handoff_prm_base_model_id",), help="HANDOFF_MASPRM "
                                                 "base model (default: the base the adapter config names)")
@@ -107,7 +108,7 @@ class RunSettings:
                              help="conditions to run: " + ", ".join(sorted(METHODS)))
     workers: int | None = arg(None, flags=("--workers",), help="parallel workers (Ray actors when > 1; default: one "
                               "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    logs_dir: str = arg("logs", flags=("--logs_dir",))
+    logs_dir: PathText = arg("logs", flags=("--logs_dir",))
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
                                         help="use a scorer folder whose training did not finish "
                                              "(its newest checkpoint)")

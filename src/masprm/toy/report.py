@@ -35,6 +35,7 @@ from typing import Callable
 
 from masprm.cli import ArgumentParser, run_cli
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.paths import PathText
 from masprm.eval.aggregate import Row, aggregate, read_logs
 from masprm.io import atomic_write_text
 from masprm.toy.lab_report import comparison_name
@@ -44,10 +45,10 @@ _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /r
 
 @dataclass
 class ReportArgs:
-    docs: str = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten, with the "
+    docs: PathText = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten, with the "
                                    "README.md beside it (default docs)")
-    results: str = arg("results", help="folder of the results files (default results)")
-    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
+    results: PathText = arg("results", help="folder of the results files (default results)")
+    logs_dir: PathText = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
     check: bool = arg(False, help="write nothing; exit 1 when a block differs from what the results give")
 
 

@@ -48,6 +48,7 @@ from tqdm import tqdm
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paths import PathText
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
@@ -68,17 +69,17 @@ SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "sam
 
 @dataclass(frozen=True)
 class StepBenchArgs:
-    policy: str = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
-    prm_dir: str | None = arg(None, flags=("--prm_dir",),
+    policy: PathText = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
+    prm_dir: PathText | None = arg(None, flags=("--prm_dir",),
                               help="the MASPRM folder, reported as 'masprm' (default checkpoints/toy-ppm "
                                    "when no --scorer is given)")
-    orm_dir: str | None = arg(None, flags=("--orm_dir",),
+    orm_dir: PathText | None = arg(None, flags=("--orm_dir",),
                               help="the ORM folder, reported as 'orm' (default checkpoints/toy-orm when no "
                                    "--scorer is given)")
     scorer: list[str] = arg(default_factory=list, flags=("--scorer",), action="append", metavar="NAME=FOLDER",
                             help="a scorer folder, reported under NAME (repeatable)")
-    mas_config: str = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
-    out: str = arg("results/toy_stepbench.json", help="JSON report to write")
+    mas_config: PathText = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
+    out: PathText = arg("results/toy_stepbench.json", help="JSON report to write")
     samples: int = arg(2, help="transcripts sampled per test question (default 2)")
     calibration_samples: int = arg(1, flags=("--calibration_samples",),
                                    help="transcripts sampled per train question, to choose the thresholds (default 1)")
