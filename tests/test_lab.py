@@ -15,7 +15,7 @@ from masprm.cli import UsageError
 from masprm.stages import demo, jobs, lab
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "self_consistency")
+SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
 METHODS = ("single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "bon_prm",
            "mcts_orm", "bon_orm")
 

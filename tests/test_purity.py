@@ -23,6 +23,7 @@ PURE = {
     "masprm.eval.runner": HEAVY,
     "masprm.eval.aggregate": HEAVY,
     "masprm.eval.bootstrap": HEAVY + ("numpy",),
+    "masprm.paired_stats": HEAVY + ("numpy",),
     "masprm.step_metrics": HEAVY + ("numpy",),
     "masprm.toy.steplabel": HEAVY,
     "masprm.toy.claims": HEAVY + ("numpy",),

@@ -108,7 +108,7 @@ LAB_SCORERS = (
     LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
     LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
     LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
-    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("self_consistency", "ppm"),
+    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("majority_outcome", "ppm"),
     *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
