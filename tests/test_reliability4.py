@@ -384,3 +384,132 @@ def test_torch_files_are_zip_archives():
     buf = io.BytesIO()
     torch.save({"a": 1}, buf)
     assert zipfile.is_zipfile(io.BytesIO(buf.getvalue()))
+
+
+# --------------------------------------------------------------------------- classes 8 and 9: trees and text
+
+def _tree(**root_changes) -> dict:
+    from helpers import gsm8k_tree
+
+    tree = gsm8k_tree()
+    tree["children"][0].update(root_changes)
+    if tree["children"][0].get("q_mean") == "drop":
+        del tree["children"][0]["q_mean"]
+    return tree
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"q_mean": 5.0}, "root/0: 'q_mean' is 5, outside [-1, 1]"),
+    ({"q_mean": -1.5}, "root/0: 'q_mean' is -1.5, outside [-1, 1]"),
+    ({"q_mean": "drop", "q_sum": 9.0, "visits": 3}, "root/0: 'q_sum / visits' is 3, outside [-1, 1]"),
+    ({"visits": -2}, "root/0: 'visits' must be a whole number >= 0, got -2"),
+    ({"visits": 1.5}, "root/0: 'visits' must be a whole number >= 0, got 1.5"),
+    ({"node_text": ["a", "list"]}, "root/0: 'node_text' must be a string, got list"),
+    ({"action_text": 3}, "root/0: 'action_text' must be a string, got int"),
+    ({"steps": ["ok", 2]}, "root/0: 'steps' must be a list of strings"),
+])
+def test_one_tree_reader_checks_values_for_every_consumer(tmp_path, change, problem):
+    from masprm.errors import TreeError
+    from masprm.tree_schema import check_search_tree, read_tree
+
+    tree = _tree(**change)
+    (tmp_path / "0.json").write_text(json.dumps(tree))
+    with pytest.raises(TreeError) as stage2:           # stage 2's reader
+        read_tree(tmp_path / "0.json", "0.json")
+    with pytest.raises(TreeError) as show:             # show_tree's and the plots' check
+        check_search_tree(tree, "0.json")
+    assert str(stage2.value) == f"0.json: {problem}" and str(show.value) == f"0.json: {problem}"
+
+
+def test_show_tree_refuses_a_list_as_node_text_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "0.json").write_text(json.dumps(_tree(node_text=["a"])))
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.show_tree", ["0.json", "--text"])
+    assert code == 2 and lines == ["show_tree.py: error: 0.json: root/0: 'node_text' must be a string, got list"]
+    assert snapshot(tmp_path) == before
+
+
+def test_the_demo_trees_values_pass(tmp_path):
+    """Values at the edges of the range are accepted: +-1, 0 visits, null texts."""
+    from masprm.tree_schema import check_search_tree
+
+    check_search_tree(_tree(q_mean=-1.0, visits=0, final_answer=None), "t")
+    check_search_tree(_tree(q_mean="drop", q_sum=-3.0, visits=3), "t")
+
+
+@pytest.mark.parametrize("reader", ["tree", "jsonl", "json", "records"])
+def test_a_lone_surrogate_is_refused_naming_file_and_line(tmp_path, reader):
+    from masprm.errors import DataError, TreeError
+    from masprm.io import iter_jsonl, read_json
+    from masprm.train.data import load_records
+    from masprm.tree_schema import read_tree_json
+
+    good = '{"prompt": "p", "completions": ["a \\ud83d\\ude00 b"], "labels": [1.0]}'   # a valid pair: an emoji
+    bad = '{"prompt": "p", "completions": ["a \\ud800 b"], "labels": [1.0]}'
+    if reader == "tree":
+        path = tmp_path / "0.json"
+        path.write_text('{"visits": 1,\n "node_text": "q \\ud83d\\ude00",\n "children": [],\n'
+                        ' "meta": "\\udc00 alone"}')
+        with pytest.raises(TreeError, match=r"^0.json:4: a string holds a lone surrogate \(\\udc00\)"):
+            read_tree_json(path, "0.json")
+        return
+    path = tmp_path / ("d.json" if reader == "json" else "d.jsonl")
+    path.write_text(f"[{good},\n{bad}]\n" if reader == "json" else f"{good}\n{good}\n{bad}\n")
+    line = 2 if reader == "json" else 3
+    expected = rf"^{path}:{line}: a string holds a lone surrogate \(\\ud800\), which cannot be written as UTF-8"
+    with pytest.raises(DataError, match=expected if reader != "records" else r"lone surrogate"):
+        if reader == "json":
+            read_json(path)
+        elif reader == "jsonl":
+            list(iter_jsonl(path))
+        else:
+            load_records(path, "prm")
+
+
+# --------------------------------------------------------------------------- classes 12 and 13
+
+@pytest.mark.parametrize("out", ["policy/report.json", "scorers/prm/report.json", "policy"])
+def test_the_step_benchmark_never_writes_into_a_folder_it_reads(tmp_path, monkeypatch, capsys, out):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "config.json").write_text("{}")
+    (tmp_path / "scorers" / "prm").mkdir(parents=True)
+    (tmp_path / "scorers" / "orm").mkdir(parents=True)
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.stepbench",
+                         ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir", "scorers/orm", "--out", out])
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"stepbench.py: error: --out {out}: "), lines[0]
+    assert "the input folder" in lines[0] or "is a folder, not a file" in lines[0]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--results", "nothere"], "--results nothere: no such folder"),
+    (["--docs", "nodocs"], "--docs nodocs: no such folder"),
+    (["--check"], "--check compared nothing: no generated block in docs/*.md or its README has its source "
+                  "(results in results, logs in logs/toy_demo)"),
+])
+def test_report_refuses_missing_folders_and_a_check_that_compared_nothing(tmp_path, monkeypatch, capsys, argv, line):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("<!-- report: stepbench -->\nold\n<!-- /report -->\n")
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.report", argv)
+    assert code == 2 and lines == [f"report.py: error: {line}"]
+    assert snapshot(tmp_path) == before
+
+
+def test_export_refuses_an_unfinished_scorer(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scorer").mkdir()
+    (tmp_path / "scorer" / "adapter_config.json").write_text("{}")
+    (tmp_path / "scorer" / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "training"}))
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.export_scorer", ["scorer", "--merged", "merged"])
+    assert code == 2 and lines == ["export_scorer.py: error: scorer scorer: its training did not finish "
+                                   "(masprm_scorer.json says status 'training'); finish it with --resume before "
+                                   "exporting it"]
+    assert snapshot(tmp_path) == before

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
 import shutil
 from pathlib import Path
@@ -31,7 +32,8 @@ from typing import IO, Any, Iterable, Iterator, TextIO
 
 import yaml
 
-from masprm.errors import ConfigError, DataError, OutputError, first_line, no_space_reason, quoted
+from masprm.errors import (ConfigError, DataError, MasprmError, OutputError, first_line, no_space_reason,
+                           quoted)
 
 
 @contextmanager
@@ -91,11 +93,39 @@ def read_json(path: str | os.PathLike) -> Any:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not valid JSON ({first_line(err, limit=200)})") from None
     except RecursionError:
         raise DataError(f"{path}: nested too deeply to read (more than Python's recursion limit)") from None
+    check_encodable(data, text, str(path))
+    return data
+
+
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the second kind alone: JSON allows it,
+# UTF-8 cannot hold it, so the string would pass every reader and fail when written back.
+_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def check_encodable(value: Any, text: str | None, where: str, error: type[MasprmError] = DataError,
+                    first: int = 1) -> None:
+    """Every string in `value` (parsed from `text`) can be written as UTF-8; else `error` naming
+    ``where:line`` (lines counted from `first`) and the escape. Without `text` (records a library
+    read) every value is checked and `where` is named as it is."""
+    found = None
+    if text is not None:
+        found = _LONE_SURROGATE.search(text) if "\\u" in text else None
+        if found is None:
+            return
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        line = "" if found is None else f":{first + text.count(chr(10), 0, found.start())}"
+        shown = found.group(0) if found else repr(err.object[err.start:err.end])[1:-1]
+        raise error(f"{where}{line}: a string holds a lone surrogate ({shown}), which cannot be "
+                    "written as UTF-8; fix the file's text") from None
 
 
 # --------------------------------------------------------------------------- YAML
@@ -180,6 +210,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                 raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
             if not isinstance(rec, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            check_encodable(rec, line, str(path), first=lineno)
             yield lineno, rec
 
 

@@ -32,7 +32,7 @@ from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
 from masprm.io import atomic_open
-from masprm.paths import matching_files, os_problem
+from masprm.paths import matching_files
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
@@ -256,17 +256,10 @@ def read_logs(logs_dir: str | Path, setting: str = "logs_dir") -> list[ParsedLog
     """
     logs = []
     for path, problem in matching_files(logs_dir, "*.txt", setting):
-        text = None
-        if problem is None:
-            try:
-                text = path.read_text(encoding="utf-8", errors="replace")
-            except OSError as err:
-                problem = os_problem(err)
-        if text is None:
-            logs.append(ParsedLog(*split_experiment(path.stem), None, {}, path.stem, problem=problem))
-            continue
         files = LogFiles(path.with_name(path.stem))
-        logs.append(parse_log(path.stem, text, _read_sidecar(files.manifest), _read_sidecar(files.summary)))
+        logs.append(ParsedLog(*split_experiment(path.stem), None, {}, path.stem, problem=problem) if problem else
+                    parse_log(path.stem, path.read_text(encoding="utf-8", errors="replace"),
+                              _read_sidecar(files.manifest), _read_sidecar(files.summary)))
     return logs
 
 

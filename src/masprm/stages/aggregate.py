@@ -17,9 +17,8 @@ from masprm.eval.aggregate import aggregate, format_table, plot_results, read_lo
 from masprm.checks import check_csv_output, check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.paths import PathText
 from masprm.io import atomic_write_text
-from masprm.paths import check_input_dir
+from masprm.paths import PathText, check_input_dir
 
 
 @dataclass

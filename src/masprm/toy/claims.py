@@ -29,7 +29,7 @@ from masprm.eval.aggregate import split_experiment
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.paths import PathText
+from masprm.paths import PathText, check_input_dir
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
 from masprm.eval.bootstrap import compare, compare_gaps
@@ -137,8 +137,8 @@ def main() -> int:
     p = ArgumentParser(description="Test the paper's claims on the toy world's logs (paired bootstrap CIs).")
     add_config_args(p, ClaimsArgs)
     args = config_from_args(ClaimsArgs, p.parse_args())
-    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_output_file(args.out, "out")
+    check_input_dir(args.logs_dir, "logs_dir")
+    check_output_file(args.out, "out", inputs={"logs_dir": args.logs_dir})
     found = list(comparisons(args.logs_dir, args.seed))
     text = report(found)
     atomic_write_text(args.out, text)

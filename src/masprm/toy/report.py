@@ -33,11 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from masprm.cli import ArgumentParser, run_cli
+from masprm.cli import ArgumentParser, UsageError, run_cli
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.paths import PathText
 from masprm.eval.aggregate import Row, aggregate, read_logs
 from masprm.io import atomic_write_text
+from masprm.paths import PathText, check_input_dir
 from masprm.toy.lab_report import comparison_name
 
 _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /report -->)", re.DOTALL)
@@ -177,6 +177,8 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Rewrite the docs' measured tables from the results files.")
     add_config_args(p, ReportArgs)
     args = config_from_args(ReportArgs, p.parse_args(argv))
+    check_input_dir(args.docs, "docs")         # a missing folder is a mistyped flag, never "0 docs rewritten"
+    check_input_dir(args.results, "results")
     sources = block_sources(args)
     readme = Path(args.docs).parent / "README.md"
     docs = sorted(Path(args.docs).glob("*.md")) + ([readme] if readme.exists() else [])
@@ -192,6 +194,9 @@ def main(argv: list[str] | None = None) -> int:
             bodies[name] = make()
         else:
             print(f"report: {name}: {source} not found, block left as it is")
+    if args.check and not bodies:   # a check that compared nothing must not pass
+        raise UsageError(f"--check compared nothing: no generated block in {args.docs}/*.md or its README has "
+                         f"its source (results in {args.results}, logs in {args.logs_dir})")
     stale = []
     for doc in docs:
         text = doc.read_text(encoding="utf-8")
