@@ -86,6 +86,7 @@ def test_the_local_view_has_its_own_file_name(workdir):
     (["--per-agent-cap", "3"], "--per-agent-cap is a setting of --labels balanced_pairs (add --labels NAME)"),
     (["--labels", "masprm", "--make-ppm"], "--make-ppm writes the paper's pairs next to the PRM samples"),
     (["--labels", "margin_pairs", "--pair-margin", "-1"], "pair_margin must be in [0, 2], got -1.0"),
+    (["--labels", "shapley"], "--labels shapley needs fresh policy samples, and stage 2 loads no policy yet"),
 ])
 def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
     with pytest.raises(MasprmError) as err:

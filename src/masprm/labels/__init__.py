@@ -17,5 +17,6 @@ LABEL_SCHEMES.register_lazy("margin_pairs", "masprm.labels.margin_pairs:SCHEME")
 LABEL_SCHEMES.register_lazy("balanced_pairs", "masprm.labels.balanced_pairs:SCHEME")
 LABEL_SCHEMES.register_lazy("majority_outcome", "masprm.labels.majority_outcome:SCHEME")
 LABEL_SCHEMES.register_lazy("self_consistency", "masprm.labels.majority_outcome:OLD_NAME")   # the old name
+LABEL_SCHEMES.register_lazy("shapley", "masprm.labels.shapley:SCHEME")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]
