@@ -513,3 +513,65 @@ def test_export_refuses_an_unfinished_scorer(tmp_path, monkeypatch, capsys):
                                    "(masprm_scorer.json says status 'training'); finish it with --resume before "
                                    "exporting it"]
     assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- class 6: no NaN leaves a model
+
+class _NanModel:
+    """A token-classification model whose every logit is NaN (weights that overflowed)."""
+
+    def __init__(self, value=float("nan")):
+        import torch
+
+        self.value, self.weight = value, torch.zeros(1)
+
+    def parameters(self):
+        return iter([self.weight])
+
+    def __call__(self, input_ids, attention_mask):
+        import types
+
+        import torch
+
+        return types.SimpleNamespace(logits=torch.full((*input_ids.shape, 1), self.value))
+
+
+class _Encoder:
+    sep_id, tokenizer = 5, None
+
+    def encode(self, texts):
+        return [[1, 2, 5] for _ in texts]
+
+
+@pytest.mark.parametrize("kind", ["HFScorer", "TrajScorer"])
+def test_a_scorer_giving_nan_stops_the_condition_in_one_error_naming_its_flag(tmp_path, kind):
+    from test_eval_runner import World
+
+    from masprm.errors import ModelOutputError
+    from masprm.eval.logs import log_status
+    from masprm.models import scorer as scorers
+
+    world = World()
+    world.prm = getattr(scorers, kind)(_NanModel(), _Encoder(), "\n", pad_id=0, setting="prm_dir", source="fake-prm")
+    with pytest.raises(ModelOutputError) as caught:
+        world.run(tmp_path, ["sbs_prm"])
+    assert str(caught.value) == ("prm_dir fake-prm: the model gave nan as a value (not a finite number); its weights "
+                                 "or its precision are broken") and caught.value.setting == "prm_dir"
+    assert all(log_status(p) != "COMPLETED" for p in tmp_path.glob("*.txt"))   # never a finished condition
+
+
+def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
+    import torch
+
+    from masprm.errors import ModelOutputError
+    from masprm.models.policy import HFPolicy
+
+    policy = HFPolicy(str(tiny_model_dir), setting="gen_model_id")
+    with torch.no_grad():
+        policy.model.get_output_embeddings().weight.fill_(float("nan"))
+    messages = [{"role": "user", "content": "What is 3 + 4?"}]
+    with pytest.raises(ModelOutputError, match=rf"^gen_model_id {tiny_model_dir}: the model gave nan as logits "
+                                               r"\(new token 1\) \(not a finite number\)"):
+        policy.sample([messages], 2, temperature=0.7, max_new_tokens=4)
+    with pytest.raises(ModelOutputError, match=r"the model gave nan as a completion's log-probability"):
+        policy.logprob([(messages, "7")])
