@@ -157,7 +157,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, scorers=scorers)
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, example=ex, scorers=scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)

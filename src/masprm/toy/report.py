@@ -74,7 +74,8 @@ def demo_table(rows: list[Row]) -> str:
     for row in sorted(rows, key=order):
         p1, sd, p5 = row.mean("pass@1"), row.std("pass@1"), row.mean("pass@5")
         pass1 = "n/a" if p1 is None else f"{100 * p1:.1f} ± {100 * (sd or 0.0):.1f}"
-        lines.append(f"| {row.condition.method} | {row.condition.budget} | {pass1} | "
+        method = row.condition.method + (" --orm_leaf" if row.condition.settings.get("orm_leaf") else "")
+        lines.append(f"| {method} | {row.condition.budget} | {pass1} | "
                      f"{_cell(None if p5 is None else 100 * p5, '.1f')} | {_cell(row.mean('tokens'), '.0f')} | "
                      f"{_cell(row.work_mean(), '.0f')} |")
     return "\n".join(lines)

@@ -18,7 +18,7 @@ from masprm.io import atomic_write_json
 from masprm.train.objectives import OBJECTIVES
 
 CACHE_DIR = "map_cache"
-FORMAT_VERSION = 1  # bump when the example layout or the tokenisation rules change
+FORMAT_VERSION = 2  # bump when the example layout or the tokenisation rules change (2: each example's group)
 
 
 def _file_digest(path: Path) -> str:

@@ -17,7 +17,7 @@ from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
-from masprm.train.objectives import LOSSES, MODES
+from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
 
@@ -54,6 +54,8 @@ class TrainConfig:
     save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
     logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
     seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
+    eval_split_by: str = arg("question", choices=EVAL_SPLITS,
+                             help="hold out whole questions (default) or single records for checkpoint selection")
     max_length: int = arg(2048, help="tokens per text; the start is cut first")
     max_prompt_length: int = arg(768, help="tokens kept of the prompt part (its end); 0 = no separate limit")
     separator: str = arg(DEFAULT_SEPARATOR, flags=("--step-separator",),

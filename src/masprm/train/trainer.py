@@ -34,7 +34,7 @@ from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
                                      resume_checkpoint)
-from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
+from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval, split_eval_by_group
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
 from masprm.train.warm_start import check_warm_start
@@ -224,7 +224,10 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
-    train_idx, eval_idx = split_eval(len(examples), cfg.seed)
+    if cfg.eval_split_by == "question":
+        train_idx, eval_idx = split_eval_by_group([e["group"] for e in examples], cfg.seed)
+    else:   # the original's split over records
+        train_idx, eval_idx = split_eval(len(examples), cfg.seed)
     train_examples = [examples[i] for i in train_idx]
     eval_examples = [eval_view(examples[i]) for i in eval_idx]
 
