@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.cluster import local_folders
-from masprm.errors import MasprmError, OutputError
+from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
@@ -161,7 +161,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
-    except OutputError:   # a full disk (its sample store) ends the run in one line, as any other write
+    except (OutputError, ModelOutputError):   # a full disk, or a model giving NaN, ends the run in one line
         raise
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
@@ -194,7 +194,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, gr
         served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
-            if isinstance(error, OutputError):
+            if isinstance(error, (OutputError, ModelOutputError)):   # a full disk, a model giving NaN: the run stops
                 raise error
             yield item, record, None if error is None else describe_error(error)
 
