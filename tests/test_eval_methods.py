@@ -240,7 +240,7 @@ def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     (log_w,) = drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
-    ctx.masprm = floor
+    ctx.scorers["masprm"] = floor
     assert math.exp(drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 

@@ -24,17 +24,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.cluster import local_folders
-from masprm.errors import MasprmError, OutputError
+from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
-from masprm.eval.settings import SCORER_SPELLING, EvalSettings
-from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
-                              progress_line, render_log, resumable_records, stable_hash, start_line,
+from masprm.eval.settings import EvalSettings
+from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
+                              path_identity, progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
-from masprm.eval.methods import METHODS
+from masprm.eval.methods import METHODS, method_facts
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
-from masprm.scorer_meta import read_scorer_meta, training_of
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
@@ -52,6 +52,7 @@ class ModelSpec:
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
+    scorer: ScorerFolder | None = None   # a scorer folder as stage 4 read it (None: read when needed)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
@@ -63,7 +64,7 @@ def _load_policy(spec: ModelSpec) -> Any:
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer   # imports torch
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
-                       setting=spec.setting or "prm_dir")
+                       setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
@@ -156,11 +157,11 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, **scorers)
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, example=ex, scorers=scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
-    except OutputError:   # a full disk (its sample store) ends the run in one line, as any other write
+    except (OutputError, ModelOutputError):   # a full disk, or a model giving NaN, ends the run in one line
         raise
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
@@ -193,7 +194,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, gr
         served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
-            if isinstance(error, OutputError):
+            if isinstance(error, (OutputError, ModelOutputError)):   # a full disk, a model giving NaN: the run stops
                 raise error
             yield item, record, None if error is None else describe_error(error)
 
@@ -223,7 +224,8 @@ class Condition:
 
     @property
     def manifest_hash(self) -> str:
-        return stable_hash(self.manifest)
+        return manifest_hash_of(self.manifest)
+
 
 
 def _model_identity(spec: ModelSpec) -> dict:
@@ -239,7 +241,7 @@ def _model_identity(spec: ModelSpec) -> dict:
 
 def _scorer_training(spec: ModelSpec) -> dict:
     """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    training = training_of(read_scorer_meta(spec.model_id)) if spec.model_type == "scorer" else {}
+    training = (spec.scorer or read_scorer_folder(spec.model_id)).training if spec.model_type == "scorer" else {}
     return {"training": training} if training else {}
 
 
@@ -252,6 +254,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
                 "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+    if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
+        data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,
@@ -268,10 +272,11 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
-def label_of(method: str, settings: EvalSettings) -> str:
-    """The condition's readable name (``masprm.eval.naming``) under the run's settings."""
-    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method),
-                           settings.models.scorer_folders(), SCORER_SPELLING)
+def label_of(method: str, settings: EvalSettings, specs: dict[str, ModelSpec] | None = None) -> str:
+    """The condition's readable name (``masprm.eval.naming``); scorer folders as ``specs`` carry them."""
+    folders = {role: (specs[role].scorer if specs and role in specs and specs[role].scorer else folder)
+               for role, folder in settings.models.scorer_folders().items()}
+    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method), folders)
 
 
 def sample_store(cond: Condition, logs_dir: str | Path) -> SampleStore:
@@ -288,7 +293,10 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
                                    settings.models.gen_model_id, settings.data.seed)
-    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings))
+    label = label_of(method, settings, specs)
+    # What the reports read (family, scorer roles, budget keys, label): facts, not decoded from names.
+    manifest["facts"] = {**method_facts(method, settings.roles(method)), "label": label}
+    cond = Condition(method, files, manifest, len(data.examples), label)
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
@@ -303,7 +311,7 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
 
 def _stored_manifest_hash(files: LogFiles) -> str | None:
     try:
-        return stable_hash(read_json(files.manifest))
+        return manifest_hash_of(read_json(files.manifest))
     except (OSError, MasprmError):   # missing or unreadable: not the same run
         return None
 

@@ -9,7 +9,10 @@ neither adapter nor model uses its newest ``checkpoint-*``. Texts are
 tokenised, cut and scored exactly as in training (`masprm.models.text_encoder.TextEncoder`;
 a prm/orm/traj scorer tokenises a `StepText`'s prompt and steps separately): the
 end of the text is kept, and the value is tanh of the logit at the last
-separator (or at the last token when there is none). A trajectory-level scorer
+separator (or at the last token when there is none), times the folder's
+``logit_scale``: a logit trained with BCE (prm, orm) is served as tanh(z / 2) =
+2 sigmoid(z) - 1, the value it was trained to predict (the original serves
+tanh(z); docs/differences.md). A trajectory-level scorer
 (``objective: traj`` in its metadata) values a text by its training aggregate
 instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 ``step_agg``) of the step probabilities at every separator that survives the cut.
@@ -17,8 +20,6 @@ instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,10 +28,14 @@ import torch
 from peft import PeftModel
 
 from masprm.errors import ModelError, first_line
+from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
+from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
-from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style,
+                                training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
                                                verdict_score)
@@ -41,15 +46,18 @@ from masprm.state_text import DEFAULT_SEPARATOR, StepText
 
 @dataclass
 class HFScorer:
-    """A `Scorer`: tanh(logit at the last separator) per text, one padded forward per batch."""
+    """A `Scorer`: tanh(scale * logit at the last separator) per text, one padded forward per batch."""
 
     model: Any
     encoder: TextEncoder
     separator: str
     pad_id: int
     batch_size: int = 16
+    scale: float = 1.0    # the read-out's factor on the logit (scorer_meta.logit_scale)
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
     last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
+    setting: str = "prm_dir"   # the flag of the folder it came from, and the folder, for error lines
+    source: str = ""
 
     @property
     def device(self) -> torch.device:
@@ -77,6 +85,7 @@ class HFScorer:
                                        [encoded[i] for i in rows])
             for i, v in zip(rows, values):
                 scores[i] = v
+        check_finite_outputs(scores, self.setting, self.source, "a value")   # never rank by NaN
         return scores
 
     def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
@@ -85,13 +94,15 @@ class HFScorer:
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:
-        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].float()
+        # float64 from here on: float32 tanh is exactly 1.0 from |logit| >= 9.011, so two confident
+        # candidates would tie and the search would pick by position, not by the scorer.
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].double()
         return self.row_values(logits, [ids for ids, _ in rows])
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
-        """The value of each row: tanh of its logit at its last separator (its last token without one)."""
+        """The value of each row: tanh(scale * its logit at its last separator) (its last token without one)."""
         at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids in rows], device=logits.device)
-        return torch.tanh(logits[torch.arange(len(rows), device=logits.device), at]).tolist()
+        return torch.tanh(self.scale * logits[torch.arange(len(rows), device=logits.device), at]).tolist()
 
 
 @dataclass
@@ -165,54 +176,53 @@ class GenerativeScorer(HFScorer):
 # --------------------------------------------------------------------------- finding the weights
 
 
-def _checkpoint_step(path: Path) -> int:
-    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-    return int(match.group(1)) if match else -1
-
-
-def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir") -> Path:
+def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir",
+                          record: ScorerFolder | None = None) -> Path:
     """The folder itself when it holds an adapter or a model, else its newest checkpoint-*."""
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
+    record = record or read_scorer_folder(path)
+    if not record.path.is_dir():
         raise ModelError(f"{setting} {path}: no such folder", setting=setting)
-    if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
-        return folder
-    checkpoints = [p for p in folder.glob("checkpoint-*") if p.is_dir() and _checkpoint_step(p) >= 0]
-    if not checkpoints:
+    if record.target is None:
         raise ModelError(f"{setting} {path}: no adapter (adapter_config.json), model (config.json) "
                          "or checkpoint-* folder in it", setting=setting)
-    return max(checkpoints, key=_checkpoint_step)
+    return record.target
 
 
-def adapter_base_model(folder: Path, meta: dict, base_model_id: str | None, setting: str) -> str:
+def adapter_base_model(record: ScorerFolder, base_model_id: str | None, setting: str) -> str:
+    """The base model to load the adapter on: as given, else the one the adapter (or its record) names."""
     if base_model_id:
         return base_model_id
-    adapter_config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    base = adapter_config.get("base_model_name_or_path") or meta.get("base_model_id")
-    if not base:
-        raise ModelError(f"{setting} {folder}: the adapter does not name its base model; pass the base model id",
-                         setting=setting)
-    return base
+    if record.adapter_error:
+        raise ModelError(f"{setting} {record.target}: {record.adapter_error}", setting=setting)
+    if not record.base_model:
+        raise ModelError(f"{setting} {record.target}: the adapter does not name its base model; pass the base "
+                         "model id", setting=setting)
+    return record.base_model
 
 
 # --------------------------------------------------------------------------- loading
 
 
 def load_scorer(path: str | Path, base_model_id: str | None = None, options: ModelOptions | None = None,
-                max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir") -> HFScorer:
+                max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir",
+                record: ScorerFolder | None = None) -> HFScorer:
     """Load a trained scorer in eval mode.
 
     `options=None` means `scorer_options(ModelOptions())`: a 4-bit NF4 base on
     CUDA, fp32 on CPU; `options.load_in_4bit` quantises on CPU too.
     `max_length=None` is the training run's --max-length (2048 if unknown).
     `setting` names the scorer's setting (its folder's flag) in error messages.
+    `record` is the folder as stage 4 already read it (``masprm.scorer_folder``); None reads it here.
     """
     if options is None:
         options = scorer_options(ModelOptions())
-    folder = resolve_scorer_folder(path, setting)
-    meta = read_scorer_meta(folder)
-    is_adapter = (folder / "adapter_config.json").is_file()
-    base = adapter_base_model(folder, meta, base_model_id, setting) if is_adapter else str(folder)
+    record = record.at(Path(path).expanduser()) if record is not None else read_scorer_folder(path)
+    folder = resolve_scorer_folder(path, setting, record)
+    if record.meta_error:
+        raise ModelError(f"{setting} {path}: {record.meta_error}", setting=setting)
+    meta = record.meta
+    is_adapter = record.is_adapter
+    base = adapter_base_model(record, base_model_id, setting) if is_adapter else str(folder)
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
                                padding_side="right", setting=setting)
@@ -233,6 +243,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
         device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
         pad_token_id=tokenizer.pad_token_id, setting=setting)
     if is_adapter:
+        fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
         try:
             with peft_alias_warning_silenced():
                 model = PeftModel.from_pretrained(model, str(folder))
@@ -249,10 +260,13 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                           style=style)
     if implicit:
         return ImplicitScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
-                              beta=training["implicit_beta"])
+                              setting=setting, source=str(path), beta=training["implicit_beta"])
     if causal:
-        return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)
+        return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                                setting=setting, source=str(path))
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                          setting=setting, source=str(path),
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
-    return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)
+    return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                    scale=logit_scale(meta), setting=setting, source=str(path))

@@ -13,10 +13,13 @@ from dataclasses import dataclass
 
 from masprm.checks import check_seed
 from masprm.config import arg
+from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
-from masprm.train.objectives import LOSSES, MODES
+from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
+
+PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
 
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 # The original trainer's defaults: the stage-2 file its preprocessing wrote for its GSM8K run folder
@@ -32,9 +35,9 @@ class TrainConfig:
 
     mode: str = arg("prm", choices=MODES,
                     help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
-    data_file: str = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
+    data_file: PathText = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
                          help=f"JSON/JSONL file from src/train/preprocess_data.py (default: {DEFAULT_DATA_FILE})")
-    output_dir: str = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
+    output_dir: PathText = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
                           help=f"where the scorer is written (default: {DEFAULT_OUTPUT_DIR})")
     model_id: str = arg(DEFAULT_BASE_MODEL, flags=("--model-id", "--model_id"),
                         help="base model (hub id or local folder)")
@@ -51,6 +54,8 @@ class TrainConfig:
     save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
     logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
     seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
+    eval_split_by: str = arg("question", choices=EVAL_SPLITS,
+                             help="hold out whole questions (default) or single records for checkpoint selection")
     max_length: int = arg(2048, help="tokens per text; the start is cut first")
     max_prompt_length: int = arg(768, help="tokens kept of the prompt part (its end); 0 = no separate limit")
     separator: str = arg(DEFAULT_SEPARATOR, flags=("--step-separator",),
@@ -78,7 +83,20 @@ class TrainConfig:
     load_in_4bit: bool | None = arg(None, help="QLoRA 4-bit NF4 base (default: on with CUDA, off on CPU)")
     attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"),
                          help="attention implementation passed to transformers: sdpa (default), eager, "
-                              "flash_attention_2, ...")
+                              "flash_attention_2, ..., or auto (flash_attention_2 when flash-attn is installed "
+                              "and the GPU is Ampere or newer, else sdpa); the kernel used is recorded in "
+                              "masprm_scorer.json")
+    ppm_best_metric: str = arg("loss", choices=PPM_BEST_METRICS,
+                               help="--mode ppm: the eval metric that picks the checkpoint kept: loss (default, "
+                                    "the original's main branch) or pair_acc (its newer branch)")
+    weight_decay: float = arg(0.0, help="AdamW weight decay (default: 0, the original's main branch; its newer "
+                                        "branch uses 0.01)")
+    init_adapter_dir: str | None = arg(None, flags=("--init-adapter-dir", "--init_adapter_dir"),
+                                       help="start from the LoRA adapter in this folder instead of a new one "
+                                            "(its base model must be --model-id; --lora-* must agree with it)")
+    train_new_token_only: bool = arg(False, flags=("--train-new-token-only",),
+                                     help="train only the added separator's embedding row (peft's trainable "
+                                          "token indices) instead of a full trainable copy of the embeddings")
     trust_remote_code: bool = arg(False, flags=("--trust-remote-code", "--trust_remote_code"),
                                   help="allow the base model's own code from the hub")
     overwrite: bool = arg(False, help="train over a finished scorer in --output-dir (refused without it)")
@@ -120,6 +138,13 @@ class TrainConfig:
         need(self.lora_alpha > 0, "lora_alpha", "must be > 0")
         need(0 <= self.lora_dropout < 1, "lora_dropout", "must be in [0, 1)")
         need(self.huber_beta > 0, "huber_beta", "must be > 0")
+        need(self.ppm_best_metric in PPM_BEST_METRICS, "ppm_best_metric", f"must be one of {', '.join(PPM_BEST_METRICS)}")
+        need(self.ppm_best_metric == "loss" or self.mode == "ppm", "ppm_best_metric",
+             "applies to --mode ppm only (the other objectives keep their own metric)")
+        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be a finite number >= 0")
+        if (self.init_adapter_dir or self.train_new_token_only) and not self.lora:
+            setting = "init_adapter_dir" if self.init_adapter_dir else "train_new_token_only"
+            raise ConfigError(f"{setting} needs LoRA (it is about a LoRA adapter); drop --no-lora", setting=setting)
         need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
         need(math.isfinite(self.implicit_beta) and self.implicit_beta > 0, "implicit_beta",
              "must be a finite number > 0")

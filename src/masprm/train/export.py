@@ -17,10 +17,11 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from masprm.checks import check_output_dir
+from masprm.checks import check_output_dir, check_scorer_folder
 from masprm.errors import ConfigError, ModelError, first_line
 from masprm.io import honour_umask
-from masprm.scorer_meta import read_scorer_meta, write_scorer_meta
+from masprm.scorer_folder import read_scorer_folder
+from masprm.scorer_meta import write_scorer_meta
 from masprm.train.card import write_model_card
 
 
@@ -43,6 +44,8 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
                  hub_model_id: str | None = None, setting: str = "scorer") -> Path:
     """Write the adapter scorer in ``folder`` merged into its base as a standalone model in ``out``."""
     out = check_merged_out(out, inputs={setting: folder, "base_model_id": base_model_id})
+    # the whole folder, before any model loads: an unfinished training (status "training") is refused
+    check_scorer_folder(folder, setting, base_model_id=base_model_id, base_setting="base_model_id")
     import torch
     from peft import PeftModel
 
@@ -51,12 +54,13 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
     from masprm.models.token_scorer import load_token_scorer, separator_token_id
     from masprm.state_text import DEFAULT_SEPARATOR
 
-    source = resolve_scorer_folder(folder, setting)
-    if not (source / "adapter_config.json").is_file():
+    record = read_scorer_folder(folder)
+    source = resolve_scorer_folder(folder, setting, record)
+    if not record.is_adapter:
         raise ConfigError(f"{setting} {folder}: already a standalone model (no LoRA adapter to merge); "
                           "use the folder as it is", setting=setting)
-    meta = read_scorer_meta(source)
-    base = adapter_base_model(source, meta, base_model_id, setting)
+    meta = record.meta
+    base = adapter_base_model(record, base_model_id, setting)
 
     tokenizer = load_tokenizer(str(source), padding_side="right", setting=setting)
     separator_token_id(tokenizer, meta.get("separator", DEFAULT_SEPARATOR))

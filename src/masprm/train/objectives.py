@@ -29,6 +29,7 @@ from masprm.registry import Registry
 
 RECORD_KINDS = ("pairs", "steps")   # stage 2's ppm_pairs_*.jsonl / prm_samples_*.jsonl records
 LOSSES = ("mse", "huber", "bce")    # the stepwise objectives' losses (--loss)
+EVAL_SPLITS = ("question", "record")   # what the checkpoint-selection split is drawn over (--eval-split-by)
 
 
 @dataclass
@@ -48,6 +49,11 @@ class Objective:
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
     model_kind: str = "token_scorer"      # the model trained: a value head on the base, or "causal_lm" (its LM head)
+    choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
+
+    def best(self, cfg: Any) -> tuple[str, bool]:
+        """The eval metric that picks the model kept, and whether higher is better, under this config."""
+        return self.choose_best(cfg) if self.choose_best else (self.best_metric, self.greater_is_better)
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")

@@ -7,7 +7,7 @@ Pairs with a ``weight`` field (stage 2's margin_pairs) give a weighted mean,
 sum w·loss / sum w, a pair without one weighing 1; a batch where no pair has one
 takes the plain mean, so today's pairs train exactly as before. Pairs whose
 chosen and rejected steps are identical are skipped. The model kept is the one with the
-lowest eval loss; LoRA dropout stays on and batches are drawn at random, as the
+lowest eval loss (``--ppm-best-metric pair_acc``: the highest pair accuracy, the original's newer rule); LoRA dropout stays on and batches are drawn at random, as the
 original's pairwise trainer.
 """
 
@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.labels.mining import ppm_texts
+from masprm.train.data import record_group
 from masprm.train.metrics import pair_metrics
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
@@ -43,7 +44,7 @@ def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
         {"pos_text": pos, "neg_text": neg, "pos_ids": pi, "neg_ids": ni,
          "pos_index": score_position(pi, encoder.sep_id), "neg_index": score_position(ni, encoder.sep_id),
          "pos_has_sep": encoder.sep_id in pi, "neg_has_sep": encoder.sep_id in ni,
-         **({"weight": float(rec["weight"])} if "weight" in rec else {})}
+         "group": record_group(rec), **({"weight": float(rec["weight"])} if "weight" in rec else {})}
         for (pos, neg), pi, ni, rec in zip(pairs, pos_ids, neg_ids, kept)
     ]
     return examples, len(records) - len(examples)
@@ -90,6 +91,10 @@ class PairTrainer(ScorerTrainer):
         return loss, preds, torch.ones_like(r_pos)[:, None]
 
 
+def _best(cfg) -> tuple[str, bool]:
+    return ("pair_acc", True) if cfg.ppm_best_metric == "pair_acc" else ("loss", False)
+
+
 def _eval(p) -> dict[str, float]:
     return pair_metrics(np.asarray(p.predictions))
 
@@ -97,4 +102,4 @@ def _eval(p) -> dict[str, float]:
 PAIRWISE = Objective(
     name="pairwise", records="pairs", text_style="whole", build_examples=build_pair_examples, collator=PairCollator,
     trainer_cls=PairTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
-    keep_dropout=True, sampling="random", usable=differing)
+    keep_dropout=True, sampling="random", usable=differing, choose_best=_best)
