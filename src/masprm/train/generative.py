@@ -23,6 +23,7 @@ import torch
 from masprm.models.generative_verifier import answer_ids, answer_log_probs, answer_rows, question_ids, verdict_score
 from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
+from masprm.train.data import record_group
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
 
@@ -37,7 +38,8 @@ def verifier_examples(records: Sequence[dict], encoder: TextEncoder, sep: str, p
         for k in ends:
             examples.append({"text": join_steps(rec["prompt"], steps[:k], sep),
                              "input_ids": question_ids(encoder, rec["prompt"], steps[:k]),
-                             "answers": answers, "verdict": 1.0 if labels[k - 1] > 0 else 0.0})
+                             "answers": answers, "verdict": 1.0 if labels[k - 1] > 0 else 0.0,
+                             "group": record_group(rec)})
     return examples, 0
 
 
