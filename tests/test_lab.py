@@ -16,7 +16,8 @@ from masprm.stages import demo, jobs, lab
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
-NEW_ROWS = (("first_error", "pqm"), ("mc", "implicit"), ("mc", "gorm"), ("first_error", "gprm"))
+NEW_ROWS = (("first_error", "pqm"), ("mc", "implicit"), ("mc", "gorm"), ("first_error", "gprm"),
+            ("mc", "ensemble"))
 METHODS = ("single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "bon_prm",
            "mcts_orm", "bon_orm")
 

@@ -173,6 +173,32 @@ class GenerativeScorer(HFScorer):
         return verdict_score(log_probs).tolist()
 
 
+@dataclass
+class EnsembleScorer(HFScorer):
+    """An ensemble of value heads (``--mode ensemble``): the heads' mean read-out, 2 mean(sigmoid(z_h)) - 1,
+    at the last separator; ``last_spread`` holds each text's spread (the std of the heads' probabilities)."""
+
+    last_spread: list[float] = field(default_factory=list)
+
+    def score_batch(self, texts: Sequence[str]) -> list[float]:
+        self.spread_of: dict[int, float] = {}
+        values = super().score_batch(texts)
+        self.last_spread = [self.spread_of[i] for i in range(len(texts))]
+        return values
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        return [(ids, i) for i, (ids, _) in enumerate(super().encode_rows(texts))]   # the text's index rides along
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits.double()
+        at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids, _ in rows], device=logits.device)
+        probs = torch.sigmoid(logits[torch.arange(len(rows), device=logits.device), at])   # (rows, heads)
+        for (_, i), spread in zip(rows, probs.std(dim=-1, unbiased=False).tolist()):
+            self.spread_of[i] = spread
+        return (2 * probs.mean(dim=-1) - 1).tolist()
+
+
 # --------------------------------------------------------------------------- finding the weights
 
 
@@ -238,10 +264,11 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if implicit and not is_adapter:
         raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
                          "model without it), and the folder holds a full model", setting=setting)
+    heads = {} if causal else {"heads": int(meta.get("ensemble_heads", 1))}
     model = (load_causal_lm if causal else load_token_scorer)(
         base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
         device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
-        pad_token_id=tokenizer.pad_token_id, setting=setting)
+        pad_token_id=tokenizer.pad_token_id, setting=setting, **heads)
     if is_adapter:
         fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
         try:
@@ -264,6 +291,9 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if causal:
         return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                                 setting=setting, source=str(path))
+    if training.get("objective") == "ensemble":
+        return EnsembleScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                              setting=setting, source=str(path))
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                           setting=setting, source=str(path),

@@ -82,14 +82,15 @@ def separator_token_id(tokenizer, separator: str, add_if_missing: bool = True) -
 def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit: bool = False,
                       dtype: torch.dtype | None = None, device_map: Any = None, attn_impl: str = "sdpa",
                       trust_remote_code: bool = False, pad_token_id: int | None = None,
-                      setting: str = "model_id"):
-    """`AutoModelForTokenClassification` (num_labels=1) on `source`, embeddings resized to `n_tokens`.
+                      setting: str = "model_id", heads: int = 1):
+    """`AutoModelForTokenClassification` (num_labels = `heads`, 1 but for an ensemble) on `source`,
+    embeddings resized to `n_tokens`.
 
     Without `dtype`, weights load in fp32 (CPU training, and fp32 master
     weights under mixed precision); with 4-bit, in the compute dtype (bf16/fp16
     on CUDA, fp32 on CPU).
     """
-    return _load_model(AutoModelForTokenClassification, "a token-classification model", {"num_labels": 1}, source,
+    return _load_model(AutoModelForTokenClassification, "a token-classification model", {"num_labels": heads}, source,
                        n_tokens=n_tokens, load_in_4bit=load_in_4bit, dtype=dtype, device_map=device_map,
                        attn_impl=attn_impl, trust_remote_code=trust_remote_code, pad_token_id=pad_token_id,
                        setting=setting)

@@ -120,6 +120,7 @@ LAB_SCORERS = (
     LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
     LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
     LabScorer("first_error", "gprm"),   # the step label after each step
+    LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 

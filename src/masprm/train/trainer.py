@@ -13,6 +13,8 @@ objective: what differs between them is the objective's record
 
 from __future__ import annotations
 
+from functools import partial
+
 import importlib.util
 import math
 import os
@@ -234,7 +236,8 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     causal = objective.model_kind == "causal_lm"
-    load = token_scorer.load_causal_lm if causal else token_scorer.load_token_scorer
+    load = token_scorer.load_causal_lm if causal else partial(token_scorer.load_token_scorer,
+                                                              heads=objective.heads(cfg))
     model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
                  trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
     if cfg.init_adapter_dir:
