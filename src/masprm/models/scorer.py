@@ -37,6 +37,7 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style,
                                 training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
+from masprm.models.bidirectional import read_streams, two_streams
 from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
                                                verdict_score)
 from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
@@ -199,6 +200,34 @@ class EnsembleScorer(HFScorer):
         return (2 * probs.mean(dim=-1) - 1).tolist()
 
 
+@dataclass
+class BiprmScorer(HFScorer):
+    """A bidirectional scorer (``--mode biprm``): a finished transcript read in order and reversed, the two
+    streams' scores fused by the learned gate, served as tanh(z / 2) = 2 sigmoid(z) - 1. BiPRM scores known
+    trajectories, so a text with fewer steps than the shortest training transcript is refused."""
+
+    min_steps: int = 1
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        rows = []
+        for text in texts:
+            steps = text.steps if isinstance(text, StepText) else []
+            if len(steps) < self.min_steps:
+                raise ModelError(f"{self.setting} {self.source}: a biprm scorer re-ranks finished transcripts, and "
+                                 f"this one has {len(steps)} step(s) where its training transcripts had at least "
+                                 f"{self.min_steps} (use it with best-of-N --step_agg last)", setting=self.setting)
+            rows.append(two_streams(self.encoder, text.prompt, steps))
+        return rows
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        both = [f for f, _ in rows] + [b for _, b in rows]
+        ids, mask = pad_right(both, self.pad_id)
+        index = torch.tensor([score_position(r, self.encoder.sep_id) for r in both], device=self.device)
+        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.double()
+        return torch.tanh(read_streams(logits, index) / 2).tolist()
+
+
 # --------------------------------------------------------------------------- finding the weights
 
 
@@ -264,7 +293,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if implicit and not is_adapter:
         raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
                          "model without it), and the folder holds a full model", setting=setting)
-    heads = {} if causal else {"heads": int(meta.get("ensemble_heads", 1))}
+    heads = {} if causal else {"heads": 2 if training.get("objective") == "biprm" else
+                               int(meta.get("ensemble_heads", 1))}
     model = (load_causal_lm if causal else load_token_scorer)(
         base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
         device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
@@ -291,6 +321,9 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if causal:
         return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                                 setting=setting, source=str(path))
+    if training.get("objective") == "biprm":
+        return BiprmScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                           setting=setting, source=str(path), min_steps=int(meta.get("biprm_min_steps", 1)))
     if training.get("objective") == "ensemble":
         return EnsembleScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                               setting=setting, source=str(path))

@@ -310,7 +310,8 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                   f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
         out.mkdir(parents=True, exist_ok=True)
     before = file_snapshot(out)   # what the folder held: this run changes the mode of its own files only
-    scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
+    scheme = {"label_scheme": label_scheme_of(records, objective.records), **objective.records_meta(records),
+              "attn_kernel": attn_kernel,
               **warm_start}
     recorded = read_scorer_meta(out) if (out / SCORER_META_FILE).is_file() else {}
     finished = isinstance(recorded, dict) and recorded.get("status") == "completed"
