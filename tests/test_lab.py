@@ -34,6 +34,8 @@ def test_dry_run_lists_every_scheme_and_method():
         assert f"#   mc + traj ({agg})" in out or f"lab: mc+traj-{agg}" in out
     for scheme, objective in NEW_ROWS:   # issue 37's rows
         assert f"#   {scheme} + {objective} -> " in out, (scheme, objective)
+    for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley"):   # listed, left out
+        assert f"lab: {scheme}+prm: label scheme {scheme!r} needs fresh policy samples" in out, scheme
     assert out.count("--labels first_error") == 1   # one labels command, however many objectives train on it
     commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
     evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]

@@ -127,6 +127,8 @@ LAB_SCORERS = (
     LabScorer("first_error", "gprm"),   # the step label after each step
     LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
     LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
+    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
+    *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
@@ -144,6 +146,9 @@ def missing(scorer: LabScorer) -> str | None:
             return f"{scorer.name}: masprm.labels has no LABEL_SCHEMES registry; row left out"
         if scorer.scheme not in LABEL_SCHEMES:
             return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
+        if getattr(LABEL_SCHEMES[scorer.scheme], "needs_rollouts", False):
+            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, which stage 2 "
+                    "does not load yet; row left out")
     return None
 
 
