@@ -32,7 +32,7 @@ from masprm.handoff.methods import format_paired_comparison, paired_comparison, 
 from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
                                      HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
-from masprm.models.model_checks import check_policy
+from masprm.models.model_checks import check_policy, check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
@@ -175,6 +175,7 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
         base = scorer_base(record, bases[role], info)
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
                                    allow_unfinished=run.allow_unfinished_scorer)
+        check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
         if note:
             print(with_flags(note), file=sys.stderr)
         if base != bases[role]:
