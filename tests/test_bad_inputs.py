@@ -247,6 +247,8 @@ def round4_inputs(root: Path) -> None:
     lora = "base_model.model.model.layers.0.self_attn.q_proj.lora_{}.weight"
     save_file({lora.format("A"): torch.zeros(2, 32), lora.format("B"): torch.zeros(64, 2)},   # the base's is 64 wide
               str(misfit / "adapter_model.safetensors"))
+    (root / "plogs").mkdir()
+    (root / "plogs" / "sampled_passes").symlink_to("../elsewhere")     # stage 4's store written through a link
     logs = root / "badlogs"
     logs.mkdir()
     (logs / "x_single_pass_ab_tiny_1.txt").write_text(
@@ -643,9 +645,11 @@ CASES = [
     ("r4-s4-scorer-negative-length", "eval", ev(*PRM, "scorers/neg_length"),
      "masprm_scorer.json: max_length must be a whole number >= 2, got -5"),
     ("r4-s4-adapter-misfit", "eval", ev(*PRM, "scorers/misfit"), "the adapter does not fit base model"),
+    ("r4-s4-store-link", "eval", ev("--logs_dir", "plogs"), "--logs_dir plogs: sampled_passes is a link to"),
+    ("r4-s3-empty-separator", "trainer", tr("--step-separator", ""), "--step-separator"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
-ROUND4 = 24   # rows added by the fourth (issue 44), the last ones
+ROUND4 = 26   # rows added by the fourth (issue 44), the last ones
 
 
 @pytest.fixture

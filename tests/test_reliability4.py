@@ -284,7 +284,8 @@ def test_outputs_of_a_linked_input_go_next_to_the_link(tmp_path):
 
 
 def test_a_library_writer_makes_new_inodes_and_only_its_own_files_change_mode(tmp_path):
-    from masprm.io import file_snapshot, honour_umask, library_output, process_umask
+    from masprm.io import honour_umask, process_umask
+    from masprm.outputs import file_snapshot, library_output
 
     out = tmp_path / "scorer"
     out.mkdir()
@@ -315,7 +316,7 @@ def test_a_library_writer_makes_new_inodes_and_only_its_own_files_change_mode(tm
 
 
 def test_a_failed_library_write_changes_nothing(tmp_path):
-    from masprm.io import library_output
+    from masprm.outputs import library_output
 
     out = tmp_path / "scorer"
     out.mkdir()
@@ -685,7 +686,8 @@ def _scorer(folder: Path, base: Path, adapter: dict | None = None, meta: dict | 
 def test_a_scorer_folder_is_checked_whole_before_any_model_loads(tiny_model_dir, tmp_path, adapter, meta, lora,
                                                                    problem):
     from masprm.errors import ModelError
-    from masprm.models.model_checks import check_scorer_fits, weight_shapes
+    from masprm.models.model_checks import weight_shapes
+    from masprm.models.scorer_checks import check_scorer_fits
     from masprm.scorer_folder import read_scorer_folder
 
     base = Path(tiny_model_dir)
@@ -697,7 +699,7 @@ def test_a_scorer_folder_is_checked_whole_before_any_model_loads(tiny_model_dir,
 
 
 def test_a_fitting_adapter_passes(tiny_model_dir, tmp_path):
-    from masprm.models.model_checks import check_scorer_fits
+    from masprm.models.scorer_checks import check_scorer_fits
     from masprm.scorer_folder import read_scorer_folder
 
     lora = "base_model.model.model.layers.{}.self_attn.{}.lora_{}.weight"
@@ -714,7 +716,7 @@ def test_a_scorer_stage3_trained_passes_the_whole_folder_check_and_holds_only_ne
     from helpers import trained_adapter
 
     from masprm.io import process_umask
-    from masprm.models.model_checks import check_scorer_fits
+    from masprm.models.scorer_checks import check_scorer_fits
     from masprm.scorer_folder import read_scorer_folder
 
     folder = trained_adapter(tmp_path_factory, tiny_model_dir)
@@ -724,3 +726,38 @@ def test_a_scorer_stage3_trained_passes_the_whole_folder_check_and_holds_only_ne
     assert not list(folder.glob(".save.*"))                                  # the temporary folder is gone
     mode = 0o666 & ~process_umask()
     assert (folder / "adapter_model.safetensors").stat().st_mode & 0o777 == mode   # written private, then the umask's
+
+
+# --------------------------------------------------------------------------- minor: what a killed or refused run leaves
+
+def test_a_killed_writer_s_temporary_file_is_removed_by_the_next_writer(tmp_path):
+    from masprm.io import AtomicJsonlWriter
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)   # a process that has ended
+    stale = tmp_path / f".pairs.jsonl.{dead}-0a1b2c3d.tmp"
+    live = tmp_path / f".pairs.jsonl.{os.getpid()}-0a1b2c3d.tmp"   # a writer still running
+    other = tmp_path / f".other.jsonl.{dead}-0a1b2c3d.tmp"           # another file's
+    for path in (stale, live, other):
+        path.write_text("half a file")
+    with AtomicJsonlWriter(tmp_path / "pairs.jsonl") as out:
+        out.write({"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "pairs.jsonl"])
+
+
+def test_a_run_refused_in_a_folder_it_created_leaves_no_folder(tmp_path):
+    from masprm.errors import ConfigError
+    from masprm.run_folder import locked_folder
+
+    with pytest.raises(ConfigError):
+        with locked_folder(tmp_path / "new", "output_dir"):
+            raise ConfigError("separator: refused")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ConfigError):
+        with locked_folder(tmp_path / "kept", "output_dir"):
+            raise ConfigError("separator: refused")
+    assert (tmp_path / "kept").is_dir()   # a folder that was there stays
+    with locked_folder(tmp_path / "done", "output_dir") as folder:
+        (folder / "adapter_model.safetensors").write_bytes(b"x")
+    assert (tmp_path / "done" / "adapter_model.safetensors").is_file()

@@ -16,7 +16,8 @@ import os
 import sys
 from pathlib import Path
 
-from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
+from masprm.checks import (check_known_dataset, check_local_model, check_no_outside_links, check_output_dir,
+                           check_scorer_folder,
                            check_scorer_role, check_text_data_file)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
@@ -32,7 +33,8 @@ from masprm.handoff.methods import format_paired_comparison, paired_comparison, 
 from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
                                      HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
-from masprm.models.model_checks import check_policy, check_scorer_fits
+from masprm.models.model_checks import check_policy
+from masprm.models.scorer_checks import check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
@@ -248,6 +250,8 @@ def main(argv: list[str] | None = None) -> int:
 
     check_known_dataset(settings.data.dataset)
     check_output_dir(run.logs_dir, "logs_dir", inputs=input_paths(settings))
+    if os.path.lexists(run.logs_dir):   # the sampled-passes store and the logs are written below it
+        check_no_outside_links(run.logs_dir, "logs_dir")
     specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(settings.models.mas_config)
     if settings.data.data_file:
