@@ -38,6 +38,7 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
+from masprm.search.judge import JUDGE_ROLE, PROMPT_ID as JUDGE_PROMPT_ID
 from masprm.search.samples import SampleStore
 
 # --------------------------------------------------------------------------- models
@@ -45,7 +46,7 @@ from masprm.search.samples import SampleStore
 
 @dataclass(frozen=True)
 class ModelSpec:
-    model_type: str                   # "policy" or "scorer" (MODEL_LOADERS)
+    model_type: str                   # "policy", "scorer" or "judge" (MODEL_LOADERS)
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
@@ -67,7 +68,13 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
+def _load_judge(spec: ModelSpec) -> Any:
+    """The LLM judge: a generative model like the policy, under its own flags."""
+    return _load_policy(replace(spec, setting=spec.setting or "judge_model_id"))
+
+
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer,
+                                                        "judge": _load_judge}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
@@ -152,12 +159,13 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     example_seed = seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
-    policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
+    served = served_models(models, item.roles)
+    policy, scorers = served.policy, served.scorers
     policy.reseed(example_seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, scorers=scorers)
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, scorers=scorers, judge=served.judge)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -177,8 +185,9 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
 
 
 def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
-    """The models a condition's requests go to: the policy and the condition's scorers, by role."""
-    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles})
+    """The models a condition's requests go to: the policy, the condition's scorers by role, its judge."""
+    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles if role != JUDGE_ROLE},
+                        models.get(JUDGE_ROLE) if JUDGE_ROLE in roles else None)
 
 
 def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, graph: MASGraph,
@@ -233,7 +242,7 @@ def _model_identity(spec: ModelSpec) -> dict:
                 "load_in_4bit": bool(spec.options is not None and spec.options.load_in_4bit)}
     if spec.options is not None and spec.options.dtype is not None:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
-    if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
+    if spec.model_type in ("policy", "judge") and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
     return identity
 
@@ -266,6 +275,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
         "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
+    if JUDGE_ROLE in roles:   # the judge's prompts (its model and settings are in models and settings)
+        definition["judge_prompt"] = JUDGE_PROMPT_ID
     examples = data.examples
     return {"condition": method, "fingerprint": stable_hash(definition), "seed": chosen.seed,
             "definition": definition, "mas_config_path": str(graph.source),

@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
-from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, require_scorer
+from masprm.search.engine import JudgeAsk, LogProbs, RequestKeys, Sample, Score, require_scorer
 
 
 @dataclass
@@ -38,6 +38,8 @@ class SearchContext:
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)
     samples: Any = None                # a store of sampled passes to reuse (masprm.search.samples), or None
     finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
+    judge: Policy | None = None        # the LLM judge (masprm.search.judge), when the method asks one
+    judge_asked: int = 0               # judge requests so far (their random-stream keys when it samples)
 
     def scorer(self, role: str) -> Scorer:
         """The scorer of ``role`` (``masprm.roles.ROLES``); a RuntimeError when the method runs without it."""
@@ -69,6 +71,23 @@ class SearchContext:
         # The original counts each scored completion's prompt and completion tokens as scorer tokens.
         self.usage.scorer_tokens += sum(lp.prompt_tokens + lp.completion_tokens for lp in values)
         return values
+
+    def ask_judge(self, prompt: Messages) -> Generator[Any, Any, str]:
+        """The judge's reply to one prompt, counted: a call, its prompt and reply tokens (also scorer tokens).
+
+        Its settings are the method's ``judge_max_new_tokens`` / ``judge_temperature``; a sampling judge
+        (temperature > 0) draws from its own streams, keyed apart from the policy's by a negative request number.
+        """
+        s = self.settings
+        self.judge_asked += 1
+        keys = ((self.keys.seed, self.keys.example, -self.judge_asked, 0),) \
+            if self.keys is not None and s.judge_temperature > 0 else None
+        [reply] = yield JudgeAsk((prompt,), s.judge_max_new_tokens, s.judge_temperature, keys)
+        tokens = reply.prompt_tokens + reply.new_tokens
+        self.usage.judge_calls += 1
+        self.usage.judge_tokens += tokens
+        self.usage.scorer_tokens += tokens
+        return reply.text
 
     def score(self, role: str, texts: Sequence[str], *, batched: bool = False) -> Generator[Any, Any, list[float]]:
         """One scorer call per text, or one for the whole batch with `batched` (handoff)."""

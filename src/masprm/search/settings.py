@@ -82,6 +82,20 @@ class VoterSettings(PassSettings):
 
 
 @dataclass(frozen=True)
+class JudgeSettings(MethodSettings):
+    """pooled_judge / mcts_judge: how the LLM judge (--judge_model_id) generates its reply."""
+
+    judge_max_new_tokens: int = arg(512, flags=("--judge_max_new_tokens",),
+                                    help="cap on the judge's reply (default 512)")
+    judge_temperature: float = arg(0.0, flags=("--judge_temperature",),
+                                   help="the judge's sampling temperature (default 0: greedy, as the original)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("judge_max_new_tokens",), lambda v: v >= 1, AT_LEAST_ONE)
+        require(self.judge_temperature >= 0, "judge_temperature", f"must be >= 0, got {self.judge_temperature}")
+
+
+@dataclass(frozen=True)
 class BoNSettings(PassSettings):
     """bon_*: N single passes, every step scored, the best aggregate first."""
 
