@@ -68,13 +68,9 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-def _load_judge(spec: ModelSpec) -> Any:
-    """The LLM judge: a generative model like the policy, under its own flags."""
-    return _load_policy(replace(spec, setting=spec.setting or "judge_model_id"))
-
-
+# The LLM judge is a generative model like the policy (its spec names its own setting, judge_model_id).
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer,
-                                                        "judge": _load_judge}
+                                                        "judge": _load_policy}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
