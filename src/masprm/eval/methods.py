@@ -29,8 +29,8 @@ from masprm.search.mcts import mcts_family
 from masprm.search.judge import JUDGE_ROLE
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.search.settings import (BoNSettings, JudgeSettings, LogProbSettings, MCTSSettings, ORMLeafSettings,
-                                    PassSettings, SBSSettings, ViewSettings, VoterSettings, check_settings_classes,
-                                    combined_settings, extra_scorers)
+                                    PassSettings, SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings,
+                                    VoterSettings, check_settings_classes, combined_settings, extra_scorers)
 from masprm.search.vote import voter_family
 
 ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
@@ -112,6 +112,16 @@ STATIC_METHODS = (
     ("bon_prm",         "bon",   "masprm",   (BoNSettings, ViewSettings)),
     ("bon_orm",         "bon",   "orm",      (BoNSettings, ViewSettings)),
     ("bon_logprob",     "bon",   "logprob",  (BoNSettings, LogProbSettings)),
+    # reference scorers (masprm.search.oracles): ceilings, not methods to deploy
+    ("sbs_oracle_step",     "sbs",  "oracle_step",    (SBSSettings, StepOracleSettings)),
+    ("mcts_oracle_step",    "mcts", "oracle_step",    (MCTSSettings, StepOracleSettings)),
+    ("bon_oracle_step",     "bon",  "oracle_step",    (BoNSettings, StepOracleSettings)),
+    ("sbs_oracle_outcome",  "sbs",  "oracle_outcome", (SBSSettings,)),
+    ("mcts_oracle_outcome", "mcts", "oracle_outcome", (MCTSSettings,)),
+    ("bon_oracle_outcome",  "bon",  "oracle_outcome", (BoNSettings,)),
+    ("sbs_true_value",      "sbs",  "true_value",     (SBSSettings, TrueValueSettings)),
+    ("mcts_true_value",     "mcts", "true_value",     (MCTSSettings, TrueValueSettings)),
+    ("bon_true_value",      "bon",  "true_value",     (BoNSettings, TrueValueSettings)),
     # the original newer branch's LLM judge (masprm.search.judge): over the voters' pool, guiding MCTS
     ("pooled_judge",    "voter", "judge",    (VoterSettings, JudgeSettings)),
     ("mcts_judge",      "mcts",  "judge",    (MCTSSettings, JudgeSettings)),

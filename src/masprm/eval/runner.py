@@ -24,7 +24,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.cluster import local_folders
-from masprm.errors import MasprmError, OutputError
+from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
@@ -38,7 +38,7 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
-from masprm.search.judge import JUDGE_ROLE, PROMPT_ID as JUDGE_PROMPT_ID
+from masprm.search.judge import JUDGE_ROLE
 from masprm.search.samples import SampleStore
 
 # --------------------------------------------------------------------------- models
@@ -68,9 +68,8 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-# The LLM judge is a generative model like the policy (its spec names its own setting, judge_model_id).
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer,
-                                                        "judge": _load_policy}
+                                                        "judge": _load_policy}   # the judge: a generative model
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
@@ -156,16 +155,15 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
     served = served_models(models, item.roles)
-    policy, scorers = served.policy, served.scorers
-    policy.reseed(example_seed)
+    served.policy.reseed(example_seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
-    ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, scorers=scorers, judge=served.judge)
+    ctx = SearchContext(served.policy, graph, item.settings, served.scorers, random.Random(example_seed),
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, example=ex, judge=served.judge)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
-    except OutputError:   # a full disk (its sample store) ends the run in one line, as any other write
+    except (OutputError, ModelOutputError):   # a full disk, or a model giving NaN, ends the run in one line
         raise
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
@@ -199,7 +197,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, gr
         served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
-            if isinstance(error, OutputError):
+            if isinstance(error, (OutputError, ModelOutputError)):   # a full disk, a model giving NaN: the run stops
                 raise error
             yield item, record, None if error is None else describe_error(error)
 
@@ -271,8 +269,6 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
         "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},
         "code_version": code_version(METHODS[method].source_file),
     }
-    if JUDGE_ROLE in roles:   # the judge's prompts (its model and settings are in models and settings)
-        definition["judge_prompt"] = JUDGE_PROMPT_ID
     examples = data.examples
     return {"condition": method, "fingerprint": stable_hash(definition), "seed": chosen.seed,
             "definition": definition, "mas_config_path": str(graph.source),
