@@ -11,7 +11,8 @@ and CSV dialect are the original aggregator's, so its logs give its CSV.
 The plot reads more than the CSV: from a log's `.summary.json` sidecar its
 model work per finished example (policy tokens generated + scorer tokens read,
 the policy's log-prob scoring included), and from its `.manifest.json` the
-method and its budget (simulations, beam widths, voters). Experiments of one
+method and the facts its run recorded: the search family and its budget keys
+(simulations, beam widths, voters), never decoded from the method's name. Experiments of one
 method that differ only in the budget form one curve. Logs without sidecars
 (the original's format) still plot: against generated tokens, with the method
 and budget read from the condition label. Pure Python (matplotlib is imported
@@ -75,13 +76,6 @@ def columns() -> list[str]:
 # --------------------------------------------------------------------------- what a condition is
 
 
-# A method family's budget: the settings that scale its work, and how a plot point names them.
-BUDGETS = {
-    "mcts": (("n_simulations",), "{n_simulations} sims"),
-    "sbs": (("b1", "b2"), "{b1}x{b2}"),
-    "voter": (("voter_k",), "k={voter_k}"),
-    "bon": (("bon_n",), "N={bon_n}"),
-}
 # An original-format label: name, a "(key=value, ...)" settings group, then optional "[scorer folders]".
 _LABEL_SETTINGS = re.compile(r"^(?P<name>.*?)\s*\((?P<settings>[^()]*=[^()]*)\)(?P<folders>\s*\[[^\]]*\])?$")
 
@@ -96,15 +90,14 @@ def split_label(label: str) -> tuple[str, str]:
     return (m.group("name") + (m.group("folders") or ""), m.group("settings")) if m else (label, "")
 
 
-def budget_of(method: str) -> tuple[tuple[str, ...], str]:
-    """The budget settings of a method's family (mcts_prm -> mcts) and their point name; none for others."""
-    return BUDGETS.get(method.partition("_")[0], ((), ""))
-
-
-def budget_label(method: str, settings: dict) -> str:
-    """"10 sims", "3x5", "k=5" from a manifest's settings; "" for a method without a budget."""
-    keys, fmt = budget_of(method)
-    return fmt.format(**settings) if keys and all(k in settings for k in keys) else ""
+def facts_of(manifest: dict | None, method: str) -> dict:
+    """What the condition is (family, scorer roles, budget keys): the manifest's ``facts``, or for a
+    manifest written before they were recorded, the registered method's record."""
+    facts = (manifest or {}).get("facts")
+    if isinstance(facts, dict):
+        return facts
+    from masprm.eval.methods import METHODS, method_facts   # the registry imports the searches: only when needed
+    return method_facts(method, ()) if method in METHODS else {}
 
 
 def model_work(summary: dict | None) -> float | None:
@@ -136,9 +129,11 @@ def condition_of(label: str, manifest: dict | None, summary: dict | None) -> Plo
     if not method:   # the original's format: the label is the only record of the condition
         return PlotCondition(name, label_budget, json.dumps([name]))
     settings = dict(definition.get("settings") or {})
-    others = {k: v for k, v in settings.items() if k not in budget_of(method)[0]}
+    facts = facts_of(manifest, method)
+    from masprm.eval.methods import budget_label   # as in facts_of: the stats modules stay numpy-free
+    others = {k: v for k, v in settings.items() if k not in facts.get("budget_keys", ())}
     series = json.dumps([method, {**definition, "settings": others}], sort_keys=True, default=str)
-    return PlotCondition(method, budget_label(method, settings) or label_budget, series, others)
+    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others)
 
 
 # --------------------------------------------------------------------------- reading logs
