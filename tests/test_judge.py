@@ -68,7 +68,7 @@ def test_the_pool_prompt_numbers_messages_and_never_shows_the_gold():
 def _pooled(judge):
     policy = FakePolicy(scripted_solver(["bad", "good plan 1", "good plan 2"]))
     ctx = make_ctx("pooled_judge", policy, voter_k=3)
-    ctx.judge = judge
+    ctx.scorers["judge"] = judge
     return run_method("pooled_judge", ctx), ctx
 
 
@@ -104,14 +104,14 @@ def test_a_condition_without_a_judge_keeps_its_usage_keys():
 def test_mcts_judge_values_children_by_the_judge_and_leaves_by_that_value():
     policy = FakePolicy(respond)
     ctx = make_ctx("mcts_judge", policy, n_simulations=6, max_children=3)
-    ctx.judge = expansion_judge(likes_good)
+    ctx.scorers["judge"] = expansion_judge(likes_good)
     result = run_method("mcts_judge", ctx)
     assert result.prediction == "Answer: 7"
     asked = [c for c in ctx.judge.calls]
     assert ctx.usage.judge_calls == len(asked) > 0 and ctx.usage.judge_parse_failures == 0
     # the opposite judge steers the same search to the other answer
     ctx2 = make_ctx("mcts_judge", FakePolicy(respond), n_simulations=6, max_children=3)
-    ctx2.judge = expansion_judge(lambda text: -likes_good(text))
+    ctx2.scorers["judge"] = expansion_judge(lambda text: -likes_good(text))
     assert run_method("mcts_judge", ctx2).prediction == "Answer: 5"
 
 
@@ -121,7 +121,7 @@ def test_mcts_judge_parse_failure_scores_zero_and_is_counted():
     from masprm.search.expand import Candidate
 
     ctx = make_ctx("mcts_judge", FakePolicy(respond))
-    ctx.judge = FakePolicy(lambda m, k, rng: '{"scores": [1]}')   # one score for two candidates
+    ctx.scorers["judge"] = FakePolicy(lambda m, k, rng: '{"scores": [1]}')   # one score for two candidates
     start = ctx.graph.start("What is 3 + 4?")
     cands = [Candidate(start, 0, t, start.decide(0, t), score=0.5) for t in ("bad", "good plan 1")]
     drive(expansion_scores(ctx, cands), ctx)
@@ -138,11 +138,11 @@ def test_the_judge_its_prompts_and_settings_are_in_the_fingerprint():
 
     def fp(judge="judge-a", **kw):
         s = settings(dataset="chain", split="test", gen_model_id="fake-policy", seed=14, judge_model_id=judge, **kw)
-        specs = {**SPECS, "judge": ModelSpec("judge", judge)}
+        specs = {**SPECS, "judge": ModelSpec("policy", judge, setting="judge_model_id")}
         return condition_manifest("pooled_judge", s, chain_graph(), data(), specs)
 
     base = fp()
-    assert base["definition"]["judge_prompt"] == PROMPT_ID
+    assert base["definition"]["settings"]["judge_prompts"] == PROMPT_ID
     assert base["definition"]["models"]["judge"]["id"] == "judge-a"
     assert len({base["fingerprint"], fp("judge-b")["fingerprint"], fp(judge_max_new_tokens=64)["fingerprint"],
                 fp(judge_temperature=0.5)["fingerprint"]}) == 4

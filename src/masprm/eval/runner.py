@@ -38,7 +38,6 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
-from masprm.search.judge import JUDGE_ROLE
 from masprm.search.samples import SampleStore
 
 # --------------------------------------------------------------------------- models
@@ -46,7 +45,7 @@ from masprm.search.samples import SampleStore
 
 @dataclass(frozen=True)
 class ModelSpec:
-    model_type: str                   # "policy", "scorer" or "judge" (MODEL_LOADERS)
+    model_type: str                   # "policy" or "scorer" (MODEL_LOADERS)
     model_id: str                     # hub id / model folder, or the scorer's adapter folder
     base_model_id: str | None = None  # a scorer's base model (None: from its adapter config)
     options: Any = None               # masprm.models.loading.ModelOptions
@@ -68,8 +67,7 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer,
-                                                        "judge": _load_policy}   # the judge: a generative model
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
@@ -154,12 +152,12 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     example_seed = seed + ex.idx
     # Load (on first use) before seeding: loading initialises weights and would move the RNG.
     models.keep_only(("policy",) + item.roles)
-    served = served_models(models, item.roles)
-    served.policy.reseed(example_seed)
+    policy, scorers = models.get("policy"), {role: models.get(role) for role in item.roles}
+    policy.reseed(example_seed)
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
-    ctx = SearchContext(served.policy, graph, item.settings, served.scorers, random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, example=ex, judge=served.judge)
+    ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, example=ex, scorers=scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -179,9 +177,8 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
 
 
 def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:
-    """The models a condition's requests go to: the policy, the condition's scorers by role, its judge."""
-    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles if role != JUDGE_ROLE},
-                        models.get(JUDGE_ROLE) if JUDGE_ROLE in roles else None)
+    """The models a condition's requests go to: the policy and the condition's scorers, by role."""
+    return LoadedModels(models.get("policy"), {role: models.get(role) for role in roles})
 
 
 def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, graph: MASGraph,
@@ -237,7 +234,7 @@ def _model_identity(spec: ModelSpec) -> dict:
                 "load_in_4bit": bool(spec.options is not None and spec.options.load_in_4bit)}
     if spec.options is not None and spec.options.dtype is not None:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
-    if spec.model_type in ("policy", "judge") and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
+    if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
     return identity
 

@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
-from masprm.search.engine import JudgeAsk, LogProbs, RequestKeys, Sample, Score, require_scorer
+from masprm.search.engine import JUDGE_ROLE, JudgeAsk, LogProbs, RequestKeys, Sample, Score, require_scorer
 
 
 @dataclass
@@ -40,7 +40,6 @@ class SearchContext:
     finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
     example: Any = None                # the example searched (masprm.data.Example): the oracle kinds read its gold
     memo: dict[str, dict] = field(default_factory=dict)  # per kind, values it keeps for this example (true_value)
-    judge: Policy | None = None        # the LLM judge (masprm.search.judge), when the method asks one
     judge_asked: int = 0               # judge requests so far (their random-stream keys when it samples)
 
     def scorer(self, role: str) -> Scorer:
@@ -73,6 +72,11 @@ class SearchContext:
         # The original counts each scored completion's prompt and completion tokens as scorer tokens.
         self.usage.scorer_tokens += sum(lp.prompt_tokens + lp.completion_tokens for lp in values)
         return values
+
+    @property
+    def judge(self) -> Policy | None:
+        """The LLM judge (``masprm.search.judge``): a generative model in its role's slot of ``scorers``."""
+        return self.scorers.get(JUDGE_ROLE)
 
     def ask_judge(self, prompt: Messages) -> Generator[Any, Any, str]:
         """The judge's reply to one prompt, counted: a call, its prompt and reply tokens (also scorer tokens).

@@ -45,8 +45,7 @@ class LoadedModels:
     """`Models` from a policy and the scorers at hand (a role without one is not loaded)."""
 
     policy: Policy
-    scorers: dict[str, Scorer] = field(default_factory=dict)
-    judge: Policy | None = None        # the LLM judge (a generative model), when a method asks one
+    scorers: dict[str, Scorer] = field(default_factory=dict)   # by role; the LLM judge in JUDGE_ROLE's slot
 
     def scorer(self, role: str) -> Scorer:
         return require_scorer(self.scorers.get(role), role)
@@ -141,6 +140,9 @@ class Score:
         return list(zip(values, scorer.last_tokens))
 
 
+JUDGE_ROLE = "judge"   # the LLM judge's slot among the models by role (masprm.search.judge)
+
+
 @dataclass(frozen=True)
 class JudgeAsk:
     """One reply of the LLM judge per prompt (``masprm.search.judge``): greedy at temperature 0."""
@@ -158,9 +160,7 @@ class JudgeAsk:
 
     @staticmethod
     def call(models: Models, group: Sequence["JudgeAsk"]) -> list:
-        judge = getattr(models, "judge", None)
-        if judge is None:
-            raise RuntimeError("method needs a judge but none is loaded (--judge_model_id)")
+        judge = models.scorer(JUDGE_ROLE)   # a generative model in the judge role's slot
         first = group[0]
         keyed = all(r.keys is not None for r in group)
         out = judge.sample([p for r in group for p in r.prompts], 1, temperature=first.temperature, top_p=1.0,

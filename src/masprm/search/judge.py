@@ -28,6 +28,7 @@ import json
 import re
 from typing import TYPE_CHECKING, Any, Sequence
 
+from masprm.search.engine import JUDGE_ROLE
 from masprm.search.expand import Step
 from masprm.search.scorer_kinds import ScorerKind, spoken_trail, tanh_log_prob
 
@@ -37,7 +38,6 @@ if TYPE_CHECKING:
     from masprm.search.expand import Candidate
     from masprm.search.node import Node
 
-JUDGE_ROLE = "judge"   # the judge's slot among a run's models, beside "policy" and the scorer roles
 
 SYSTEM = ("You grade the work of a team of agents on a problem. You are not told the correct answer: "
           "judge each piece of work only by whether its reasoning is right and moves the solution forward.")

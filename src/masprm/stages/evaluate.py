@@ -204,7 +204,8 @@ def judge_spec(settings: EvalSettings, options: Any) -> ModelSpec:
     judge_options = replace(options, load_in_4bit=models.judge_load_in_4bit)
     judge = check_local_model(models.judge_model_id, "judge_model_id")
     check_policy(judge, "judge_model_id", judge_options)
-    return ModelSpec("judge", judge, None, judge_options, setting="judge_model_id",
+    # Loaded as the policy is (one copy when it is the policy's model with the same options).
+    return ModelSpec("policy", judge, None, judge_options, setting="judge_model_id",
                      max_batch_tokens=settings.engine.max_batch_tokens)
 
 
