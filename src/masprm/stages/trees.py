@@ -135,7 +135,8 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
     check_local_model(args.model_id, "model_id")
     check_policy(args.model_id, "model_id", built[ModelFlags].options(), questions=loaded.examples,
-                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}",
+                 prompts=[agent.system_prompt for agent in graph.agents])
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
