@@ -176,3 +176,11 @@ def test_rows_that_did_not_run_leave_no_line(logs):
     assert not [c for c in found if c.name.startswith(("oracle", "MASPRM + ORM leaf"))]
     table = lab_report.table_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), None, {})
     assert not [line for line in table if line.startswith(("| oracle", "| MASPRM + ORM leaf"))]
+
+
+def test_step_cells_show_the_benchmarks_intervals_where_it_has_them():
+    bench = {"scorers": {"a": {"f1": 0.64, "ece": 0.36, "auc_by_agent": {"Reader": 0.73, "Planner": 0.71},
+                               "f1_ci": [0.6, 0.68], "auc_by_agent_ci": {"Reader": [0.7, 0.76], "Planner": None}},
+                         "old": {"f1": 0.5, "ece": 0.1, "auc_by_agent": {"Reader": 0.5, "Planner": 0.5}}}}
+    assert lab_report.step_cells(bench, "a") == ["0.64 [0.60, 0.68]", "0.36", "0.73 [0.70, 0.76] / 0.71"]
+    assert lab_report.step_cells(bench, "old") == ["0.50", "0.10", "0.50 / 0.50"]   # a report from before the CIs

@@ -6,6 +6,7 @@ typically pass@1 averaged over search seeds). The unit of resampling is always
 the question: two answers to one question are not independent evidence.
 
     paired_bootstrap      mean of d with a percentile CI, resampling questions (the project's rule)
+    bootstrap_ci          a percentile CI of any statistic, resampling its units (the step metrics' transcripts)
     two_level_bootstrap   the same with training seeds resampled too (a CI that includes training variance)
     holm                  Holm's step-down adjustment of a family's p-values, and verdicts from it
     tost                  equivalence / non-superiority within a margin Δ (two one-sided tests)
@@ -25,7 +26,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from masprm.errors import DataError
 
@@ -127,6 +128,23 @@ def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_resamp
     rng = random.Random(seed)
     means = [sum(rng.choices(diffs, k=n)) / n for _ in range(n_resamples)]
     return _result(sum(diffs) / n, means, n, alpha)
+
+
+def bootstrap_ci(units: Sequence[Any], statistic: Callable[[list[Any]], float | None], *, n_resamples: int = 1000,
+                 seed: int = 0, alpha: float = 0.05) -> tuple[float, float] | None:
+    """A percentile CI of any statistic of a sample, resampling its units (e.g. transcripts) with replacement.
+
+    ``rng = random.Random(seed)``; each resample is ``rng.choices(units, k=len(units))``; a resample on
+    which the statistic is undefined (None: an AUC without one of its classes) is left out; the CI is the
+    `nearest_rank` quantiles at alpha/2 and 1 − alpha/2 of the rest; None when no resample is defined.
+    """
+    _check(n_resamples, alpha)
+    if not units:
+        return None
+    rng = random.Random(seed)
+    values = sorted(v for v in (statistic(rng.choices(units, k=len(units))) for _ in range(n_resamples))
+                    if v is not None)
+    return (nearest_rank(values, alpha / 2), nearest_rank(values, 1 - alpha / 2)) if values else None
 
 
 # --------------------------------------------------------------------------- two-level bootstrap

@@ -169,8 +169,13 @@ def step_cells(stepbench: dict | None, slug: str) -> list[str]:
     r = ((stepbench or {}).get("scorers") or {}).get(slug)
     if not r:
         return ["–", "–", "–"]
-    by_agent = r.get("auc_by_agent") or {}
-    return [_num(r.get("f1")), _num(r.get("ece")), f"{_num(by_agent.get('Reader'))} / {_num(by_agent.get('Planner'))}"]
+    by_agent, cis = r.get("auc_by_agent") or {}, r.get("auc_by_agent_ci") or {}
+
+    def with_ci(value, ci) -> str:   # a 95% CI over the test transcripts, where the benchmark has one
+        return _num(value) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+
+    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("ece")),
+            " / ".join(with_ci(by_agent.get(a), cis.get(a)) for a in ("Reader", "Planner"))]
 
 
 # --------------------------------------------------------------------------- the table
@@ -232,7 +237,8 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "- label AUC: the label value against the world's step truth, per agent (Reader / Planner / Solver / "
         "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
-        "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins.",
+        "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins; "
+        "[95% CI] from 1,000 bootstrap resamples of the test transcripts.",
         f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
         f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
         "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "

@@ -40,6 +40,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,6 +53,7 @@ from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
 from masprm.models.options import ModelOptions
+from masprm.paired_stats import bootstrap_ci
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, propose
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
@@ -64,6 +66,7 @@ from masprm.toy.transcripts import check_graph
 LOGPROB = "logprob"    # the policy's own step value, always reported
 DEFAULT_FOLDERS = {"masprm": "checkpoints/toy-ppm", "orm": "checkpoints/toy-orm"}   # without --scorer
 SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
+CI_RESAMPLES, CI_SEED = 1000, 0   # the step metrics' bootstrap over test transcripts (docs/scorer_lab.md)
 
 
 @dataclass(frozen=True)
@@ -177,18 +180,30 @@ def as_probability(scorer: str, value: float) -> float:
     return math.exp(value) if scorer == LOGPROB else (value + 1) / 2
 
 
+def agent_auc(transcripts: Sequence[dict], scorer: str, agent: str) -> float | None:
+    """The AUC of the scorer's values within one agent's steps (free of the value's drift along a transcript)."""
+    mine = [(v, step) for t in transcripts for v, step in zip(t["values"][scorer], t["steps"]) if step["agent"] == agent]
+    return auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
+
+
 def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dict:
-    """Threshold from the calibration transcripts; localisation, AUC and calibration on the test transcripts."""
+    """Threshold from the calibration transcripts; localisation, AUC and calibration on the test transcripts,
+    F1 and the per-agent AUCs with 95% CIs from CI_RESAMPLES bootstrap resamples of the test transcripts."""
     threshold = best_threshold([(t["values"][scorer], t["first_error"]) for t in calibration])
+
+    def f1(ts: Sequence[dict]) -> float | None:   # undefined on a resample without one of the two classes
+        r = localisation_scores([(t["values"][scorer], t["first_error"]) for t in ts], threshold)
+        return r["f1"] if r["n_erroneous"] and r["n_correct"] else None
+
     scores = localisation_scores([(t["values"][scorer], t["first_error"]) for t in test], threshold)
     pairs = [(v, step) for t in test for v, step in zip(t["values"][scorer], t["steps"])]
-    by_agent = {}   # within one agent's steps: free of the value's drift along the transcript
-    for agent in dict.fromkeys(step["agent"] for _, step in pairs):
-        mine = [(v, step) for v, step in pairs if step["agent"] == agent]
-        by_agent[agent] = auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
+    agents = list(dict.fromkeys(step["agent"] for _, step in pairs))
     labels = [int(s["correct"]) for _, s in pairs]
-    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels), "auc_by_agent": by_agent,
-            "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels)}
+    ci = partial(bootstrap_ci, test, n_resamples=CI_RESAMPLES, seed=CI_SEED)
+    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels),
+            "auc_by_agent": {a: agent_auc(test, scorer, a) for a in agents},
+            "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels),
+            "f1_ci": ci(f1), "auc_by_agent_ci": {a: ci(partial(agent_auc, scorer=scorer, agent=a)) for a in agents}}
 
 
 def report_lines(report: dict) -> list[str]:
