@@ -184,3 +184,18 @@ def test_step_cells_show_the_benchmarks_intervals_where_it_has_them():
                          "old": {"f1": 0.5, "ece": 0.1, "auc_by_agent": {"Reader": 0.5, "Planner": 0.5}}}}
     assert lab_report.step_cells(bench, "a") == ["0.64 [0.60, 0.68]", "0.36", "0.73 [0.70, 0.76] / 0.71"]
     assert lab_report.step_cells(bench, "old") == ["0.50", "0.10", "0.50 / 0.50"]   # a report from before the CIs
+
+
+def test_headroom_recovered_against_the_step_oracle(logs):
+    # the step oracle under MCTS is right everywhere; the ORM only on q0 in both seeds: a gap of +75 points
+    # (q1-q3), whose CI stays above 0 (a resample needs 3 of 4 draws on q0 to reach 25: 13/256 > 2.5%,
+    # and all four, 1/256, to reach 0). mc+prm is wrong everywhere: -25 / 75 = -33%; the MASPRM equals the
+    # ORM under MCTS: 0%
+    for seed in (14, 24):
+        write_log(logs[1], "MCTS", "oracle_step", None, seed, [1, 1, 1, 1], fingerprint="f7")
+    lines = lab_report.headroom_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)
+    assert lines[1].startswith("headroom recovered: (row - ORM) / (step oracle - ORM)")
+    assert any(line.startswith("  mc+prm (MCTS): -33% [") and line.endswith("of the step oracle's +75.0 points "
+                                                                          "over the ORM") for line in lines)
+    assert any(line.startswith("  MASPRM (MCTS): +0% [") for line in lines)
+    assert not any("(SBS)" in line for line in lines)   # no step oracle under SBS

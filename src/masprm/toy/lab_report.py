@@ -34,7 +34,7 @@ from typing import Any, Iterable, Protocol, Sequence
 from masprm.answers import is_correct
 from masprm.eval.aggregate import model_work, save_png, split_experiment
 from masprm.eval.bootstrap import load_condition, per_question
-from masprm.paired_stats import PairedResult, mde, paired_bootstrap
+from masprm.paired_stats import PairedResult, headroom_bootstrap, mde, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
@@ -257,10 +257,43 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
+def question_values(cell: Cell) -> dict[str, float]:
+    """pass@1 per question, the mean over the cell's seeds."""
+    return per_question(load_condition(cell.folder, cell.experiment))
+
+
 def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
     """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
-    return paired_bootstrap(per_question(load_condition(a.folder, a.experiment)),
-                            per_question(load_condition(b.folder, b.experiment)), seed=seed)
+    return paired_bootstrap(question_values(a), question_values(b), seed=seed)
+
+
+def headroom_lines(rows: Sequence[LabRow], cells: dict, seed: int) -> list[str]:
+    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI."""
+    orm = next((row.slug for row in rows if row.objective == "orm"), None)
+    names = {row.slug: row.name for row in rows if row.slug != orm} | EXTRA_ROWS
+    lines = []
+    for column in COLUMNS:
+        base, ceiling = cells.get((orm, column)), cells.get(("oracle_step", column))
+        if base is None or ceiling is None:
+            continue
+        first = None
+        for slug, name in names.items():
+            if (slug, column) not in cells:
+                continue
+            h = headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
+                                   question_values(ceiling), seed=seed)
+            if h is None:
+                first = first or (f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a "
+                                  f"CI reaching 0")
+                continue
+            lines.append(f"  {name} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, {100 * h.ci_high:+.0f}%] "
+                         f"of the step oracle's {100 * h.gap.mean_diff:+.1f} points over the ORM")
+        if first:
+            lines.append(first)
+    if not lines:
+        return []
+    return ["", "headroom recovered: (row - ORM) / (step oracle - ORM) in pass@1 per question, 95% bootstrap CI "
+                "(shown where the step oracle's gain over the ORM has its CI above 0)"] + lines
 
 
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
@@ -341,7 +374,7 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     found = comparisons(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))
-    atomic_write_text(claims, claims_text(found))
+    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,
           "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,
