@@ -33,7 +33,7 @@ def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: in
         {"condition": method, "seed": seed, "definition": {"method": method, "settings": settings, "models": models}}))
     stem.with_name(stem.name + ".summary.json").write_text(json.dumps(
         {"n": 4, "errors": 0, "pass@1": sum(correct) / 4, "generated_tokens_total": 4 * work[0],
-         "scorer_tokens_total": 4 * work[1], "label": method}))
+         "scorer_tokens_total": 4 * work[1], "agent_runs_mean": work[0] / 25, "label": method}))
     generated = generated or [["Answer: 7"] if c else ["Answer: 5"] for c in correct]
     stem.with_name(stem.name + ".jsonl").write_text("".join(json.dumps(
         {"index": i, "question": q, "gold": "7", "prediction": "Answer: 7" if c else "Answer: 5", "correct": bool(c),
@@ -90,7 +90,9 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
     assert mc[1:7] == ["mc", "prm", "0.61 / 0.55 / 0.80 / 0.70", "0.71", "0.05", "0.90 / 0.80"]
     assert mc[7:11] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
     assert mc[11] == "150 / 1200 / – / –"                       # model work per question
-    assert mc[12] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
+    assert mc[12] == "4.0 / 12.0 / – / –"                       # agent samples per question (the fixture's
+    # generated tokens / 25: SBS 100, MCTS 300)
+    assert mc[13] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
     assert [c.strip() for c in rows["ORM"][1:7]] == ["outcome", "orm", "outcome only", "–", "–", "–"]
     assert rows["MASPRM"][7].strip() == "37.5 ± 17.7 (2 seeds)"
     assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text

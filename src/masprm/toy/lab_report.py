@@ -71,6 +71,7 @@ class Cell:
     seeds: list[int] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     work: list[float | None] = field(default_factory=list)
+    samples: list[float | None] = field(default_factory=list)   # agent samples (policy runs) per question
     misses: dict[str, int] = field(default_factory=dict)
     mtime: float = 0.0
 
@@ -78,6 +79,7 @@ class Cell:
         self.seeds.append(seed)
         self.accuracy.append(summary["pass@1"])
         self.work.append(model_work(summary))
+        self.samples.append(summary.get("agent_runs_mean"))
         for kind, n in split_misses(records, is_correct).items():
             self.misses[kind] = self.misses.get(kind, 0) + n
         self.mtime = max(self.mtime, mtime)
@@ -87,6 +89,9 @@ class Cell:
 
     def work_mean(self) -> float | None:
         return statistics.fmean(self.work) if self.work and None not in self.work else None
+
+    def samples_mean(self) -> float | None:
+        return statistics.fmean(self.samples) if self.samples and None not in self.samples else None
 
 
 def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) -> tuple[str, str] | None:
@@ -201,6 +206,7 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
                 labelbench: dict[str, dict | None]) -> list[str]:
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step ECE", "step AUC R / P",
             *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
+            "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
@@ -219,8 +225,9 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
             labels = " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–"
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
+        samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
         lines.append("| " + " | ".join([name, scheme, objective, labels, *step_cells(stepbench, slug),
-                                         *map(_accuracy, mine), work, " · ".join(map(_misses, mine))]) + " |")
+                                         *map(_accuracy, mine), work, samples, " · ".join(map(_misses, mine))]) + " |")
     return lines
 
 
@@ -245,6 +252,8 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "The ORM row's SBS is the ORM valuing each prefix; its MCTS values the leaves only (mcts_orm).",
         "- model work: policy tokens generated + scorer tokens read per question, mean over seeds; a BoN "
         "condition counts the generation of its 8 passes even where they were read back from the store.",
+        "- agent samples: agent messages the policy generated per question (mean over seeds), the compute a "
+        "search spends on the team; a BoN condition counts its N passes' messages.",
         "- misses: the share (%) of question-seeds the search missed although a right final answer was never "
         "among those it generated (never generated), and although one was (not chosen: it returned another); "
         "with pass@1 they add up to 100.",
