@@ -272,6 +272,7 @@ def test_cli_loads_each_scorer_once_and_reports_every_one(tmp_path, monkeypatch,
 def test_cli_scorer_names_are_checked_before_anything_loads(tmp_path):
     out = tmp_path / "bench.json"
     for spec, words in ((f"{tmp_path}", "NAME=FOLDER"), (f"logprob={tmp_path}", "log-prob"),
+                        (f"oracle_step={tmp_path}", "reference scorer"),
                         (f"x={tmp_path / 'missing'}", "no such folder")):
         proc = run_stepbench("--policy", str(tmp_path), "--scorer", spec, "--out", str(out))
         assert proc.returncode == 2 and words in proc.stderr and proc.stderr.strip().count("\n") == 0
