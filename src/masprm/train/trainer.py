@@ -36,6 +36,7 @@ from masprm.train.checkpoints import (check_not_finished, check_same_data, check
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
+from masprm.train.tracking import check_trackers_start
 from masprm.train.warm_start import check_warm_start
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
@@ -114,8 +115,11 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,   # heavy: transformers
                                                              get_available_reporting_integrations)
 
-    if len(names) == 1 and names[0] in ("all", "none"):
-        return names[0]
+    if names == ["none"]:
+        return "none"
+    if names == ["all"]:
+        check_trackers_start(get_available_reporting_integrations())
+        return "all"
     unknown = [n for n in names if n not in INTEGRATION_TO_CALLBACK]
     if unknown:
         raise ConfigError(f"report_to {' '.join(unknown)}: not one of transformers' integrations (all, none, "
@@ -124,6 +128,7 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     if missing:
         raise ConfigError(f"report_to {' '.join(missing)}: its package is not installed (pip install "
                           f"{' '.join(missing)})", setting="report_to")
+    check_trackers_start(names)
     return list(names)
 
 
