@@ -28,7 +28,7 @@ from masprm.io import honour_umask, writing_into
 from masprm.models.model_checks import check_model_serves
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import write_scorer_meta
-from masprm.train.card import write_model_card
+from masprm.train.card import base_license, write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
@@ -319,7 +319,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
-                    best_checkpoint=trainer.state.best_model_checkpoint)
+                    best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id))
         write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
         if cfg.push_to_hub:
             push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
