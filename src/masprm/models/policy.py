@@ -38,6 +38,7 @@ import torch
 
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
+from masprm.models.model_checks import check_finite_outputs
 
 
 # Per-row random streams: a counter-based hash of (stream seed, step, token id) gives each
@@ -90,6 +91,7 @@ class HFPolicy:
     def __init__(self, model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id",
                  prompt_cache_size: int = 4096, max_batch_tokens: int = 262144):
         self.model_id = model_id
+        self.setting = setting
         self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
         self.model = load_causal_lm(model_id, options, setting=setting, n_tokens=len(self.tokenizer))
         self.device = self.model.device
@@ -217,6 +219,9 @@ class HFPolicy:
         positions = positions[:, -1:]
         for step in range(max_new_tokens):
             logits = logits.float()
+            # a row's max is NaN when any logit is, +inf when one is, -inf when all are: no token can be drawn
+            if not bool(torch.isfinite(logits.amax(-1)).all()):
+                check_finite_outputs([float("nan")], self.setting, self.model_id, f"logits (new token {step + 1})")
             if seen is not None:
                 logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
             token = logits.argmax(-1) if temperature <= 0 else pick_token(
@@ -295,4 +300,5 @@ class HFPolicy:
                                 torch.tensor(targets, device=logits.device)].tolist()
         for i, value in zip(owner, picked):
             sums[i] += value
+        check_finite_outputs(sums, self.setting, self.model_id, "a completion's log-probability")
         return sums
