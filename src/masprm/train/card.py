@@ -27,7 +27,7 @@ import yaml
 
 from masprm.checks import looks_like_path
 from masprm.io import atomic_write_text
-from masprm.scorer_meta import read_scorer_meta
+from masprm.scorer_meta import logit_scale, read_scorer_meta
 from masprm.state_text import DEFAULT_SEPARATOR
 
 CARD_FILE = "README.md"
@@ -186,6 +186,17 @@ def _score_code(meta: dict[str, Any]) -> str:
             "    return step_values(prompt, steps)\n")
 
 
+def _scale_code(meta: dict[str, Any]) -> str:
+    scale = logit_scale(meta)
+    return "" if scale == 1.0 else f"{scale:g} * "
+
+
+def _read_out_text(meta: dict[str, Any]) -> str:
+    """How the head's logit z becomes a step value (masprm.scorer_meta.logit_scale)."""
+    return "tanh of the head's logit" if logit_scale(meta) == 1.0 else \
+        f"tanh({logit_scale(meta):g} * the head's logit) (2 sigmoid(logit) - 1: the logit was trained with BCE)"
+
+
 def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged: bool = False) -> str:
     """Python that loads this scorer with peft + transformers and defines ``score(prompt, steps)``."""
     sep = meta.get("separator", DEFAULT_SEPARATOR)
@@ -221,11 +232,11 @@ def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged:
             f"{_token_ids_code(meta)}\n\n"
             "@torch.no_grad()\n"
             "def step_values(prompt, steps):\n"
-            "    \"\"\"tanh of the head's logit at every step separator (the last token if there is none).\"\"\"\n"
+            f"    \"\"\"{_read_out_text(meta)} at every step separator (the last token if there is none).\"\"\"\n"
             "    ids = token_ids(prompt, steps)\n"
             "    logits = model(input_ids=torch.tensor([ids])).logits[0, :, 0]\n"
             "    at = [i for i, token in enumerate(ids) if token == SEP_ID] or [len(ids) - 1]\n"
-            "    return [math.tanh(logits[i].item()) for i in at]\n\n\n"
+            f"    return [math.tanh({_scale_code(meta)}logits[i].item()) for i in at]\n\n\n"
             f"{_score_code(meta)}\n\n"
             "print(score(\"Tom has 3 apples and buys 4 more. How many apples does he have?\",\n"
             "            [\"3 + 4 = 7.\", \"The answer is 7.\"]))\n")
@@ -278,8 +289,8 @@ def model_card(meta: dict[str, Any], *, hub_model_id: str | None = None, merged:
         f"A step scorer for multi-agent transcripts, trained with masprm (stage 3): "
         f"{kind} for token classification with one output on {base}.\n\n"
         "A transcript is the question followed by each agent's message, every message ended by the step separator "
-        f"`{sep}`: `question + message_1 + {sep} + message_2 + {sep} + ...`. The value of a step is tanh of the "
-        f"head's logit at that step's separator, in [-1, 1]; the value of a transcript is {value}.\n\n"
+        f"`{sep}`: `question + message_1 + {sep} + message_2 + {sep} + ...`. The value of a step is "
+        f"{_read_out_text(meta)} at that step's separator, in [-1, 1]; the value of a transcript is {value}.\n\n"
         f"- objective: `{objective}`: {OBJECTIVE_TEXT.get(objective, 'see the masprm documentation')}\n"
         f"- label scheme: `{head['label_scheme']}`\n"
         f"- text style: `{head['text_style']}` ({STYLE_TEXT.get(head['text_style'], 'see masprm')}), "
