@@ -34,6 +34,7 @@ from masprm.eval.methods import METHODS
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
+from masprm.models.backends import identity as backend_identity, load_policy
 from masprm.scorer_meta import read_scorer_meta, training_of
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
@@ -52,12 +53,12 @@ class ModelSpec:
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
+    backend: Any = None               # a policy's generation backend (masprm.models.backends.BackendFlags; None: hf)
 
 
 def _load_policy(spec: ModelSpec) -> Any:
-    from masprm.models.policy import HFPolicy   # imports torch: the runner itself stays torch-free
-    extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
-    return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
+    return load_policy(spec.backend, spec.model_id, spec.options, setting=spec.setting or "gen_model_id",
+                       max_batch_tokens=spec.max_batch_tokens)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
@@ -72,7 +73,7 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 def _model_key(spec: ModelSpec) -> tuple:
     return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
-            spec.max_batch_tokens)
+            spec.max_batch_tokens, repr(spec.backend))
 
 
 def load_model(spec: ModelSpec) -> Any:
@@ -234,6 +235,8 @@ def _model_identity(spec: ModelSpec) -> dict:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
     if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
+    if spec.model_type == "policy":   # a backend other than the default samples otherwise (nothing for hf)
+        identity.update(backend_identity(spec.backend))
     return identity
 
 

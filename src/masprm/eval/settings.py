@@ -17,6 +17,7 @@ from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
 from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
+from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import AT_LEAST_ONE
@@ -140,6 +141,7 @@ class EvalSettings:
     loading: ModelFlags = field(default_factory=ModelFlags)
     engine: EngineSettings = field(default_factory=EngineSettings)
     method_values: Mapping[type, Any] = field(default_factory=dict)   # settings class -> its checked instance
+    backend: BackendFlags = field(default_factory=BackendFlags)       # which generation backend runs the policy
 
     @classmethod
     def from_args(cls, namespace: Any) -> "EvalSettings":
@@ -147,7 +149,7 @@ class EvalSettings:
         class a registered method declares."""
         return cls(config_from_args(DataSettings, namespace), config_from_args(ModelSettings, namespace),
                    config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
-                   settings_from_args(settings_classes(), namespace))
+                   settings_from_args(settings_classes(), namespace), config_from_args(BackendFlags, namespace))
 
     def method_settings(self, method: str | Method) -> Any:
         """The frozen settings a method reads (``ctx.settings``): exactly the classes it declares."""
