@@ -204,13 +204,15 @@ def scripted_solver(pattern):
 
 
 class FakeScorer:
-    """A `Scorer`: score_batch via a rule on the text; records batch sizes; counts words as tokens."""
+    """The tests' one `Scorer`: score_batch via a rule on the text; records each call's texts
+    (``calls``) and sizes (``batches``); counts words as tokens."""
 
     separator = "</step>"
 
     def __init__(self, rule):
         self.rule = rule
         self.batches: list[int] = []
+        self.calls: list[list[str]] = []
         self.texts: list[str] = []
         self.tokens_seen = 0
         self.last_tokens: list[int] = []
@@ -220,6 +222,7 @@ class FakeScorer:
 
     def score_batch(self, texts):
         self.batches.append(len(texts))
+        self.calls.append(list(texts))
         self.texts.extend(texts)
         self.last_tokens = [self.count_tokens(t) for t in texts]   # per text, as HFScorer reports them
         self.tokens_seen += sum(self.last_tokens)
@@ -252,7 +255,7 @@ def settings(**overrides) -> EvalSettings:
 def make_ctx(method: str, policy, *, masprm=None, orm=None, **overrides) -> SearchContext:
     """The context `method` runs in on the chain world: its own settings (flag overrides applied)."""
     return SearchContext(policy=policy, graph=chain_graph(), settings=settings(**overrides).method_settings(method),
-                         masprm=masprm, orm=orm)
+                         scorers={role: s for role, s in (("masprm", masprm), ("orm", orm)) if s is not None})
 
 
 def run_method(method: str, ctx: SearchContext, ex: Example | None = None):

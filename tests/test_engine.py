@@ -240,8 +240,8 @@ def test_a_scorer_written_to_the_protocol_alone_counts_each_examples_tokens():
         return (yield from ctx.score("masprm", texts))
 
     scorer = ProtocolScorer()
-    a = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
-    b = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
+    a = SearchContext(policy=None, graph=None, settings=None, scorers={"masprm": scorer})
+    b = SearchContext(policy=None, graph=None, settings=None, scorers={"masprm": scorer})
     jobs = [("a", lambda: scoring(a, ["two words", "x"])), ("b", lambda: scoring(b, ["three more words"]))]
     stats = CallStats()
     done = list(run_batched(LoadedModels(None, {"masprm": scorer}), jobs, batch_size=2, stats=stats))
@@ -250,6 +250,6 @@ def test_a_scorer_written_to_the_protocol_alone_counts_each_examples_tokens():
     # by hand: "two words" 1 + 2, "x" 1 + 1; "three more words" 1 + 3
     assert (a.usage.scorer_tokens, a.usage.scorer_calls) == (5, 2)
     assert (b.usage.scorer_tokens, b.usage.scorer_calls) == (4, 1)
-    alone = SearchContext(policy=None, graph=None, settings=None, masprm=scorer)
+    alone = SearchContext(policy=None, graph=None, settings=None, scorers={"masprm": scorer})
     assert drive(scoring(alone, ["two words", "x"]), alone) == [0.5, 0.5]
     assert (alone.usage.scorer_tokens, alone.usage.scorer_calls) == (5, 2)

@@ -9,6 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from masprm.roles import ROLES
+from masprm.scorer_folder import read_scorer_folder
+
 from masprm.cli import PARSED_FLAGS, UsageError, error_line
 from masprm.errors import MasprmError, ModelError
 
@@ -188,8 +191,8 @@ def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatc
     run, settings = cli.parse_command(["--methods", "single_pass", "mcts_logprob", "single_pass",
                                        "--gen_model_id", str(tiny_model_dir)])
     models = settings.models
-    assert (models.prm_dir, models.prm_base_model_id) == ("checkpoints/Qwen2.5-1.5B-RM", "Qwen/Qwen2.5-1.5B-Instruct")
-    assert (models.orm_dir, models.orm_base_model_id, models.handoff_prm_dir) == (None, None, None)
+    assert models.scorer_folders() == {"masprm": "checkpoints/Qwen2.5-1.5B-RM", "orm": None, "handoff_masprm": None}
+    assert models.scorer_bases() == {"masprm": "Qwen/Qwen2.5-1.5B-Instruct", "orm": None, "handoff_masprm": None}
     cli.validate(run, settings)
     assert run.methods == ["single_pass", "mcts_logprob"]   # the original runs dict.fromkeys(methods): once each
     # Methods that use no MASPRM neither check nor load the default folder.
@@ -202,4 +205,4 @@ def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatc
         folder = tmp_path / "scorer"
         folder.mkdir(exist_ok=True)
         (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": recorded}))
-        assert cli.scorer_base(str(folder), given, "masprm") == expected
+        assert cli.scorer_base(read_scorer_folder(folder), given, ROLES["masprm"]) == expected

@@ -131,6 +131,19 @@ def test_orm_leaf_values_mcts_prm_leaves_with_the_orm():
                                orm_leaf=True)).prediction == "Answer: 7"
 
 
+def test_mcts_records_whether_a_simulation_reached_the_predicted_transcript():
+    # mcts_orm, one simulation: the three Solver children start at the ORM's step value 0 with one
+    # virtual visit. The simulation ties to the first child ("bad"), whose leaf "Answer: 5" gets
+    # -0.9, so bad's q_mean becomes (-0.9 + 0) / 2. The final argmax then takes "good plan 1" (q 0),
+    # never simulated: its terminal is expanded after the search and wins with no backed-up visit.
+    once = run_method("mcts_orm", make_ctx("mcts_orm", FakePolicy(respond), orm=FakeScorer(orm_prefers_seven),
+                                           n_simulations=1))
+    assert once.prediction == "Answer: 7" and once.extra["prediction_visited"] is False
+    many = run_method("mcts_orm", make_ctx("mcts_orm", FakePolicy(respond), orm=FakeScorer(orm_prefers_seven),
+                                           n_simulations=10))
+    assert many.prediction == "Answer: 7" and many.extra["prediction_visited"] is True
+
+
 def _hand_tree(priors):
     graph = MASGraph.from_dict({"agents": [{"name": "a", "system_prompt": "a"}], "edges": [[-1, 0]]})
     root = Node(graph.start("q"), init_visits=1)
@@ -227,7 +240,7 @@ def test_voter_prm_weight_is_the_product_of_rescaled_step_values():
     (log_w,) = drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)
     assert math.exp(log_w) == pytest.approx(((-0.5 + 1) / 2) * ((0.2 + 1) / 2))
     floor = FakeScorer(lambda t: -1.0)
-    ctx.masprm = floor
+    ctx.scorers["masprm"] = floor
     assert math.exp(drive(SCORER_KINDS["masprm"].weight(ctx, runs), ctx)[0]) == pytest.approx(1e-12)   # max(1e-6, 0) per step
 
 

@@ -143,7 +143,7 @@ def test_prm_truncation_with_a_real_scorer_tokenizer(tiny_model_dir):
     scorer.score_batch = lambda texts: seen.extend(texts) or score_batch(texts)
     count = scorer.count_tokens
     graph = MASGraph.from_dict({"agents": [{"name": r} for r in ROLES], "handoff": {"initial_role": "Analyst"}})
-    ctx = SearchContext(policy=None, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
+    ctx = SearchContext(policy=None, graph=graph, settings=SimpleNamespace(), scorers={"handoff_masprm": scorer},
                       rng=random.Random(0))
     question = "Compute the number of ordered pairs of integers (a, b) with a + b = 10 and 0 <= a, b."
     run = HandoffRun(question, turns=[RoutedTurn(ROLES[i % 3], ROLES[(i + 1) % 3], f"work {i} " * 15, str(i))

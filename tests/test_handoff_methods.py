@@ -59,7 +59,7 @@ def run(method, fake_policy, gold="3", **kw):
     flags = {"min_turns": 2, "max_turns": 12, "prm_context_length": 4000, "sbs_temperature": 0.7,
              "max_new_tokens": 128, **kw}
     ctx = SearchContext(policy=policy, graph=GRAPH, settings=settings(**flags).method_settings(method),
-                        rng=random.Random(7), handoff_masprm=WordScorer())
+                        rng=random.Random(7), scorers={"handoff_masprm": WordScorer()})
     return run_method(method, ctx, Example(0, "What is 1 + 2?", gold, {})), ctx
 
 

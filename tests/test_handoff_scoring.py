@@ -5,6 +5,8 @@ from types import SimpleNamespace
 
 import pytest
 
+from helpers import FakeScorer
+
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
 from masprm.search.engine import drive
@@ -65,55 +67,42 @@ def test_truncation_never_exceeds_the_limit_with_a_character_counter():
             assert out.text.startswith("Find the") and out.text.endswith(SEP)
 
 
-class FakeScorer:
-    """Scores a transcript by whether its newest turn carries GOOD; counts tokens as words."""
-
-    separator = SEP
-
-    def __init__(self):
-        self.batches, self.tokens_seen, self.last_tokens = [], 0, []
-
-    def count_tokens(self, text):
-        return words(text)
-
-    def score_batch(self, texts):
-        self.batches.append(list(texts))
-        self.last_tokens = [words(t) for t in texts]
-        self.tokens_seen += sum(self.last_tokens)
-        return [1.0 if "GOOD" in t.rsplit("SPEAKER:", 1)[-1] else -1.0 for t in texts]
+def newest_turn_good(text):
+    """A transcript's value: whether its newest turn carries GOOD."""
+    return 1.0 if "GOOD" in text.rsplit("SPEAKER:", 1)[-1] else -1.0
 
 
 def make_ctx(scorer=None, policy=None):
     graph = MASGraph.from_dict({"agents": [{"name": "A"}, {"name": "B"}], "handoff": {"initial_role": "A"}})
-    return SearchContext(policy=policy, graph=graph, settings=SimpleNamespace(), handoff_masprm=scorer,
+    return SearchContext(policy=policy, graph=graph, settings=SimpleNamespace(), scorers={"handoff_masprm": scorer},
                        rng=random.Random(0))
 
 
 def test_prm_selector_scores_the_whole_transcript_plus_each_candidate_in_one_batch():
-    scorer = FakeScorer()
+    scorer = FakeScorer(newest_turn_good)
     ctx = make_ctx(scorer)
     run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
     props = [Proposal(RoutedTurn("B", "A", msg, "2"), "raw", []) for msg in ("meh", "GOOD", "bad")]
     scores = drive(prm_selector(ctx, limit=1000)(run, props), ctx)
     assert scores == [-1.0, 1.0, -1.0]
-    assert len(scorer.batches) == 1
-    assert scorer.batches[0][1] == "Q?" + run.turns[0].render() + SEP + props[1].turn.render() + SEP
+    assert len(scorer.calls) == 1
+    assert scorer.calls[0][1] == "Q?" + run.turns[0].render() + SEP + props[1].turn.render() + SEP
     # one PRM call for the turn's batch (the original's count), three evaluations
     assert ctx.usage.scorer_calls == 1 and ctx.usage.scorer_tokens == scorer.tokens_seen
     assert [s["truncated"] for s in run.scored] == [False] * 3
     drive(prm_selector(ctx, limit=10)(run, props[:1]), ctx)           # 15 words: the first turn is dropped
     assert run.scored[-1]["truncated"] and run.scored[-1]["tokens"] == 8
-    assert "first" not in scorer.batches[-1][0]
+    assert "first" not in scorer.calls[-1][0]
 
 
 def test_the_budget_is_the_flag_never_the_scorers_training_length():
     # the original loads the handoff scorer with max_length = --prm_context_length: no silent cap
-    scorer = FakeScorer()
+    scorer = FakeScorer(newest_turn_good)
     scorer.max_length = 10
     run = HandoffRun("Q?", turns=[RoutedTurn("A", "B", "first", "1")])
     ctx = make_ctx(scorer)
     drive(prm_selector(ctx, limit=1000)(run, [Proposal(RoutedTurn("B", "A", "x", "2"), "raw", [])]), ctx)
-    assert not run.scored[0]["truncated"] and run.scored[0]["tokens"] == 15 and "first" in scorer.batches[0][0]
+    assert not run.scored[0]["truncated"] and run.scored[0]["tokens"] == 15 and "first" in scorer.calls[0][0]
 
 
 def test_prm_selector_needs_a_scorer():

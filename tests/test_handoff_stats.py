@@ -5,8 +5,8 @@ import math
 import pytest
 
 from masprm.handoff.protocol import FINAL, RoutedTurn
-from masprm.handoff.stats import (conditional_entropy_bits, mcnemar_exact_p, nearest_rank, paired_accuracy,
-                                  paired_bootstrap_ci, route_metrics, summarize_routes)
+from masprm.handoff.stats import conditional_entropy_bits, nearest_rank, route_metrics, summarize_routes
+from masprm.paired_stats import mcnemar_exact_p, paired_accuracy, paired_bootstrap_ci
 from masprm.handoff.team import HandoffRun
 
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from masprm.checks import ROLE_MODES, SEED_MAX, check_scorer_role, check_seed
+from masprm.checks import SEED_MAX, check_scorer_role, check_seed
+from masprm.roles import ROLES
 from masprm.outputs import check_csv_output, check_outside_inputs
 from masprm.errors import ConfigError, DataError, ModelError, TreeError
 
@@ -75,9 +76,10 @@ def _scorer(folder: Path, base: Path, mode: str | None) -> Path:
 
 
 def test_each_role_takes_the_modes_that_train_it_and_the_flag_takes_any(tmp_path, tiny_model_dir):
-    assert ROLE_MODES == {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
+    role_modes = {name: ROLES[name].modes for name in ROLES}
+    assert role_modes == {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
     folders = {mode: _scorer(tmp_path / mode, Path(tiny_model_dir), mode) for mode in ("ppm", "prm", "orm")}
-    for role, modes in ROLE_MODES.items():
+    for role, modes in role_modes.items():
         for mode, folder in folders.items():
             if mode in modes:
                 check_scorer_role(folder, role, "x_dir")

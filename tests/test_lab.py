@@ -15,7 +15,8 @@ from masprm.cli import UsageError
 from masprm.stages import demo, jobs, lab
 
 ROOT = Path(__file__).resolve().parents[1]
-SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "self_consistency")
+SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
+NEW_ROWS = (("first_error", "pqm"),)
 METHODS = ("single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "bon_prm",
            "mcts_orm", "bon_orm")
 
@@ -30,6 +31,9 @@ def test_dry_run_lists_every_scheme_and_method():
         assert f"#   {scheme} + " in out or f"lab: {scheme}+" in out, scheme
     for agg in ("min", "softmin", "prod", "mean"):
         assert f"#   mc + traj ({agg})" in out or f"lab: mc+traj-{agg}" in out
+    for scheme, objective in NEW_ROWS:   # issue 37's rows
+        assert f"#   {scheme} + {objective} -> " in out, (scheme, objective)
+    assert out.count("--labels first_error") == 1   # one labels command, however many objectives train on it
     commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
     evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]
     assert set(METHODS) <= {m for c in evals for m in flag(c, "--methods")}
@@ -51,13 +55,15 @@ def plan(monkeypatch, tmp_path, **args):
 
 def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(monkeypatch, tmp_path):
     tasks, notes, rows, done = plan(monkeypatch, tmp_path)
-    assert not notes and not done and len(rows) == 12
+    assert not notes and not done and len(rows) == len(lab.LAB_SCORERS) >= 13
     run = Path(demo.run_folder()).name
     for scheme in SCHEMES[1:]:
         labels = tasks[f"labels_{scheme}"].cmd
         assert flag(labels, "--labels") == [scheme] and flag(labels, "--input") == [demo.run_folder()]
         assert tasks[f"labelbench_{scheme}"].after == (f"labels_{scheme}",)
     assert "labels_masprm" not in tasks and tasks["labelbench_masprm"].after == ()   # the demo's pairs
+    pqm = tasks["train_first_error-pqm"]
+    assert pqm.after == ("labels_first_error",) and flag(pqm.cmd, "--mode") == ["pqm"]
     train = tasks["train_first_error-prm"]
     assert train.after == ("labels_first_error",) and flag(train.cmd, "--mode") == ["prm"]
     assert flag(train.cmd, "--data_dir") == [f"results/labels_first_error_{run}.jsonl"]
@@ -90,7 +96,7 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items()
                if n.startswith("eval_") and n not in in_demo)
     bench = tasks["stepbench"]
-    assert len(bench.after) == 10 and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
+    assert len(bench.after) == sum(not s.demo_folder for s in lab.LAB_SCORERS) and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
     assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows]
 
 
@@ -119,7 +125,8 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
 
     monkeypatch.setattr(lab, "missing", missing)
     tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5]))
-    assert len(notes) == 4 and all(n.count("\n") == 0 for n in notes)
+    assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
+    assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}
     assert not any("first_error" in " ".join(t.cmd) for t in tasks)
     evals = [t for t in tasks if t.name.startswith("eval_")]

@@ -15,11 +15,13 @@ from masprm.labels.first_error import FirstErrorSettings, first_error_labels
 from masprm.labels.margin_pairs import MarginPairsSettings
 from masprm.labels.mining import Options, parse_tree
 from masprm.labels.scheme import LabelContext, LabelRunner, walk
-from masprm.labels.self_consistency import majority_answer, relabel
+from masprm.labels.majority_outcome import majority_answer, relabel
+from masprm.labels.pairs import edit_distance_at_least
 
 from helpers import gsm8k_tree, leaf, node, root, write_trees
 
-SCHEMES = ["advantage", "balanced_pairs", "first_error", "margin_pairs", "masprm", "mc", "self_consistency"]
+SCHEMES = ["advantage", "balanced_pairs", "first_error", "majority_outcome", "margin_pairs", "masprm", "mc",
+           "self_consistency"]
 
 
 def records_of(name, tree_json, settings=None, **options):
@@ -41,7 +43,7 @@ def test_every_scheme_is_registered_with_its_record_kind():
     assert set(SCHEMES) <= set(LABEL_SCHEMES.names())   # (a test may register one more)
     kinds = {name: LABEL_SCHEMES[name].kind for name in SCHEMES}
     assert kinds == {"advantage": "steps", "balanced_pairs": "pairs", "first_error": "steps", "margin_pairs": "pairs",
-                     "masprm": "pairs", "mc": "steps", "self_consistency": "pairs"}
+                     "masprm": "pairs", "mc": "steps", "self_consistency": "pairs", "majority_outcome": "pairs"}
 
 
 # --------------------------------------------------------------------------- steps schemes
@@ -107,6 +109,46 @@ def test_margin_pairs_keep_clear_margins_and_weigh_one_over_npos_nneg():
     assert len(recs) == 4 and all("weight" not in r for r in recs)
 
 
+def test_margin_pairs_filters_are_off_by_default_and_keep_the_records():
+    tree = fan([1.0, 0.6, -0.2, -1.0])
+    plain, _ = records_of("margin_pairs", tree, MarginPairsSettings(pair_margin=0.5), target_nodes=2)
+    off, _ = records_of("margin_pairs", tree, MarginPairsSettings(pair_margin=0.5, pair_require_outcome=False,
+                                                                   pair_min_edit_distance=0), target_nodes=2)
+    assert off == plain and len(plain) == 4
+
+
+def test_margin_pairs_outcome_filter_needs_a_correct_end_below_the_positive_and_a_wrong_one_below_the_negative():
+    # depth 0: good (.5) -> {+1, -1}; lucky (0) -> +1 and a dead end; stuck (-1) -> nothing written (dead ends only)
+    tree = root(0.0, node(0, "good", 0.5, leaf(1, "answer 4", 1.0), leaf(1, "answer 5", -1.0), visits=2),
+                node(0, "lucky", 0.0, leaf(1, "answer 4!", 1.0), visits=2), node(0, "stuck", -1.0, visits=2))
+    settings = dict(pair_margin=0.5)
+    plain, _ = records_of("margin_pairs", tree, MarginPairsSettings(**settings), target_nodes=3)
+    filtered, _ = records_of("margin_pairs", tree, MarginPairsSettings(**settings, pair_require_outcome=True),
+                             target_nodes=3)
+    # plain, at depth 0: good over stuck (gap 1.5) and lucky over stuck (gap 1); at depth 1: answer 4 over answer 5
+    assert [(c, r) for c, r, _ in last_steps(plain)] == [("good", "stuck"), ("lucky", "stuck"), ("answer 4", "answer 5")]
+    # "stuck" reached no wrong answer (its rollouts died), so it is nobody's negative; no negative for lucky either
+    assert [(c, r) for c, r, _ in last_steps(filtered)] == [("answer 4", "answer 5")]
+
+
+def test_margin_pairs_edit_distance_filter_counts_characters():
+    assert edit_distance_at_least("kitten", "sitting", 3) and not edit_distance_at_least("kitten", "sitting", 4)
+    assert edit_distance_at_least("", "abc", 3) and not edit_distance_at_least("abc", "abc", 1)
+    assert edit_distance_at_least("abc", "xyz", 0)
+    a, b, c = "The total is 12 apples.", "The total is 13 apples.", "So we have twelve in all: 12"
+    assert not edit_distance_at_least(a, b, 2)                             # one substitution
+    assert edit_distance_at_least(c, b, 20)
+    # one negative (b), two positives (a, c), both at least 0.5 above it; a and b are one character apart
+    tree = root(0.0, leaf(0, a, 1.0), leaf(0, b, -1.0), leaf(0, c, -0.5))
+    plain, _ = records_of("margin_pairs", tree, MarginPairsSettings(pair_margin=0.5), target_nodes=2)
+    assert [(x, y) for x, y, _ in last_steps(plain)] == [(a, b), (c, b)]
+    recs, _ = records_of("margin_pairs", tree, MarginPairsSettings(pair_margin=0.5, pair_min_edit_distance=20),
+                         target_nodes=2)
+    assert [(x, y) for x, y, _ in last_steps(recs)] == [(c, b)]
+    with pytest.raises(Exception, match="pair_min_edit_distance"):
+        MarginPairsSettings(pair_min_edit_distance=-1)
+
+
 def two_level_tree():
     """Depth 0: a1 (.6), a2 (-.6), a3 (0); depth 1: a1 -> x (+1), y (-1); a2 -> z (+1), w (-1)."""
     return root(0.0, node(0, "a1", 0.6, leaf(1, "x", 1.0), leaf(1, "y", -1.0)),
@@ -126,7 +168,19 @@ def test_balanced_pairs_cap_each_agent_so_later_agents_get_pairs():
         BalancedPairsSettings(per_agent_cap=0)
 
 
-# --------------------------------------------------------------------------- self-consistency
+# --------------------------------------------------------------------------- majority outcome (was self_consistency)
+
+
+def test_self_consistency_is_the_old_name_of_majority_outcome_with_its_records_unchanged(tmp_path):
+    old, new = LABEL_SCHEMES["self_consistency"], LABEL_SCHEMES["majority_outcome"]
+    assert (old.records, old.prepare, old.kind) == (new.records, new.prepare, new.kind)
+    paths = write_trees(tmp_path, [sc_tree()])
+    by_name = {name: LabelRunner(LABEL_SCHEMES[name], Options(target_nodes=3)).label_file(paths[0])
+               for name in ("self_consistency", "majority_outcome")}
+    assert by_name["self_consistency"] and {r["meta"].pop("label_scheme") for r in by_name["self_consistency"]} == \
+        {"self_consistency"}   # the old name's records say what they always said
+    assert {r["meta"].pop("label_scheme") for r in by_name["majority_outcome"]} == {"majority_outcome"}
+    assert by_name["self_consistency"] == by_name["majority_outcome"]
 
 
 def sc_tree():
@@ -144,7 +198,7 @@ def test_majority_answer_groups_equal_answers_and_breaks_ties_by_first_seen():
     assert majority_answer([None, " "]) is None
 
 
-def test_self_consistency_backs_the_majority_rewards_up_exactly():
+def test_majority_outcome_backs_the_majority_rewards_up_exactly():
     tree = parse_tree(sc_tree(), "t")
     notes = Counter()
     relabel(tree, notes)
@@ -159,7 +213,7 @@ def test_self_consistency_backs_the_majority_rewards_up_exactly():
     assert notes == Counter({"trees": 1, "terminals": 5, "agree": 1, "majority_is_gold": 0, "exact_backups": 1})
 
 
-def test_self_consistency_keeps_the_stored_sum_of_unwritten_children():
+def test_majority_outcome_keeps_the_stored_sum_of_unwritten_children():
     # 8 written children (the file's limit) and 2 visits more: their answers are unknown, their stored sum (+2) stays
     children = [leaf(0, f"{i}: Answer: 1", -1.0) for i in range(5)] + [leaf(0, f"{i}: Answer: 2", 1.0) for i in range(3)]
     tree = parse_tree(root(0.0, *children, visits=10), "t")
@@ -172,8 +226,8 @@ def test_self_consistency_keeps_the_stored_sum_of_unwritten_children():
     assert tree.root.value == pytest.approx((5 - 2 - 2) / 9) and notes["exact_backups"] == 1
 
 
-def test_self_consistency_pairs_come_from_the_relabelled_tree():
-    recs, ctx = records_of("self_consistency", sc_tree(), target_nodes=3)
+def test_majority_outcome_pairs_come_from_the_relabelled_tree():
+    recs, ctx = records_of("majority_outcome", sc_tree(), target_nodes=3)
     # depth 0: r2 (0) over r1 (-1/5); under r1 the '6' answers over '5'; under r2 '6' over '7'
     assert [(c, r) for c, r, _ in last_steps(recs)][:1] == [("r2", "r1")]
     assert ("so 6. Answer: 6", "Answer: 5") in [(c, r) for c, r, _ in last_steps(recs)]

@@ -234,13 +234,14 @@ def test_an_alias_bomb_is_refused_before_it_is_built():
 
 
 def test_a_huge_value_in_a_config_gives_a_short_line(tmp_path):
-    """No alias needed: a fixed schedule whose first entry is a list of a million names."""
+    """No alias needed: a fixed schedule whose first entry is a list of 1,000 names (5,000 characters as
+    text, so a message that quoted it whole would be over ten times the bound)."""
     from masprm.graph import load_mas_config
     from masprm.handoff.team import HandoffTeam
 
     config = tmp_path / "big.yaml"
     config.write_text(yaml.safe_dump({"agents": [{"name": "A"}], "edges": [],
-                                      "handoff": {"fixed_schedule": [["A"] * 90_000]}}))
+                                      "handoff": {"fixed_schedule": [["A"] * 1_000]}}))
     with pytest.raises(ConfigError) as err:
         HandoffTeam.from_graph(load_mas_config(config))
     assert "is not an agent name" in str(err.value) and len(str(err.value)) < 400

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from masprm.errors import DataError
-from masprm.eval.bootstrap import (PairedResult, compare, compare_gaps, format_comparison, gap_per_question, load_condition,
-                           nearest_rank, paired_bootstrap, per_question)
+from masprm.eval.bootstrap import compare, compare_gaps, gap_per_question, load_condition, per_question
+from masprm.paired_stats import PairedResult, format_comparison, nearest_rank, paired_bootstrap
 
 A = "toy_mcts_prm_0123abcd45_policy"
 B = "toy_mcts_orm_89abcdef01_policy"

@@ -79,13 +79,14 @@ def test_the_local_view_has_its_own_file_name(workdir):
 
 @pytest.mark.parametrize("argv, message", [
     (["--labels", "first_eror"], "--labels: unknown label scheme 'first_eror' (valid: advantage, balanced_pairs, "
-                                 "first_error, margin_pairs, masprm, mc, "),
+                                 "first_error, majority_outcome, margin_pairs, masprm, mc, "),
     (["--labels", "first_eror"], "; did you mean 'first_error'?)"),
     (["--labels", "first_error", "--pair-margin", "0.3"],
      "--pair-margin is a setting of --labels margin_pairs, not of --labels first_error"),
     (["--per-agent-cap", "3"], "--per-agent-cap is a setting of --labels balanced_pairs (add --labels NAME)"),
     (["--labels", "masprm", "--make-ppm"], "--make-ppm writes the paper's pairs next to the PRM samples"),
     (["--labels", "margin_pairs", "--pair-margin", "-1"], "pair_margin must be in [0, 2], got -1.0"),
+    (["--labels", "shapley"], "--labels shapley needs fresh policy samples, and stage 2 loads no policy yet"),
 ])
 def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
     with pytest.raises(MasprmError) as err:

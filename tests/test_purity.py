@@ -23,6 +23,7 @@ PURE = {
     "masprm.eval.runner": HEAVY,
     "masprm.eval.aggregate": HEAVY,
     "masprm.eval.bootstrap": HEAVY + ("numpy",),
+    "masprm.paired_stats": HEAVY + ("numpy",),
     "masprm.step_metrics": HEAVY + ("numpy",),
     "masprm.toy.steplabel": HEAVY,
     "masprm.toy.claims": HEAVY + ("numpy",),
@@ -40,6 +41,8 @@ PURE = {
     "masprm.search.mcts": HEAVY,
     "masprm.search.context": HEAVY,
     "masprm.search.scorer_kinds": HEAVY,
+    "masprm.search.rollouts": HEAVY,
+    "masprm.labels.shapley": HEAVY,
     "masprm.eval.methods": HEAVY,
     "masprm.stages.train": HEAVY,       # the stage commands load models only after their flags are checked
     "masprm.stages.trees": HEAVY,

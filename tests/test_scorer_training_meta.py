@@ -8,7 +8,6 @@ from masprm.data import Example, LoadedData
 from masprm.eval.aggregate import split_label
 from masprm.eval.methods import METHODS
 from masprm.eval.naming import condition_label, scorer_name
-from masprm.eval.settings import SCORER_SPELLING
 from masprm.eval.runner import ModelSpec, condition_manifest
 from masprm.scorer_meta import training_of, training_tag
 
@@ -46,8 +45,7 @@ def test_a_label_names_the_training_the_folder_name_does_not(tmp_path):
     assert scorer_name(scorer_folder(tmp_path, "MASPRM-GSM8K-1.5B", mode="ppm")) == "MASPRM-GSM8K-1.5B"
     assert scorer_name(str(tmp_path / "missing")) == "missing"
     s = settings(prm_dir=str(tmp_path / "mine"))
-    label = condition_label(METHODS["sbs_prm"], s.method_settings("sbs_prm"), ("masprm",), s.models.scorer_folders(),
-                            SCORER_SPELLING)
+    label = condition_label(METHODS["sbs_prm"], s.method_settings("sbs_prm"), ("masprm",), s.models.scorer_folders())
     assert label == "SBS + PRM (B1=3, B2=5) [prm: mine (first_error+prm)]"
     # the aggregator still finds the settings group (the budget curves group by the rest)
     assert split_label(label) == ("SBS + PRM [prm: mine (first_error+prm)]", "B1=3, B2=5")

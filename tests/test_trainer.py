@@ -228,7 +228,10 @@ def test_pair_and_regression_metrics_have_the_original_names_and_values():
         "pair_acc": 2 / 3, "avg_margin": 4 / 3, "median_margin": 1.0, "std_margin": np.std([1.0, -1.0, 4.0]),
         "avg_bt_prob": np.mean(1 / (1 + np.exp(-np.array([1.0, -1.0, 4.0])))),
         "pos_mean": 5 / 3, "neg_mean": 1 / 3,  # raw logits, not tanh
-        "fallback_rate_pos": 1 / 3, "fallback_rate_neg": 2 / 3, "fallback_rate_any": 2 / 3, "num_pairs": 3})
+        "fallback_rate_pos": 1 / 3, "fallback_rate_neg": 2 / 3, "fallback_rate_any": 2 / 3, "num_pairs": 3,
+        # tie figures (tests/test_newer_branch_trainer.py): no logit near saturation here
+        "tanh_pair_acc": 2 / 3, "tanh_tie_rate": 0.0, "raw_score_abs_max": 3.0, "raw_score_abs_ge_9p011_rate": 0.0,
+        "raw_score_abs_p95": np.quantile([2.0, 0.0, 3.0, 1.0, 1.0, 1.0], 0.95)})
 
     p = np.array([[0.5, PAD], [-0.5, 0.9], [0.3, PAD]])
     y = np.array([[1.0, PAD], [-1.0, 1.0], [0.0, PAD]])

@@ -18,7 +18,7 @@ replaces the setting at the start of a message when more context helps.
 - models: ``check_model_source`` (a local folder's config, weights and
   tokenizer; a hub id that cannot be fetched offline),
   ``check_scorer_folder`` (a trained scorer's adapter, weights and status) and
-  ``check_scorer_role`` (a scorer of the kind its role needs: ``ROLE_MODES``).
+  ``check_scorer_role`` (a scorer of the kind its role needs: ``masprm.roles``).
 
 Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
 """
@@ -36,6 +36,8 @@ from masprm.data import DATASETS
 from masprm.errors import ConfigError, DataError, MasprmError, ModelError, quoted
 from masprm.outputs import (check_csv_output, check_no_outside_links, check_outside_inputs,  # noqa: F401
                             check_output_dir, check_output_file, check_plain_name)   # their home: masprm.outputs
+from masprm.roles import ROLES
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_meta import SCORER_META_FILE
 
 SEED_MAX = 2**32 - 1   # numpy's (and transformers' set_seed's) largest seed
@@ -230,73 +232,53 @@ def check_hub_id(model_id: str, setting: str, *, label: str | None = None) -> No
 # --------------------------------------------------------------------------- trained scorers
 
 
-def _read_json_file(path: Path, setting: str, folder: Path) -> dict:
-    try:
-        data = json.loads(read_utf8(path, "file"))
-    except json.JSONDecodeError as err:
-        raise ModelError(f"{setting} {folder}: {path.name} is not valid JSON ({err.msg}, line {err.lineno})",
-                         setting=setting) from None
-    except MasprmError as err:
-        raise ModelError(f"{setting} {folder}: {err}", setting=setting) from None
-    if not isinstance(data, dict):
-        raise ModelError(f"{setting} {folder}: {path.name} must hold a JSON object", setting=setting)
-    return data
+def _scorer_folder(folder: str | os.PathLike | ScorerFolder) -> ScorerFolder:
+    return folder if isinstance(folder, ScorerFolder) else read_scorer_folder(folder)
 
 
-def _newest_checkpoint(folder: Path) -> Path | None:
-    steps = [(int(p.name.split("-", 1)[1]), p) for p in folder.glob("checkpoint-*")
-             if p.is_dir() and p.name.split("-", 1)[1].isdigit()]
-    return max(steps)[1] if steps else None
-
-
-def recorded_base_model(path: str | os.PathLike) -> str | None:
+def recorded_base_model(folder: str | os.PathLike | ScorerFolder) -> str | None:
     """The base model a scorer folder's adapter names (the folder's own, else its newest checkpoint's), or None."""
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
-        return None
-    target = folder if (folder / "adapter_config.json").is_file() else _newest_checkpoint(folder)
-    try:
-        adapter = json.loads((target / "adapter_config.json").read_text(encoding="utf-8")) if target else {}
-    except (OSError, ValueError):
-        return None   # an unreadable adapter is reported by check_scorer_folder
-    base = adapter.get("base_model_name_or_path") if isinstance(adapter, dict) else None
-    return base if isinstance(base, str) and base else None
+    return _scorer_folder(folder).adapter_base
 
 
-def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id: str | None = None,
+def check_scorer_folder(folder: str | os.PathLike | ScorerFolder, setting: str, *, base_model_id: str | None = None,
                         base_setting: str = "prm_base_model_id", allow_unfinished: bool = False) -> str | None:
     """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.
 
+    ``folder`` is a path or the record ``masprm.scorer_folder.read_scorer_folder`` read of it.
     Returns a warning line when an unfinished training is used (``allow_unfinished``), else None.
     """
-    folder = Path(path).expanduser()
+    record = _scorer_folder(folder)
+    path = record.path
 
-    def fail(problem: str) -> ModelError:
-        return ModelError(f"{setting} {path}: {problem}", setting=setting)
+    def fail(problem: str, where: Path = path) -> ModelError:
+        return ModelError(f"{setting} {where}: {problem}", setting=setting)
 
-    if not folder.is_dir():
+    if not path.is_dir():
         raise fail("no such folder")
-    if not any(not p.name.startswith(".") for p in folder.iterdir()):
+    if not any(not p.name.startswith(".") for p in path.iterdir()):
         raise fail("the folder is empty (no trained scorer in it)")
-    meta = _read_json_file(folder / SCORER_META_FILE, setting, folder) if (folder / SCORER_META_FILE).is_file() else {}
+    if record.meta_error and (path / SCORER_META_FILE).is_file():
+        raise fail(record.meta_error)
+    meta = record.meta if record.own_meta else {}
     unfinished = "`allow_unfinished_scorer` to use its newest checkpoint, or finish it with trainer.py --resume"
     status = meta.get("status")
     finished = status in (None, "completed")
     if not finished and not allow_unfinished:
         raise fail(f"its training did not finish ({SCORER_META_FILE} says status {status!r}); pass {unfinished}")
-    target = folder
-    if not ((folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()):
-        target = _newest_checkpoint(folder)
+    target = record.target
+    if record.checkpoint or target is None:
         if target is None:
             raise fail("no adapter (adapter_config.json), model (config.json) or checkpoint-* folder in it")
         if not allow_unfinished:
             raise fail(f"holds only training checkpoints (newest {target.name}), not a finished scorer; "
                        f"pass {unfinished}")
         finished = False
-    if (target / "adapter_config.json").is_file():
-        adapter = _read_json_file(target / "adapter_config.json", setting, target)
+    if record.is_adapter:
+        if record.adapter_error:
+            raise fail(record.adapter_error, target)
         _check_weights(target, ADAPTER_WEIGHTS, setting, "adapter")
-        base = base_model_id or adapter.get("base_model_name_or_path") or meta.get("base_model_id")
+        base = base_model_id or record.adapter_base or meta.get("base_model_id")
         if not base:
             raise fail(f"the adapter does not name its base model; pass `{base_setting}`")
         if base_model_id:
@@ -311,37 +293,25 @@ def check_scorer_folder(path: str | os.PathLike, setting: str, *, base_model_id:
     return None if finished else f"warning: `{setting}` {path}: using an unfinished training ({target.name})"
 
 
-def check_scorer_role(path: str | os.PathLike, role: str, setting: str, *, allow_any: bool = False) -> None:
-    """The folder holds a scorer of the kind `role` needs (``ROLE_MODES``: an ORM is no
-    MASPRM, a plain model's score head was never trained), unless ``allow_any``.
+def check_scorer_role(folder: str | os.PathLike | ScorerFolder, role: str, setting: str, *,
+                      allow_any: bool = False) -> None:
+    """The folder holds a scorer of the kind `role` needs (its record's ``modes`` in ``masprm.roles.ROLES``:
+    an ORM is no MASPRM, a plain model's score head was never trained), unless ``allow_any``.
 
     Judged only where the folder says what it holds; an empty or unreadable folder is left to
     ``check_scorer_folder``, which names what is missing.
     """
-    folder = Path(path).expanduser()
-    if allow_any or not folder.is_dir():
+    record = _scorer_folder(folder)
+    if allow_any or not record.path.is_dir() or record.meta_error or record.target is None:
         return
-    try:
-        meta = json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8")) \
-            if (folder / SCORER_META_FILE).is_file() else {}
-    except (OSError, ValueError):
-        return
-    if not isinstance(meta, dict):
-        return
-    is_model = (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file()
-    target = folder if is_model else _newest_checkpoint(folder)
-    if target is None or not ((target / "adapter_config.json").is_file() or (target / "config.json").is_file()):
-        return
-    problem = scorer_kind_problem(meta, role, is_adapter=(target / "adapter_config.json").is_file())
+    problem = scorer_kind_problem(record.meta if record.own_meta else {}, role, is_adapter=record.is_adapter)
     if problem:
-        raise ModelError(f"{setting} {path}: {problem}; pass `{KIND_OVERRIDE}` to use it anyway", setting=setting)
+        raise ModelError(f"{setting} {record.path}: {problem}; pass `{KIND_OVERRIDE}` to use it anyway",
+                         setting=setting)
 
 
 # --------------------------------------------------------------------------- scorer roles
 
-# scorer role at test time (masprm.search.context.SCORER_ROLES) -> the training objectives (--mode, recorded as
-# `objective` / `mode` in masprm_scorer.json) that make one; a new objective that serves a role is added here
-ROLE_MODES = {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
 KIND_OVERRIDE = "allow_scorer_kind_mismatch"   # the setting that accepts any kind (masprm.eval.settings.RunSettings)
 
 
@@ -351,9 +321,9 @@ def scorer_kind_problem(meta: dict, role: str, *, is_adapter: bool) -> str | Non
     A record names its training objective; a folder with no record and no adapter is a plain
     model, whose score head was never trained. An adapter without a record is accepted.
     """
-    wanted = ROLE_MODES.get(role)
-    if wanted is None:
+    if role not in ROLES:
         return None
+    wanted = ROLES[role].modes
     mode = meta.get("objective") or meta.get("mode")
     if mode is None:
         if is_adapter or meta:

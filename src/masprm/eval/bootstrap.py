@@ -7,7 +7,8 @@ questions with the same text are one question). A question's value is the
 mean over its records of a per-example metric (pass@1 by default); a crashed
 record (one with an "error") counts 0 for every metric. Two conditions A and B
 are compared on the questions both have: the mean over questions of A − B,
-with a percentile bootstrap CI that resamples questions (`paired_bootstrap`).
+with a percentile bootstrap CI that resamples questions (`paired_bootstrap`,
+which lives with the project's other paired statistics in `masprm.paired_stats`).
 
     result = compare("logs", "toy_mcts_prm_<fp>_<model>", "toy_mcts_orm_<fp>_<model>")
     print(format_comparison("mcts_prm vs mcts_orm", result))
@@ -16,16 +17,14 @@ with a percentile bootstrap CI that resamples questions (`paired_bootstrap`).
 
 from __future__ import annotations
 
-import math
-import random
 import statistics
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
 from masprm.eval.aggregate import split_experiment
 from masprm.errors import DataError
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
+from masprm.paired_stats import PairedResult, format_comparison, nearest_rank, paired_bootstrap  # noqa: F401 (re-exported)
 
 Records = dict[str, list[dict]]   # question text -> its records, one per seed
 
@@ -78,64 +77,6 @@ def gap_per_question(records_by_q: Records, low: str = "pass@1", high: str = "pa
     return {q: hi[q] - lo[q] for q in hi}
 
 
-# --------------------------------------------------------------------------- the bootstrap
-
-
-@dataclass(frozen=True)
-class PairedResult:
-    mean_diff: float         # mean over the common questions of a − b
-    ci_low: float
-    ci_high: float
-    n_questions: int
-    share_positive: float    # share of resampled mean differences > 0
-    alpha: float = 0.05      # the CI covers 1 − alpha
-    n_resamples: int = 10_000
-
-    @property
-    def verdict(self) -> str:
-        """"holds" when the CI lies above 0, "reversed" when below, else "inconclusive"."""
-        return "holds" if self.ci_low > 0 else "reversed" if self.ci_high < 0 else "inconclusive"
-
-
-def nearest_rank(sorted_values: list[float], p: float) -> float:
-    """The p-quantile by nearest rank: the value of rank ceil(p * R) (1-based) among R sorted values,
-    clipped to [1, R]; p * R is rounded to 9 decimals first, so float noise (0.975 * 10000 =
-    9750.000000000002) does not move the rank."""
-    if not sorted_values:
-        raise ValueError("nearest_rank of no values")
-    rank = math.ceil(round(p * len(sorted_values), 9))
-    return sorted_values[min(len(sorted_values), max(1, rank)) - 1]
-
-
-def paired_bootstrap(a: dict[str, float], b: dict[str, float], *, n_resamples: int = 10_000, seed: int = 0,
-                     alpha: float = 0.05) -> PairedResult:
-    """Mean of a − b over the questions both have, with a percentile bootstrap CI over questions.
-
-    The rule: take the common questions in sorted order and their differences
-    d = a[q] − b[q] (n of them). With ``rng = random.Random(seed)``, draw
-    ``n_resamples`` resamples, each ``rng.choices(d, k=n)`` (n questions with
-    replacement), and take each resample's mean. Sort those means; the CI is
-    their `nearest_rank` quantiles at alpha/2 and 1 − alpha/2 (for 10,000
-    resamples and alpha 0.05: the 250th and the 9,750th). ``share_positive`` is
-    the share of resampled means > 0. Questions in only one of a, b are ignored.
-    """
-    if n_resamples < 1:
-        raise ValueError(f"n_resamples must be at least 1, got {n_resamples}")
-    if not 0 < alpha < 1:
-        raise ValueError(f"alpha must lie in (0, 1), got {alpha}")
-    common = sorted(set(a) & set(b))
-    if not common:
-        raise DataError("the two conditions have no question in common")
-    diffs = [a[q] - b[q] for q in common]
-    n = len(diffs)
-    rng = random.Random(seed)
-    means = sorted(sum(rng.choices(diffs, k=n)) / n for _ in range(n_resamples))
-    return PairedResult(mean_diff=sum(diffs) / n, ci_low=nearest_rank(means, alpha / 2),
-                        ci_high=nearest_rank(means, 1 - alpha / 2), n_questions=n,
-                        share_positive=sum(m > 0 for m in means) / n_resamples, alpha=alpha,
-                        n_resamples=n_resamples)
-
-
 # --------------------------------------------------------------------------- comparing two experiments
 
 
@@ -156,15 +97,3 @@ def _compare(logs_dir: str | Path, experiment_a: str, experiment_b: str,
     a = values(load_condition(logs_dir, experiment_a))
     b = values(load_condition(logs_dir, experiment_b))
     return paired_bootstrap(a, b, n_resamples=n_resamples, seed=seed)
-
-
-def _points(share: float) -> str:
-    """A share as signed percentage points, one decimal ("+4.2"); a rounded zero is "+0.0"."""
-    return f"{round(100 * share, 1) or 0.0:+.1f}"
-
-
-def format_comparison(name: str, result: PairedResult) -> str:
-    """One line: "<name>: +4.2 points [95% CI +1.0, +7.5] over 240 questions (holds)"."""
-    level = f"{round(100 * (1 - result.alpha), 6):g}%"
-    return (f"{name}: {_points(result.mean_diff)} points [{level} CI {_points(result.ci_low)}, "
-            f"{_points(result.ci_high)}] over {result.n_questions} questions ({result.verdict})")

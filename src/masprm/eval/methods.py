@@ -23,7 +23,8 @@ from masprm.handoff.methods import report_lines as handoff_report, summarize as 
 from masprm.registry import Registry
 from masprm.search.beam import sbs_family, single_pass
 from masprm.search.best_of_n import best_of_n
-from masprm.search.context import SCORER_ROLES, SearchContext
+from masprm.roles import ROLES
+from masprm.search.context import SearchContext
 from masprm.search.mcts import mcts_family
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.search.settings import (BoNSettings, LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings,
@@ -38,7 +39,7 @@ ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic
 class Method:
     name: str
     search: Callable[[SearchContext, Any], Any]   # a search generator (masprm.search.engine) -> SearchResult
-    needs: frozenset[str] = frozenset()   # subset of SCORER_ROLES
+    needs: frozenset[str] = frozenset()   # scorer roles it loads (masprm.roles.ROLES)
     routing: str = "static"               # one of ROUTINGS: methods of both cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
     settings: tuple[type, ...] = ()       # MethodSettings classes: all it reads, and its fingerprint
@@ -69,9 +70,9 @@ def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "sta
                     report: Callable[[dict], list[str]] | None = None, family: str | None = None,
                     scorer_kind: str | None = None):
     """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
-    unknown = set(needs) - set(SCORER_ROLES)
+    unknown = set(needs) - set(ROLES)
     if unknown:
-        raise ConfigError(f"unknown scorer roles {sorted(unknown)}")
+        raise ConfigError(f"unknown scorer roles {sorted(unknown)} (valid: {', '.join(ROLES)})")
     if routing not in ROUTINGS:
         raise ConfigError(f"unknown routing {routing!r} (expected one of {', '.join(ROUTINGS)})")
 

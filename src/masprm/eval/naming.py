@@ -13,10 +13,11 @@ the label is for people.
 from __future__ import annotations
 
 import re
-from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from masprm.scorer_meta import PAPER_TRAININGS, default_label_scheme, read_scorer_meta, training_of, training_tag
+from masprm.roles import ROLES
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_meta import PAPER_TRAININGS, default_label_scheme, training_tag
 
 HANDOFF_NAMES = {
     "handoff_fixed": "Fixed schedule + policy likelihood",
@@ -63,14 +64,15 @@ def base_label(method: Any, s: Any, roles: Sequence[str] = ()) -> str:
     return f"{name} ({', '.join(details)})" if details else name
 
 
-def scorer_name(folder: str) -> str:
+def scorer_name(folder: str | ScorerFolder) -> str:
     """The folder's name, and what the scorer was trained as when that is new and the name does not say it.
 
     Said means: the objective, the aggregation of a traj scorer and a label scheme other than the
     objective's default (mc for stepwise records, masprm for pairs) are words of the name (split at - . + or space).
     """
-    name = Path(folder).name
-    training = training_of(read_scorer_meta(folder))
+    record = folder if isinstance(folder, ScorerFolder) else read_scorer_folder(folder)
+    name = record.path.name
+    training = record.training
     if not training or (training["label_scheme"], training["objective"]) in PAPER_TRAININGS:
         return name
     needed = [training["objective"], *([training["step_agg"]] if training["objective"] == "traj" else [])]
@@ -80,10 +82,11 @@ def scorer_name(folder: str) -> str:
     return name if all(w.lower() in words for w in needed) else f"{name} ({training_tag(training)})"
 
 
-def condition_label(method: Any, settings: Any, roles: Sequence[str], folders: Mapping[str, str | None],
-                    tags: Mapping[str, str]) -> str:
-    """`base_label` plus the folder of each scorer the condition uses, tagged by ``tags[role]``
-    ("[prm: MASPRM-GSM8K-1.5B]")."""
-    shown = [f"{tags[role]}: {scorer_name(folders[role])}" for role in tags if role in roles and folders.get(role)]
+def condition_label(method: Any, settings: Any, roles: Sequence[str],
+                    folders: Mapping[str, str | ScorerFolder | None]) -> str:
+    """`base_label` plus the folder of each scorer the condition uses, tagged by its role's flag stem
+    ("[prm: MASPRM-GSM8K-1.5B]"; ``masprm.roles``)."""
+    shown = [f"{ROLES[role].flag_stem}: {scorer_name(folders[role])}" for role in ROLES
+             if role in roles and folders.get(role)]
     label = base_label(method, settings, roles)
     return f"{label} [{', '.join(shown)}]" if shown else label

@@ -26,7 +26,7 @@ from masprm.answers import is_correct
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, OutputError
 from masprm.eval.naming import condition_label
-from masprm.eval.settings import SCORER_SPELLING, EvalSettings
+from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
                               progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
@@ -35,7 +35,7 @@ from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, sum
 from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.models.backends import identity as backend_identity, load_policy
-from masprm.scorer_meta import read_scorer_meta, training_of
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
@@ -53,6 +53,7 @@ class ModelSpec:
     max_length: int | None = None     # a scorer's token limit (None: its training --max-length)
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
+    scorer: ScorerFolder | None = None   # a scorer folder as stage 4 read it (None: read when needed)
     backend: Any = None               # a policy's generation backend (masprm.models.backends.BackendFlags; None: hf)
 
 
@@ -64,7 +65,7 @@ def _load_policy(spec: ModelSpec) -> Any:
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer   # imports torch
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
-                       setting=spec.setting or "prm_dir")
+                       setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
 MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
@@ -157,7 +158,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     # Each sampling request draws from its own stream keyed by (seed, example, request), so an
     # example's draws do not depend on which examples share its model calls.
     ctx = SearchContext(policy=policy, graph=graph, settings=item.settings, rng=random.Random(example_seed),
-                        keys=RequestKeys(seed, ex.idx), samples=item.samples, **scorers)
+                        keys=RequestKeys(seed, ex.idx), samples=item.samples, scorers=scorers)
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
@@ -242,7 +243,9 @@ def _model_identity(spec: ModelSpec) -> dict:
 
 def _scorer_training(spec: ModelSpec) -> dict:
     """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    training = training_of(read_scorer_meta(spec.model_id)) if spec.model_type == "scorer" else {}
+    if spec.model_type != "scorer":
+        return {}
+    training = (spec.scorer or read_scorer_folder(spec.model_id)).training
     return {"training": training} if training else {}
 
 
@@ -255,6 +258,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
                 "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+    if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
+        data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,
@@ -271,10 +276,12 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
                           "examples": stable_hash([[e.idx, e.question, e.gold] for e in examples])}}
 
 
-def label_of(method: str, settings: EvalSettings) -> str:
-    """The condition's readable name (``masprm.eval.naming``) under the run's settings."""
-    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method),
-                           settings.models.scorer_folders(), SCORER_SPELLING)
+def label_of(method: str, settings: EvalSettings, specs: dict[str, ModelSpec] | None = None) -> str:
+    """The condition's readable name (``masprm.eval.naming``) under the run's settings (the scorer folders
+    as ``specs`` carry them, else as named)."""
+    folders = {role: (specs[role].scorer if specs and role in specs and specs[role].scorer else folder)
+               for role, folder in settings.models.scorer_folders().items()}
+    return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method), folders)
 
 
 def sample_store(cond: Condition, logs_dir: str | Path) -> SampleStore:
@@ -291,7 +298,7 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
                                    settings.models.gen_model_id, settings.data.seed)
-    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings))
+    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings, specs))
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:

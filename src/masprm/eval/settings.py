@@ -19,17 +19,12 @@ from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
 from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
+from masprm.roles import DEFAULT_POLICY, ROLES, role_flags_class
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import AT_LEAST_ONE
 
 DEFAULT_DATASET = "mmlu"
-DEFAULT_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
-# scorer role (named for what it was trained as) -> the original's spelling of it: the flags
-# --<p>_dir / --<p>_base_model_id and the tag of a condition label ("[prm: MASPRM-GSM8K-1.5B]")
-SCORER_SPELLING = {"masprm": "prm", "orm": "orm", "handoff_masprm": "handoff_prm"}
-# scorer role -> the original's defaults of its folder and base model (only --prm_dir / --prm_base_model_id had
-# any). A default folder is read only by methods that use it; a default base gives way to the adapter's own record.
-SCORER_DEFAULTS = {"masprm": ("checkpoints/Qwen2.5-1.5B-RM", DEFAULT_MODEL)}
+DEFAULT_MODEL = DEFAULT_POLICY
 
 
 @dataclass(frozen=True)
@@ -42,6 +37,11 @@ class DataSettings:
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
     data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    exclude_questions_file: str | None = arg(None, flags=("--exclude_questions_file",),
+                                             help="JSONL whose records' prompt (or question) values are left out "
+                                                  "before the --sample_n examples are drawn (question-disjoint "
+                                                  "development runs; the original newer branch's rule: the rest "
+                                                  "in dataset order, shuffled by Python's random with --seed)")
     math_levels: list[int] = arg(flags=("--math_levels",), nargs="+", default_factory=lambda: [4, 5],
                                  help="competition_math levels of handoff runs (static runs use the whole split)")
     math_stratify_by: str = arg("type", flags=("--math_stratify_by",),
@@ -66,37 +66,35 @@ class DataSettings:
 
 @dataclass(frozen=True)
 class ModelSettings:
-    """The policy, the team, and a folder (and base model) per scorer role."""
+    """The policy, the team, and a folder (and base model) per scorer role (``masprm.roles``)."""
 
     gen_model_id: str = arg(DEFAULT_MODEL, flags=("--gen_model_id",), help="the agents' policy model")
     mas_config: str | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
-    prm_dir: str | None = arg(SCORER_DEFAULTS["masprm"][0], flags=("--prm_dir",),
-                              help=f"MASPRM adapter folder (default: {SCORER_DEFAULTS['masprm'][0]}; read only by "
-                                   "methods that use this scorer)")
-    prm_base_model_id: str | None = arg(SCORER_DEFAULTS["masprm"][1], flags=("--prm_base_model_id",),
-                                        help=f"MASPRM base model (default: {SCORER_DEFAULTS['masprm'][1]}, or the "
-                                             "base the adapter config names)")
-    orm_dir: str | None = arg(None, flags=("--orm_dir",),
-                              help="ORM adapter folder (default: none; read only by methods that use this scorer)")
-    orm_base_model_id: str | None = arg(None, flags=("--orm_base_model_id",),
-                                        help="ORM base model (default: the base the adapter config names)")
-    handoff_prm_dir: str | None = arg(None, flags=("--handoff_prm_dir",), help="HANDOFF_MASPRM adapter folder "
-                                      "(default: none; read only by methods that use this scorer)")
-    handoff_prm_base_model_id: str | None = arg(None, flags=("--handoff_prm_base_model_id",), help="HANDOFF_MASPRM "
-                                                "base model (default: the base the adapter config names)")
     scorer_precision: str = arg("auto", flags=("--scorer_precision",), choices=SCORER_PRECISIONS,
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
                                      "fp16 or fp32")
+    # Scorer role -> its folder / base model (None: not given; the base then from the adapter config).
+    # Their flags are the roles' (masprm.roles.role_flags_class: --prm_dir, --orm_base_model_id, ...).
+    folders: Mapping[str, str | None] = field(
+        default_factory=lambda: {r.name: r.default_folder for r in ROLES.values()})
+    bases: Mapping[str, str | None] = field(
+        default_factory=lambda: {r.name: r.default_base for r in ROLES.values()})
+
+    @classmethod
+    def from_args(cls, namespace: Any) -> "ModelSettings":
+        """The settings from the parsed flags, each role's two flags included."""
+        flags = config_from_args(role_flags_class(), namespace)
+        return config_from_args(cls, namespace, folders={r.name: getattr(flags, r.dir_setting) for r in ROLES.values()},
+                                bases={r.name: getattr(flags, r.base_setting) for r in ROLES.values()})
 
     def scorer_folders(self) -> dict[str, str | None]:
         """Scorer role -> its folder (None: not given)."""
-        return {"masprm": self.prm_dir, "orm": self.orm_dir, "handoff_masprm": self.handoff_prm_dir}
+        return {role: self.folders.get(role) for role in ROLES}
 
     def scorer_bases(self) -> dict[str, str | None]:
         """Scorer role -> its base model (None: from the adapter config)."""
-        return {"masprm": self.prm_base_model_id, "orm": self.orm_base_model_id,
-                "handoff_masprm": self.handoff_prm_base_model_id}
+        return {role: self.bases.get(role) for role in ROLES}
 
 
 @dataclass(frozen=True)
@@ -147,7 +145,7 @@ class EvalSettings:
     def from_args(cls, namespace: Any) -> "EvalSettings":
         """Every class built from the parsed flags (and so checked); a method settings class for each
         class a registered method declares."""
-        return cls(config_from_args(DataSettings, namespace), config_from_args(ModelSettings, namespace),
+        return cls(config_from_args(DataSettings, namespace), ModelSettings.from_args(namespace),
                    config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
                    settings_from_args(settings_classes(), namespace), config_from_args(BackendFlags, namespace))
 

@@ -18,7 +18,8 @@ from typing import Any, Generator, Sequence
 from masprm.answers import is_correct
 from masprm.search.context import SearchContext, SearchResult
 from masprm.handoff.scoring import logprob_selector, prm_selector
-from masprm.handoff.stats import paired_accuracy, route_metrics, summarize_routes
+from masprm.handoff.stats import route_metrics, summarize_routes
+from masprm.paired_stats import paired_accuracy
 from masprm.handoff.settings import (HandoffLogProbSettings, HandoffPRMSettings, RandomRouteSettings,
                                     TurnSettings)
 from masprm.handoff.team import PREFIX_TURNS, ROUTE_MODES, HandoffPlan, HandoffTeam, run_handoff

@@ -8,16 +8,14 @@ recipient) transitions and fallback turns. Per condition (``summarize_routes``):
 Hit@T, depth mean and median, unique agents and edges, the mean of the
 per-example revisit rates, route entropy H(recipient | speaker) pooled over the
 routed (non-FINAL) turns, PRM context tokens (median / p95), truncation and
-parse-failure rates, proposals. Paired comparison: accuracy difference with a
-paired bootstrap CI (Python's seeded ``random``, nearest-index percentiles, so
-it reproduces the original's numbers) and the exact McNemar p-value. Pure
-Python + numpy.
+parse-failure rates, proposals. The paired comparison (accuracy difference
+with the original's bootstrap CI and the exact McNemar p-value) lives with the
+project's other paired statistics in `masprm.paired_stats`. Pure Python + numpy.
 """
 
 from __future__ import annotations
 
 import math
-import random
 from collections import Counter, defaultdict
 from typing import Any, Iterable, Sequence
 
@@ -25,6 +23,7 @@ import numpy as np
 
 from masprm.handoff.protocol import FINAL
 from masprm.handoff.team import PREFIX_TURNS, HandoffRun
+from masprm.paired_stats import mcnemar_exact_p, paired_accuracy, paired_bootstrap_ci  # noqa: F401 (re-exported)
 
 
 def edge_entropy_bits(edges: Sequence[tuple[str, str]]) -> float:
@@ -128,56 +127,3 @@ def summarize_routes(entries: Sequence[dict], n_examples: int | None = None) -> 
         "final_stop_rate": sum(e["stop_reason"] == "final" for e in entries) / n,
     })
     return out
-
-
-# --------------------------------------------------------------------------- paired tests
-
-
-def paired_bootstrap_ci(a: Sequence[float], b: Sequence[float], *, n_resamples: int = 10_000,
-                        seed: int = 0) -> tuple[float, float, float]:
-    """mean(b - a) and its 95% bootstrap CI, resampling examples (pairs) with replacement.
-
-    The resampling is the original's exactly: ``random.Random(seed)``, one
-    ``randrange`` per drawn example, and the sorted means read at indices
-    floor(0.025 (B - 1)) and ceil(0.975 (B - 1)), so the interval reproduces.
-    """
-    diff = [int(y) - int(x) for x, y in zip(a, b)]
-    if not diff:
-        return 0.0, 0.0, 0.0
-    rng = random.Random(seed)
-    n = len(diff)
-    means = sorted(sum(diff[rng.randrange(n)] for _ in range(n)) / n for _ in range(max(1, n_resamples)))
-    last = len(means) - 1
-    return sum(diff) / n, means[max(0, math.floor(0.025 * last))], means[min(last, math.ceil(0.975 * last))]
-
-
-def mcnemar_exact_p(only_a: int, only_b: int) -> float:
-    """Two-sided exact McNemar p: binomial test of the discordant counts against p = 1/2."""
-    n = only_a + only_b
-    if n == 0:
-        return 1.0
-    k = min(only_a, only_b)
-    tail = sum(math.comb(n, i) for i in range(k + 1)) / 2 ** n
-    return min(1.0, 2 * tail)
-
-
-def paired_accuracy(correct_a: dict[Any, bool], correct_b: dict[Any, bool], *, n_resamples: int = 10_000,
-                    seed: int = 0) -> dict[str, float]:
-    """Compare B against A on the examples both have (keys are example indices)."""
-    keys = sorted(set(correct_a) & set(correct_b))
-    a = [float(bool(correct_a[k])) for k in keys]
-    b = [float(bool(correct_b[k])) for k in keys]
-    delta, low, high = paired_bootstrap_ci(a, b, n_resamples=n_resamples, seed=seed)
-    only_a = sum(1 for x, y in zip(a, b) if x and not y)
-    only_b = sum(1 for x, y in zip(a, b) if y and not x)
-    return {
-        "n_pairs": len(keys),
-        "accuracy_a": float(np.mean(a)) if a else 0.0,
-        "accuracy_b": float(np.mean(b)) if b else 0.0,
-        "delta": delta,
-        "ci_low": low,
-        "ci_high": high,
-        "only_a": only_a,
-        "only_b": only_b,
-        "mcnemar_p": mcnemar_exact_p(only_a, only_b),
-    }

@@ -15,6 +15,8 @@ LABEL_SCHEMES.register_lazy("first_error", "masprm.labels.first_error:SCHEME")
 LABEL_SCHEMES.register_lazy("advantage", "masprm.labels.advantage:SCHEME")
 LABEL_SCHEMES.register_lazy("margin_pairs", "masprm.labels.margin_pairs:SCHEME")
 LABEL_SCHEMES.register_lazy("balanced_pairs", "masprm.labels.balanced_pairs:SCHEME")
-LABEL_SCHEMES.register_lazy("self_consistency", "masprm.labels.self_consistency:SCHEME")
+LABEL_SCHEMES.register_lazy("majority_outcome", "masprm.labels.majority_outcome:SCHEME")
+LABEL_SCHEMES.register_lazy("self_consistency", "masprm.labels.majority_outcome:OLD_NAME")   # the old name
+LABEL_SCHEMES.register_lazy("shapley", "masprm.labels.shapley:SCHEME")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]

@@ -64,17 +64,50 @@ class PairRule:
     positive). ``weighted``: each pair gets ``weight`` = 1 / (k_pos * k_neg), k_pos and k_neg being
     the sizes of its prefix's positive and negative groups, so every prefix weighs at most 1 in all.
     ``per_step_cap``: at most this many pairs per step index (one agent) in a tree (None: no cap).
+    ``require_outcome``: rStar-Math's first filter, the positive must lead to a correct final answer and the
+    negative to a wrong one: a terminal graded +1 at or below the positive, one graded -1 at or below the
+    negative, among the written nodes. ``min_edit_distance``: rStar-Math's second, the two messages' texts
+    at least this many characters apart (Levenshtein; 0: off).
     """
 
     min_gap: float = 0.0
     weighted: bool = False
     per_step_cap: int | None = None
+    require_outcome: bool = False
+    min_edit_distance: int = 0
 
     def full(self, taken: int) -> bool:
         return self.per_step_cap is not None and taken >= self.per_step_cap
 
+    def keeps(self, pos: Step, neg: Step) -> bool:
+        """The rStar-Math filters (both off in the paper's rule)."""
+        if self.require_outcome and not (reaches(pos, correct=True) and reaches(neg, correct=False)):
+            return False
+        return edit_distance_at_least(pos.text, neg.text, self.min_edit_distance)
+
 
 PAPER_RULE = PairRule()
+
+
+def reaches(node: Step, correct: bool) -> bool:
+    """Whether a written terminal at or below ``node`` is graded correct (value > 0) or wrong (value < 0)."""
+    if node.is_terminal:
+        return node.value is not None and (node.value > 0 if correct else node.value < 0)
+    return any(reaches(child, correct) for child in node.children)
+
+
+def edit_distance_at_least(a: str, b: str, k: int) -> bool:
+    """Levenshtein distance(a, b) >= k, by the row-by-row dynamic programme, stopped as soon as it is decided."""
+    if k <= 0 or abs(len(a) - len(b)) >= k:   # the length difference is a lower bound
+        return True
+    row = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        prev, row[0] = row[0], i
+        for j, cb in enumerate(b, 1):
+            prev, row[j] = row[j], min(row[j] + 1, row[j - 1] + 1, prev + (ca != cb))
+        if min(row) >= k:   # a row's minimum never decreases further down
+            return True
+    return row[-1] >= k
 
 
 def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_topk: int,
@@ -112,7 +145,7 @@ def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_to
                 if len(out) >= max_pairs or rule.full(per_step[depth]):
                     break
                 if (pos.value <= neg.value + MIN_MARGIN or pos.value - neg.value < rule.min_gap
-                        or pos.text == neg.text):
+                        or pos.text == neg.text or not rule.keeps(pos, neg)):
                     continue
                 rec = _pair_record(tree, node, prefix, pos, neg, depth, target_nodes, final, view)
                 key = dedupe_key([rec["prompt"], rec["chosen_actions"], rec["rejected_actions"]])

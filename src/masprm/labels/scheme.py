@@ -41,6 +41,7 @@ class LabelContext:
     settings: Any = None              # the scheme's own settings dataclass (None when it has none)
     counts: Counts = field(default_factory=Counts)
     notes: Counter = field(default_factory=Counter)   # scheme-specific numbers for the summary line
+    rollouts: Any = None              # fresh policy samples for the schemes that need them (masprm.labels.shapley)
 
 
 @dataclass(frozen=True)
@@ -52,6 +53,7 @@ class LabelScheme:
     prepare: Callable[[Tree, LabelContext], None] | None = None   # relabel the tree in place first
     source: str = ""                                      # what it is and where it comes from (one line)
     report: Callable[[Counter], str] | None = None        # the notes as the summary shows them
+    needs_rollouts: bool = False                          # needs fresh policy samples (LabelContext.rollouts)
 
     def __post_init__(self) -> None:
         if self.kind not in RECORD_KINDS:

@@ -122,6 +122,21 @@ def choose_dtype(device: torch.device | str, requested: str | torch.dtype | None
     return torch.bfloat16 if major >= 8 else torch.float16
 
 
+def resolve_attn_impl(name: str) -> str:
+    """The attention kernel `name` means: "auto" is flash_attention_2 where it runs, else sdpa; others as given.
+
+    Flash attention runs on an Ampere-or-newer CUDA GPU with the flash-attn package installed
+    (the rule of the original's newer trainer); the kernel changes the numbers a little, so the
+    resolved name, not "auto", is what a run records.
+    """
+    if name != "auto":
+        return name
+    import importlib.util
+
+    ampere = torch.cuda.is_available() and torch.cuda.get_device_capability(0)[0] >= 8
+    return "flash_attention_2" if ampere and importlib.util.find_spec("flash_attn") is not None else "sdpa"
+
+
 def check_model_id(model_id: str, setting: str = "model_id") -> str:
     """Reject a missing or non-model local folder (or an unfetchable hub id) before anything is loaded."""
     return check_model_source(model_id, setting)

@@ -17,8 +17,6 @@ instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 
 from __future__ import annotations
 
-import json
-import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -27,10 +25,12 @@ import torch
 from peft import PeftModel
 
 from masprm.errors import ModelError, first_line
+from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
 from masprm.models.step_agg import log_aggregate
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, read_scorer_meta, text_style, training_of
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, text_style, training_of
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.token_scorer import load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR
@@ -68,9 +68,11 @@ class HFScorer:
         scores = [0.0] * len(ids)
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
+            # float64 from here on: float32 tanh is exactly 1.0 from |logit| >= 9.011, so two confident
+            # candidates would tie and the search would pick by position, not by the scorer.
             input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
             logits = self.model(input_ids=input_ids.to(self.device),
-                                attention_mask=attention_mask.to(self.device)).logits[..., 0].float()
+                                attention_mask=attention_mask.to(self.device)).logits[..., 0].double()
             for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
                 scores[i] = v
         return scores
@@ -102,54 +104,53 @@ class TrajScorer(HFScorer):
 # --------------------------------------------------------------------------- finding the weights
 
 
-def _checkpoint_step(path: Path) -> int:
-    match = re.fullmatch(r"checkpoint-(\d+)", path.name)
-    return int(match.group(1)) if match else -1
-
-
-def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir") -> Path:
+def resolve_scorer_folder(path: str | Path, setting: str = "prm_dir",
+                          record: ScorerFolder | None = None) -> Path:
     """The folder itself when it holds an adapter or a model, else its newest checkpoint-*."""
-    folder = Path(path).expanduser()
-    if not folder.is_dir():
+    record = record or read_scorer_folder(path)
+    if not record.path.is_dir():
         raise ModelError(f"{setting} {path}: no such folder", setting=setting)
-    if (folder / "adapter_config.json").is_file() or (folder / "config.json").is_file():
-        return folder
-    checkpoints = [p for p in folder.glob("checkpoint-*") if p.is_dir() and _checkpoint_step(p) >= 0]
-    if not checkpoints:
+    if record.target is None:
         raise ModelError(f"{setting} {path}: no adapter (adapter_config.json), model (config.json) "
                          "or checkpoint-* folder in it", setting=setting)
-    return max(checkpoints, key=_checkpoint_step)
+    return record.target
 
 
-def adapter_base_model(folder: Path, meta: dict, base_model_id: str | None, setting: str) -> str:
+def adapter_base_model(record: ScorerFolder, base_model_id: str | None, setting: str) -> str:
+    """The base model to load the adapter on: as given, else the one the adapter (or its record) names."""
     if base_model_id:
         return base_model_id
-    adapter_config = json.loads((folder / "adapter_config.json").read_text(encoding="utf-8"))
-    base = adapter_config.get("base_model_name_or_path") or meta.get("base_model_id")
-    if not base:
-        raise ModelError(f"{setting} {folder}: the adapter does not name its base model; pass the base model id",
-                         setting=setting)
-    return base
+    if record.adapter_error:
+        raise ModelError(f"{setting} {record.target}: {record.adapter_error}", setting=setting)
+    if not record.base_model:
+        raise ModelError(f"{setting} {record.target}: the adapter does not name its base model; pass the base "
+                         "model id", setting=setting)
+    return record.base_model
 
 
 # --------------------------------------------------------------------------- loading
 
 
 def load_scorer(path: str | Path, base_model_id: str | None = None, options: ModelOptions | None = None,
-                max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir") -> HFScorer:
+                max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir",
+                record: ScorerFolder | None = None) -> HFScorer:
     """Load a trained scorer in eval mode.
 
     `options=None` means `scorer_options(ModelOptions())`: a 4-bit NF4 base on
     CUDA, fp32 on CPU; `options.load_in_4bit` quantises on CPU too.
     `max_length=None` is the training run's --max-length (2048 if unknown).
     `setting` names the scorer's setting (its folder's flag) in error messages.
+    `record` is the folder as stage 4 already read it (``masprm.scorer_folder``); None reads it here.
     """
     if options is None:
         options = scorer_options(ModelOptions())
-    folder = resolve_scorer_folder(path, setting)
-    meta = read_scorer_meta(folder)
-    is_adapter = (folder / "adapter_config.json").is_file()
-    base = adapter_base_model(folder, meta, base_model_id, setting) if is_adapter else str(folder)
+    record = record.at(Path(path).expanduser()) if record is not None else read_scorer_folder(path)
+    folder = resolve_scorer_folder(path, setting, record)
+    if record.meta_error:
+        raise ModelError(f"{setting} {path}: {record.meta_error}", setting=setting)
+    meta = record.meta
+    is_adapter = record.is_adapter
+    base = adapter_base_model(record, base_model_id, setting) if is_adapter else str(folder)
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
                                padding_side="right", setting=setting)
@@ -164,6 +165,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                               attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
                               pad_token_id=tokenizer.pad_token_id, setting=setting)
     if is_adapter:
+        fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
         try:
             with peft_alias_warning_silenced():
                 model = PeftModel.from_pretrained(model, str(folder))

@@ -17,10 +17,6 @@ from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
 from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, require_scorer
 
-# What each scorer was trained as: the MASPRM (ppm pairs, --prm_dir), the ORM (outcome labels,
-# --orm_dir), and the MASPRM that ranks handoff transcripts (--handoff_prm_dir).
-SCORER_ROLES = ("masprm", "orm", "handoff_masprm")
-
 
 @dataclass
 class SearchContext:
@@ -36,9 +32,7 @@ class SearchContext:
     policy: Policy
     graph: MASGraph
     settings: Any                      # the method's frozen settings: exactly the classes it declares
-    masprm: Scorer | None = None       # scorers by role (SCORER_ROLES)
-    orm: Scorer | None = None
-    handoff_masprm: Scorer | None = None
+    scorers: dict[str, Scorer] = field(default_factory=dict)   # by role (masprm.roles.ROLES): the loaded ones
     rng: random.Random = field(default_factory=random.Random)
     usage: Usage = field(default_factory=Usage)
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)
@@ -46,9 +40,8 @@ class SearchContext:
     finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
 
     def scorer(self, role: str) -> Scorer:
-        """The scorer of ``role`` (SCORER_ROLES); a RuntimeError when the method runs without it."""
-        return require_scorer({"masprm": self.masprm, "orm": self.orm,
-                               "handoff_masprm": self.handoff_masprm}[role], role)
+        """The scorer of ``role`` (``masprm.roles.ROLES``); a RuntimeError when the method runs without it."""
+        return require_scorer(self.scorers.get(role), role)
 
     def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float, top_p: float,
                max_new_tokens: int, batched: bool = False) -> Generator[Any, Any, list[list[Generation]]]:

@@ -32,7 +32,7 @@ Search = Generator[Any, Any, Any]   # yields requests, receives their results, r
 
 
 class Models(Protocol):
-    """What serves the requests: the policy, and the scorers by role (``masprm.search.context.SCORER_ROLES``)."""
+    """What serves the requests: the policy, and the scorers by role (``masprm.roles.ROLES``)."""
 
     policy: Policy
 

@@ -198,8 +198,11 @@ def mcts(ctx: SearchContext, example: Any, *, step_scorer: str, leaf_value: str)
         node = argmax_child(node, lambda child: child.q_mean)
     visited = ranked_terminals(root)
     nodes = sum(1 for _ in root.walk())
+    # Whether a simulation ever reached the predicted transcript: a child starts at its step score
+    # (the ORM's 0) with no backed-up visit, so an unsimulated branch can win the argmax above.
     return SearchResult(node.final_answer, [n.final_answer for n in visited],
-                        {"tree_nodes": nodes, "terminal_visited": len(visited)})
+                        {"tree_nodes": nodes, "terminal_visited": len(visited),
+                         "prediction_visited": node.visits > 0})
 
 
 def ranked_terminals(root: Node) -> list[Node]:

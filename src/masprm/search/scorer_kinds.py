@@ -20,7 +20,7 @@ kind's name; the kind says how to value what the family asks about:
   (the voters' rule), a log-prob as itself.
 
 Each is a search step (it may yield model requests). ``needs`` names the
-scorer roles the kind reads (``masprm.search.context.SCORER_ROLES``).
+scorer roles the kind reads (``masprm.roles.ROLES``).
 The built-in kinds are registered here, so any search can be run without
 the evaluation package. Pure Python: no torch import.
 """

@@ -17,16 +17,16 @@ import sys
 from pathlib import Path
 
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
-                           check_scorer_role, check_text_data_file, recorded_base_model)
+                           check_scorer_role, check_text_data_file)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
+from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
-from masprm.eval.settings import (DEFAULT_DATASET, SCORER_DEFAULTS, SCORER_SPELLING, DataSettings, EvalSettings,
-                                  ModelSettings, RunSettings)
+from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
 from masprm.handoff.settings import (HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS, HANDOFF_SAMPLE_N,
@@ -35,6 +35,8 @@ from masprm.io import atomic_write_json
 from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
+from masprm.roles import ROLES, ModelRole, role_flags_class
+from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import ORMLeafSettings, ViewSettings
 
@@ -44,7 +46,7 @@ def groups() -> Groups:
     the classes every registered method declares, so a new method's settings are flags at once)."""
     elsewhere = {ViewSettings, *HANDOFF_FLAGS}
     return (("data", (DataSettings,)),
-            ("models", (ModelSettings, ViewSettings)),
+            ("models", (ModelSettings, role_flags_class(), ViewSettings)),
             ("model loading", (ModelFlags,)),
             ("generation backend", (BackendFlags,)),
             ("search", tuple(c for c in settings_classes() if c not in elsewhere)),
@@ -74,33 +76,41 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
     orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
     check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
     folders = settings.models.scorer_folders()
-    for role, spelling in SCORER_SPELLING.items():
-        users = [m for m in run.methods if role in settings.roles(m)]
-        folder = folders[role]
+    for role in ROLES.values():
+        users = [m for m in run.methods if role.name in settings.roles(m)]
+        folder = folders[role.name]
         need = f"{', '.join(users)} need{'s' if len(users) == 1 else ''}"
-        check(not users or folder, f"{need} --{spelling}_dir")
+        check(not users or folder, f"{need} --{role.dir_setting}")
         if users:
-            default = folder == SCORER_DEFAULTS.get(role, (None,))[0]
-            check(Path(folder).is_dir(), f"--{spelling}_dir {folder}: no such folder" +
-                  (f" (the default: {need} a trained scorer there, or pass --{spelling}_dir)" if default else ""))
+            default = folder == role.default_folder
+            check(Path(folder).is_dir(), f"--{role.dir_setting} {folder}: no such folder" +
+                  (f" (the default: {need} a trained scorer there, or pass --{role.dir_setting})" if default else ""))
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
-    check_scorer_roles(run, settings)
+    check_scorer_roles(run, settings, read_scorers(run, settings))
 
 
-def check_scorer_roles(run: RunSettings, settings: EvalSettings) -> None:
+def read_scorers(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder]:
+    """Each scorer folder a method of the run reads, by role: read once here, carried to the checks,
+    the condition labels, the manifests and the loader (``masprm.scorer_folder``)."""
+    needed = {role for m in run.methods for role in settings.roles(m)}
+    return {role: read_scorer_folder(folder) for role, folder in settings.models.scorer_folders().items()
+            if folder and role in needed}
+
+
+def check_scorer_roles(run: RunSettings, settings: EvalSettings, scorers: dict[str, ScorerFolder]) -> None:
     """Each scorer folder a method reads holds a scorer of its role's kind (an ORM is no --prm_dir)."""
-    for role, folder in settings.models.scorer_folders().items():
-        if folder and any(role in settings.roles(m) for m in run.methods):
-            check_scorer_role(folder, role, f"{SCORER_SPELLING[role]}_dir",
-                              allow_any=run.allow_scorer_kind_mismatch)
+    for role, record in scorers.items():
+        check_scorer_role(record, role, ROLES[role].dir_setting, allow_any=run.allow_scorer_kind_mismatch)
 
 
 def input_paths(settings: EvalSettings) -> dict:
     """Everything the run reads, by setting: the logs may not go into (or inside) any of them."""
     models = settings.models
-    scorers = {f"{SCORER_SPELLING[role]}_{kind}": paths[role] for kind, paths in
-               (("dir", models.scorer_folders()), ("base_model_id", models.scorer_bases())) for role in SCORER_SPELLING}
+    folders, bases = models.scorer_folders(), models.scorer_bases()
+    scorers = {setting: value for role in ROLES.values()
+               for setting, value in ((role.dir_setting, folders[role.name]), (role.base_setting, bases[role.name]))}
     return {"gen_model_id": models.gen_model_id, "data_file": settings.data.data_file,
+            "exclude_questions_file": settings.data.exclude_questions_file,
             "mas_config": models.mas_config, **scorers}
 
 
@@ -155,32 +165,29 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
                                  max_batch_tokens=settings.engine.max_batch_tokens, backend=settings.backend)}
     scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
     bases = models.scorer_bases()
-    needed = {role for m in run.methods for role in settings.roles(m)}
-    for role, folder in models.scorer_folders().items():
-        if folder and role in needed:   # a scorer no method uses is neither checked nor loaded
-            spelling = SCORER_SPELLING[role]
-            base = scorer_base(folder, bases[role], role)
-            note = check_scorer_folder(folder, f"{spelling}_dir", base_model_id=base,
-                                       base_setting=f"{spelling}_base_model_id",
-                                       allow_unfinished=run.allow_unfinished_scorer)
-            if note:
-                print(with_flags(note), file=sys.stderr)
-            if base != bases[role]:
-                print(f"note: --{spelling}_base_model_id is at its default ({bases[role]}); using {base}, the base "
-                      f"model the adapter in {folder} names", file=sys.stderr)
-            # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
-            # loader setting); the static scorers keep their training length.
-            max_length = (settings.method_values[HandoffPRMSettings].prm_context_length
-                          if role == "handoff_masprm" else None)
-            specs[role] = ModelSpec("scorer", folder, base, scoring, max_length, setting=f"{spelling}_dir")
+    for role, record in read_scorers(run, settings).items():   # a scorer no method uses is neither checked nor loaded
+        info = ROLES[role]
+        base = scorer_base(record, bases[role], info)
+        note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
+                                   allow_unfinished=run.allow_unfinished_scorer)
+        if note:
+            print(with_flags(note), file=sys.stderr)
+        if base != bases[role]:
+            print(f"note: --{info.base_setting} is at its default ({bases[role]}); using {base}, the base "
+                  f"model the adapter in {record.path} names", file=sys.stderr)
+        # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
+        # loader setting); the static scorers keep their training length.
+        max_length = (settings.method_values[HandoffPRMSettings].prm_context_length
+                      if role == "handoff_masprm" else None)
+        specs[role] = ModelSpec("scorer", models.scorer_folders()[role], base, scoring, max_length,
+                                setting=info.dir_setting, scorer=record)
     return specs
 
 
-def scorer_base(folder: str, base: str | None, role: str) -> str | None:
-    """The scorer's base model: as given, except that the default base gives way to the base the
+def scorer_base(record: ScorerFolder, base: str | None, role: ModelRole) -> str | None:
+    """The scorer's base model: as given, except that the role's default base gives way to the base the
     adapter config names (so a scorer trained on another model is not loaded on the default one)."""
-    default = SCORER_DEFAULTS.get(role, (None, None))[1]
-    recorded = recorded_base_model(folder) if base is not None and base == default else None
+    recorded = record.adapter_base if base is not None and base == role.default_base else None
     return recorded or base
 
 
@@ -212,8 +219,13 @@ def handoff_report(conditions: list) -> None:
 def load_data(settings: EvalSettings, routing: str):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
     data = settings.data
-    loaded = load_examples(data.dataset, data.split, n=data.sample_n, seed=data.seed, data_file=data.data_file,
-                           **data.selection_options(routing))
+    excluded = read_excluded_questions(data.exclude_questions_file) if data.exclude_questions_file else None
+    loaded = load_examples(data.dataset, data.split, n=None if excluded is not None else data.sample_n,
+                           seed=data.seed, data_file=data.data_file, **data.selection_options(routing))
+    if excluded is not None:
+        loaded = exclude_questions(loaded, excluded, data.sample_n, data.seed)
+        print(f"[info] left out the {len(excluded)} questions of {data.exclude_questions_file}; "
+              f"{len(loaded.examples)} examples selected")
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
     check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,

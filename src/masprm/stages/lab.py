@@ -108,18 +108,20 @@ LAB_SCORERS = (
     LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
     LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
     LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
-    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("self_consistency", "ppm"),
+    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("majority_outcome", "ppm"),
     *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
+    # issue 37: the related work's remaining methods, each on the records its source trains on
+    LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
 
 def missing(scorer: LabScorer) -> str | None:
     """Why a row cannot run with this checkout (one line), or None."""
-    if scorer.objective == "traj":
-        from masprm.train.objectives import OBJECTIVES
-        if "traj" not in OBJECTIVES:
-            return f"{scorer.name}: objective 'traj' is not registered (masprm.train.objectives); row left out"
+    from masprm.train.objectives import OBJECTIVES
+    if scorer.objective not in OBJECTIVES:
+        return (f"{scorer.name}: objective {scorer.objective!r} is not registered (masprm.train.objectives); "
+                "row left out")
     if scorer.own_labels:
         try:
             from masprm.labels import LABEL_SCHEMES
@@ -212,7 +214,11 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
 
     first, *later = [t for s in [None, *rows] for t in evaluations(s)]
     add(first)   # first: it draws the best-of-N samples every scorer reads back
-    for scheme, objective in dict.fromkeys((s.scheme, s.objective) for s in rows if s.own_labels):
+    label_objective: dict[str, str] = {}   # one labels command per scheme, however many objectives train on it
+    for s in rows:
+        if s.own_labels:
+            label_objective.setdefault(s.scheme, s.objective)
+    for scheme, objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
         out = labels_path(scheme, run)
         add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",

@@ -72,6 +72,10 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check(args.labels in LABEL_SCHEMES, f"--labels: {LABEL_SCHEMES.unknown_message(args.labels)}")
         check(not args.make_ppm, "--make-ppm writes the paper's pairs next to the PRM samples; with --labels only "
                                  "labels_<NAME>_<run>.jsonl is written (--labels masprm gives the same pairs)")
+        check(not LABEL_SCHEMES[args.labels].needs_rollouts,
+              f"--labels {args.labels} needs fresh policy samples, and stage 2 loads no policy yet: build its "
+              f"records in Python with {LABEL_SCHEMES[args.labels].records.__module__} and a "
+              "masprm.search.rollouts.RolloutSource")
     args.scheme_settings = scheme_settings(args)
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):

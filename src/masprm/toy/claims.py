@@ -31,7 +31,8 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
-from masprm.eval.bootstrap import PairedResult, compare, compare_gaps, format_comparison
+from masprm.eval.bootstrap import compare, compare_gaps
+from masprm.paired_stats import PairedResult, format_comparison
 
 MAIN = {"b1": 3, "b2": 5, "n_simulations": 10}   # the README's evaluation budget
 

@@ -33,7 +33,8 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import model_work, save_png, split_experiment
-from masprm.eval.bootstrap import PairedResult, load_condition, paired_bootstrap, per_question
+from masprm.eval.bootstrap import load_condition, per_question
+from masprm.paired_stats import PairedResult, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text

@@ -37,8 +37,12 @@ def cache_key(cfg: Any, tokenizer: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
-def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path) -> tuple[list[dict], int, bool]:
-    """(examples, skipped, read_from_cache): the cached examples when the key matches, else built and stored."""
+def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path,
+                    write: bool = True) -> tuple[list[dict], int, bool]:
+    """(examples, skipped, read_from_cache): the cached examples when the key matches, else built and stored.
+
+    ``write=False`` (every data-parallel process but the first) builds them without storing: one writer.
+    """
     path = out / CACHE_DIR / f"{cfg.mode}_{cache_key(cfg, encoder.tokenizer)}.json"
     if path.is_file():
         try:
@@ -48,6 +52,8 @@ def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path) 
             pass  # unreadable: rebuild it below
     build = OBJECTIVES[cfg.mode].build_examples
     examples, skipped = build(records, encoder, cfg.separator, source=str(cfg.data_file))
+    if not write:
+        return examples, skipped, False
     for stale in path.parent.glob(f"{cfg.mode}_*.json"):  # only the newest key of a mode is kept
         stale.unlink()
     atomic_write_json(path, {"examples": examples, "skipped": skipped}, indent=None)

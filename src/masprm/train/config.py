@@ -18,6 +18,8 @@ from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import LOSSES, MODES
 
+PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
+
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 # The original trainer's defaults: the stage-2 file its preprocessing wrote for its GSM8K run folder
 # (results/gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct, whose ".5B-Instruct" its file naming took for a suffix)
@@ -66,6 +68,8 @@ class TrainConfig:
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
+    pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
+                                      "error is ranked above the wrong ones (default: 4, the PQM authors')")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -74,7 +78,20 @@ class TrainConfig:
     load_in_4bit: bool | None = arg(None, help="QLoRA 4-bit NF4 base (default: on with CUDA, off on CPU)")
     attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"),
                          help="attention implementation passed to transformers: sdpa (default), eager, "
-                              "flash_attention_2, ...")
+                              "flash_attention_2, ..., or auto (flash_attention_2 when flash-attn is installed "
+                              "and the GPU is Ampere or newer, else sdpa); the kernel used is recorded in "
+                              "masprm_scorer.json")
+    ppm_best_metric: str = arg("loss", choices=PPM_BEST_METRICS,
+                               help="--mode ppm: the eval metric that picks the checkpoint kept: loss (default, "
+                                    "the original's main branch) or pair_acc (its newer branch)")
+    weight_decay: float = arg(0.0, help="AdamW weight decay (default: 0, the original's main branch; its newer "
+                                        "branch uses 0.01)")
+    init_adapter_dir: str | None = arg(None, flags=("--init-adapter-dir", "--init_adapter_dir"),
+                                       help="start from the LoRA adapter in this folder instead of a new one "
+                                            "(its base model must be --model-id; --lora-* must agree with it)")
+    train_new_token_only: bool = arg(False, flags=("--train-new-token-only",),
+                                     help="train only the added separator's embedding row (peft's trainable "
+                                          "token indices) instead of a full trainable copy of the embeddings")
     trust_remote_code: bool = arg(False, flags=("--trust-remote-code", "--trust_remote_code"),
                                   help="allow the base model's own code from the hub")
     overwrite: bool = arg(False, help="train over a finished scorer in --output-dir (refused without it)")
@@ -116,6 +133,14 @@ class TrainConfig:
         need(self.lora_alpha > 0, "lora_alpha", "must be > 0")
         need(0 <= self.lora_dropout < 1, "lora_dropout", "must be in [0, 1)")
         need(self.huber_beta > 0, "huber_beta", "must be > 0")
+        need(self.ppm_best_metric in PPM_BEST_METRICS, "ppm_best_metric", f"must be one of {', '.join(PPM_BEST_METRICS)}")
+        need(self.ppm_best_metric == "loss" or self.mode == "ppm", "ppm_best_metric",
+             "applies to --mode ppm only (the other objectives keep their own metric)")
+        need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be a finite number >= 0")
+        if (self.init_adapter_dir or self.train_new_token_only) and not self.lora:
+            setting = "init_adapter_dir" if self.init_adapter_dir else "train_new_token_only"
+            raise ConfigError(f"{setting} needs LoRA (it is about a LoRA adapter); drop --no-lora", setting=setting)
+        need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
         need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")

@@ -20,7 +20,8 @@ from typing import Any
 from masprm.checks import check_output_dir
 from masprm.errors import ConfigError, ModelError, first_line
 from masprm.io import honour_umask
-from masprm.scorer_meta import read_scorer_meta, write_scorer_meta
+from masprm.scorer_folder import read_scorer_folder
+from masprm.scorer_meta import write_scorer_meta
 from masprm.train.card import write_model_card
 
 
@@ -51,12 +52,13 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
     from masprm.models.token_scorer import load_token_scorer, separator_token_id
     from masprm.state_text import DEFAULT_SEPARATOR
 
-    source = resolve_scorer_folder(folder, setting)
-    if not (source / "adapter_config.json").is_file():
+    record = read_scorer_folder(folder)
+    source = resolve_scorer_folder(folder, setting, record)
+    if not record.is_adapter:
         raise ConfigError(f"{setting} {folder}: already a standalone model (no LoRA adapter to merge); "
                           "use the folder as it is", setting=setting)
-    meta = read_scorer_meta(source)
-    base = adapter_base_model(source, meta, base_model_id, setting)
+    meta = record.meta
+    base = adapter_base_model(record, base_model_id, setting)
 
     tokenizer = load_tokenizer(str(source), padding_side="right", setting=setting)
     separator_token_id(tokenizer, meta.get("separator", DEFAULT_SEPARATOR))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import functools
 
 import torch
-from peft import LoraConfig, TaskType, get_peft_model, prepare_model_for_kbit_training
+from peft import LoraConfig, PeftModel, TaskType, get_peft_model, prepare_model_for_kbit_training
 
 from masprm.errors import ModelError, first_line
 from masprm.models.loading import peft_alias_warning_silenced
@@ -51,14 +51,28 @@ def enable_activation_checkpointing(model) -> None:
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
 
 
-def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool):
-    """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`)."""
+def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool,
+                init_adapter_dir: str | None = None, new_token_ids: list[int] | None = None):
+    """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`).
+
+    `init_adapter_dir`: start from that saved adapter's weights (its settings were checked against
+    r/alpha/dropout by `masprm.train.warm_start`). `new_token_ids`: train only these embedding rows
+    (peft's trainable token indices) instead of a full trainable copy of the embeddings; an empty
+    list (the separator was already a token) trains no embedding row at all, as the original's newer branch.
+    """
     if quantized:
         # Freeze the 4-bit base, cast the other weights to fp32; recompute activations to save memory
         # (non-reentrant checkpointing needs no input-grad hook).
         model = prepare_model_for_kbit_training(model, use_gradient_checkpointing=False)
         enable_activation_checkpointing(model)
         keep_4bit_biases_fp32(model)
+    saved = modules_to_save(model)
+    token_rows = None
+    if new_token_ids is not None:
+        embeddings = model.get_input_embeddings()
+        embedding_name = next(n.rsplit(".", 1)[-1] for n, m in model.named_modules() if m is embeddings)
+        saved = [name for name in saved if name != embedding_name]
+        token_rows = {embedding_name: list(new_token_ids)} if new_token_ids else None
     config = LoraConfig(
         task_type=TaskType.TOKEN_CLS,
         r=r,
@@ -66,10 +80,13 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool)
         lora_dropout=dropout,
         target_modules=LORA_TARGET_MODULES,
         bias="all",
-        modules_to_save=modules_to_save(model),
+        modules_to_save=saved,
+        trainable_token_indices=token_rows,
     )
     try:
         with peft_alias_warning_silenced():
+            if init_adapter_dir:   # the caller fitted the embeddings to it (fit_embeddings_to_adapter)
+                return PeftModel.from_pretrained(model, init_adapter_dir, is_trainable=True)
             return get_peft_model(model, config)
     except ValueError as err:  # e.g. an architecture without these projection names
         raise ModelError(f"cannot attach LoRA ({first_line(err)}); the targets are {', '.join(LORA_TARGET_MODULES)}"

@@ -5,6 +5,12 @@ trainer_state.json or TensorBoard keep working. The objectives hand over
 fixed-width prediction rows (see objectives.py): ppm rows are
 ``[r_pos, r_neg, pos_has_sep, neg_has_sep]`` (raw logits); prm/orm rows are
 tanh(logit) per labelled separator with ``PAD`` where there is none.
+
+The pair rows also give tie and saturation figures (the original's newer branch):
+tanh in float32 is exactly 1.0 from |z| >= 9.011 and takes only a handful of
+values on [8, 9.011), so two different logits can become one value. ``tanh_pair_acc``
+and ``tanh_tie_rate`` compare float32 tanh values (torch's kernel, the one a
+float32 scorer applies), the ``raw_score_abs_*`` figures say how many logits are there.
 """
 
 from __future__ import annotations
@@ -12,6 +18,13 @@ from __future__ import annotations
 import numpy as np
 
 PAD = -100.0  # the value transformers also uses to pad predictions across batches
+TANH32_SATURATION = 9.011   # |logit| from which float32 tanh is exactly +-1.0
+
+
+def _tanh32(x: np.ndarray) -> np.ndarray:
+    import torch   # numpy's float32 tanh rounds differently; the scorer's values came from torch's
+
+    return torch.tanh(torch.from_numpy(np.asarray(x, dtype=np.float32))).numpy()
 
 
 def _sigmoid(x: np.ndarray) -> np.ndarray:
@@ -32,6 +45,11 @@ def pair_metrics(preds: np.ndarray) -> dict[str, float]:
                    fallback_rate_pos=float(np.mean(1.0 - pos_found)),
                    fallback_rate_neg=float(np.mean(1.0 - neg_found)),
                    fallback_rate_any=float(np.mean((pos_found < 0.5) | (neg_found < 0.5))))
+        t_pos, t_neg = _tanh32(r_pos), _tanh32(r_neg)
+        raw = np.abs(np.concatenate([r_pos, r_neg]))
+        out.update(tanh_pair_acc=float(np.mean(t_pos > t_neg)), tanh_tie_rate=float(np.mean(t_pos == t_neg)),
+                   raw_score_abs_p95=float(np.quantile(raw, 0.95)), raw_score_abs_max=float(raw.max()),
+                   raw_score_abs_ge_9p011_rate=float(np.mean(raw >= TANH32_SATURATION)))
     out["num_pairs"] = int(margin.size)
     return out
 

@@ -5,6 +5,8 @@
     prm   stepwise regression: a label in [-1, 1] on every step (masprm.train.stepwise)
     orm   stepwise with ``train_on_last_step_only``: the final outcome on the last step
     traj  the aggregated step scores of a transcript against its final outcome (masprm.train.trajectory)
+    pqm   PQM's comparative ranking of a transcript's step Q-values around its first error
+          (masprm.train.qvalue_ranking)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -41,6 +43,11 @@ class Objective:
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
+    choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
+
+    def best(self, cfg: Any) -> tuple[str, bool]:
+        """The eval metric that picks the model kept, and whether higher is better, under this config."""
+        return self.choose_best(cfg) if self.choose_best else (self.best_metric, self.greater_is_better)
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")
@@ -48,4 +55,5 @@ OBJECTIVES.register_lazy("ppm", "masprm.train.pairwise:PAIRWISE")
 OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
 OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
 OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
-MODES = ("ppm", "prm", "orm", "traj")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
+MODES = ("ppm", "prm", "orm", "traj", "pqm")   # the registered names, in the order --help shows them

@@ -7,7 +7,7 @@ Pairs with a ``weight`` field (stage 2's margin_pairs) give a weighted mean,
 sum w·loss / sum w, a pair without one weighing 1; a batch where no pair has one
 takes the plain mean, so today's pairs train exactly as before. Pairs whose
 chosen and rejected steps are identical are skipped. The model kept is the one with the
-lowest eval loss; LoRA dropout stays on and batches are drawn at random, as the
+lowest eval loss (``--ppm-best-metric pair_acc``: the highest pair accuracy, the original's newer rule); LoRA dropout stays on and batches are drawn at random, as the
 original's pairwise trainer.
 """
 
@@ -90,6 +90,10 @@ class PairTrainer(ScorerTrainer):
         return loss, preds, torch.ones_like(r_pos)[:, None]
 
 
+def _best(cfg) -> tuple[str, bool]:
+    return ("pair_acc", True) if cfg.ppm_best_metric == "pair_acc" else ("loss", False)
+
+
 def _eval(p) -> dict[str, float]:
     return pair_metrics(np.asarray(p.predictions))
 
@@ -97,4 +101,4 @@ def _eval(p) -> dict[str, float]:
 PAIRWISE = Objective(
     name="pairwise", records="pairs", text_style="whole", build_examples=build_pair_examples, collator=PairCollator,
     trainer_cls=PairTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
-    keep_dropout=True, sampling="random", usable=differing)
+    keep_dropout=True, sampling="random", usable=differing, choose_best=_best)

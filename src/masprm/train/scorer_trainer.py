@@ -59,6 +59,19 @@ class ScorerTrainer(Trainer):
             self._oom_batch_size = batch_size
         return super()._inner_training_loop(batch_size, *args, **kwargs)
 
+    def _get_train_sampler(self, train_dataset=None):
+        # group_by_length sorts by length inside "megabatches" of one process's batch; under data
+        # parallelism a megabatch is the whole step (every process's batches), so a step holds the
+        # examples a single process with the same effective batch would take.
+        world = self.args.world_size
+        if self.args.train_sampling_strategy != "group_by_length" or world <= 1:
+            return super()._get_train_sampler(train_dataset)
+        from transformers.trainer_pt_utils import LengthGroupedSampler
+
+        return LengthGroupedSampler(world * self.args.train_batch_size * self.args.gradient_accumulation_steps,
+                                    dataset=train_dataset if train_dataset is not None else self.train_dataset,
+                                    model_input_name="input_ids")
+
     def compute_loss(self, model, inputs, return_outputs=False, num_items_in_batch=None):
         loss, preds, _ = self.loss_and_predictions(model, inputs)
         return (loss, {"predictions": preds}) if return_outputs else loss

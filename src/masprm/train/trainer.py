@@ -36,6 +36,7 @@ from masprm.train.checkpoints import (check_not_finished, check_same_data, check
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
+from masprm.train.warm_start import check_warm_start
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
 # them, so `--help`, flag errors and config checks stay instant (masprm.train imports this module).
@@ -51,7 +52,7 @@ class TrainResult:
 
 
 def _log(cfg: TrainConfig, message: str) -> None:
-    if cfg.progress:
+    if cfg.progress and _world_rank() == 0:   # data parallel: the first process speaks for all
         print(message, file=sys.stderr)
 
 
@@ -71,6 +72,16 @@ def _update_steps(n_train: int, cfg: TrainConfig) -> int:
         return cfg.max_steps
     batches = math.ceil(math.ceil(n_train / _world_size()) / cfg.train_batch_size)
     return max(1, math.ceil(cfg.epochs * max(1, math.ceil(batches / cfg.grad_accum))))
+
+
+def _data_parallel(args) -> str:
+    """' on 2 processes (effective batch 2 x 4 x 4 = 32)' under torchrun / accelerate launch, else ''."""
+    world = args.world_size
+    if world <= 1:
+        return ""
+    effective = world * args.per_device_train_batch_size * args.gradient_accumulation_steps
+    return (f" on {world} processes (effective batch {world} x {args.per_device_train_batch_size} x "
+            f"{args.gradient_accumulation_steps} = {effective})")
 
 
 def _precision(quantized: bool) -> dict[str, Any]:
@@ -180,15 +191,20 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         others = " (the others have identical chosen and rejected steps)" if usable < len(records) else ""
         raise DataError(f"{cfg.data_file} (`data_file`): {usable} usable record(s) of {len(records)}{others}"
                         "; training needs at least 2 (one is held out for evaluation)", setting="data_file")
-    check_output_dir(cfg.output_dir, "output_dir", inputs={"model_id": cfg.model_id, "data_file": cfg.data_file})
+    check_output_dir(cfg.output_dir, "output_dir", inputs={"model_id": cfg.model_id, "data_file": cfg.data_file,
+                                                          "init_adapter_dir": cfg.init_adapter_dir})
+    warm_start = check_warm_start(cfg) if cfg.init_adapter_dir else {}
     check_local_model(cfg.model_id, "model_id")
-    check_model_serves(cfg.model_id, "model_id", attn_impl=cfg.attn_impl, trust_remote_code=cfg.trust_remote_code)
+    from masprm.models.loading import load_tokenizer, resolve_attn_impl, resolve_device
+
+    attn_kernel = resolve_attn_impl(cfg.attn_impl)
+    check_model_serves(cfg.model_id, "model_id", attn_impl=attn_kernel, trust_remote_code=cfg.trust_remote_code)
 
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
 
     from masprm.models import token_scorer
-    from masprm.models.loading import load_tokenizer, resolve_device
+    from masprm.models.adapters import fit_embeddings_to_adapter
     from masprm.train.lora import attach_lora, disable_dropout
 
     report_to = _report_to(cfg)
@@ -200,9 +216,11 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
 
     tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", setting="model_id")
+    n_base_tokens = len(tokenizer)
     sep_id = token_scorer.separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
+    new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
-    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out)
+    examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     train_idx, eval_idx = split_eval(len(examples), cfg.seed)
@@ -212,16 +230,20 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     model = token_scorer.load_token_scorer(
-        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=cfg.attn_impl,
+        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
         trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
+    if cfg.init_adapter_dir:
+        fit_embeddings_to_adapter(model, cfg.init_adapter_dir, len(tokenizer), "init_adapter_dir")
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
-                            quantized=quantized)
+                            quantized=quantized, init_adapter_dir=cfg.init_adapter_dir,
+                            new_token_ids=new_token_ids if cfg.train_new_token_only else None)
     if not objective.keep_dropout:
         disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
 
     total_steps = _update_steps(len(train_examples), cfg)
     eval_steps = cfg.eval_steps
+    best_metric, greater_is_better = objective.best(cfg)
     args = TrainingArguments(
         output_dir=str(out),
         num_train_epochs=cfg.epochs,
@@ -239,8 +261,9 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         save_total_limit=cfg.save_total_limit,
         logging_steps=cfg.logging_steps,
         load_best_model_at_end=True,   # a run shorter than eval_steps keeps its final weights
-        metric_for_best_model=objective.best_metric,
-        greater_is_better=objective.greater_is_better,
+        metric_for_best_model=best_metric,
+        greater_is_better=greater_is_better,
+        weight_decay=cfg.weight_decay,
         train_sampling_strategy=objective.sampling,
         seed=cfg.seed,
         data_seed=cfg.seed,
@@ -251,6 +274,9 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         dataloader_pin_memory=torch.cuda.is_available(),
         disable_tqdm=not cfg.progress,
         ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
+        # Under torchrun on CPUs accelerate starts gloo data parallelism only when told the run is on CPUs;
+        # without it every process trained on all the data and wrote the same folder.
+        use_cpu=_world_size() > 1 and not torch.cuda.is_available(),
         **_precision(quantized),
     )
     _one_gpu_per_process(args)
@@ -267,23 +293,24 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     )
     if not cfg.progress:
         trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
-    processes = f" on {_world_size()} processes" if _world_size() > 1 else ""
-    _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
-              f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
-              f"{total_steps} optimizer steps{processes}, eval every {eval_steps}, "
-              f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
-    out.mkdir(parents=True, exist_ok=True)
     main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
-    scheme = {"label_scheme": label_scheme_of(records, objective.records)}
+    if main_process:
+        _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
+                  f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
+                  f"{total_steps} optimizer steps{_data_parallel(trainer.args)}, eval every {eval_steps}, "
+                  f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
+        out.mkdir(parents=True, exist_ok=True)
+    scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
+              **warm_start}
     if main_process:
         _write_meta(cfg, objective, out, status="training", **scheme)
     trainer.train(resume_from_checkpoint=resume_from)
 
     metrics = trainer.evaluate()  # the best model, now loaded
-    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator
-    honour_umask(out)             # safetensors writes its files private (0600), checkpoints included
+    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
     if main_process:
+        honour_umask(out)         # safetensors writes its files private (0600), checkpoints included
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),

@@ -1,4 +1,10 @@
-"""``--labels self_consistency``: labels without the gold answer (ScalePRM / Spark), then the paper's pairs.
+"""``--labels majority_outcome``: terminals relabelled by the tree's majority answer (no gold), then the paper's pairs.
+
+Formerly ``self_consistency``, still registered under that name with the same
+output (its records say ``meta.label_scheme: self_consistency``). The old name
+promised ScalePRM / Spark's step-level self-consistency (several independent
+verifications of each step, aggregated); what this scheme does is relabel the
+*outcome* of every terminal by the majority final answer, so the name says that.
 
 A terminal's reward becomes +1 when its answer equals the majority answer of
 its tree's terminals and -1 otherwise: one vote per terminal node with an
@@ -17,7 +23,7 @@ through a node ends at one terminal below it or at a dead end, and
     q_sum(node) = sum over the terminals t below it of visits(t) * reward(t)  -  dead ends at or below it,
 
 where the dead ends at a node are visits(node) - the sum of its children's
-visits. Putting the self-consistency reward in place of reward(t) gives each
+visits. Putting the majority reward in place of reward(t) gives each
 node's relabelled value from the stored numbers alone. One case is not exact:
 a node's JSON keeps only its first MAX_JSON_CHILDREN (8) children, so at a node
 with 8 written children the missing visits may have gone through unwritten
@@ -29,6 +35,7 @@ summary counts the trees where it does. Pure Python.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import Callable, Sequence
 
@@ -77,7 +84,7 @@ def back_up(node: Step, reward: Callable[[Step], float], sums: dict[int, float])
 
 
 def relabel(tree: Tree, notes: Counter) -> None:
-    """Replace the tree's values by the self-consistency back-up, in place, and count the agreement."""
+    """Replace the tree's values by the majority-outcome back-up, in place, and count the agreement."""
     nodes = list(walk(tree.root))
     terminals = [n for n in nodes if n.is_terminal]
     majority = majority_answer([t.answer for t in terminals])
@@ -114,5 +121,8 @@ def _report(notes: Counter) -> str:
 
 
 SCHEME = LabelScheme(
-    "self_consistency", "pairs", mined_pairs, prepare=lambda tree, ctx: relabel(tree, ctx.notes), report=_report,
-    source="ScalePRM / Spark: majority answer of the tree's terminals as the reward, no gold answer")
+    "majority_outcome", "pairs", mined_pairs, prepare=lambda tree, ctx: relabel(tree, ctx.notes), report=_report,
+    source="the majority answer of the tree's terminals as their reward (no gold answer), then the paper's pairs")
+
+# The old name: the same scheme, its records stamped with the name they always had.
+OLD_NAME = dataclasses.replace(SCHEME, name="self_consistency")

@@ -1,0 +1,139 @@
+"""One reader of a trained scorer folder: where its weights are and what it records, read once.
+
+    folder = read_scorer_folder("checkpoints/toy-ppm", "prm_dir")
+    folder.target          # the folder itself, or its newest checkpoint-N when it holds only checkpoints
+    folder.meta            # masprm_scorer.json ({} when there is none)
+    folder.adapter         # adapter_config.json of the target (None: a full model, or nothing to load)
+    folder.base_model      # the base the adapter names (else the record's base_model_id), or None
+    folder.training        # what it was trained as (masprm.scorer_meta.training_of)
+
+Stage 4 reads each scorer folder it uses once and carries the record to the
+checks (``masprm.checks.check_scorer_folder`` / ``check_scorer_role``), the
+condition label (``masprm.eval.naming``), the manifest and the loader
+(``masprm.models.scorer.load_scorer``); nothing below it opens
+``masprm_scorer.json`` or ``adapter_config.json`` again. The reader never
+refuses a folder: a file that does not parse is kept as ``meta_error`` /
+``adapter_error`` for ``check_scorer_folder`` to report, so a check that only
+looks (the role check) can pass over it. A scorer format that stores its
+record differently reads into the same ``ScorerFolder``.
+
+The record is found in the folder, else in the target checkpoint, else in the
+run folder above the named one (a ``checkpoint-N`` named directly). Pure Python:
+no torch import.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from masprm.scorer_meta import SCORER_META_FILE, training_of
+
+ADAPTER_CONFIG = "adapter_config.json"
+MODEL_CONFIG = "config.json"
+_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
+
+
+def checkpoint_step(path: Path) -> int:
+    """N of a ``checkpoint-N`` folder; -1 for any other name."""
+    match = _CHECKPOINT.fullmatch(path.name)
+    return int(match.group(1)) if match else -1
+
+
+def newest_checkpoint(folder: Path) -> Path | None:
+    """The ``checkpoint-N`` folder of the highest N (by number, not name), or None."""
+    found = [p for p in folder.glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) >= 0]
+    return max(found, key=checkpoint_step) if found else None
+
+
+def holds_model(folder: Path) -> bool:
+    """An adapter or a full model is saved right in ``folder``."""
+    return (folder / ADAPTER_CONFIG).is_file() or (folder / MODEL_CONFIG).is_file()
+
+
+@dataclass(frozen=True)
+class ScorerFolder:
+    path: Path                       # the folder as named (expanded)
+    checkpoint: str | None           # the newest checkpoint-N used in its place, or None (the folder itself)
+    meta: dict[str, Any]             # masprm_scorer.json, {} when none (or unreadable: see meta_error)
+    own_meta: bool                   # the record is the named folder's own (not a checkpoint's or the run's above)
+    adapter: dict[str, Any] | None   # the target's adapter_config.json; None without one (or unreadable)
+    meta_error: str | None = None    # why masprm_scorer.json could not be read ("is not valid JSON (...)")
+    adapter_error: str | None = None
+
+    @property
+    def target(self) -> Path | None:
+        """Where the weights are: the folder, its newest checkpoint, or None when there is neither."""
+        if self.checkpoint:
+            return self.path / self.checkpoint
+        return self.path if holds_model(self.path) else None
+
+    @property
+    def is_adapter(self) -> bool:
+        target = self.target
+        return target is not None and (target / ADAPTER_CONFIG).is_file()
+
+    @property
+    def base_model(self) -> str | None:
+        """The base model the adapter config names, else the record's ``base_model_id``."""
+        base = (self.adapter or {}).get("base_model_name_or_path") or self.meta.get("base_model_id")
+        return base if isinstance(base, str) and base else None
+
+    @property
+    def adapter_base(self) -> str | None:
+        """The base model the adapter config alone names."""
+        base = (self.adapter or {}).get("base_model_name_or_path")
+        return base if isinstance(base, str) and base else None
+
+    @property
+    def training(self) -> dict[str, Any]:
+        """Objective and label scheme (+ aggregation of a traj scorer); {} without a record."""
+        return training_of(self.meta)
+
+    def at(self, path: str | os.PathLike) -> "ScorerFolder":
+        """The same record for the folder seen from elsewhere (a Ray worker's absolute path)."""
+        return ScorerFolder(Path(path), self.checkpoint, self.meta, self.own_meta, self.adapter, self.meta_error,
+                            self.adapter_error)
+
+
+def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
+    """(the JSON object in ``path``, None) or (None, why it cannot be read)."""
+    try:
+        raw = path.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as err:   # worded as masprm.checks.read_utf8 words it
+        return None, (f"{path}: the file is not UTF-8 text (byte 0x{err.object[err.start]:02x} at offset "
+                      f"{err.start}); save it as UTF-8")
+    except OSError as err:
+        return None, f"{path.name} cannot be read ({err.strerror or err})"
+    try:
+        data = json.loads(raw)
+    except json.JSONDecodeError as err:
+        return None, f"{path.name} is not valid JSON ({err.msg}, line {err.lineno})"
+    if not isinstance(data, dict):
+        return None, f"{path.name} must hold a JSON object"
+    return data, None
+
+
+def read_scorer_folder(path: str | os.PathLike) -> ScorerFolder:
+    """The folder's record (see the module docstring); a folder that does not exist reads as empty."""
+    folder = Path(path).expanduser()
+    checkpoint = None
+    if folder.is_dir() and not holds_model(folder):
+        newest = newest_checkpoint(folder)
+        checkpoint = newest.name if newest else None
+    target = folder / checkpoint if checkpoint else folder
+    meta, meta_error, own = {}, None, False
+    candidates = [folder / SCORER_META_FILE, target / SCORER_META_FILE, folder.parent / SCORER_META_FILE]
+    for k, candidate in enumerate(dict.fromkeys(candidates)):
+        if candidate.is_file():
+            read, meta_error = _read_object(candidate)
+            meta, own = read or {}, k == 0
+            break
+    adapter, adapter_error = None, None
+    if (target / ADAPTER_CONFIG).is_file():
+        adapter, adapter_error = _read_object(target / ADAPTER_CONFIG)
+    return ScorerFolder(folder, checkpoint, meta, own, adapter, meta_error, adapter_error)

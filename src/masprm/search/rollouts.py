@@ -1,0 +1,72 @@
+"""Fresh policy samples for labels: a transcript replayed with some agents' messages sampled again.
+
+Label schemes that need more than the tree (Shapley credit over agents, and
+the rollout-based labels built on the same pieces) ask a ``RolloutSource``
+for fresh samples. A replay walks a recorded transcript in its order; at each
+message it either keeps the recorded text or samples the same agent afresh
+from the state reached so far (one policy call per message index for every
+replay of the batch, as the step benchmark samples its passes). The agents'
+order is the recorded one: a fixed team (the toy world's chain) routes every
+replay the same way.
+
+The source counts what it cost (agent runs and generated tokens), so a
+scheme can report its extra policy cost next to the tree-derived schemes'.
+Pure Python: no torch import; the policy is any ``masprm.interfaces.Policy``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+from masprm.graph import MASGraph, RoutingState
+from masprm.interfaces import Policy, Usage
+from masprm.search.context import SearchContext
+from masprm.search.engine import RequestKeys, drive
+from masprm.search.expand import Step, propose
+
+Message = tuple[int, str]   # (agent, text) as the transcript recorded it
+
+
+def replay(ctx: SearchContext, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]],
+           temperature: float) -> Step:
+    """One replay per entry of ``keeps``: the messages of the agents in it kept, every other one sampled
+    afresh from the replay's own state at its turn. Returns the final state of each replay, in order."""
+    states = [ctx.graph.start(question) for _ in keeps]
+    for agent, text in messages:
+        fresh = [i for i, keep in enumerate(keeps) if agent not in keep]
+        for i, keep in enumerate(keeps):
+            if agent in keep:
+                states[i] = states[i].decide(agent, text)
+        if fresh:
+            proposals = yield from propose(ctx, [states[i] for i in fresh], agent, 1, temperature=temperature)
+            for i, [cand] in zip(fresh, proposals):
+                states[i] = cand.state
+    return states
+
+
+@dataclass
+class RolloutSource:
+    """A policy, the team and the grader, serving label schemes' replays (one search per call).
+
+    ``grade(question, final_answer)`` is the outcome of a finished transcript in [-1, 1] (the dataset's
+    gold check). Each call draws from its own random streams, keyed by ``seed`` and a running count, so
+    a run of the same trees in the same order samples the same texts.
+    """
+
+    policy: Policy
+    graph: MASGraph
+    grade: Callable[[str, str], float]
+    settings: Any                      # what `propose` reads: top_p, max_new_tokens
+    temperature: float = 0.7
+    seed: int = 0
+    usage: Usage = field(default_factory=Usage)
+    calls: int = 0
+
+    def replay(self, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]]) -> list[float]:
+        """The outcome of each replay (see `replay`)."""
+        ctx = SearchContext(self.policy, self.graph, self.settings, keys=RequestKeys(self.seed, self.calls),
+                            usage=self.usage)
+        self.calls += 1
+        states: list[RoutingState] = drive(replay(ctx, question, messages, keeps, self.temperature), ctx)
+        return [self.grade(question, s.final_answer()) for s in states]
