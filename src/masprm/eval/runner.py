@@ -54,12 +54,11 @@ class ModelSpec:
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
     scorer: ScorerFolder | None = None   # a scorer folder as stage 4 read it (None: read when needed)
-    backend: Any = None               # a policy's generation backend (masprm.models.backends.BackendFlags; None: hf)
+    backend: Any = None               # a policy's backend (masprm.models.backends.BackendFlags; None: hf)
 
 
-def _load_policy(spec: ModelSpec) -> Any:
-    return load_policy(spec.backend, spec.model_id, spec.options, setting=spec.setting or "gen_model_id",
-                       max_batch_tokens=spec.max_batch_tokens)
+def _load_policy(spec: ModelSpec) -> Any:   # by its generation backend (masprm.models.backends)
+    return load_policy(spec.backend, spec.model_id, spec.options, spec.setting or "gen_model_id", spec.max_batch_tokens)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
@@ -236,8 +235,7 @@ def _model_identity(spec: ModelSpec) -> dict:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
     if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
-    if spec.model_type == "policy":   # a backend other than the default samples otherwise (nothing for hf)
-        identity.update(backend_identity(spec.backend))
+    identity.update(backend_identity(spec.backend) if spec.model_type == "policy" else {})   # hf: nothing
     return identity
 
 

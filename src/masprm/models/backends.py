@@ -116,7 +116,7 @@ def check_backend(flags: BackendFlags | None, model_id: str, options: Any, setti
         _function(check)(model_id, options, flags, setting)
 
 
-def load_policy(flags: BackendFlags | None, model_id: str, options: Any, *, setting: str = "model_id",
+def load_policy(flags: BackendFlags | None, model_id: str, options: Any, setting: str = "model_id",
                 max_batch_tokens: int | None = None) -> Any:
     """The policy ``flags`` names on ``model_id`` (``options``: `masprm.models.loading.ModelOptions`)."""
     flags = flags or BackendFlags()
