@@ -13,7 +13,8 @@ CONFIGS = Path(__file__).resolve().parents[1] / "configs"
 
 STATIC = ["gsm8k", "competition_math", "mmlu", "gpqa", "logiqa", "single", "gsm8k_refine", "gsm8k_dylan",
           "gsm8k2", "gsm8k3", "math_refine"]
-ALL = STATIC + ["math_handoff8"]
+HANDOFF = ["math_handoff8", "gsm8k_handoff8"]   # the latter: the team of the original's newer branch
+ALL = STATIC + HANDOFF
 
 # The original's agent names and token caps, config by config (its configs/*.yaml at 9480f74). The
 # prompts are this project's own words; single's agent is spelled Assistant (the original: Assitant).
@@ -212,8 +213,9 @@ def test_upstream_roles_do_not_answer():
 # --------------------------------------------------------------------------- the handoff team
 
 
-def test_handoff_section():
-    graph = config("math_handoff8")
+@pytest.mark.parametrize("name", HANDOFF)
+def test_handoff_section(name):
+    graph = config(name)
     roles = [a.name for a in graph.agents]
     # the original's eight roles, token caps and schedule
     assert roles == ["Problem Analyst", "Algebraist", "Geometer", "Number Theorist", "Combinatorialist",
@@ -229,8 +231,9 @@ def test_handoff_section():
     assert "FINAL" not in [r.upper() for r in roles]
 
 
-def test_handoff_roles_are_told_the_protocol():
-    graph = config("math_handoff8")
+@pytest.mark.parametrize("name", HANDOFF)
+def test_handoff_roles_are_told_the_protocol(name):
+    graph = config(name)
     for agent in graph.agents:
         prompt = agent.system_prompt
         fields = [prompt.index(f"{f}:") for f in ("SPEAKER", "RECIPIENT", "MESSAGE", "CURRENT_ANSWER")]
@@ -238,10 +241,20 @@ def test_handoff_roles_are_told_the_protocol():
         assert f"SPEAKER: {agent.name}\n" in prompt
 
 
-def test_handoff_section_is_accepted_by_the_handoff_team():
+@pytest.mark.parametrize("name", HANDOFF)
+def test_handoff_section_is_accepted_by_the_handoff_team(name):
     team_module = pytest.importorskip("masprm.handoff.team")
-    graph = config("math_handoff8")
+    graph = config(name)
     team = team_module.HandoffTeam.from_graph(graph)
     assert team.initial_role == "Problem Analyst"
     assert len(team.fixed_schedule) == 12 and team.fixed_schedule[-1] == "Finalizer"
     assert (team.min_turns, team.max_turns) == (graph.handoff["min_turns"], graph.handoff["max_turns"])
+
+
+def test_the_gsm8k_handoff_team_is_told_about_word_problems():
+    math, gsm8k = config("math_handoff8"), config("gsm8k_handoff8")
+    for m, g in zip(math.agents, gsm8k.agents):
+        assert (m.name, m.max_new_tokens) == (g.name, g.max_new_tokens) and m.system_prompt != g.system_prompt
+        assert "word problem" in g.system_prompt and "competition" not in g.system_prompt
+        assert "a single number, no units" in g.system_prompt
+    assert math.handoff == gsm8k.handoff

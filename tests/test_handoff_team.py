@@ -28,7 +28,8 @@ def make_graph(schedule=("Analyst", "Algebraist", "Critic", "Analyst", "Finalize
 def flags(**kw):
     base = dict(handoff_candidates=2, min_turns=4, max_turns=12, allow_self_handoff=False,
                 random_fixed_horizon=False, prm_context_length=1000, handoff_logprob_agg="avg_token",
-                handoff_temperature=None, sbs_temperature=0.7, top_p=0.95, max_new_tokens=256)
+                handoff_temperature=None, sbs_temperature=0.7, top_p=0.95, max_new_tokens=256,
+                handoff_parser="strict", handoff_output_check=False, handoff_score_distinct=False)
     base.update(kw)
     return SimpleNamespace(**base)
 

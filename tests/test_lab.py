@@ -40,6 +40,7 @@ def test_dry_run_lists_every_scheme_and_method():
     assert all(flag(c, "--seeds") == ["14", "24", "42"] and flag(c, "--bon_n") == ["8"] for c in evals)
     assert {flag(c, "--step_agg")[0] for c in evals if "bon_prm" in c} == {"min", "last"}
     assert "results/toy_lab.md" in out and "results/toy_lab_claims.txt" in out and "results/toy_lab.png" in out
+    assert "# estimated time: " in out and " minutes with --jobs 2 (" in out
 
 
 def plan(monkeypatch, tmp_path, **args):
@@ -76,7 +77,13 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert flag(traj.cmd, "--data_dir") == [f"results/prm_samples_{run}.jsonl"]
     assert "train_masprm-ppm" not in tasks and "train_mc-orm" not in tasks   # the demo trained them
     # searches: each scorer after its training; best-of-N also after the no-scorer run that draws the samples
-    assert list(tasks)[0] == "eval_no_scorer" and flag(tasks["eval_no_scorer"].cmd, "--methods") == ["bon_logprob"]
+    assert list(tasks)[0] == "eval_no_scorer" and flag(tasks["eval_no_scorer"].cmd, "--methods") == \
+        ["bon_logprob", "bon_oracle_step", "bon_oracle_outcome"]
+    # the reference scorers (no model) in the lab's own folder; the MASPRM with the ORM on its leaves
+    assert flag(tasks["eval_no_scorer_oracles"].cmd, "--methods") == list(lab.SEARCH_ORACLES)
+    leaf = tasks["eval_masprm-ppm_ormleaf"].cmd
+    assert flag(leaf, "--methods") == ["mcts_prm"] and "--orm_leaf" in leaf
+    assert flag(leaf, "--prm_dir") == [demo.PPM_DIR] and flag(leaf, "--orm_dir") == [demo.ORM_DIR]
     assert tasks["eval_mc-traj-min"].after == ("train_mc-traj-min", "eval_no_scorer")
     assert tasks["eval_mc-traj-min_search"].after == ("train_mc-traj-min",)
     assert flag(tasks["eval_mc-traj-min_search"].cmd, "--methods") == ["sbs_prm", "mcts_prm"]
@@ -91,7 +98,8 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert flag(tasks["eval_mc-orm_sbs"].cmd, "--prm_dir") == [demo.ORM_DIR]   # the ORM valuing each prefix
     # the SBS and MCTS conditions `make demo` ran itself are asked of its logs folder (found COMPLETED there)
     in_demo = {n for n, t in tasks.items() if n.startswith("eval_") and flag(t.cmd, "--logs_dir") == [demo.LOGS]}
-    assert in_demo == {"eval_no_scorer_search", "eval_masprm-ppm_search", "eval_mc-orm_search"}
+    assert in_demo == {"eval_no_scorer_search", "eval_masprm-ppm_search", "eval_mc-orm_search",
+                       "eval_masprm-ppm_ormleaf"}   # the demo runs --orm_leaf too
     assert flag(tasks["eval_no_scorer_search"].cmd, "--methods") == ["single_pass", "sbs_logprob", "mcts_logprob"]
     assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items()
                if n.startswith("eval_") and n not in in_demo)

@@ -115,13 +115,64 @@ def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
     assert "  mc+prm vs ORM (SBS): +100.0 points [95% CI +100.0, +100.0] over 4 questions (holds)" in text
 
 
+def test_the_primary_is_tested_alone_and_the_rest_under_holm(logs):
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)}
+    primary = found["MASPRM vs ORM (MCTS)"]
+    assert primary.primary and primary.adjusted_p is None and primary.adjusted == primary.verdict
+    # with results: SBS and MCTS, each row against the other two (the log-prob has BoN logs only, where no
+    # baseline has one): 2 columns x 2 baselines x 2 rows = 8 comparisons, the primary outside -> a family of 7
+    family = [c for c in found.values() if c.adjusted_p is not None]
+    assert len(family) == 7
+    # mc+prm vs ORM (SBS): every resampled mean is +1, so p = 0 and Holm keeps it (0 x 7 = 0)
+    sbs = found["mc+prm vs ORM (SBS)"]
+    assert sbs.result.p_value == 0.0 and sbs.adjusted_p == 0.0 and sbs.adjusted == "holds"
+    assert sbs.lab_line().endswith("(holds); Holm: holds; MDE 0.0")
+    # MASPRM vs ORM (SBS): a mean of 0 needs a resample of q2 and q3 only (1 in 16), so p ~ 2/16 and the
+    # adjusted p is at least that: inconclusive both ways
+    masprm = found["MASPRM vs ORM (SBS)"]
+    assert masprm.result.p_value == pytest.approx(2 / 16, abs=0.02) and masprm.adjusted == "inconclusive"
+    # mc+prm vs MASPRM (MCTS), -25 points: no resampled mean reaches +2 points, so it is "not better by more
+    # than 2", but most resamples hold q0 (-100 for it): not equivalent
+    line = found["mc+prm vs MASPRM (MCTS)"].lab_line()
+    assert "; Holm: inconclusive; not better by more than 2 points; MDE " in line
+    text = lab_report.claims_text(list(found.values()))
+    assert "Primary (fixed in advance): MASPRM vs ORM (MCTS)" in text and "over the other 7 comparisons" in text
+    assert "  MASPRM vs ORM (MCTS): " in text and "; primary; " in text
+
+
 def test_write_report_writes_the_three_outputs(logs, tmp_path):
     out = tmp_path / "results"
     lab_report.write_report(ROWS, logs, out / "none.json", out / "labelbench", out / "lab.md", out / "claims.txt",
                             out / "lab.png", budgets=BUDGETS, seed=0)
     assert "- SBS 3x5 and MCTS with 10 simulations" in (out / "lab.md").read_text()
+    assert "- power: the minimum detectable difference against the ORM at 80% power" in (out / "lab.md").read_text()
+    claims = json.loads((out / "claims.json").read_text())
+    assert {"primary", "holm_p", "holm_verdict", "p_value", "mde"} <= set(claims[0])
     assert (out / "lab.md").read_text().startswith("# The scorer lab")
     assert json.loads((out / "claims.json").read_text())[0]["claim"] == "vs ORM"
     assert (out / "lab.png").read_bytes()[:4] == b"\x89PNG"
     points = lab_report.plot_points(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS))
     assert ("mc+prm", "MCTS", 1200.0, 0.0, 0.0) in points and len(points) == 7
+
+
+def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():
+    def place(method, settings, models=None):
+        return lab_report.condition_place({"condition": method, "definition": {"settings": settings,
+                                                                              "models": models or {}}},
+                                          ROWS, BUDGETS)
+    mcts = {"n_simulations": 10, "max_children": 3}
+    leaf = {"masprm": {"id": "checkpoints/toy-ppm"}, "orm": {"id": "checkpoints/toy-orm"}}
+    # the MASPRM's MCTS with the ORM on its leaves is not the MASPRM's MCTS cell
+    assert place("mcts_prm", {**mcts, "orm_leaf": True}, leaf) == (lab_report.ORM_LEAF, "MCTS")
+    assert place("mcts_prm", {**mcts, "orm_leaf": False}, leaf) == ("masprm-ppm", "MCTS")
+    assert place("mcts_prm", {**mcts, "orm_leaf": True}, {"masprm": {"id": "checkpoints/toy-lab-mc-prm"}}) is None
+    assert place("sbs_oracle_step", {"b1": 3, "b2": 5}) == ("oracle_step", "SBS")
+    assert place("bon_oracle_outcome", {"bon_n": 8, "step_agg": "last"}) == ("oracle_outcome", "BoN last")
+    assert place("mcts_oracle_step", {"n_simulations": 5, "max_children": 3}) is None   # another budget
+
+
+def test_rows_that_did_not_run_leave_no_line(logs):
+    found = lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)
+    assert not [c for c in found if c.name.startswith(("oracle", "MASPRM + ORM leaf"))]
+    table = lab_report.table_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), None, {})
+    assert not [line for line in table if line.startswith(("| oracle", "| MASPRM + ORM leaf"))]

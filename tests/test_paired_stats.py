@@ -145,3 +145,12 @@ def test_mde_and_power_by_hand():
     assert power_at(2.0, 4.6 / 2.801585) == pytest.approx(0.2298, abs=1e-3)
     with pytest.raises(ValueError, match="two differences"):
         paired_se([1.0])
+
+
+def test_the_json_record_leaves_out_the_resampled_means():
+    qs = [f"q{i}" for i in range(4)]
+    r = paired_bootstrap({q: 1.0 for q in qs}, {q: 0.0 for q in qs}, n_resamples=50)
+    assert r.as_dict() == {"mean_diff": 1.0, "ci_low": 1.0, "ci_high": 1.0, "n_questions": 4, "share_positive": 1.0,
+                           "alpha": 0.05, "n_resamples": 50}
+    two = two_level_bootstrap([{q: 1.0 for q in qs}] * 2, [{q: 0.0 for q in qs}] * 2, n_resamples=50)
+    assert two.as_dict()["n_seeds"] == 2 and "means" not in two.as_dict()

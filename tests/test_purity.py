@@ -41,6 +41,8 @@ PURE = {
     "masprm.search.mcts": HEAVY,
     "masprm.search.context": HEAVY,
     "masprm.search.scorer_kinds": HEAVY,
+    "masprm.search.oracles": HEAVY,
+    "masprm.toy.oracle": HEAVY,
     "masprm.search.rollouts": HEAVY,
     "masprm.labels.shapley": HEAVY,
     "masprm.eval.methods": HEAVY,

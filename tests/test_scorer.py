@@ -55,7 +55,8 @@ def test_full_fine_tune_is_loaded_as_a_plain_model(tmp_path, tiny_model_dir):
     expected = trainer_eval_predictions(result)
     loaded = load_scorer(result.output_dir, setting="orm_dir")
     got = loaded.score_batch([e["text"] for e in result.eval_examples])
-    # prm rows hold tanh(logit) per labelled separator (-100 padding); the last one is the text's score.
+    # prm rows hold the served value, tanh(logit / 2) for BCE, per labelled separator (-100 padding);
+    # the last one is the text's score.
     last = [row[row != -100][-1] for row in expected]
     np.testing.assert_allclose(got, last, atol=1e-4)
 

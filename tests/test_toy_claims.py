@@ -214,3 +214,16 @@ def test_cli_missing_logs_dir_is_one_line_and_writes_nothing(tmp_path):
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--logs_dir" in proc.stderr and "nope" in proc.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+def test_the_orm_leaf_run_is_its_own_line_and_leaves_claim_i_alone(logs):
+    # mcts_prm --orm_leaf at 10 simulations, wrong on every question: -33.3 points against mcts_orm (right in
+    # one seed of three on each question); the plain mcts_prm at 10 simulations is still the one claim (i) reads
+    write_experiment(logs, "mcts_prm", {"n_simulations": 10, "orm_leaf": True}, lambda i, s: (0, 0), tag="_leaf",
+                     mtime=NOW)
+    lines = lines_of(logs)
+    assert lines[2] == ("  mcts_prm vs mcts_orm (10 simulations): +66.7 points [95% CI +66.7, +66.7] "
+                        "over 20 questions (holds)")
+    assert lines[3] == ("  mcts_prm --orm_leaf vs mcts_orm (10 simulations): -33.3 points [95% CI -33.3, -33.3] "
+                        "over 20 questions (reversed)")
+    assert lines[4] == claims.TITLES["ii"]

@@ -31,7 +31,7 @@ def test_demo_runs_every_stage_with_the_readme_flags():
     scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
     assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
                        "src/train/trainer.py", "src/train/trainer.py"] + \
-        ["src/experiments/compare_sbs_mcts.py"] * 6 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
+        ["src/experiments/compare_sbs_mcts.py"] * 7 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
     trees, pairs, ppm, orm, *evals = cmds[1:-3]
     stepbench, agg, claims = cmds[-3:]
     early, evals = evals[:3], evals[3:]
@@ -50,13 +50,17 @@ def test_demo_runs_every_stage_with_the_readme_flags():
                 for name in ("--b1", "--b2", "--n_simulations")}
 
     main = {"--b1": "3", "--b2": "5", "--n_simulations": "10"}
-    plan = {(tuple(flag(e, "--methods")), tuple(sorted(budget(e).items())), tuple(flag(e, "--seeds"))) for e in evals}
+    plan = {(tuple(flag(e, "--methods")), tuple(sorted(budget(e).items())), tuple(flag(e, "--seeds")))
+            for e in evals if "--orm_leaf" not in e}
     expected = {(methods, tuple(sorted({**main, **extra}.items())), ("14", "24", "42"))
                 for methods, extra in [
                     (("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm"), {}),
                     (("mcts_logprob", "mcts_prm", "mcts_orm"), {"--n_simulations": "5"}),
                     (("sbs_logprob", "sbs_prm"), {"--b1": "2", "--b2": "3"})]}
     assert plan == expected   # the README's command, then MCTS and SBS at a second budget, three seeds each
+    # and the paper's headline configuration at the README's budget: mcts_prm with the ORM on the leaves
+    [leaf] = [e for e in evals if "--orm_leaf" in e]
+    assert flag(leaf, "--methods") == ["mcts_prm"] and budget(leaf) == main
     for e in evals:
         assert flag(e, "--dataset") == ["toy"] and flag(e, "--split") == ["test"]
         assert flag(e, "--prm_dir") == flag(ppm, "--output-dir") and flag(e, "--orm_dir") == flag(orm, "--output-dir")

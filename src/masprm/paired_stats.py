@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Mapping, Sequence
 
 from masprm.errors import DataError
@@ -46,6 +46,11 @@ class PairedResult:
     n_resamples: int = 10_000
     n_seeds: int = 1         # training seeds resampled with the questions (two_level_bootstrap)
     means: tuple[float, ...] = field(default=(), repr=False, compare=False)   # the sorted resampled means
+
+    def as_dict(self) -> dict[str, Any]:
+        """The result as a JSON record: every field but the resampled means (n_seeds only when above 1)."""
+        out = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("means", "n_seeds")}
+        return {**out, "n_seeds": self.n_seeds} if self.n_seeds > 1 else out
 
     @property
     def verdict(self) -> str:

@@ -111,11 +111,12 @@ def run_folder_name(dataset: str, split: str, model_id: str, n_rollouts: int, c:
 def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Iterator[Path]:
     """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError.
 
-    A link in the folder that leads out of it is refused (ConfigError naming it) before anything is written.
+    The folder being a link, or a link in it that leads out of it, is refused (ConfigError naming it)
+    before anything is written.
     """
     folder = Path(folder)
-    if folder.is_dir():
-        check_no_outside_links(folder, setting)
+    if os.path.lexists(folder):
+        check_no_outside_links(folder, setting)   # the folder itself a link, or one inside leading out
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
     try:

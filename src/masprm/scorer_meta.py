@@ -7,7 +7,8 @@ objective (``mode``), the separator, the base model, the length limits and the
 way, and what the scorer was trained as: ``objective`` (the mode), ``label_scheme``
 (stage 2's ``meta.label_scheme`` of its records) and, for a trajectory-level scorer,
 ``step_agg`` and ``softmin_temperature`` (``training_of`` reads them, with today's
-defaults for folders written before they were recorded). Pure Python: no torch import.
+defaults for folders written before they were recorded), and ``read_out``, how
+the head's logit z becomes a value in [-1, 1] (``logit_scale``). Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -23,6 +24,11 @@ SCORER_META_FILE = "masprm_scorer.json"
 STEP_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
 DEFAULT_SOFTMIN_TEMPERATURE = 0.1
 PAPER_TRAININGS = {("masprm", "ppm"), ("mc", "prm"), ("mc", "orm")}   # (label scheme, objective) of today's scorers
+# The read-out: a logit trained with BCE on p = (v + 1) / 2 is served as 2 sigmoid(z) - 1 = tanh(z / 2), the
+# value it was trained to predict; the original serves tanh(z) for every scorer, which is right for a logit
+# regressed as atanh(v) (--loss mse / huber) and is kept for the Bradley-Terry logits of the paper's ppm.
+READ_OUTS = {"tanh": 1.0, "sigmoid": 0.5}    # read_out -> the factor on z inside tanh
+BCE_OBJECTIVES = ("prm", "orm")
 
 
 def write_scorer_meta(folder: str | Path, meta: dict[str, Any]) -> None:
@@ -83,3 +89,19 @@ def training_tag(training: dict[str, Any]) -> str:
         agg = training["step_agg"]
         tag += f"-{agg}" + (f"{training['softmin_temperature']:g}" if agg == "softmin" else "")
     return tag
+
+
+def read_out_of(meta: dict[str, Any]) -> str:
+    """The recorded read-out; for a folder written before it was recorded, "sigmoid" for a prm / orm
+    scorer trained with --loss bce (the default), else "tanh"."""
+    if "read_out" in meta:
+        if meta["read_out"] not in READ_OUTS:
+            raise ModelError(f"{SCORER_META_FILE}: read_out {meta['read_out']!r} is not one of {', '.join(READ_OUTS)}")
+        return meta["read_out"]
+    bce = (meta.get("settings") or {}).get("loss", "bce") == "bce"
+    return "sigmoid" if training_of(meta).get("objective") in BCE_OBJECTIVES and bce else "tanh"
+
+
+def logit_scale(meta: dict[str, Any]) -> float:
+    """The factor on the logit inside the served tanh: 0.5 for a BCE-trained logit, else 1."""
+    return READ_OUTS[read_out_of(meta)]

@@ -230,6 +230,12 @@ def is_completed(files: LogFiles) -> bool:
 # --------------------------------------------------------------------------- log text
 
 
+def manifest_hash_of(manifest: dict) -> str:
+    """The hash a log's START line and its reuse check use: the manifest without its ``facts``, which are
+    read off the definition (so a manifest written before facts were recorded is still the same run)."""
+    return stable_hash({k: v for k, v in manifest.items() if k != "facts"})
+
+
 def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:
     return f"=== START {condition} | dataset={dataset} | N={n} | manifest={manifest_hash} ==="
 
@@ -313,7 +319,7 @@ def resumable_records(files: LogFiles, manifest_hash: str) -> dict[int, dict]:
         found = partial[1:]
     else:
         try:
-            same = stable_hash(json.loads(files.manifest.read_text(encoding="utf-8"))) == manifest_hash
+            same = manifest_hash_of(json.loads(files.manifest.read_text(encoding="utf-8"))) == manifest_hash
         except (OSError, json.JSONDecodeError):
             same = False
         found = read_records(files.records) if same and log_status(files.log) == FAILED else []

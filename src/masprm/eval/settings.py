@@ -15,6 +15,7 @@ from typing import Any, Mapping
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
+from masprm.paths import PathText
 from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
 from masprm.models.backends import BackendFlags
@@ -36,8 +37,8 @@ class DataSettings:
     split: str = arg("test", flags=("--split",))
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
-    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
-    exclude_questions_file: str | None = arg(None, flags=("--exclude_questions_file",),
+    data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    exclude_questions_file: PathText | None = arg(None, flags=("--exclude_questions_file",),
                                              help="JSONL whose records' prompt (or question) values are left out "
                                                   "before the --sample_n examples are drawn (question-disjoint "
                                                   "development runs; the original newer branch's rule: the rest "
@@ -69,7 +70,7 @@ class ModelSettings:
     """The policy, the team, and a folder (and base model) per scorer role (``masprm.roles``)."""
 
     gen_model_id: str = arg(DEFAULT_MODEL, flags=("--gen_model_id",), help="the agents' policy model")
-    mas_config: str | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
+    mas_config: PathText | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
     scorer_precision: str = arg("auto", flags=("--scorer_precision",), choices=SCORER_PRECISIONS,
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
@@ -106,7 +107,7 @@ class RunSettings:
                              help="conditions to run: " + ", ".join(sorted(METHODS)))
     workers: int | None = arg(None, flags=("--workers",), help="parallel workers (Ray actors when > 1; default: one "
                               "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    logs_dir: str = arg("logs", flags=("--logs_dir",))
+    logs_dir: PathText = arg("logs", flags=("--logs_dir",))
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
                                         help="use a scorer folder whose training did not finish "
                                              "(its newest checkpoint)")

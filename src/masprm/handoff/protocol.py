@@ -7,9 +7,13 @@ Each turn the active speaker must emit exactly four fields, in this order:
     MESSAGE: <text>
     CURRENT_ANSWER: <text>
 
-``parse_turn`` enforces the contract strictly; ``fallback_turn`` builds the
-turn used when no proposal of a turn parses, so a run always moves on.
-Pure Python.
+``parse_turn`` enforces the contract strictly (the original's main branch);
+``parse_turn_lenient`` is its newer branch's reading (``--handoff_parser lenient``):
+SPEAKER, RECIPIENT and MESSAGE must open the text in that order, CURRENT_ANSWER
+is optional (the last one wins, repeated labels before it stay in the message;
+without one the message is the answer), and a recipient of none, end or stop
+means FINAL. ``PARSERS`` names both. ``fallback_turn`` builds the turn used when
+no proposal of a turn parses, so a run always moves on. Pure Python.
 """
 
 from __future__ import annotations
@@ -86,14 +90,41 @@ def parse_turn(text: str, *, speaker: str, roles: Sequence[str], permitted: Sequ
     names = tuple(name for name, _ in fields)
     if names != FIELDS:
         raise ParseError(f"fields must be {', '.join(FIELDS)} once each in that order, got {', '.join(names)}")
-    values = dict(fields)
+    return _checked_turn(dict(fields), speaker=speaker, roles=roles, permitted=permitted,
+                         allow_final=allow_final, raw=raw, final_words=(FINAL,))
 
+
+LENIENT_FINAL_WORDS = (FINAL, "none", "end", "stop")   # recipients the newer branch reads as FINAL
+
+
+def parse_turn_lenient(text: str, *, speaker: str, roles: Sequence[str], permitted: Sequence[str],
+                       allow_final: bool) -> RoutedTurn:
+    """The newer branch's reading of a proposal (module docstring); raise ParseError if it still fails."""
+    raw = (text or "").strip()
+    matches = list(_FIELD_RE.finditer(raw))
+    if not matches or raw[:matches[0].start()].strip():
+        raise ParseError("the text must start with the SPEAKER field")
+    if [m.group(1).upper() for m in matches[:3]] != list(FIELDS[:3]):
+        raise ParseError(f"the text must open with {', '.join(FIELDS[:3])} in that order")
+    spoke, to, said = matches[:3]
+    answers = [m for m in matches[3:] if m.group(1).upper() == "CURRENT_ANSWER"]
+    message_end = answers[-1].start() if answers else len(raw)
+    message = raw[said.end():message_end].strip()
+    values = {"SPEAKER": raw[spoke.end():to.start()].strip(), "RECIPIENT": raw[to.end():said.start()].strip(),
+              "MESSAGE": message, "CURRENT_ANSWER": raw[answers[-1].end():].strip() if answers else message}
+    return _checked_turn(values, speaker=speaker, roles=roles, permitted=permitted, allow_final=allow_final,
+                         raw=raw, final_words=LENIENT_FINAL_WORDS)
+
+
+def _checked_turn(values: dict[str, str], *, speaker: str, roles: Sequence[str], permitted: Sequence[str],
+                  allow_final: bool, raw: str, final_words: Sequence[str]) -> RoutedTurn:
+    """The checks both parsers share: the speaker, a known and permitted recipient, non-empty texts."""
     canonical = {role_key(r): r for r in roles}
     if role_key(values["SPEAKER"]) != role_key(speaker):
         raise ParseError(f"speaker {values['SPEAKER']!r} is not the active role {speaker!r}")
 
     said = values["RECIPIENT"]
-    if is_final(said):
+    if role_key(said) in {role_key(w) for w in final_words}:
         if not allow_final:
             raise ParseError("FINAL is not allowed yet")
         recipient = FINAL
@@ -109,6 +140,9 @@ def parse_turn(text: str, *, speaker: str, roles: Sequence[str], permitted: Sequ
             raise ParseError(f"{name} is empty")
     return RoutedTurn(canonical.get(role_key(speaker), speaker), recipient, values["MESSAGE"],
                       values["CURRENT_ANSWER"], raw=raw)
+
+
+PARSERS = {"strict": parse_turn, "lenient": parse_turn_lenient}   # --handoff_parser
 
 
 # The fallback salvages the first raw text the way the original code did: CURRENT_ANSWER is

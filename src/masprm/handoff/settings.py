@@ -15,14 +15,17 @@ from typing import Any, Sequence
 from masprm.config import arg, require, require_each
 from masprm.errors import ConfigError
 from masprm.graph import MASGraph
-from masprm.handoff.protocol import role_key
+from masprm.handoff.protocol import PARSERS, role_key
 from masprm.handoff.scoring import TURN_LOGPROB_AGGS
 from masprm.handoff.team import DEFAULT_MAX_TURNS, DEFAULT_MIN_TURNS, HandoffPlan, HandoffTeam, default_schedule
 from masprm.search.settings import AT_LEAST_ONE, MethodSettings
 
-# What a run of handoff methods uses when the flags leave it open (the original's experiment).
+# What a run of handoff methods uses when the flags leave it open: the original main branch's experiment
+# (competition_math levels 4-5 with the math team). Its newer branch defaults to gsm8k with its GSM8K team;
+# that run is `--dataset gsm8k --mas_config configs/gsm8k_handoff8.yaml` here (the run says which it took).
 HANDOFF_DATASET = "competition_math"
 HANDOFF_CONFIG = "configs/math_handoff8.yaml"
+GSM8K_HANDOFF_CONFIG = "configs/gsm8k_handoff8.yaml"
 HANDOFF_SAMPLE_N = 200
 
 
@@ -40,6 +43,16 @@ class TurnSettings(MethodSettings):
     allow_self_handoff: bool = arg(False, flags=("--allow_self_handoff",), help="let a role address itself")
     handoff_temperature: float | None = arg(None, flags=("--handoff_temperature",),
                                             help="sampling temperature of handoff proposals (default: --sbs_temperature)")
+    # The original newer branch's turn rules; each changes results, so each is off by default (main's rules).
+    handoff_parser: str = arg("strict", flags=("--handoff_parser",), choices=tuple(PARSERS),
+                              help="how a proposal is read: strict (the four fields once each, in order; default) or "
+                                   "lenient (CURRENT_ANSWER optional, the last one wins; none/end/stop mean FINAL)")
+    handoff_output_check: bool = arg(False, flags=("--handoff_output_check",),
+                                     help="end each turn prompt with a check block: whether FINAL is allowed and the "
+                                          "four lines to fill in, the speaker already written")
+    handoff_score_distinct: bool = arg(False, flags=("--handoff_score_distinct",),
+                                       help="score identical proposals once and leave a turn with one distinct "
+                                            "proposal unscored (selection is unchanged; the scorer's counts are not)")
 
     def __post_init__(self) -> None:
         require_each(self, ("handoff_candidates", "min_turns", "max_turns"), lambda v: v >= 1, AT_LEAST_ONE)

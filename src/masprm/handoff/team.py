@@ -16,12 +16,13 @@ context.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Generator, Sequence
 
 from masprm.errors import quoted
 from masprm.graph import ConfigError, MASGraph
-from masprm.handoff.protocol import FINAL, ParseError, RoutedTurn, fallback_turn, parse_turn, role_key
+from masprm.handoff.protocol import FINAL, PARSERS, ParseError, RoutedTurn, fallback_turn, role_key
 from masprm.interfaces import Messages
 from masprm.registry import Registry
 
@@ -91,9 +92,10 @@ class HandoffTeam:
         return out + [FINAL] if final_allowed else out
 
     def messages(self, question: str, speaker: str, history: Sequence[RoutedTurn],
-                 permitted: Sequence[str]) -> Messages:
+                 permitted: Sequence[str], *, output_check: bool = False) -> Messages:
         return [{"role": "system", "content": self.system_prompts[self.index(speaker)]},
-                {"role": "user", "content": user_content(question, speaker, history, permitted)}]
+                {"role": "user", "content": user_content(question, speaker, history, permitted,
+                                                         output_check=output_check)}]
 
 
 def visible_turns(role: str, turns: Sequence[RoutedTurn]) -> list[RoutedTurn]:
@@ -103,7 +105,7 @@ def visible_turns(role: str, turns: Sequence[RoutedTurn]) -> list[RoutedTurn]:
 
 
 def user_content(question: str, speaker: str, history: Sequence[RoutedTurn],
-                 permitted: Sequence[str]) -> str:
+                 permitted: Sequence[str], *, output_check: bool = False) -> str:
     rendered = "\n\n".join(t.render() for t in history) or "(none)"
     return "\n\n".join([
         f"ORIGINAL QUESTION:\n{question}",
@@ -111,6 +113,23 @@ def user_content(question: str, speaker: str, history: Sequence[RoutedTurn],
         f"ACTIVE SPEAKER: {speaker}",
         f"PERMITTED RECIPIENTS: {', '.join(permitted)}",
         INSTRUCTION,
+        *([output_check_block(speaker, permitted)] if output_check else []),
+    ])
+
+
+def output_check_block(speaker: str, permitted: Sequence[str]) -> str:
+    """The newer branch's closing check of the turn prompt (``--handoff_output_check``), in this project's words:
+    whether FINAL may be used this turn, and the four lines to fill in with the speaker already written."""
+    final = ("FINAL is allowed now, but only for an answer that is complete and checked." if FINAL in permitted
+             else "FINAL is not allowed on this turn.")
+    return "\n".join([
+        "BEFORE YOU ANSWER, CHECK:",
+        final,
+        "Begin with SPEAKER; write nothing before it, no heading and no ACTION label. Fill in these four lines:",
+        f"SPEAKER: {speaker}",
+        f"RECIPIENT: <one of {', '.join(permitted)}>",
+        "MESSAGE: <your work or advice>",
+        "CURRENT_ANSWER: <the best answer so far>",
     ])
 
 
@@ -130,6 +149,9 @@ class HandoffPlan:
     temperature: float
     top_p: float
     max_new_tokens: int | None   # None: each agent's own cap
+    parser: str = "strict"       # PARSERS name (--handoff_parser)
+    output_check: bool = False   # --handoff_output_check
+    distinct_only: bool = False  # --handoff_score_distinct: identical proposals scored once, a lone one not at all
 
     @classmethod
     def resolve(cls, settings: Any, team: HandoffTeam, *, random_fixed_horizon: bool = False) -> "HandoffPlan":
@@ -143,7 +165,9 @@ class HandoffPlan:
                    max_turns=first_set(settings.max_turns, team.max_turns, DEFAULT_MAX_TURNS),
                    allow_self=settings.allow_self_handoff, random_fixed_horizon=random_fixed_horizon,
                    temperature=first_set(settings.handoff_temperature, settings.sbs_temperature),
-                   top_p=settings.top_p, max_new_tokens=settings.max_new_tokens)
+                   top_p=settings.top_p, max_new_tokens=settings.max_new_tokens,
+                   parser=settings.handoff_parser, output_check=settings.handoff_output_check,
+                   distinct_only=settings.handoff_score_distinct)
 
 
 # --------------------------------------------------------------------------- route modes
@@ -263,7 +287,7 @@ def run_handoff(ctx: Any, team: HandoffTeam, plan: HandoffPlan, question: str, *
         forced = route.recipient(team, plan, info, ctx.rng)
         shown = [forced] if forced is not None else info.permitted
         history = visible_turns(speaker, run.turns)
-        messages = team.messages(question, speaker, history, shown)
+        messages = team.messages(question, speaker, history, shown, output_check=plan.output_check)
         own = team.max_new_tokens[team.index(speaker)]
         max_new = own if plan.max_new_tokens is None else min(plan.max_new_tokens, own)
         # One batched call per turn counts as one agent run (and one PRM call below), as in the original.
@@ -271,13 +295,16 @@ def run_handoff(ctx: Any, team: HandoffTeam, plan: HandoffPlan, question: str, *
                                        top_p=plan.top_p, max_new_tokens=max_new, batched=True)
         texts = [g.text for g in gens]
         run.proposals += len(texts)
+        # --handoff_score_distinct: one proposal per distinct text (in first-seen order, so the max picks
+        # the same action); parse failures still count per sample.
+        copies = Counter(texts) if plan.distinct_only else None
         proposals = []
-        for text in texts:
+        for text in (list(copies) if copies else texts):
             try:
-                turn = parse_turn(text, speaker=speaker, roles=team.roles, permitted=shown,
-                                  allow_final=final_allowed or forced == FINAL)
+                turn = PARSERS[plan.parser](text, speaker=speaker, roles=team.roles, permitted=shown,
+                                            allow_final=final_allowed or forced == FINAL)
             except ParseError:
-                run.parse_failures += 1
+                run.parse_failures += copies[text] if copies else 1
                 continue
             proposals.append(Proposal(turn, turn.raw, messages))
         if not proposals:
@@ -286,10 +313,13 @@ def run_handoff(ctx: Any, team: HandoffTeam, plan: HandoffPlan, question: str, *
                                  previous_answer=run.answer or None)
             proposals = [Proposal(turn, turn.raw or turn.render(), messages)]
             run.fallback_turns += 1
-        # Even a lone proposal is scored, as in the original: the scorer's calls and
-        # context statistics then count every turn.
-        scores = yield from select(run, proposals)
-        chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
+        # Even a lone proposal is scored, as in the original's main branch: the scorer's calls and
+        # context statistics then count every turn. Its newer branch (--handoff_score_distinct) skips it.
+        if plan.distinct_only and len(proposals) == 1:
+            chosen = proposals[0].turn
+        else:
+            scores = yield from select(run, proposals)
+            chosen = proposals[max(range(len(proposals)), key=scores.__getitem__)].turn
         run.turns.append(chosen)
         if chosen.is_final:
             run.stop_reason = "final"

@@ -20,6 +20,7 @@ naming the setting.
 from __future__ import annotations
 
 import json
+import math
 import pickle
 import re
 from contextlib import contextmanager
@@ -28,7 +29,7 @@ from pathlib import Path
 from typing import Any, Iterable, Iterator
 
 from masprm.checks import in_hub_cache, looks_like_path
-from masprm.errors import ConfigError, DataError, ModelError, first_line, quoted
+from masprm.errors import ConfigError, DataError, ModelError, ModelOutputError, first_line, quoted
 
 # Keys a checkpoint may hold that no model expects (old rotary caches).
 _IGNORED_EXTRA = re.compile(r"(^|\.)rotary_emb\.inv_freq$")
@@ -326,3 +327,16 @@ def check_policy(model_id: str, setting: str, options: Any, *, questions: Iterab
     texts = [getattr(q, "question", q) for q in questions]
     if texts:
         check_questions_fit(model_id, setting, texts, where=str(where), trust_remote_code=options.trust_remote_code)
+
+
+def check_finite_outputs(values: Iterable[float], setting: str, source: str, what: str) -> None:
+    """No NaN or inf leaves a model: `values` (a scorer's values, a policy's log-probs) are finite,
+    else one ModelError naming the setting whose model gave them.
+
+    A model whose weights or dtype overflow gives NaN; a search that ranked by it would pick at random
+    and still report its condition COMPLETED.
+    """
+    bad = next((v for v in values if not math.isfinite(v)), None)
+    if bad is not None:
+        raise ModelOutputError(f"{setting} {source}: the model gave {bad} as {what} (not a finite number); its "
+                               "weights or its precision are broken", setting=setting)

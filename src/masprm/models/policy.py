@@ -33,6 +33,7 @@ import torch
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.models.chat import STREAM_PRIME as _P, ChatTokens, sampling_warps, stream_seed
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
+from masprm.models.model_checks import check_finite_outputs
 
 # Per-row random streams: a counter-based hash of (stream seed, step, token id) gives each
 # candidate token its own uniform draw, so a row's sample is the same in any batch
@@ -79,6 +80,7 @@ class HFPolicy(ChatTokens):
         tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
         self.model = load_causal_lm(model_id, options, setting=setting, n_tokens=len(tokenizer))
         super().__init__(model_id, tokenizer, self.model.generation_config, prompt_cache_size)
+        self.setting = setting
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.max_batch_tokens = max_batch_tokens  # padded tokens per call: bigger calls are split
@@ -172,6 +174,9 @@ class HFPolicy(ChatTokens):
         positions = positions[:, -1:]
         for step in range(max_new_tokens):
             logits = logits.float()
+            # a row's max is NaN when any logit is, +inf when one is, -inf when all are: no token can be drawn
+            if not bool(torch.isfinite(logits.amax(-1)).all()):
+                check_finite_outputs([float("nan")], self.setting, self.model_id, f"logits (new token {step + 1})")
             if seen is not None:
                 logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
             token = logits.argmax(-1) if temperature <= 0 else pick_token(
@@ -244,6 +249,7 @@ class HFPolicy(ChatTokens):
                                 torch.tensor(targets, device=logits.device)].tolist()
         for i, value in zip(owner, picked):
             sums[i] += value
+        check_finite_outputs(sums, self.setting, self.model_id, "a completion's log-probability")
         return sums
 
 

@@ -9,7 +9,10 @@ neither adapter nor model uses its newest ``checkpoint-*``. Texts are
 tokenised, cut and scored exactly as in training (`masprm.models.text_encoder.TextEncoder`;
 a prm/orm/traj scorer tokenises a `StepText`'s prompt and steps separately): the
 end of the text is kept, and the value is tanh of the logit at the last
-separator (or at the last token when there is none). A trajectory-level scorer
+separator (or at the last token when there is none), times the folder's
+``logit_scale``: a logit trained with BCE (prm, orm) is served as tanh(z / 2) =
+2 sigmoid(z) - 1, the value it was trained to predict (the original serves
+tanh(z); docs/differences.md). A trajectory-level scorer
 (``objective: traj`` in its metadata) values a text by its training aggregate
 instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 ``step_agg``) of the step probabilities at every separator that survives the cut.
@@ -28,9 +31,10 @@ from masprm.errors import ModelError, first_line
 from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
+from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, text_style, training_of
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style, training_of
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.token_scorer import load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR
@@ -38,15 +42,18 @@ from masprm.state_text import DEFAULT_SEPARATOR
 
 @dataclass
 class HFScorer:
-    """A `Scorer`: tanh(logit at the last separator) per text, one padded forward per batch."""
+    """A `Scorer`: tanh(scale * logit at the last separator) per text, one padded forward per batch."""
 
     model: Any
     encoder: TextEncoder
     separator: str
     pad_id: int
     batch_size: int = 16
+    scale: float = 1.0    # the read-out's factor on the logit (scorer_meta.logit_scale)
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
     last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
+    setting: str = "prm_dir"   # the flag of the folder it came from, and the folder, for error lines
+    source: str = ""
 
     @property
     def device(self) -> torch.device:
@@ -75,12 +82,13 @@ class HFScorer:
                                 attention_mask=attention_mask.to(self.device)).logits[..., 0].double()
             for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
                 scores[i] = v
+        check_finite_outputs(scores, self.setting, self.source, "a value")   # never rank by NaN
         return scores
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
-        """The value of each row: tanh of its logit at its last separator (its last token without one)."""
+        """The value of each row: tanh(scale * its logit at its last separator) (its last token without one)."""
         at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids in rows], device=logits.device)
-        return torch.tanh(logits[torch.arange(len(rows), device=logits.device), at]).tolist()
+        return torch.tanh(self.scale * logits[torch.arange(len(rows), device=logits.device), at]).tolist()
 
 
 @dataclass
@@ -183,5 +191,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     training = training_of(meta)
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                          setting=setting, source=str(path),
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
-    return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size)
+    return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                    scale=logit_scale(meta), setting=setting, source=str(path))

@@ -23,6 +23,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
 from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paths import PathText
 
 PAD_TOKEN = "<|endoftext|>"
 IM_START = "<|im_start|>"
@@ -194,7 +195,7 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
 
 @dataclass(frozen=True)
 class TinyArgs:
-    out_dir: str = arg(positional=True, help="folder to write (created if missing)")
+    out_dir: PathText = arg(positional=True, help="folder to write (created if missing)")
     seed: int = arg(0, flags=("--seed",))
     vocab_size: int = arg(512, flags=("--vocab_size",))
     hidden_size: int = arg(64, flags=("--hidden_size",))

@@ -38,6 +38,8 @@ class SearchContext:
     keys: RequestKeys | None = None    # the example's random streams (None: the policy's own RNG)
     samples: Any = None                # a store of sampled passes to reuse (masprm.search.samples), or None
     finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
+    example: Any = None                # the example searched (masprm.data.Example): the oracle kinds read its gold
+    memo: dict[str, dict] = field(default_factory=dict)  # per kind, values it keeps for this example (true_value)
 
     def scorer(self, role: str) -> Scorer:
         """The scorer of ``role`` (``masprm.roles.ROLES``); a RuntimeError when the method runs without it."""

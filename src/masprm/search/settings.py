@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from masprm.config import arg, require, require_each
 from masprm.search.expand import LOGPROB_AGGS
+from masprm.search.oracles import STEP_ORACLES
 from masprm.search.scorer_kinds import STEP_AGGS
 from masprm.state_text import VIEWS
 
@@ -121,6 +122,31 @@ class ORMLeafSettings(MethodSettings):
 
     def extra_scorers(self) -> frozenset[str]:
         return frozenset({"orm"}) if self.orm_leaf else frozenset()
+
+
+@dataclass(frozen=True)
+class StepOracleSettings(MethodSettings):
+    """*_oracle_step: which world's step labeller judges each message (masprm.search.oracles.STEP_ORACLES)."""
+
+    step_oracle: str = arg("toy", flags=("--step_oracle",), help="the step labeller of oracle_step (default toy)")
+
+    def __post_init__(self) -> None:
+        require(self.step_oracle in STEP_ORACLES, "step_oracle",
+                f"step_oracle: {STEP_ORACLES.unknown_message(self.step_oracle)}")
+
+
+@dataclass(frozen=True)
+class TrueValueSettings(MethodSettings):
+    """*_true_value: P(final right | prefix) from fresh single passes of the team."""
+
+    true_value_rollouts: int = arg(8, flags=("--true_value_rollouts",),
+                                   help="true_value: single passes per prefix (default 8)")
+    true_value_temperature: float = arg(1.0, flags=("--true_value_temperature",),
+                                        help="true_value: sampling temperature of the rollouts (default 1.0)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("true_value_rollouts",), lambda v: v >= 1, AT_LEAST_ONE)
+        require_each(self, ("true_value_temperature",), lambda v: v > 0, "must be > 0")
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,8 @@ BUDGETS = (
     ("main", (), METHODS),
     ("mcts5", ("--n_simulations", "5"), ("mcts_logprob", "mcts_prm", "mcts_orm")),
     ("sbs2x3", ("--b1", "2", "--b2", "3"), ("sbs_logprob", "sbs_prm")),
+    # the paper's headline configuration: the MASPRM guides MCTS, the ORM values its leaves (issue 34 item 9)
+    ("ormleaf", ("--orm_leaf",), ("mcts_prm",)),
 )
 # --eval-steps 40: runs of 160-480 steps pick their best of several evaluations (the default of 200 would
 # leave the MASPRM's run with its final weights only).

@@ -29,8 +29,8 @@ from masprm.eval.runner import ModelSpec, results_table, run_conditions
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
-from masprm.handoff.settings import (HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS, HANDOFF_SAMPLE_N,
-                                     HandoffPRMSettings, check_team)
+from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
+                                     HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
 from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
@@ -122,6 +122,14 @@ def resolve_defaults(settings: EvalSettings, routing: str) -> EvalSettings:
     sample_n = data.sample_n if data.sample_n is not None or not handoff else HANDOFF_SAMPLE_N
     mas_config = settings.models.mas_config or (HANDOFF_CONFIG if handoff else f"configs/{dataset}.yaml")
     return settings.with_data(dataset=dataset, sample_n=sample_n).with_models(mas_config=mas_config)
+
+
+def handoff_defaults_line(settings: EvalSettings) -> str:
+    """What a handoff run takes when --dataset or --mas_config is left open, said once at its start."""
+    resolved = resolve_defaults(settings, "handoff")
+    return (f"[info] handoff run on --dataset {resolved.data.dataset} with --mas_config {resolved.models.mas_config} "
+            f"(the defaults are the original main branch's {HANDOFF_DATASET} with {HANDOFF_CONFIG}; its newer "
+            f"branch's GSM8K run is --dataset gsm8k --mas_config {GSM8K_HANDOFF_CONFIG})")
 
 
 def resolve_workers(flag: int | None, gpus: int | None = None, *,
@@ -236,6 +244,8 @@ def load_data(settings: EvalSettings, routing: str):
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
     validate(run, settings)
+    if run.routing == "handoff" and not (settings.data.dataset and settings.models.mas_config):
+        print(handoff_defaults_line(settings))
     settings = resolve_defaults(settings, run.routing)
 
     check_known_dataset(settings.data.dataset)

@@ -37,6 +37,7 @@ from masprm.checks import check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
+from masprm.stages.lab_estimate import estimate
 
 LOGS = "logs/toy_lab"
 OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
@@ -46,6 +47,10 @@ LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
 BON_N, STEP_AGGS = 8, ("min", "last")
 N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
 SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the lab's hour: docs/scorer_lab.md)
+# The reference rows (issue 34): the step labeller and the gold outcome as scorers. true_value is left out of
+# the default lab: K = 8 rollouts for every scored prefix is many times a search's own sampling on 2 cores.
+SEARCH_ORACLES = ("sbs_oracle_step", "sbs_oracle_outcome", "mcts_oracle_step", "mcts_oracle_outcome")
+BON_ORACLES = ("bon_oracle_step", "bon_oracle_outcome")
 
 
 def budgets(args) -> dict:
@@ -162,18 +167,24 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
     SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
     demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
     """
-    if scorer is None:
-        flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], "bon_logprob"
+    if scorer is None:   # with the reference scorers, which load no model (masprm.search.oracles)
+        flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], ["bon_logprob", *BON_ORACLES]
     elif scorer.objective == "orm":
-        flags, sbs_mcts, bon = role_flags("orm", scorer.folder), ["mcts_orm"], "bon_orm"
+        flags, sbs_mcts, bon = role_flags("orm", scorer.folder), ["mcts_orm"], ["bon_orm"]
     else:
-        flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], "bon_prm"
+        flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], ["bon_prm"]
     logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
-    found = [("", [bon], flags, "min", LOGS), ("_last", [bon], flags, "last", LOGS),
+    found = [("", bon, flags, "min", LOGS), ("_last", bon, flags, "last", LOGS),
              ("_search", sbs_mcts, flags, "min", logs)]
+    if scorer is None:   # never in the demo's folder: the demo does not run them
+        found.append(("_oracles", list(SEARCH_ORACLES), (), "min", LOGS))
     if scorer is not None and scorer.objective == "orm":   # the ORM in the MASPRM's role, on purpose
         found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder), "--allow_scorer_kind_mismatch"),
                       "min", LOGS))
+    if scorer is not None and (scorer.scheme, scorer.objective) == ("masprm", "ppm"):
+        # the paper's headline configuration: the MASPRM guides MCTS, the demo's ORM values the leaves
+        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", demo.ORM_DIR), "--orm_leaf"), "min",
+                      logs))
     return found
 
 
@@ -295,6 +306,9 @@ def main(argv: list[str] | None = None) -> int:
             waits = f"   [after {', '.join(task.after)}]" if task.after else ""
             print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
         print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
+        cpu, wall = estimate(tasks, done, args.jobs, demo.LOGS)
+        print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
+              "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
         return 0
 
     for path in (REPORT, CLAIMS, PLOT):   # the report's files: a folder in their place fails now, not in an hour

@@ -23,6 +23,7 @@ from masprm.checks import (check_known_dataset, check_local_model, check_output_
 from masprm.cli import ArgumentParser, run_cli
 from masprm.cluster import ClusterSettings, local_folders
 from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
+from masprm.paths import PathText
 from masprm.data import load_examples
 from masprm.eval.logs import path_identity
 from masprm.graph import load_mas_config, resolve_config_path
@@ -45,12 +46,12 @@ class TreesArgs:
     split: str = arg("train", flags=("--split",), help="dataset split (default: train)")
     n: int | None = arg(None, flags=("--n",), help="number of examples (default: all)")
     seed: int = arg(42, flags=("--seed",), help="data selection and per-example sampling seed (default: 42)")
-    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
-    mas_config: str | None = arg(None, flags=("--mas_config",),
+    data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    mas_config: PathText | None = arg(None, flags=("--mas_config",),
                                  help="MAS config YAML (default: configs/<dataset>.yaml)")
     model_id: str = arg("Qwen/Qwen2.5-1.5B-Instruct", flags=("--model_id",),
                         help="policy: hub id or local folder (default: Qwen/Qwen2.5-1.5B-Instruct)")
-    out_root: str = arg("results", flags=("--out_root",),
+    out_root: PathText = arg("results", flags=("--out_root",),
                         help="folder that holds the run folders (default: results)")
     no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw <idx>.png next to each tree")
     verbose: bool = arg(False, flags=("--verbose",),

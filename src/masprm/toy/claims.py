@@ -21,7 +21,7 @@ the newest log wins. Pure Python.
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
@@ -29,6 +29,7 @@ from masprm.eval.aggregate import split_experiment
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.paths import PathText, check_input_dir
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
 from masprm.eval.bootstrap import compare, compare_gaps
@@ -39,8 +40,8 @@ MAIN = {"b1": 3, "b2": 5, "n_simulations": 10}   # the README's evaluation budge
 
 @dataclass
 class ClaimsArgs:
-    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
-    out: str = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
+    logs_dir: PathText = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
+    out: PathText = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
     seed: int = arg(42, help="seed of the bootstrap resampling")
 
     def __post_init__(self) -> None:
@@ -58,6 +59,8 @@ def experiments(logs_dir: str | Path) -> dict[tuple[str, tuple], str]:
         data = json.loads(manifest.read_text(encoding="utf-8"))
         settings = data.get("definition", {}).get("settings", {})
         budget = tuple(sorted((k, settings[k]) for k in ("b1", "b2", "n_simulations", "voter_k") if k in settings))
+        if settings.get("orm_leaf"):   # mcts_prm with the ORM on its leaves: another condition at the same budget
+            budget += (("orm_leaf", True),)
         key = (data.get("condition"), budget)
         mtime = log.stat().st_mtime
         if key not in found or found[key][0] < mtime:
@@ -65,9 +68,9 @@ def experiments(logs_dir: str | Path) -> dict[tuple[str, tuple], str]:
     return {key: experiment for key, (_, experiment) in found.items()}
 
 
-def find(table: dict, method: str, **budget) -> str | None:
-    matches = [exp for (m, b), exp in table.items() if m == method and all(dict(b).get(k) == v
-                                                                          for k, v in budget.items())]
+def find(table: dict, method: str, orm_leaf: bool = False, **budget) -> str | None:
+    matches = [exp for (m, b), exp in table.items() if m == method and dict(b).get("orm_leaf", False) == orm_leaf
+               and all(dict(b).get(k) == v for k, v in budget.items())]
     return matches[0] if len(matches) == 1 else None
 
 
@@ -100,9 +103,11 @@ class Comparison:
 def comparisons(logs_dir: str | Path, seed: int) -> Iterator[Comparison]:
     table = experiments(logs_dir)
 
-    def pair(claim: str, a: str, b: str, budget: dict, label: str, gap: bool = False) -> Comparison:
-        ea, eb = find(table, a, **budget), find(table, b, **budget)
-        name = f"{a} vs {b} ({label})" if not gap else f"Hit@1->Hit@5 gap, {a} vs {b} ({label})"
+    def pair(claim: str, a: str, b: str, budget: dict, label: str, gap: bool = False,
+             orm_leaf: bool = False) -> Comparison:
+        ea, eb = find(table, a, orm_leaf, **budget), find(table, b, **budget)
+        shown = f"{a} --orm_leaf" if orm_leaf else a
+        name = f"{shown} vs {b} ({label})" if not gap else f"Hit@1->Hit@5 gap, {shown} vs {b} ({label})"
         if ea is None or eb is None:
             return Comparison(claim, name, None, gap)
         result = (compare_gaps if gap else compare)(logs_dir, ea, eb, seed=seed)
@@ -111,6 +116,10 @@ def comparisons(logs_dir: str | Path, seed: int) -> Iterator[Comparison]:
     sims = sorted({dict(b)["n_simulations"] for (m, b) in table if m == "mcts_prm" and "n_simulations" in dict(b)})
     for n in sims or [MAIN["n_simulations"]]:   # no mcts_prm at all: claim (i) says so at the README's budget
         yield pair("i", "mcts_prm", "mcts_orm", {"n_simulations": n}, f"{n} simulations")
+    # the paper's headline configuration, the MASPRM guiding and the ORM on the leaves, where it was run
+    leaf_sims = sorted({dict(b)["n_simulations"] for (m, b) in table if m == "mcts_prm" and dict(b).get("orm_leaf")})
+    for n in leaf_sims:
+        yield pair("i", "mcts_prm", "mcts_orm", {"n_simulations": n}, f"{n} simulations", orm_leaf=True)
     sbs = {"b1": MAIN["b1"], "b2": MAIN["b2"]}
     mcts = {"n_simulations": MAIN["n_simulations"]}
     yield pair("ii", "sbs_prm", "sbs_logprob", sbs, f"B1={sbs['b1']}, B2={sbs['b2']}")
@@ -136,14 +145,14 @@ def main() -> int:
     p = ArgumentParser(description="Test the paper's claims on the toy world's logs (paired bootstrap CIs).")
     add_config_args(p, ClaimsArgs)
     args = config_from_args(ClaimsArgs, p.parse_args())
-    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_output_file(args.out, "out")
+    check_input_dir(args.logs_dir, "logs_dir")
+    check_output_file(args.out, "out", inputs={"logs_dir": args.logs_dir})
     found = list(comparisons(args.logs_dir, args.seed))
     text = report(found)
     atomic_write_text(args.out, text)
     atomic_write_text(Path(args.out).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
-          "result": asdict(c.result) if c.result else None}
+          "result": c.result.as_dict() if c.result else None}
          for c in found], indent=1) + "\n")
     print(text, end="")
     print(f"wrote {args.out}")

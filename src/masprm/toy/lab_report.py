@@ -27,22 +27,28 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
-from masprm.eval.aggregate import model_work, save_png, split_experiment
+from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
 from masprm.eval.bootstrap import load_condition, per_question
-from masprm.paired_stats import PairedResult, paired_bootstrap
+from masprm.paired_stats import PairedResult, mde, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
-from masprm.toy.claims import Comparison
+from masprm.search.scorer_kinds import SCORER_KINDS
+from masprm.toy.lab_claims import COLUMNS, LabComparison, adjust, claims_text, comparison_name, power_lines
 
-COLUMNS = ("SBS", "MCTS", "BoN min", "BoN last")
-FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
+FAMILY_COLUMNS = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}   # search family -> its column
 LOGPROB = "logprob"          # the row of the conditions without a scorer
+ORM_LEAF = "masprm-ormleaf"  # the paper's headline configuration: the MASPRM guides MCTS, the ORM values leaves
+# Rows that are not a trained scorer of `rows`: the log-prob and the reference scorers (shown, never tested:
+# masprm.search.oracles), and the MASPRM with ORM leaves (a learned configuration, tested like a row).
+REFERENCE_ROWS = {LOGPROB: "policy log-prob", "oracle_step": "oracle: step labeller",
+                  "oracle_outcome": "oracle: gold outcome", "true_value": "oracle: true value"}
+EXTRA_ROWS = {ORM_LEAF: "MASPRM + ORM leaf"}
 SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
 Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
@@ -92,18 +98,22 @@ def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) ->
         return LOGPROB, SINGLE_PASS
     definition = manifest.get("definition") or {}
     settings = definition.get("settings") or {}
-    family, _, kind = method.partition("_")
-    if family not in FAMILIES or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
+    facts = facts_of(manifest, method)   # family and scorer kind as the run recorded them
+    family, kind = facts.get("family"), facts.get("scorer_kind")
+    if family not in FAMILY_COLUMNS or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
         return None
-    column = FAMILIES[family]
+    column = FAMILY_COLUMNS[family]
     if family == "bon":
         column = f"BoN {settings.get('step_agg')}"
-    if kind == LOGPROB:
-        return LOGPROB, column
-    role = {"prm": "masprm", "orm": "orm"}.get(kind)
+    if kind in REFERENCE_ROWS:
+        return kind, column
+    needs = SCORER_KINDS[kind].needs if kind in SCORER_KINDS else ()
+    role = needs[0] if needs else None
     folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
     for row in rows:
         if folder and Path(folder).name == Path(row.folder).name:
+            if settings.get("orm_leaf"):   # only the paper's MASPRM with ORM leaves has a row
+                return (ORM_LEAF, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
             return row.slug, column
     return None
 
@@ -193,8 +203,10 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
     entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
-               for row in rows] + \
-              [("policy log-prob", LOGPROB, "–", "–", None)]
+               for row in rows] + [(EXTRA_ROWS[ORM_LEAF], ORM_LEAF, "masprm", "ppm + orm leaves", None)] + \
+              [(name, slug, "–", "–", None) for slug, name in REFERENCE_ROWS.items()]
+    # a row without any cell (the reference scorers not run, no --orm_leaf log) is left out
+    entries = [e for e in entries if e[4] is not None or e[1] == LOGPROB or any((e[1], c) in cells for c in COLUMNS)]
     for name, slug, scheme, objective, row in entries:
         if row is None:
             labels = "–"
@@ -211,7 +223,7 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
 
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str]) -> str:
+                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = ()) -> str:
     lines = ["# The scorer lab (toy world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
              "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
@@ -234,6 +246,7 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "among those it generated (never generated), and although one was (not chosen: it returned another); "
         "with pass@1 they add up to 100.",
     ]
+    lines += list(power)
     lines += [f"- not run: {note}" for note in notes]
     return "\n".join(lines) + "\n"
 
@@ -247,14 +260,10 @@ def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
                             per_question(load_condition(b.folder, b.experiment)), seed=seed)
 
 
-def comparison_name(row: str, base: str, column: str) -> str:
-    """How a claim names one row against a baseline in one column (the claims file's key)."""
-    return f"{row} vs {base} ({column})"
-
-
-def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparison]:
-    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column."""
-    names = {row.slug: row.name for row in rows} | {LOGPROB: "policy log-prob"}
+def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
+    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column,
+    with the family's Holm-adjusted p-values."""
+    names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
     baselines = [row for row in rows if row.objective == "orm"] + \
                 [row for row in rows if row.scheme == "masprm" and row.objective == "ppm"]
     found = []
@@ -265,16 +274,12 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[Comparis
                     continue
                 a, b = cells.get((slug, column)), cells.get((base.slug, column))
                 result = paired(a, b, seed) if a and b else None
-                found.append(Comparison(f"vs {base.name}", comparison_name(names[slug], base.name, column), result))
+                if a is None and slug in {**EXTRA_ROWS, **REFERENCE_ROWS} and slug != LOGPROB:
+                    continue   # a row the lab did not run (the oracles, --orm_leaf): no line
+                found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
+                                           result, tested=slug not in REFERENCE_ROWS))
+    adjust(found)
     return found
-
-
-def claims_text(found: Sequence[Comparison]) -> str:
-    lines = ["Every scorer against the ORM and against the paper's MASPRM: the paired difference in pass@1 per "
-             "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0."]
-    for claim in dict.fromkeys(c.claim for c in found):
-        lines += ["", claim] + [f"  {c.line()}" for c in found if c.claim == claim]
-    return "\n".join(lines) + "\n"
 
 
 # --------------------------------------------------------------------------- the plot
@@ -282,7 +287,7 @@ def claims_text(found: Sequence[Comparison]) -> str:
 
 def plot_points(rows: Sequence[LabRow], cells: dict) -> list[tuple[str, str, float, float, float]]:
     """(row name, column, model work, accuracy mean, std) of every cell with model work."""
-    names = [(row.slug, row.name) for row in rows] + [(LOGPROB, "policy log-prob")]
+    names = [(row.slug, row.name) for row in rows] + list(EXTRA_ROWS.items()) + list(REFERENCE_ROWS.items())
     points = []
     for slug, name in names:
         for column in COLUMNS:
@@ -330,11 +335,13 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     cells = read_cells(logs_dirs, rows, budgets)
     bench = read_json(stepbench)
     labels = {row.scheme: read_json(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
-    atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
-                                          list(notes)))
     found = comparisons(rows, cells, seed)
+    atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
+                                          list(notes), power_lines(found)))
     atomic_write_text(claims, claims_text(found))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
-        [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.line(),
-          "result": asdict(c.result) if c.result else None} for c in found], indent=1) + "\n")
+        [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,
+          "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,
+          "p_value": c.result.p_value if c.result else None, "mde": mde(c.result.se) if c.result else None,
+          "result": c.result.as_dict() if c.result else None} for c in found], indent=1) + "\n")
     plot(plot_points(rows, cells), plot_file)

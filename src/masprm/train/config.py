@@ -13,10 +13,11 @@ from dataclasses import dataclass
 
 from masprm.checks import check_seed
 from masprm.config import arg
+from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
-from masprm.train.objectives import LOSSES, MODES
+from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
 
@@ -34,9 +35,9 @@ class TrainConfig:
 
     mode: str = arg("prm", choices=MODES,
                     help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
-    data_file: str = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
+    data_file: PathText = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
                          help=f"JSON/JSONL file from src/train/preprocess_data.py (default: {DEFAULT_DATA_FILE})")
-    output_dir: str = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
+    output_dir: PathText = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
                           help=f"where the scorer is written (default: {DEFAULT_OUTPUT_DIR})")
     model_id: str = arg(DEFAULT_BASE_MODEL, flags=("--model-id", "--model_id"),
                         help="base model (hub id or local folder)")
@@ -53,6 +54,8 @@ class TrainConfig:
     save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
     logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
     seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
+    eval_split_by: str = arg("question", choices=EVAL_SPLITS,
+                             help="hold out whole questions (default) or single records for checkpoint selection")
     max_length: int = arg(2048, help="tokens per text; the start is cut first")
     max_prompt_length: int = arg(768, help="tokens kept of the prompt part (its end); 0 = no separate limit")
     separator: str = arg(DEFAULT_SEPARATOR, flags=("--step-separator",),

@@ -27,7 +27,7 @@ import numpy as np
 
 from masprm.checks import read_utf8
 from masprm.errors import DataError, first_line
-from masprm.io import iter_jsonl
+from masprm.io import check_encodable, iter_jsonl
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
@@ -90,6 +90,7 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
     if not isinstance(rec["prompt"], str):
         raise _bad(f"{where}: field 'prompt' must be a string")
     _check_has_text(where, rec, kind)
+    check_encodable(rec, None, where, DataError)   # a lone surrogate would fail when the cache is written
     if kind == "pairs":
         _check_str_list(where, rec, "chosen_actions")
         _check_str_list(where, rec, "rejected_actions")
@@ -189,6 +190,31 @@ def split_eval(n: int, seed: int, fraction: float = EVAL_FRACTION) -> tuple[list
     n_eval = math.ceil(fraction * n)
     order = np.random.default_rng(seed).permutation(n).tolist()
     return order[n_eval:], order[:n_eval]
+
+
+def record_group(record: dict) -> str:
+    """The question a stage-2 record belongs to: ``meta.question`` when recorded, else its prompt (the tree's
+    question in the full view; in the local view an agent's inbox, the closest the record carries)."""
+    meta = record.get("meta")
+    return str(meta["question"]) if isinstance(meta, dict) and meta.get("question") else str(record["prompt"])
+
+
+def split_eval_by_group(groups: Sequence[str], seed: int, fraction: float = EVAL_FRACTION) -> tuple[list[int], list[int]]:
+    """(train, eval) indices with every group (question) on one side only.
+
+    The distinct groups, sorted, are permuted with ``np.random.default_rng(seed)``
+    and the first ceil(fraction * G) of them are held out; both parts keep the
+    record order of `split_eval`'s seeded permutation. Records of one question
+    share their prefixes, so a record split lets the eval set see its own
+    questions in training and picks the checkpoint that memorised them best.
+    """
+    distinct = sorted(set(groups))
+    if len(distinct) < 2:
+        raise _bad(f"need records of at least 2 questions for a train/eval split by question, got {len(distinct)}")
+    n_eval = math.ceil(fraction * len(distinct))
+    held = {distinct[i] for i in np.random.default_rng(seed).permutation(len(distinct))[:n_eval].tolist()}
+    order = np.random.default_rng(seed).permutation(len(groups)).tolist()
+    return [i for i in order if groups[i] not in held], [i for i in order if groups[i] in held]
 
 
 # --------------------------------------------------------------------------- examples

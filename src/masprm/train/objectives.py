@@ -25,6 +25,7 @@ from masprm.registry import Registry
 
 RECORD_KINDS = ("pairs", "steps")   # stage 2's ppm_pairs_*.jsonl / prm_samples_*.jsonl records
 LOSSES = ("mse", "huber", "bce")    # the stepwise objectives' losses (--loss)
+EVAL_SPLITS = ("question", "record")   # what the checkpoint-selection split is drawn over (--eval-split-by)
 
 
 @dataclass

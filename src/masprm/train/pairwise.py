@@ -22,6 +22,7 @@ import torch.nn.functional as F
 
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.labels.mining import ppm_texts
+from masprm.train.data import record_group
 from masprm.train.metrics import pair_metrics
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
@@ -43,7 +44,7 @@ def build_pair_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
         {"pos_text": pos, "neg_text": neg, "pos_ids": pi, "neg_ids": ni,
          "pos_index": score_position(pi, encoder.sep_id), "neg_index": score_position(ni, encoder.sep_id),
          "pos_has_sep": encoder.sep_id in pi, "neg_has_sep": encoder.sep_id in ni,
-         **({"weight": float(rec["weight"])} if "weight" in rec else {})}
+         "group": record_group(rec), **({"weight": float(rec["weight"])} if "weight" in rec else {})}
         for (pos, neg), pi, ni, rec in zip(pairs, pos_ids, neg_ids, kept)
     ]
     return examples, len(records) - len(examples)

@@ -24,6 +24,7 @@ import torch.nn.functional as F
 from masprm.errors import ConfigError, DataError
 from masprm.models.text_encoder import TextEncoder, pad_right
 from masprm.state_text import join_steps
+from masprm.train.data import record_group
 from masprm.train.metrics import PAD, regression_metrics
 from masprm.train.objectives import LOSSES, Objective
 from masprm.train.scorer_trainer import ScorerTrainer
@@ -75,7 +76,7 @@ def build_step_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
             train_pos, train_y = eval_pos, eval_y = positions, targets
         examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": ids,
                          "positions": train_pos, "targets": train_y,
-                         "eval_positions": eval_pos, "eval_targets": eval_y})
+                         "eval_positions": eval_pos, "eval_targets": eval_y, "group": record_group(rec)})
     return examples, 0
 
 
@@ -116,7 +117,9 @@ class StepTrainer(ScorerTrainer):
         y, mask = inputs["target_values"].float(), inputs["target_mask"]
         per = step_loss(logit, y, self.loss_name, self.huber_beta, self.binary_targets) * mask
         loss = per.sum() / mask.sum().clamp(min=1)
-        preds = torch.where(mask, torch.tanh(logit), torch.full_like(logit, PAD))
+        # The eval predictions are the served values (scorer_meta.logit_scale): tanh(z / 2) for BCE.
+        scale = 0.5 if self.loss_name == "bce" else 1.0
+        preds = torch.where(mask, torch.tanh(scale * logit), torch.full_like(logit, PAD))
         targets = torch.where(mask, y, torch.full_like(y, PAD))
         return loss, preds, targets
 
@@ -135,7 +138,8 @@ def stepwise_objective(name: str, *, train_on_last_step_only: bool) -> Objective
     return Objective(
         name=name, records="steps", text_style="steps", build_examples=build, collator=StepCollator,
         trainer_cls=StepTrainer, compute_metrics=_eval, best_metric="pearson", greater_is_better=True,
-        keep_dropout=False, sampling="group_by_length", trainer_kwargs=trainer_kwargs)
+        keep_dropout=False, sampling="group_by_length", trainer_kwargs=trainer_kwargs,
+        meta=lambda cfg: {"read_out": "sigmoid" if cfg.loss == "bce" else "tanh"})
 
 
 STEPWISE = stepwise_objective("stepwise", train_on_last_step_only=False)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import importlib.util
 import math
 import os
+import pickle
 import sys
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
@@ -23,17 +24,17 @@ from pathlib import Path
 from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
-from masprm.errors import ConfigError, DataError
-from masprm.io import honour_umask, writing_into
+from masprm.errors import ConfigError, DataError, first_line
+from masprm.io import file_snapshot, honour_umask, library_output, writing_into
 from masprm.models.model_checks import check_model_serves
 from masprm.run_folder import announce_holder, locked_folder
-from masprm.scorer_meta import write_scorer_meta
+from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
 from masprm.train.card import write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
                                      resume_checkpoint)
-from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval
+from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval, split_eval_by_group
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
 from masprm.train.warm_start import check_warm_start
@@ -223,7 +224,10 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
-    train_idx, eval_idx = split_eval(len(examples), cfg.seed)
+    if cfg.eval_split_by == "question":
+        train_idx, eval_idx = split_eval_by_group([e["group"] for e in examples], cfg.seed)
+    else:   # the original's split over records
+        train_idx, eval_idx = split_eval(len(examples), cfg.seed)
     train_examples = [examples[i] for i in train_idx]
     eval_examples = [eval_view(examples[i]) for i in eval_idx]
 
@@ -300,17 +304,29 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                   f"{total_steps} optimizer steps{_data_parallel(trainer.args)}, eval every {eval_steps}, "
                   f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
         out.mkdir(parents=True, exist_ok=True)
+    before = file_snapshot(out)   # what the folder held: this run changes the mode of its own files only
     scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
               **warm_start}
-    if main_process:
+    recorded = read_scorer_meta(out) if (out / SCORER_META_FILE).is_file() else {}
+    finished = isinstance(recorded, dict) and recorded.get("status") == "completed"
+    if main_process and not finished:
+        # a finished scorer's record (and its weights) change only when this run finishes
         _write_meta(cfg, objective, out, status="training", **scheme)
-    trainer.train(resume_from_checkpoint=resume_from)
+    try:
+        trainer.train(resume_from_checkpoint=resume_from)
+    except pickle.UnpicklingError as err:   # a checkpoint file torch's weights-only loader refuses
+        if resume_from is None:
+            raise
+        raise ConfigError(f"output_dir {out}: {Path(resume_from).name} holds a file torch refuses to load "
+                          f"({first_line(err, limit=200)}); move that checkpoint aside and resume again",
+                          setting="output_dir") from None
 
     metrics = trainer.evaluate()  # the best model, now loaded
-    trainer.save_model(str(out))  # adapter (or full model) + tokenizer with the separator (rank 0 only)
+    with library_output(out) as saving:   # each file a new inode, renamed into place when all are written
+        trainer.save_model(str(saving))   # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
     if main_process:
-        honour_umask(out)         # safetensors writes its files private (0600), checkpoints included
+        honour_umask(out, before=before)   # safetensors writes its files private (0600), checkpoints included
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),

@@ -26,6 +26,7 @@ import torch
 from masprm.models.step_agg import log_aggregate
 from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
+from masprm.train.data import record_group
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
 from masprm.train.stepwise import StepCollator, check_labels_on_separators
@@ -43,7 +44,7 @@ def build_traj_examples(records: Sequence[dict], encoder: TextEncoder, sep: str,
         check_labels_on_separators(ids, positions, encoder.sep_id, f"{source}: record {n + 1}".lstrip(": "), sep)
         outcome = 1.0 if float(rec["labels"][-1]) > 0 else 0.0
         examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": ids,
-                         "positions": positions, "targets": [outcome] * len(positions)})
+                         "positions": positions, "targets": [outcome] * len(positions), "group": record_group(rec)})
     return examples, 0
 
 

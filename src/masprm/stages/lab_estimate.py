@@ -1,0 +1,90 @@
+"""The lab's time estimate for `--dry_run`: each command's CPU seconds, replayed through the lab's scheduler.
+
+The seconds are the ones measured alone on the demo's 2-core machine (docs/scorer_lab.md, "Time
+budget"), one thread per command: a training, one seed of each search condition, the step benchmark.
+A reference scorer (no model) is counted as its search with a scorer, an upper bound. Conditions asked
+of the demo's logs folder count nothing: `make demo` left them COMPLETED. Replaying the measured
+seconds through the scheduler overestimated the lab by about a fifth when it was last checked (52
+minutes replayed, 42 measured), so the estimate is an upper bound, not a promise.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from masprm.stages.jobs import Task
+
+# CPU seconds of one command (training, labels, benchmarks) or of one condition at one seed (searches).
+SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, "stepbench_scorer": 5.5,
+           "single_pass": 8.0, "sbs_3x5": 64.0, "sbs_2x3": 34.0, "mcts": 47.0,
+           "bon_draw": 71.0, "bon_min": 25.0, "bon_last": 14.0}
+
+
+def last_value(cmd: Sequence[str], name: str) -> str | None:
+    """The value of a flag as argparse reads it: its last occurrence wins."""
+    at = [i for i, x in enumerate(cmd) if x == name]
+    return cmd[at[-1] + 1] if at and at[-1] + 1 < len(cmd) else None
+
+
+def flag_values(cmd: Sequence[str], name: str) -> list[str]:
+    """Every value after ``name`` up to the next flag."""
+    if name not in cmd:
+        return []
+    out = []
+    for x in cmd[cmd.index(name) + 1:]:
+        if x.startswith("--"):
+            break
+        out.append(x)
+    return out
+
+
+def condition_seconds(method: str, cmd: Sequence[str]) -> float:
+    """One seed of one condition of an evaluation command."""
+    family = method.partition("_")[0]
+    if family == "single":
+        return SECONDS["single_pass"]
+    if family == "sbs":
+        budget = f"{last_value(cmd, '--b1')}x{last_value(cmd, '--b2')}"
+        return SECONDS.get(f"sbs_{budget}", SECONDS["sbs_3x5"])
+    if family == "mcts":
+        return SECONDS["mcts"]
+    if method == "bon_logprob" and last_value(cmd, "--step_agg") == "min":
+        return SECONDS["bon_draw"]   # the first command draws the passes every scorer reads back
+    return SECONDS["bon_last"] if last_value(cmd, "--step_agg") == "last" else SECONDS["bon_min"]
+
+
+def task_seconds(task: Task, demo_logs: str) -> float:
+    kind = task.name.partition("_")[0]
+    if kind in ("train", "labels", "labelbench"):
+        return SECONDS[kind]
+    if task.name == "stepbench":
+        return SECONDS["stepbench"] + SECONDS["stepbench_scorer"] * task.cmd.count("--scorer")
+    if last_value(task.cmd, "--logs_dir") == demo_logs:
+        return 0.0
+    seeds = len(flag_values(task.cmd, "--seeds")) or 1
+    return seeds * sum(condition_seconds(m, task.cmd) for m in flag_values(task.cmd, "--methods"))
+
+
+def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> float:
+    """When the last task ends when up to `jobs` run at once, each as soon as a slot is free and what it
+    waits for (among `tasks`) has ended, in list order among the ready ones (`masprm.stages.jobs.run_tasks`)."""
+    names = {t.name for t in tasks}
+    pending, running, ended, now = list(tasks), {}, set(), 0.0
+    while pending or running:
+        for task in list(pending):
+            if len(running) < jobs and all(a in ended or a not in names for a in task.after):
+                pending.remove(task)
+                running[task.name] = now + seconds[task.name]
+        if not running:
+            raise ValueError("the tasks wait for each other in a cycle")
+        name = min(running, key=lambda n: running[n])
+        now = running.pop(name)
+        ended.add(name)
+    return now
+
+
+def estimate(tasks: Sequence[Task], done: set[str], jobs: int, demo_logs: str) -> tuple[float, float]:
+    """(CPU seconds of the commands still to run, wall-clock seconds with `jobs` at a time)."""
+    todo = [t for t in tasks if t.name not in done]
+    seconds = {t.name: task_seconds(t, demo_logs) for t in todo}
+    return sum(seconds.values()), schedule(todo, seconds, jobs)

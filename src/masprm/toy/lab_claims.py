@@ -1,0 +1,97 @@
+"""The scorer lab's claims: the pre-declared primary comparison, Holm over the rest, equivalence and power.
+
+Every setting here was fixed in docs/scorer_lab.md ("The instruments") before any run used it: the one
+primary comparison (tested alone at 5%), the family (every other comparison of a learned row, under
+Holm's adjustment at family-wise 5%; the policy log-prob is a reference row), the equivalence margin
+(2 points, two one-sided bootstrap tests) and the MDE at 80% power under each table. The statistics
+are `masprm.paired_stats`'s. Pure Python.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Sequence
+
+from masprm.paired_stats import adjusted_verdict, holm, mde, tost
+from masprm.toy.claims import Comparison
+
+COLUMNS = ("SBS", "MCTS", "BoN min", "BoN last")
+# Fixed in advance (docs/scorer_lab.md, "The instruments"): the one primary comparison, tested alone at
+# alpha; every other learned row's comparison is one family under Holm; the equivalence margin.
+PRIMARY = ("MASPRM", "ORM", "MCTS")      # (row, baseline, column): the paper's MASPRM vs the ORM under MCTS
+EQUIVALENCE_MARGIN = 0.02                # TOST margin, 2 points
+
+
+def comparison_name(row: str, base: str, column: str) -> str:
+    """How a claim names one row against a baseline in one column (the claims file's key)."""
+    return f"{row} vs {base} ({column})"
+
+
+@dataclass
+class LabComparison(Comparison):
+    tested: bool = True     # False: a reference row (the policy log-prob), shown but outside the Holm family
+    adjusted_p: float | None = None   # Holm-adjusted p over the family (None: the primary, or not tested)
+
+    @property
+    def primary(self) -> bool:
+        return self.name == comparison_name(*PRIMARY)
+
+    @property
+    def adjusted(self) -> str:
+        """The verdict after Holm over the family (the primary's own verdict; "–" for a reference row)."""
+        if self.result is None:
+            return "not evaluated"
+        if self.primary:
+            return self.verdict
+        return "–" if self.adjusted_p is None else adjusted_verdict(self.result, self.adjusted_p)
+
+    def lab_line(self) -> str:
+        """The claims file's line: the paired result, the Holm verdict, equivalence where it shows, the MDE."""
+        if self.result is None:
+            return self.line()
+        parts = [self.line(), "primary" if self.primary else f"Holm: {self.adjusted}" if self.tested
+                 else "reference row, not tested"]
+        if self.verdict != "holds":
+            eq = tost(self.result, EQUIVALENCE_MARGIN)
+            if eq.equivalent:
+                parts.append(f"equivalent within ±{100 * EQUIVALENCE_MARGIN:g} points")
+            elif eq.not_better:
+                parts.append(f"not better by more than {100 * EQUIVALENCE_MARGIN:g} points")
+        parts.append(f"MDE {100 * mde(self.result.se):.1f}")
+        return "; ".join(parts)
+
+
+def adjust(found: Sequence[LabComparison]) -> None:
+    """Holm over the family: every tested comparison with a result except the primary."""
+    family = [c for c in found if c.tested and c.result is not None and not c.primary]
+    for c, p in zip(family, holm([c.result.p_value for c in family])):
+        c.adjusted_p = p
+
+
+def claims_text(found: Sequence[LabComparison]) -> str:
+    family = sum(1 for c in found if c.adjusted_p is not None)
+    lines = ["Every scorer against the ORM and against the paper's MASPRM: the paired difference in pass@1 per "
+             "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0.",
+             f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict "
+             f"after Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
+             "policy log-prob is a reference row. Where a comparison does not hold: \"not better by more than "
+             f"{100 * EQUIVALENCE_MARGIN:g} points\" / \"equivalent within ±{100 * EQUIVALENCE_MARGIN:g} points\" "
+             "by two one-sided bootstrap tests at 5%. MDE: the minimum detectable effect at 80% power, in points "
+             "(2.80 x the bootstrap standard error)."]
+    for claim in dict.fromkeys(c.claim for c in found):
+        lines += ["", claim] + [f"  {c.lab_line()}" for c in found if c.claim == claim]
+    return "\n".join(lines) + "\n"
+
+
+def power_lines(found: Sequence[LabComparison]) -> list[str]:
+    """Under the table: per column, the range of the MDEs at 80% power of the rows against the ORM."""
+    out = []
+    for column in COLUMNS:
+        mdes = [100 * mde(c.result.se) for c in found
+                if c.result is not None and c.tested and c.claim == f"vs {PRIMARY[1]}" and c.name.endswith(f"({column})")]
+        if mdes:
+            out.append(f"{column} {min(mdes):.1f}-{max(mdes):.1f}")
+    if not out:
+        return []
+    return [f"- power: the minimum detectable difference against the ORM at 80% power (points; range over the "
+            f"rows): {', '.join(out)}."]

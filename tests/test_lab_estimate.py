@@ -1,0 +1,39 @@
+"""The lab's --dry_run time estimate: measured seconds per command, replayed through the scheduler."""
+
+from __future__ import annotations
+
+import pytest
+
+from masprm.stages.jobs import Task
+from masprm.stages.lab_estimate import SECONDS, schedule, task_seconds
+
+
+def test_the_schedule_by_hand():
+    tasks = [Task("a", []), Task("b", [], after=("a",)), Task("c", [])]
+    seconds = {"a": 10.0, "b": 20.0, "c": 5.0}
+    # two slots: a and c start at 0; c ends at 5; a at 10, then b runs 10-30
+    assert schedule(tasks, seconds, jobs=2) == 30.0
+    # one slot: a 0-10; at 10 b and c are ready, b first (list order) 10-30, then c 30-35
+    assert schedule(tasks, seconds, jobs=1) == 35.0
+    # a task after one outside the list waits for nothing
+    assert schedule([Task("x", [], after=("gone",))], {"x": 3.0}, jobs=1) == 3.0
+    with pytest.raises(ValueError, match="cycle"):
+        schedule([Task("p", [], after=("q",)), Task("q", [], after=("p",))], {"p": 1.0, "q": 1.0}, jobs=2)
+
+
+def test_each_command_costs_its_conditions_times_its_seeds():
+    def evaluation(*methods, logs="logs/toy_lab", agg="min", b=("3", "5")):
+        return Task("eval_x", ["python", "x.py", "--seeds", "14", "24", "42", "--methods", *methods,
+                               "--b1", "2", "--b2", "3", "--logs_dir", logs, "--b1", b[0], "--b2", b[1],
+                               "--step_agg", agg])
+    # 3 seeds x (SBS 3x5 64 s + MCTS 47 s) = 333 s; the last --b1 / --b2 win (2 x 3: 34 s)
+    assert task_seconds(evaluation("sbs_prm", "mcts_prm"), "logs/toy_demo") == 3 * (64 + 47)
+    assert task_seconds(evaluation("sbs_prm", b=("2", "3")), "logs/toy_demo") == 3 * 34
+    # best-of-N: the first command draws the passes (71 s), the others read them back (min 25 s, last 14 s)
+    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (71 + 25)
+    assert task_seconds(evaluation("bon_prm", agg="last"), "logs/toy_demo") == 3 * 14
+    # the demo's own conditions, asked of its folder, are COMPLETED after make demo
+    assert task_seconds(evaluation("mcts_prm", logs="logs/toy_demo"), "logs/toy_demo") == 0.0
+    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo") == SECONDS["train"] == 224.0
+    bench = Task("stepbench", ["python", "-m", "stepbench", "--scorer", "a=x", "--scorer", "b=y"])
+    assert task_seconds(bench, "logs/toy_demo") == 39.0 + 2 * 5.5
