@@ -57,17 +57,15 @@ class ModelSpec:
     backend: Any = None               # a policy's backend (masprm.models.backends.BackendFlags; None: hf)
 
 
-def _load_policy(spec: ModelSpec) -> Any:   # by its generation backend (masprm.models.backends)
-    return load_policy(spec.backend, spec.model_id, spec.options, spec.setting or "gen_model_id", spec.max_batch_tokens)
-
-
 def _load_scorer(spec: ModelSpec) -> Any:
     from masprm.models.scorer import load_scorer   # imports torch
     return load_scorer(spec.model_id, spec.base_model_id, spec.options, max_length=spec.max_length,
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {   # the policy by its generation backend (models.backends)
+    "policy": lambda s: load_policy(s.backend, s.model_id, s.options, s.setting or "gen_model_id", s.max_batch_tokens),
+    "scorer": _load_scorer}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
