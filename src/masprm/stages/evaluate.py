@@ -224,7 +224,7 @@ def handoff_report(conditions: list) -> None:
     print("\n".join(format_paired_comparison(result)))
 
 
-def load_data(settings: EvalSettings, routing: str):
+def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = None):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
     data = settings.data
     excluded = read_excluded_questions(data.exclude_questions_file) if data.exclude_questions_file else None
@@ -237,7 +237,7 @@ def load_data(settings: EvalSettings, routing: str):
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
     check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,
-                 where=data.data_file or f"dataset {data.dataset} split {data.split}")
+                 where=data.data_file or f"dataset {data.dataset} split {data.split}", prompts=prompts or ())
     return loaded
 
 
@@ -262,7 +262,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for seed in settings.data.seeds or [settings.data.seed]:
         settings = settings.with_data(seed=seed)
-        data = load_data(settings, run.routing)
+        data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
               f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/")
         conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,

@@ -138,7 +138,8 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
     check_local_model(args.model_id, "model_id")
     check_policy(args.model_id, "model_id", built[ModelFlags].options(), questions=loaded.examples,
-                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}",
+                 prompts=[agent.system_prompt for agent in graph.agents])
     check_backend(built[BackendFlags], args.model_id, built[ModelFlags].options(), "model_id")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
