@@ -75,6 +75,11 @@ class ModelSettings:
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
                                      "fp16 or fp32")
+    judge_model_id: str | None = arg(None, flags=("--judge_model_id",),
+                                     help="the LLM judge of pooled_judge / mcts_judge (hub id or model folder; "
+                                          "needed by those methods, never shown the gold answer)")
+    judge_load_in_4bit: bool = arg(False, flags=("--judge_load_in_4bit",),
+                                   help="load the judge in 4-bit (bitsandbytes), whatever the policy's --load_in_4bit")
     # Scorer role -> its folder / base model (None: not given; the base then from the adapter config).
     # Their flags are the roles' (masprm.roles.role_flags_class: --prm_dir, --orm_base_model_id, ...).
     folders: Mapping[str, str | None] = field(

@@ -14,7 +14,9 @@ when a condition is marked FAILED (some examples raised errors).
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
                            check_scorer_role, check_text_data_file)
@@ -38,6 +40,7 @@ from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.search.engine import EngineSettings
+from masprm.search.judge import JUDGE_ROLE
 from masprm.search.settings import ORMLeafSettings, ViewSettings
 
 
@@ -85,6 +88,9 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
             default = folder == role.default_folder
             check(Path(folder).is_dir(), f"--{role.dir_setting} {folder}: no such folder" +
                   (f" (the default: {need} a trained scorer there, or pass --{role.dir_setting})" if default else ""))
+    judged = [m for m in run.methods if JUDGE_ROLE in settings.roles(m)]
+    check(not judged or bool(settings.models.judge_model_id),
+          f"{', '.join(judged)} need{'s' if len(judged) == 1 else ''} --judge_model_id (the LLM judge)")
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
     check_scorer_roles(run, settings, read_scorers(run, settings))
 
@@ -109,7 +115,8 @@ def input_paths(settings: EvalSettings) -> dict:
     folders, bases = models.scorer_folders(), models.scorer_bases()
     scorers = {setting: value for role in ROLES.values()
                for setting, value in ((role.dir_setting, folders[role.name]), (role.base_setting, bases[role.name]))}
-    return {"gen_model_id": models.gen_model_id, "data_file": settings.data.data_file,
+    return {"gen_model_id": models.gen_model_id, "judge_model_id": models.judge_model_id,
+            "data_file": settings.data.data_file,
             "exclude_questions_file": settings.data.exclude_questions_file,
             "mas_config": models.mas_config, **scorers}
 
@@ -189,7 +196,20 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
                       if role == "handoff_masprm" else None)
         specs[role] = ModelSpec("scorer", models.scorer_folders()[role], base, scoring, max_length,
                                 setting=info.dir_setting, scorer=record)
+    if any(JUDGE_ROLE in settings.roles(m) for m in run.methods):
+        specs[JUDGE_ROLE] = judge_spec(settings, options)
     return specs
+
+
+def judge_spec(settings: EvalSettings, options: Any) -> ModelSpec:
+    """The LLM judge's model (pooled_judge, mcts_judge): --judge_model_id, checked as a policy is."""
+    models = settings.models
+    judge_options = replace(options, load_in_4bit=models.judge_load_in_4bit)
+    judge = check_local_model(models.judge_model_id, "judge_model_id")
+    check_policy(judge, "judge_model_id", judge_options)
+    # Loaded as the policy is (one copy when it is the policy's model with the same options).
+    return ModelSpec("policy", judge, None, judge_options, setting="judge_model_id",
+                     max_batch_tokens=settings.engine.max_batch_tokens)
 
 
 def scorer_base(record: ScorerFolder, base: str | None, role: ModelRole) -> str | None:
