@@ -52,6 +52,7 @@ from masprm.paths import PathText, check_input_dir
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
+from masprm.models import backends
 from masprm.models.options import ModelOptions
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, propose
@@ -215,8 +216,8 @@ def load_scorer_folder(folder: str, policy: str, setting: str) -> Any:
 
 
 def load_policy(args: StepBenchArgs) -> LoadedModels:
-    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
-    return LoadedModels(HFPolicy(args.policy, ModelOptions(device_map="cpu"), setting="policy"))
+    # The default backend (the shipped policy's head size 16 is one vLLM's CPU attention lacks).
+    return LoadedModels(backends.load_policy(None, args.policy, ModelOptions(device_map="cpu"), setting="policy"))
 
 
 def main() -> int:

@@ -26,7 +26,7 @@ from typing import Any
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
 from masprm.io import file_snapshot, honour_umask, library_output, writing_into
-from masprm.models.model_checks import check_model_serves
+from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
 from masprm.train.card import base_license, write_model_card
@@ -164,6 +164,18 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
     return None
 
 
+def _check_fits_context(cfg: TrainConfig, examples: list[dict]) -> None:
+    """No tokenised text is longer than the base model's context (a `max_length` above it lets one through,
+    and the model would train on positions it never had); checked before the model loads."""
+    context = model_context(cfg.model_id, "model_id", cfg.trust_remote_code)
+    longest = max((len(v) for ex in examples for k, v in ex.items() if k.endswith("ids") and isinstance(v, list)),
+                  default=0)
+    if context is not None and longest > context:
+        raise ConfigError(f"max_length {cfg.max_length}: the records are up to {longest} tokens at this length, "
+                          f"more than the context of {cfg.model_id} ({context} tokens); pass `max_length` "
+                          f"{context} or less", setting="max_length")
+
+
 def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
     meta = {"mode": cfg.mode, "objective": cfg.mode, **objective.meta(cfg),
             "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
@@ -227,6 +239,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
+    _check_fits_context(cfg, examples)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     if cfg.eval_split_by == "question":
