@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.aggregate import (aggregate, budget_label, columns, model_work, parse_log, plot_results, plot_series,
+from masprm.eval.aggregate import (aggregate, columns, facts_of, model_work, parse_log, plot_results, plot_series,
                               read_logs, split_experiment, split_label, to_csv, uses_model_work)
+from masprm.eval.methods import budget_label
 from masprm.eval.logs import render_log, stable_hash
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -197,9 +198,14 @@ def test_label_splitting_and_budget_names():
     assert split_label("SBS + PRM (B1=3, B2=5) [prm: x]") == ("SBS + PRM [prm: x]", "B1=3, B2=5")
     assert split_label("DyLAN MCTS (PUCT) + PPM (N=10, 3 children)") == ("DyLAN MCTS (PUCT) + PPM", "N=10, 3 children")
     assert split_label("Greedy + Voter (policy only, no PRM)") == ("Greedy + Voter (policy only, no PRM)", "")
-    assert budget_label("sbs_prm", {"b1": 3, "b2": 5}) == "3x5"
-    assert budget_label("voter_plain", {"voter_k": 10}) == "k=10"
-    assert budget_label("handoff_prm", {"handoff_candidates": 3}) == ""
+    # the budget comes from the condition's facts (its family), whatever the method is called
+    assert budget_label({"family": "sbs"}, {"b1": 3, "b2": 5}) == "3x5"
+    assert budget_label({"family": "voter"}, {"voter_k": 10}) == "k=10"
+    assert budget_label({"family": None}, {"handoff_candidates": 3}) == ""
+    assert facts_of(None, "voter_plain")["budget_keys"] == ["voter_k"]     # an older manifest: the method's record
+    assert facts_of({"facts": {"family": "mcts", "budget_keys": ["n_simulations"]}}, "renamed_x") == {
+        "family": "mcts", "budget_keys": ["n_simulations"]}
+    assert facts_of(None, "not_registered") == {}
 
 
 def test_model_work_counts_finished_examples_only():

@@ -93,7 +93,7 @@ def snapshot(root: Path) -> dict[str, str]:
     for p in sorted(root.rglob("*")):
         key = p.relative_to(root).as_posix()
         out[key] = (f"-> {os.readlink(p)}" if p.is_symlink() else "folder" if p.is_dir()
-                    else hashlib.sha1(p.read_bytes()).hexdigest())
+                    else hashlib.sha1(p.read_bytes()).hexdigest() if p.is_file() else "special")   # a FIFO: never read
     return out
 
 
@@ -222,6 +222,28 @@ def hostile_inputs(root: Path, tiny_model_dir) -> None:
     (root / "manifest.json").write_text(json.dumps({"seed": 14}))
 
 
+LONG_NAME = "n" * 300   # one name component over the file system's 255 bytes (ENAMETOOLONG)
+
+
+def round4_inputs(root: Path) -> None:
+    """The inputs of the fourth reliability round (issue 44): links at and below an output, a loop of
+    links, impossible logs."""
+    [run] = (root / "results").glob("gsm8k_res_*")
+    (root / "loop").symlink_to("loop")
+    (root / "elsewhere").mkdir()
+    (root / "linked_results").mkdir()
+    (root / "linked_results" / run.name).symlink_to("../elsewhere")      # the run folder is a link
+    (root / "ckpt" / "alias").symlink_to("../elsewhere")                # stage 3's output folder is a link
+    logs = root / "badlogs"
+    logs.mkdir()
+    (logs / "x_single_pass_ab_tiny_1.txt").write_text(
+        "=== START single_pass | dataset=gsm8k ===\nAccuracy (pass@1): 3.75\nCOMPLETED\n")
+    (logs / "x_single_pass_ab_tiny.txt").write_text(
+        "=== START single_pass | dataset=gsm8k ===\nAccuracy (pass@1): 0.5\nCOMPLETED\n")
+    (logs / "x_single_pass_ab_tiny_2.txt").write_text(
+        "=== START single_pass | dataset=gsm8k ===\nAccuracy (pass@1): nan\nCOMPLETED\n")
+
+
 @pytest.fixture(scope="module")
 def pristine(tmp_path_factory, tiny_model_dir):
     """Everything the cases read, built once: configs, data, models, trees, pairs, scorers, logs."""
@@ -336,6 +358,7 @@ def pristine(tmp_path_factory, tiny_model_dir):
     (root / "aggregated_results.csv").write_text("Experiment,Seeds\nold,3\n")
     (root / "aggregated_results.png").write_bytes(b"\x89PNG old")
     hostile_inputs(root, tiny_model_dir)
+    round4_inputs(root)
     return root
 
 
@@ -580,8 +603,31 @@ CASES = [
     ("st-tree-deep", "show_tree", ["trees/deep300.json", "--text"], "trees/deep300.json"),
     ("st-tree-very-deep", "show_tree", ["trees/deep5000.json"], "trees/deep5000.json"),
     ("st-children-mapping", "show_tree", ["trees/mapping.json"], "trees/mapping.json"),
+    # ---- round 4 (issue 44): "" is no path, OSErrors of named paths, links at and below an output, logs
+    ("r4-s1-out-root-empty", "run_mcts", stage1("--out_root", ""), "--out_root"),
+    ("r4-s2-input-empty", "preprocess", ["--input", ""], "--input"),
+    ("r4-s3-output-empty", "trainer", tr("--output-dir", ""), "--output-dir"),
+    ("r4-s4-logs-empty", "eval", ev("--logs_dir", ""), "--logs_dir"),
+    ("r4-s5-logs-empty", "aggregator", ["--logs_dir", ""], "--logs_dir"),
+    ("r4-st-tree-empty", "show_tree", [""], "tree"),
+    ("r4-s1-out-root-loop", "run_mcts", stage1("--out_root", "loop"), "--out_root loop: it is a loop of symbolic"),
+    ("r4-s2-input-loop", "preprocess", ["--input", "loop/run"], "--input loop/run: it is a loop of symbolic"),
+    ("r4-s3-output-loop", "trainer", tr("--output-dir", "loop/ckpt"), "--output-dir"),
+    ("r4-s4-logs-loop", "eval", ev("--logs_dir", "loop"), "--logs_dir loop: it is a loop of symbolic"),
+    ("r4-s5-logs-loop", "aggregator", ["--logs_dir", "loop"], "--logs_dir loop: it is a loop of symbolic"),
+    ("r4-s5-out-loop", "aggregator", ["--logs_dir", "badlogs", "--out", "loop/t.csv"], "--out"),
+    ("r4-s1-out-root-too-long", "run_mcts", stage1("--out_root", LONG_NAME), "--out_root"),
+    ("r4-s2-input-too-long", "preprocess", ["--input", LONG_NAME], "--input"),
+    ("r4-s3-output-too-long", "trainer", tr("--output-dir", LONG_NAME), "--output-dir"),
+    ("r4-s4-logs-too-long", "eval", ev("--logs_dir", f"elogs/{LONG_NAME}"), "--logs_dir"),
+    ("r4-s5-logs-too-long", "aggregator", ["--logs_dir", LONG_NAME], "--logs_dir"),
+    ("r4-st-tree-too-long", "show_tree", [f"{LONG_NAME}.json"], LONG_NAME),
+    ("r4-s1-run-folder-link", "run_mcts", stage1("--out_root", "linked_results"), "is a link to"),
+    ("r4-s3-output-link", "trainer", tr("--output-dir", "ckpt/alias"), "--output-dir ckpt/alias: is a link to"),
+    ("r4-s5-impossible-logs", "aggregator", ["--logs_dir", "badlogs"], "3 cannot be counted"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
+ROUND4 = 21   # rows added by the fourth (issue 44), the last ones
 
 
 @pytest.fixture
@@ -620,6 +666,7 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(workspace, monkeypatch,
 
 
 def test_the_table_is_large_and_covers_every_cli():
-    assert len(CASES) >= 103 + 60 and ROUND3 >= 60 and len(CASES) - ROUND3 == 103
+    assert len(CASES) >= 103 + 60 + 20 and ROUND3 >= 60 and len(CASES) - ROUND3 - ROUND4 == 103
+    assert all(c[0].startswith("r4-") for c in CASES[-ROUND4:])
     assert {c[1] for c in CASES} == set(SCRIPTS)
     assert len({c[0] for c in CASES}) == len(CASES)

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import subprocess
 import sys
 from pathlib import Path
 
@@ -18,7 +17,6 @@ from masprm.models.loading import ModelOptions, load_causal_lm  # noqa: E402
 from masprm.models.options import ModelFlags  # noqa: E402
 from masprm.models.policy import HFPolicy  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.mark.parametrize("bad", ["./no/such/model", "/definitely/missing/dir", "artifacts/nope/policy"])
@@ -59,17 +57,19 @@ def test_unreachable_hub_id_is_a_model_error(monkeypatch):
     checks.hub_reachable.cache_clear()
 
 
-def test_cli_reports_a_bad_model_path_in_one_line(tmp_path):
-    script = ("import sys; from masprm.cli import run_cli; from masprm.models.policy import HFPolicy\n"
-              "run_cli(lambda: HFPolicy(sys.argv[1], setting='gen_model_id') and 0, "
-              "{'gen_model_id': '--gen_model_id'})\n")
-    proc = subprocess.run([sys.executable, "-c", script, str(tmp_path / "missing")], cwd=ROOT,
-                          env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin", "HF_HUB_OFFLINE": "1"},
-                          capture_output=True, text=True, timeout=120)
-    assert proc.returncode == 2
-    lines = proc.stderr.strip().splitlines()
+def test_cli_reports_a_bad_model_path_in_one_line(tmp_path, monkeypatch, capsys):
+    from masprm.cli import run_cli
+    from masprm.models.policy import HFPolicy
+
+    monkeypatch.setattr(sys, "argv", ["stage.py"])
+    with pytest.raises(SystemExit) as done:
+        run_cli(lambda: HFPolicy(str(tmp_path / "missing"), setting="gen_model_id") and 0,
+                {"gen_model_id": "--gen_model_id"})
+    err = capsys.readouterr().err
+    assert done.value.code == 2
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and "--gen_model_id" in lines[0] and "missing" in lines[0]
-    assert "Traceback" not in proc.stderr
+    assert "Traceback" not in err
 
 
 def model_options(argv: list[str]) -> ModelOptions:

@@ -1,7 +1,6 @@
 """The shipped toy policy: recorded by fingerprint, checked by file hashes, copied instead of trained."""
 
 import json
-import subprocess
 import sys
 from dataclasses import asdict
 from pathlib import Path
@@ -158,14 +157,17 @@ def test_compare_weights_identical_and_one_changed_tensor(tmp_path):
 # --------------------------------------------------------------------------- the CLI
 
 
-def test_verify_shipped_without_a_shipped_policy_for_the_build_is_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--verify_shipped", "--steps", "5",
-                           "--out", str(tmp_path / "toy")],
-                          cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
-    assert proc.returncode == 2, proc.stderr
-    assert proc.stderr.strip().count("\n") == 0
+def test_verify_shipped_without_a_shipped_policy_for_the_build_is_one_line(tmp_path, monkeypatch, capsys):
+    from masprm.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", ["build.py", "--verify_shipped", "--steps", "5", "--out", str(tmp_path / "toy")])
+    with pytest.raises(SystemExit) as done:
+        run_cli(toy_build.main)
+    err = capsys.readouterr().err
+    assert done.value.code == 2, err
+    assert err.strip().count("\n") == 0
     key = tiny_key(PolicySpec(steps=5))
-    assert f"no shipped policy for build {key}" in proc.stderr
+    assert f"no shipped policy for build {key}" in err
     assert not (tmp_path / "toy").exists()                 # it writes nothing under --out
 
 

@@ -251,17 +251,17 @@ def test_cli_loads_each_scorer_once_and_reports_every_one(tmp_path, monkeypatch,
     monkeypatch.setattr(stepbench, "generate_split", lambda split: PROBLEMS)
     monkeypatch.setattr(stepbench, "load_policy", lambda args: LoadedModels(ScriptedPolicy(PROBLEMS)))
     monkeypatch.setattr(stepbench, "load_scorer_folder", load_scorer_folder)
-    folders = {name: tmp_path / name for name in ("ppm", "first", "second")}
+    folders = {name: tmp_path / name for name in ("ppm", "first", "second", "policy")}
     for folder in folders.values():
         folder.mkdir()
-    out = tmp_path / "bench.json"
-    monkeypatch.setattr(sys, "argv", ["stepbench", "--policy", str(tmp_path), "--prm_dir", str(folders["ppm"]),
+    out = tmp_path / "bench.json"   # beside the folders the benchmark reads, never inside one
+    monkeypatch.setattr(sys, "argv", ["stepbench", "--policy", str(folders["policy"]), "--prm_dir", str(folders["ppm"]),
                                       "--scorer", f"first={folders['first']}", "--scorer",
                                       f"second={folders['second']}", "--out", str(out)])
     assert stepbench.main() == 0
     report = json.loads(out.read_text())
     assert list(report["scorers"]) == ["masprm", "first", "second", "logprob"]   # no orm: --scorer was given
-    assert loads == [str(f) for f in folders.values()]                          # each folder loaded once
+    assert loads == [str(folders[n]) for n in ("ppm", "first", "second")]       # each folder loaded once
     assert all(s.calls == 2 for s in scorers.values())                          # one call per split
     assert report["transcripts"][0]["values"]["second"] == [0.1875, 0.375, 0.5625, 0.75]   # the third folder
     assert report["calibration"]["bins"] == 10 and "states" not in report["transcripts"][0]

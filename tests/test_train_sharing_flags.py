@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import random
-import subprocess
 import sys
 
 import datasets
@@ -15,9 +14,8 @@ from masprm.stages.train import build_parser
 from masprm.train.data import load_records
 from masprm.train.trainer import _report_to
 
-from helpers import REPO, config, ppm_record, step_record, write_jsonl
+from helpers import REPO, call_main, config, ppm_record, step_record, write_jsonl
 
-TRAINER = REPO / "src" / "train" / "trainer.py"
 
 
 def to_parquet(records: list[dict], path):
@@ -86,11 +84,12 @@ def test_report_to_follows_transformers_and_hub_logs_maps_onto_it(tmp_path):
     (["--push_to_hub", "--hub_model_id", "no-owner"], "--hub_model_id", "name the owner too"),
     (["--hub_model_id", "a/b/c"], "--hub_model_id", "not a hub repository id"),
 ])
-def test_bad_sharing_flags_fail_in_one_line_before_training(tmp_path, tiny_model_dir, extra, flag, message):
+def test_bad_sharing_flags_fail_in_one_line_before_training(tmp_path, tiny_model_dir, extra, flag, message,
+                                                            monkeypatch, capsys):
     data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(4)])
-    done = subprocess.run([sys.executable, str(TRAINER), "--mode", "ppm", "--data_dir", str(data), "--model-id",
-                           str(tiny_model_dir), "--output-dir", str(tmp_path / "out"), *extra],
-                          capture_output=True, text=True, timeout=300)
-    assert done.returncode == 2 and done.stderr.count("\n") == 1, done.stderr
-    assert flag in done.stderr and message in done.stderr
+    code, _, err = call_main(monkeypatch, capsys, ["--mode", "ppm", "--data_dir", str(data), "--model-id",
+                                                   str(tiny_model_dir), "--output-dir", str(tmp_path / "out"), *extra],
+                             script="trainer")
+    assert code == 2 and err.count("\n") == 1, err
+    assert flag in err and message in err
     assert not (tmp_path / "out").exists()

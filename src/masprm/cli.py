@@ -9,13 +9,17 @@ prefixes the flag of the error's ``setting`` when the script says which it is.
 from __future__ import annotations
 
 import argparse
+import errno
+import io
 import math
+import os
 import re
 import sys
 from typing import Callable, Mapping, NoReturn
 
 from masprm import __version__
 from masprm.errors import LINE_LIMIT, MasprmError, first_line, no_space_reason
+from masprm.paths import os_problem
 
 
 class UsageError(MasprmError):
@@ -34,6 +38,7 @@ def finite_float(text: str) -> float:
 
 
 PARSED_FLAGS: dict[str, str] = {}   # filled by ArgumentParser.parse_args: setting (dest) -> flag
+PARSED_PATHS: dict[str, str] = {}   # setting -> the text of each parsed value that may name a file or folder
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -53,7 +58,11 @@ class ArgumentParser(argparse.ArgumentParser):
         # a domain error's setting in this script's own spelling.
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
                              if a.option_strings and a.dest != "help"})
-        return super().parse_known_args(args, namespace)
+        parsed, rest = super().parse_known_args(args, namespace)
+        # and which value each setting got, so an OSError on a path can be traced back to its flag
+        PARSED_PATHS.update({k: os.fspath(v) for k, v in vars(parsed).items()
+                             if isinstance(v, (str, os.PathLike)) and os.fspath(v)})
+        return parsed, rest
 
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {first_line(message, limit=LINE_LIMIT)} (see --help)\n")
@@ -89,30 +98,114 @@ def error_line(err: MasprmError, flags: Mapping[str, str] | None = None) -> str:
 COMMON_FLAGS = {"dataset": "--dataset", "split": "--split", "data_file": "--data_file", "seed": "--seed"}
 
 
+def _setting_of_path(filename: str, values: Mapping[str, str]) -> str | None:
+    """The setting whose value is `filename` or a folder holding it (the longest such value), or None."""
+    name = os.path.abspath(filename)
+    best = None
+    for setting, value in values.items():
+        value = os.path.abspath(os.path.expanduser(value))
+        if (name == value or name.startswith(value.rstrip(os.sep) + os.sep)) and \
+                (best is None or len(value) > len(os.path.abspath(values[best]))):
+            best = setting
+    return best
+
+
+# OSErrors about a path the user named (or a file inside a folder the user named): a user's input problem
+_PATH_ERRNOS = {errno.ENAMETOOLONG, errno.ELOOP, errno.EACCES, errno.EPERM, errno.ENOTDIR, errno.EISDIR,
+                errno.ENOENT, errno.EROFS, errno.ENXIO, errno.ENODEV}
+
+
+def path_error_line(err: OSError, flags: Mapping[str, str]) -> str | None:
+    """One line for an OSError on a path some flag named (``--out_root x/y: it is a loop of symbolic
+    links``), or None when no flag's value holds the path."""
+    filename = err.filename if isinstance(err.filename, str) else None
+    if filename is None or err.errno not in _PATH_ERRNOS:
+        return None
+    setting = _setting_of_path(filename, PARSED_PATHS)
+    if setting is None:
+        return None
+    flag = flags.get(setting, f"`{setting}`")
+    shown = PARSED_PATHS[setting]
+    inside = "" if os.path.abspath(filename) == os.path.abspath(shown) else f" ({filename})"
+    return f"{flag} {shown}{inside}: {os_problem(err)}"
+
+
+class _PipeSafeStdout(io.TextIOBase):
+    """sys.stdout that survives a reader that went away (``... | head -c 1``): the first BrokenPipeError
+    points the descriptor at /dev/null, and the run goes on with its outputs, quietly."""
+
+    def __init__(self, stream):
+        self._stream = stream
+
+    def _closed_pipe(self) -> None:
+        try:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        except (OSError, ValueError, io.UnsupportedOperation):
+            pass
+        self._stream = open(os.devnull, "w", encoding="utf-8")   # what is still buffered is dropped
+
+    def write(self, text: str) -> int:
+        try:
+            return self._stream.write(text)
+        except BrokenPipeError:
+            self._closed_pipe()
+            return len(text)
+
+    def flush(self) -> None:
+        try:
+            self._stream.flush()
+        except BrokenPipeError:
+            self._closed_pipe()
+
+    def fileno(self) -> int:
+        return self._stream.fileno()
+
+    def isatty(self) -> bool:
+        return self._stream.isatty()
+
+    @property
+    def encoding(self):  # noqa: D401 - io API
+        return getattr(self._stream, "encoding", "utf-8")
+
+    def writable(self) -> bool:
+        return True
+
+
 def run_cli(main: Callable[[], int | None], flags: Mapping[str, str] | None = None) -> NoReturn:
-    """Run a stage's main(), turning a domain or usage error, or a full disk, into one clear line + exit 2.
+    """Run a stage's main(), turning a domain or usage error, an OS error on a path a flag named, or a
+    full disk, into one clear line + exit 2.
 
     A setting's flag is the one of the parser the script parsed its arguments with; ``flags``
-    (setting -> flag) adds or overrides spellings.
+    (setting -> flag) adds or overrides spellings. A reader of stdout that goes away never stops the work
+    (``_PipeSafeStdout``).
     """
+    if not isinstance(sys.stdout, _PipeSafeStdout) and sys.stdout is not None:
+        sys.stdout = _PipeSafeStdout(sys.stdout)
+    prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
     try:
         code = main()
     except MasprmError as err:
-        prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
         print(f"{prog}: error: {error_line(err, {**COMMON_FLAGS, **PARSED_FLAGS, **(flags or {})})}", file=sys.stderr)
         sys.exit(2)
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         sys.exit(130)
-    except Exception as err:  # noqa: BLE001 - only a full disk is answered here; anything else propagates
+    except Exception as err:  # noqa: BLE001 - a full disk and a named path's OSError are answered here; else propagates
+        line = path_error_line(err, {**COMMON_FLAGS, **PARSED_FLAGS, **(flags or {})}) \
+            if isinstance(err, OSError) else None
+        if line is not None:
+            print(f"{prog}: error: {line}", file=sys.stderr)
+            sys.exit(2)
         reason = no_space_reason(err)
         if reason is None:
             raise
-        prog = sys.argv[0].rsplit("/", 1)[-1] if sys.argv else "masprm"
         where = getattr(err, "filename", None) or "an output file"
         print(f"{prog}: error: {where}: cannot be written ({reason}); nothing finished was lost (finished outputs "
               "are written whole, and the same command resumes); free some space and run it again", file=sys.stderr)
         sys.exit(2)
+    sys.stdout.flush()
     sys.exit(code or 0)
 
 

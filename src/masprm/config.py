@@ -20,7 +20,8 @@ Rules of ``add_config_args``:
 - a field without a default (``arg()`` with no value) is a required flag;
   ``arg(positional=True)`` is a positional argument instead;
 - the argparse type comes from the annotation (``int``, ``float``, ``str``,
-  ``Path``; ``X | None`` is ``X``); a ``bool`` is a switch: ``--flag/--no-flag``
+  ``Path``; ``X | None`` is ``X``); a path (``Path``, or ``masprm.paths.PathText``
+  for a path kept as text) refuses ``""`` at parse time; a ``bool`` is a switch: ``--flag/--no-flag``
   when it defaults to True or None, ``store_true`` when it defaults to False,
   unless ``action`` says otherwise; ``nargs``, ``metavar``, ``choices`` and
   ``type`` are passed on as given;
@@ -50,6 +51,7 @@ from types import UnionType
 from typing import Any, Callable, Iterable, Sequence
 
 from masprm.errors import ConfigError
+from masprm.paths import PathText, path_value
 
 _KEY = "masprm_flag"   # dataclass field metadata key holding the flag's argparse details
 
@@ -136,8 +138,10 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         value_type = _value_type(hints[field.name])
         if value_type is bool and "action" not in kwargs:
             kwargs["action"] = "store_true" if default is False else argparse.BooleanOptionalAction
-        if kwargs.get("action") is None and "type" not in kwargs and value_type in (int, float, Path):
+        if kwargs.get("action") is None and "type" not in kwargs and value_type in (int, float):
             kwargs["type"] = value_type
+        if kwargs.get("action") is None and "type" not in kwargs and value_type in (Path, PathText):
+            kwargs["type"] = path_value(value_type)   # "" is refused at parse time
         if kwargs.get("action") is None:
             kwargs.pop("action", None)
         if default is not dataclasses.MISSING:

@@ -43,6 +43,11 @@ class ModelError(MasprmError):
     """A model or scorer folder cannot be loaded (missing files, incompatible metadata)."""
 
 
+class ModelOutputError(ModelError):
+    """A model gave an impossible output (NaN or inf): the model is broken, so the whole run stops (one
+    example's failure would repeat on every other)."""
+
+
 class OutputError(MasprmError):
     """An output could not be written (the disk is full, a quota is exceeded); nothing finished was lost."""
 

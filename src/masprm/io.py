@@ -23,14 +23,17 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import secrets
+import shutil
 from pathlib import Path
 from contextlib import contextmanager
 from typing import IO, Any, Iterable, Iterator, TextIO
 
 import yaml
 
-from masprm.errors import ConfigError, DataError, OutputError, first_line, no_space_reason, quoted
+from masprm.errors import (ConfigError, DataError, MasprmError, OutputError, first_line, no_space_reason,
+                           quoted)
 
 
 @contextmanager
@@ -90,11 +93,39 @@ def read_json(path: str | os.PathLike) -> Any:
     if not path.is_file():
         raise DataError(f"{path}: file not found")
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise DataError(f"{path}: not valid JSON ({first_line(err, limit=200)})") from None
     except RecursionError:
         raise DataError(f"{path}: nested too deeply to read (more than Python's recursion limit)") from None
+    check_encodable(data, text, str(path))
+    return data
+
+
+# A \uD800-\uDBFF escape not followed by a \uDC00-\uDFFF one, or the second kind alone: JSON allows it,
+# UTF-8 cannot hold it, so the string would pass every reader and fail when written back.
+_LONE_SURROGATE = re.compile(r"\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\u[dD][c-fC-F][0-9a-fA-F]{2})"
+                             r"|(?<!\\u[dD][89abAB][0-9a-fA-F]{2})\\u[dD][c-fC-F][0-9a-fA-F]{2}")
+
+
+def check_encodable(value: Any, text: str | None, where: str, error: type[MasprmError] = DataError,
+                    first: int = 1) -> None:
+    """Every string in `value` (parsed from `text`) can be written as UTF-8; else `error` naming
+    ``where:line`` (lines counted from `first`) and the escape. Without `text` (records a library
+    read) every value is checked and `where` is named as it is."""
+    found = None
+    if text is not None:
+        found = _LONE_SURROGATE.search(text) if "\\u" in text else None
+        if found is None:
+            return
+    try:
+        json.dumps(value, ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError as err:
+        line = "" if found is None else f":{first + text.count(chr(10), 0, found.start())}"
+        shown = found.group(0) if found else repr(err.object[err.start:err.end])[1:-1]
+        raise error(f"{where}{line}: a string holds a lone surrogate ({shown}), which cannot be "
+                    "written as UTF-8; fix the file's text") from None
 
 
 # --------------------------------------------------------------------------- YAML
@@ -179,6 +210,7 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
                 raise DataError(f"{path}:{lineno}: not valid JSON ({err.msg})") from None
             if not isinstance(rec, dict):
                 raise DataError(f"{path}:{lineno}: expected a JSON object, got {type(rec).__name__}")
+            check_encodable(rec, line, str(path), first=lineno)
             yield lineno, rec
 
 
@@ -264,11 +296,26 @@ def process_umask() -> int:
     return mask
 
 
-def honour_umask(folder: str | os.PathLike) -> int:
+def file_snapshot(folder: str | os.PathLike) -> set[tuple[str, int]]:
+    """(path, inode) of every file under `folder` (links not followed): what was there before a run."""
+    found = set()
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            try:
+                found.add((path, os.lstat(path).st_ino))
+            except OSError:
+                continue
+    return found
+
+
+def honour_umask(folder: str | os.PathLike, *, before: set[tuple[str, int]] | None = None) -> int:
     """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
     mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
 
-    For a folder the run owns whole (a stage-3 output folder); links are not followed.
+    Only files this run created are touched: with ``before`` (``file_snapshot`` taken when the run
+    began), a file that was already there as the same inode keeps its mode (a user's private key in
+    the folder stays private). Links are not followed.
     """
     mode = 0o666 & ~process_umask()
     if mode == 0o600:
@@ -278,10 +325,55 @@ def honour_umask(folder: str | os.PathLike) -> int:
         for name in files:
             path = os.path.join(here, name)
             st = os.lstat(path)
+            if before is not None and (path, st.st_ino) in before:
+                continue
             if os.path.isfile(path) and not os.path.islink(path) and st.st_mode & 0o777 == 0o600:
                 os.chmod(path, mode)
                 changed += 1
     return changed
+
+
+@contextmanager
+def library_output(folder: str | os.PathLike) -> Iterator[Path]:
+    """A new, empty temporary folder inside `folder` for a library that writes files itself (a model's
+    ``save_pretrained``); on a clean exit its files get the umask's mode and are renamed into `folder`.
+
+    So every file a library writes is a new inode: a file already at a name (a hard link to a backup,
+    a link planted to elsewhere) is replaced, never written through or truncated. On an exception
+    nothing in `folder` changes.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        tmp = folder / f".save.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield tmp
+        honour_umask(tmp)   # everything in it is this run's
+        _move_into(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into(source: Path, target: Path) -> None:
+    """Rename each file of `source` to the same place under `target` (folders merged, never followed)."""
+    for entry in sorted(source.iterdir()):
+        dest = target / entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            if os.path.islink(dest) or (os.path.lexists(dest) and not dest.is_dir()):
+                os.unlink(dest)
+            if not os.path.lexists(dest):
+                os.rename(entry, dest)
+                continue
+            _move_into(entry, dest)
+        else:
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(entry, dest)
 
 
 @contextmanager

@@ -19,22 +19,43 @@ from __future__ import annotations
 
 import csv
 import os
+import stat
 from pathlib import Path
 from typing import Mapping
 
 from masprm.errors import ConfigError, quoted
+from masprm.paths import path_status
 
 
-def _existing_ancestor(path: Path) -> Path:
-    path = Path(os.path.abspath(path))
-    while not path.exists() and path != path.parent:
+def lexical_path(path: str | os.PathLike) -> Path:
+    """`path` made absolute without looking at the disk: '..' and '.' are folded by name, and a link
+    stays a link (``resolve()`` would put an output next to the link's target, a folder the user did
+    not name)."""
+    return Path(os.path.abspath(os.fspath(path)))
+
+
+def _existing_ancestor(path: Path, setting: str, shown: str) -> Path:
+    """The nearest existing ancestor of `path` (itself included); an OSError other than "missing"
+    (a name too long, a loop of links, a folder that cannot be searched) is one ConfigError."""
+    path = lexical_path(path)
+    missing = []
+    while path_status(path, setting, label=shown) is None and path != path.parent:
+        missing.append(path.name)
         path = path.parent
+    # the names still to be made: one too long would fail only after the folders above it were made
+    try:
+        limit = os.pathconf(path, "PC_NAME_MAX")
+    except (OSError, ValueError):
+        limit = 255
+    if any(len(os.fsencode(name)) > limit for name in missing):
+        raise ConfigError(f"{shown}: a name in it is too long for the file system (over {limit} bytes)",
+                          setting=setting)
     return path
 
 
 def _check_can_hold(folder: Path, setting: str, shown: str) -> None:
     """`folder` exists as a writable folder, or can be made inside one (`shown` starts the message)."""
-    base = _existing_ancestor(folder)
+    base = _existing_ancestor(folder, setting, shown)
     if not base.is_dir():
         raise ConfigError(f"{shown}: {base} is a file, so no folder can be made there", setting=setting)
     if not os.access(base, os.W_OK | os.X_OK):
@@ -48,7 +69,8 @@ def check_output_dir(path: str | os.PathLike, setting: str, *, inputs: Inputs | 
     """A folder the run will write into: not a file, writable (or creatable), and not one of `inputs`
     nor inside one (``check_outside_inputs``)."""
     path = Path(path)
-    if path.exists() and not path.is_dir():
+    st = path_status(path, setting)
+    if st is not None and not stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"{setting} {path}: is a file, not a folder", setting=setting)
     _check_can_hold(path, setting, f"{setting} {path}")
     check_outside_inputs(path, setting, inputs or {})
@@ -61,7 +83,8 @@ def check_output_file(path: str | os.PathLike, setting: str, *, label: str | Non
     not one of `inputs` nor inside an input folder."""
     path = Path(path)
     shown = f"{label or setting} {path}"
-    if path.is_dir():
+    st = path_status(path, setting, label=label)
+    if st is not None and stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"{shown}: is a folder, not a file", setting=setting)
     _check_can_hold(path.parent, setting, shown)
     check_outside_inputs(path, setting, inputs or {}, label=label)
@@ -94,12 +117,16 @@ def check_outside_inputs(output: str | os.PathLike, setting: str, inputs: Inputs
 
 
 def check_no_outside_links(folder: str | os.PathLike, setting: str) -> None:
-    """No symbolic link inside `folder` (at any depth) leads out of it.
+    """`folder` is no link, and no symbolic link inside it (at any depth) leads out of it.
 
     A run that owns a folder (a stage-1 run folder, a stage-3 output folder) writes
     into it through libraries that follow links; a planted link would send such a
     write to any file the user may change.
     """
+    if os.path.islink(folder):
+        raise ConfigError(f"{setting} {folder}: is a link to {os.path.realpath(folder)}; a folder the run "
+                          "owns is written as itself, never through a link: remove the link or name its "
+                          "target", setting=setting)
     root = os.path.realpath(folder)
     for here, dirs, files in os.walk(root):
         for name in dirs + files:

@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from masprm.config import arg
+from masprm.paths import PathText
 from masprm.registry import Registry
 
 DEFAULT_POLICY = "Qwen/Qwen2.5-1.5B-Instruct"   # the original's policy, and the MASPRM's default base
@@ -93,7 +94,7 @@ def _flags_class(roles: tuple[ModelRole, ...]) -> type:
         where = f"default: {r.default_folder}" if r.default_folder else "default: none"
         base = f"default: {r.default_base}, or the base the adapter config names" if r.default_base else \
             "default: the base the adapter config names"
-        fields += [(r.dir_setting, str | None, arg(r.default_folder, flags=(f"--{r.dir_setting}",),
+        fields += [(r.dir_setting, PathText | None, arg(r.default_folder, flags=(f"--{r.dir_setting}",),
                                                    help=f"{r.title} adapter folder ({where}; read only by methods "
                                                         "that use this scorer)")),
                    (r.base_setting, str | None, arg(r.default_base, flags=(f"--{r.base_setting}",),

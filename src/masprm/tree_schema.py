@@ -16,7 +16,8 @@ A node is a JSON object with these keys, in this order (``tree_node`` writes the
 The root also carries ``meta`` (the example's index, gold answer, the run's settings).
 A node's value is its ``q_mean``, or ``q_sum / visits`` when ``q_mean`` is missing.
 ``read_tree`` / ``parse_tree`` read a file into light ``Step`` nodes for stage 2,
-checking every key they use. Pure Python: no torch import.
+checking every key they use and every node's values (``check_node_values``: visits >= 0,
+values in [-1, 1], texts strings); ``read_tree_json`` refuses a string UTF-8 cannot hold. Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Sequence
 
 from masprm.errors import TreeError, quoted
+from masprm.io import check_encodable
 
 if TYPE_CHECKING:
     from masprm.graph import MASGraph
@@ -83,6 +85,7 @@ def check_search_tree(data: Any, name: str, max_depth: int = MAX_TREE_DEPTH) -> 
         for key in ("visits", "q_sum", "q_mean"):
             if key in node and _number(node[key], key, f"{name}: {where}") is None:
                 raise TreeError(f"{name}: {where}: '{key}' must be a number, got null")
+        check_node_values(node, f"{name}: {where}")
         children = node.get("children")
         if children is None:
             continue
@@ -91,6 +94,27 @@ def check_search_tree(data: Any, name: str, max_depth: int = MAX_TREE_DEPTH) -> 
         if children and depth >= max_depth:
             raise TreeError(f"{name}: nested deeper than {max_depth} levels; not a stage-1 tree")
         stack.extend((child, f"{where}/{k}", depth + 1) for k, child in enumerate(children))
+
+
+Q_TOLERANCE = 1e-9   # a value is a mean of back-ups in [-1, 1]; sums of +-1 are exact in floating point
+
+
+def check_node_values(node: dict, where: str) -> None:
+    """A node's values are possible: visits a whole number >= 0, its value (q_mean, or q_sum / visits)
+    in [-1, 1], its texts strings (or null) and its steps a list of strings. A TreeError naming `where`."""
+    visits = _number(node.get("visits"), "visits", where)
+    if visits is not None and (visits < 0 or visits != int(visits)):
+        raise TreeError(f"{where}: 'visits' must be a whole number >= 0, got {quoted(node['visits'])}")
+    value = node_value(node, where)
+    if value is not None and not -1 - Q_TOLERANCE <= value <= 1 + Q_TOLERANCE:
+        key = "q_mean" if node.get("q_mean") is not None else "q_sum / visits"
+        raise TreeError(f"{where}: '{key}' is {value:g}, outside [-1, 1]")
+    for key in ("node_text", "action_text", "final_answer"):
+        if node.get(key) is not None and not isinstance(node[key], str):
+            raise TreeError(f"{where}: '{key}' must be a string, got {type(node[key]).__name__}")
+    steps = node.get("steps")
+    if steps is not None and not (isinstance(steps, list) and all(isinstance(x, str) for x in steps)):
+        raise TreeError(f"{where}: 'steps' must be a list of strings")
 
 
 def _number(raw: Any, key: str, where: str) -> float | None:
@@ -122,7 +146,8 @@ def read_tree_json(path: str | Path, name: str | None = None) -> Any:
     path = Path(path)
     name = name or path.name
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        text = path.read_text(encoding="utf-8")
+        data = json.loads(text)
     except (OSError, UnicodeDecodeError) as err:
         raise TreeError(f"{name}: cannot be read ({err.__class__.__name__}: {err})") from None
     except json.JSONDecodeError as err:
@@ -131,6 +156,8 @@ def read_tree_json(path: str | Path, name: str | None = None) -> Any:
         raise TreeError(f"{name}: not valid JSON ({quoted(str(err))})") from None
     except RecursionError:
         raise TreeError(f"{name}: nested too deeply") from None
+    check_encodable(data, text, name, TreeError)
+    return data
 
 
 # --------------------------------------------------------------------------- reading a tree for stage 2
@@ -168,6 +195,7 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
     subtree are left out and the reason is appended to ``off_config``, so
     only the paths through it are lost, as in the original.
     """
+    check_node_values(d, where)
     children_raw = d.get("children")
     if children_raw is None:
         children_raw = []
@@ -184,7 +212,7 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
         if raw_text is None:
             raw_text = ""
         if not isinstance(raw_text, str):
-            raise TreeError(f"{cwhere}: 'node_text' must be a string")
+            raise TreeError(f"{cwhere}: 'node_text' must be a string, got {type(raw_text).__name__}")
         c_agent, c_inbox, c_state = agent_of_action(c.get("action_text")), "", None
         if graph is not None:
             if c_agent is None:

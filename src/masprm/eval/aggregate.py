@@ -11,7 +11,8 @@ and CSV dialect are the original aggregator's, so its logs give its CSV.
 The plot reads more than the CSV: from a log's `.summary.json` sidecar its
 model work per finished example (policy tokens generated + scorer tokens read,
 the policy's log-prob scoring included), and from its `.manifest.json` the
-method and its budget (simulations, beam widths, voters). Experiments of one
+method and the facts its run recorded: the search family and its budget keys
+(simulations, beam widths, voters), never decoded from the method's name. Experiments of one
 method that differ only in the budget form one curve. Logs without sidecars
 (the original's format) still plot: against generated tokens, with the method
 and budget read from the condition label. Pure Python (matplotlib is imported
@@ -23,6 +24,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import math
 import re
 import statistics
 from dataclasses import dataclass, field
@@ -31,6 +33,7 @@ from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
 from masprm.io import atomic_open
+from masprm.paths import matching_files
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
@@ -44,6 +47,11 @@ METRIC_LINES = {
 }
 NO_STD = {"pass@3", "pass@5"}
 _PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
+_LINES = {k: re.compile(rf"^{label}", re.MULTILINE) for k, label in METRIC_LINES.items()}
+# What a metric can be: a rate in [0, 1], or a count per example (>= 0). A log with a value outside
+# its range, a metric line written twice, or none for pass@1 is not counted (`log_problem`).
+METRIC_RANGES = {k: (0.0, 1.0) if k.startswith("pass@") else (0.0, math.inf) for k in METRIC_LINES}
+REQUIRED_METRICS = ("pass@1",)
 _START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)   # labels have spaces
 _SEED = re.compile(r"^(.*)_(\d+)$")
 
@@ -68,13 +76,6 @@ def columns() -> list[str]:
 # --------------------------------------------------------------------------- what a condition is
 
 
-# A method family's budget: the settings that scale its work, and how a plot point names them.
-BUDGETS = {
-    "mcts": (("n_simulations",), "{n_simulations} sims"),
-    "sbs": (("b1", "b2"), "{b1}x{b2}"),
-    "voter": (("voter_k",), "k={voter_k}"),
-    "bon": (("bon_n",), "N={bon_n}"),
-}
 # An original-format label: name, a "(key=value, ...)" settings group, then optional "[scorer folders]".
 _LABEL_SETTINGS = re.compile(r"^(?P<name>.*?)\s*\((?P<settings>[^()]*=[^()]*)\)(?P<folders>\s*\[[^\]]*\])?$")
 
@@ -89,15 +90,14 @@ def split_label(label: str) -> tuple[str, str]:
     return (m.group("name") + (m.group("folders") or ""), m.group("settings")) if m else (label, "")
 
 
-def budget_of(method: str) -> tuple[tuple[str, ...], str]:
-    """The budget settings of a method's family (mcts_prm -> mcts) and their point name; none for others."""
-    return BUDGETS.get(method.partition("_")[0], ((), ""))
-
-
-def budget_label(method: str, settings: dict) -> str:
-    """"10 sims", "3x5", "k=5" from a manifest's settings; "" for a method without a budget."""
-    keys, fmt = budget_of(method)
-    return fmt.format(**settings) if keys and all(k in settings for k in keys) else ""
+def facts_of(manifest: dict | None, method: str) -> dict:
+    """What the condition is (family, scorer roles, budget keys): the manifest's ``facts``, or for a
+    manifest written before they were recorded, the registered method's record."""
+    facts = (manifest or {}).get("facts")
+    if isinstance(facts, dict):
+        return facts
+    from masprm.eval.methods import METHODS, method_facts   # the registry imports the searches: only when needed
+    return method_facts(method, ()) if method in METHODS else {}
 
 
 def model_work(summary: dict | None) -> float | None:
@@ -129,9 +129,11 @@ def condition_of(label: str, manifest: dict | None, summary: dict | None) -> Plo
     if not method:   # the original's format: the label is the only record of the condition
         return PlotCondition(name, label_budget, json.dumps([name]))
     settings = dict(definition.get("settings") or {})
-    others = {k: v for k, v in settings.items() if k not in budget_of(method)[0]}
+    facts = facts_of(manifest, method)
+    from masprm.eval.methods import budget_label   # as in facts_of: the stats modules stay numpy-free
+    others = {k: v for k, v in settings.items() if k not in facts.get("budget_keys", ())}
     series = json.dumps([method, {**definition, "settings": others}], sort_keys=True, default=str)
-    return PlotCondition(method, budget_label(method, settings) or label_budget, series, others)
+    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others)
 
 
 # --------------------------------------------------------------------------- reading logs
@@ -146,11 +148,35 @@ class ParsedLog:
     label: str                    # condition (from the START line), for plots
     condition: PlotCondition | None = None   # method and budget, for plots (None: from the label)
     work: float | None = None     # model work per finished example (None: no summary sidecar)
+    problem: str | None = None    # why the log cannot be counted (None: it can, once COMPLETED)
 
 
 def split_experiment(stem: str) -> tuple[str, int | None]:
     m = _SEED.match(stem)
     return (m.group(1), int(m.group(2))) if m else (stem, None)
+
+
+def log_problem(text: str, seed: int | None) -> str | None:
+    """Why a finished log's numbers cannot be averaged, or None: each metric line at most once (pass@1
+    exactly once), each value a finite number in its range (``METRIC_RANGES``), a seed in the name."""
+    if seed is None:
+        return "its name carries no seed (_<seed> before .txt)"
+    for key, line in _LINES.items():
+        count = len(line.findall(text))
+        if count > 1:
+            return f"its {key} line is written {count} times"
+        if count == 0 and key in REQUIRED_METRICS:
+            return f"it has no {key} line"
+        if count == 0:
+            continue
+        found = _PATTERNS[key].search(text)
+        value = float(found.group(1)) if found else math.nan
+        low, high = METRIC_RANGES[key]
+        if not math.isfinite(value):
+            return f"its {key} value is not a number"
+        if not low <= value <= high:
+            return f"its {key} value {value:g} is outside [{low:g}, {high:g}]"
+    return None
 
 
 def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict | None = None) -> ParsedLog:
@@ -160,8 +186,9 @@ def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict 
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
     label = start.group(1) if start else experiment
+    problem = log_problem(text, seed) if status == "COMPLETED" else None
     return ParsedLog(experiment, seed, status, metrics, label, condition_of(label, manifest, summary),
-                     model_work(summary))
+                     model_work(summary), problem)
 
 
 # --------------------------------------------------------------------------- one row per experiment
@@ -204,9 +231,9 @@ def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
     rows: dict[str, Row] = {}
     skipped = []
     for log in logs:
-        if log.status != "COMPLETED":
-            skipped.append(f"{log.experiment}_{log.seed} ({log.status or 'unfinished'})"
-                           if log.seed is not None else f"{log.experiment} ({log.status or 'unfinished'})")
+        if log.status != "COMPLETED" or log.problem:
+            name = f"{log.experiment}_{log.seed}" if log.seed is not None else log.experiment
+            skipped.append(f"{name} ({log.problem or log.status or 'unfinished'})")
             continue
         row = rows.setdefault(log.experiment, Row(log.experiment, log.label, condition=log.condition))
         row.seeds.append(log.seed)
@@ -216,12 +243,17 @@ def aggregate(logs: Iterable[ParsedLog]) -> tuple[list[Row], list[str]]:
     return list(rows.values()), skipped
 
 
-def read_logs(logs_dir: str | Path) -> list[ParsedLog]:
-    """The folder's `*.txt` logs in sorted file-name order, with their sidecars where present."""
+def read_logs(logs_dir: str | Path, setting: str = "logs_dir") -> list[ParsedLog]:
+    """The folder's `*.txt` logs in sorted file-name order, with their sidecars where present.
+
+    An entry that is not a readable regular file (a folder, a FIFO, a dangling link) is never opened: it
+    comes back as a log with a ``problem``, so ``aggregate`` names it among the skipped.
+    """
     logs = []
-    for path in sorted(Path(logs_dir).glob("*.txt"), key=lambda p: p.name):
+    for path, problem in matching_files(logs_dir, "*.txt", setting):
         files = LogFiles(path.with_name(path.stem))
-        logs.append(parse_log(path.stem, path.read_text(encoding="utf-8", errors="replace"),
+        logs.append(ParsedLog(*split_experiment(path.stem), None, {}, path.stem, problem=problem) if problem else
+                    parse_log(path.stem, path.read_text(encoding="utf-8", errors="replace"),
                               _read_sidecar(files.manifest), _read_sidecar(files.summary)))
     return logs
 

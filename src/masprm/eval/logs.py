@@ -25,15 +25,17 @@ from typing import Any, Iterable
 from masprm.code_identity import code_digest
 from masprm.errors import ConfigError
 from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from masprm.models.backends import backend_sources
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 _SRC = Path(__file__).resolve().parents[1]   # src/masprm
-# The code on every evaluation's path: the loop (which loads the policy and the scorers) and the
-# data loading; `code_version` follows their masprm imports, so policy, scorer, training-data
-# encoding, answers, graph, search and eval code all count. A method's own module is added per condition.
-_ENTRY_CODE = ("eval/runner.py", "data.py")
+# The code on every evaluation's path: the loop (which loads the policy and the scorers), the
+# data loading and the generation backends (the registry names their modules by string);
+# `code_version` follows their masprm imports, so policy, scorer, training-data encoding,
+# answers, graph, search and eval code all count. A method's own module is added per condition.
+_ENTRY_CODE = ("eval/runner.py", "data.py", *backend_sources())
 _HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
 
 
@@ -228,6 +230,12 @@ def is_completed(files: LogFiles) -> bool:
 # --------------------------------------------------------------------------- log text
 
 
+def manifest_hash_of(manifest: dict) -> str:
+    """The hash a log's START line and its reuse check use: the manifest without its ``facts``, which are
+    read off the definition (so a manifest written before facts were recorded is still the same run)."""
+    return stable_hash({k: v for k, v in manifest.items() if k != "facts"})
+
+
 def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:
     return f"=== START {condition} | dataset={dataset} | N={n} | manifest={manifest_hash} ==="
 
@@ -311,7 +319,7 @@ def resumable_records(files: LogFiles, manifest_hash: str) -> dict[int, dict]:
         found = partial[1:]
     else:
         try:
-            same = stable_hash(json.loads(files.manifest.read_text(encoding="utf-8"))) == manifest_hash
+            same = manifest_hash_of(json.loads(files.manifest.read_text(encoding="utf-8"))) == manifest_hash
         except (OSError, json.JSONDecodeError):
             same = False
         found = read_records(files.records) if same and log_status(files.log) == FAILED else []

@@ -26,10 +26,11 @@ from masprm.search.best_of_n import best_of_n
 from masprm.roles import ROLES
 from masprm.search.context import SearchContext
 from masprm.search.mcts import mcts_family
+from masprm.search.judge import JUDGE_ROLE
 from masprm.search.scorer_kinds import SCORER_KINDS
-from masprm.search.settings import (BoNSettings, LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings,
-                                    SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings, VoterSettings,
-                                    check_settings_classes, combined_settings, extra_scorers)
+from masprm.search.settings import (BoNSettings, JudgeSettings, LogProbSettings, MCTSSettings, ORMLeafSettings,
+                                    PassSettings, SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings,
+                                    VoterSettings, check_settings_classes, combined_settings, extra_scorers)
 from masprm.search.vote import voter_family
 
 ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
@@ -39,12 +40,12 @@ ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic
 class Method:
     name: str
     search: Callable[[SearchContext, Any], Any]   # a search generator (masprm.search.engine) -> SearchResult
-    needs: frozenset[str] = frozenset()   # scorer roles it loads (masprm.roles.ROLES)
+    needs: frozenset[str] = frozenset()   # scorer roles it loads (masprm.roles.ROLES), and the judge (JUDGE_ROLE)
     routing: str = "static"               # one of ROUTINGS: methods of both cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
     settings: tuple[type, ...] = ()       # MethodSettings classes: all it reads, and its fingerprint
     report: Callable[[dict], list[str]] | None = None  # the method's own text-log lines from its summary
-    family: str | None = None             # the search family of a scored method (FAMILY_SEARCHES)
+    family: str | None = None             # the search family of a scored method (FAMILIES)
     scorer_kind: str | None = None        # ... and the scorer kind it runs over (SCORER_KINDS)
 
     @property
@@ -70,9 +71,9 @@ def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "sta
                     report: Callable[[dict], list[str]] | None = None, family: str | None = None,
                     scorer_kind: str | None = None):
     """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
-    unknown = set(needs) - set(ROLES)
+    unknown = set(needs) - set(ROLES) - {JUDGE_ROLE}
     if unknown:
-        raise ConfigError(f"unknown scorer roles {sorted(unknown)} (valid: {', '.join(ROLES)})")
+        raise ConfigError(f"unknown model roles {sorted(unknown)} (valid: {', '.join([*ROLES, JUDGE_ROLE])})")
     if routing not in ROUTINGS:
         raise ConfigError(f"unknown routing {routing!r} (expected one of {', '.join(ROUTINGS)})")
 
@@ -86,15 +87,43 @@ def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "sta
 
 # --------------------------------------------------------------------------- the static methods
 
-# A search family runs over a scorer kind (masprm.search.scorer_kinds): family -> search(ctx, example, kind).
-FAMILY_SEARCHES: dict[str, Callable[..., Any]] = {"sbs": sbs_family, "mcts": mcts_family, "voter": voter_family,
-                                                  "bon": best_of_n}
+@dataclass(frozen=True)
+class SearchFamily:
+    """A search algorithm that runs over any scorer kind (docs/glossary.md): one record each.
+
+    ``search(ctx, example, kind)`` is the algorithm (one file in ``masprm.search``); ``budget`` names the
+    settings that scale its work and ``budget_format`` how a plot point or table cell names their values.
+    """
+
+    name: str
+    search: Callable[..., Any]
+    budget: tuple[str, ...] = ()
+    budget_format: str = ""
+
+    def budget_label(self, settings: Mapping[str, Any]) -> str:
+        """"10 sims", "3x5", "k=5" from a condition's settings; "" when one is missing."""
+        return self.budget_format.format(**settings) if all(k in settings for k in self.budget) else ""
+
+
+FAMILIES: Registry[SearchFamily] = Registry("search family")
+
+
+def register_family(family: SearchFamily) -> SearchFamily:
+    return FAMILIES.register(family.name, family)
+
+
+#               name     search          budget settings              budget label
+for _family in (("sbs",   sbs_family,   ("b1", "b2"),          "{b1}x{b2}"),
+                ("mcts",  mcts_family,  ("n_simulations",),    "{n_simulations} sims"),
+                ("voter", voter_family, ("voter_k",),          "k={voter_k}"),
+                ("bon",   best_of_n,    ("bon_n",),            "N={bon_n}")):
+    register_family(SearchFamily(*_family))
 
 
 def register_scored_method(name: str, family: str, kind: str, settings: Sequence[type]) -> None:
     """Register ``name``: the ``family`` search valued by scorer kind ``kind``, defined by ``settings``."""
     register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind)(
-        partial(FAMILY_SEARCHES[family], kind=kind))
+        partial(FAMILIES[family].search, kind=kind))
 
 
 # name               family   scorer kind  settings (all it reads; the condition's fingerprint)
@@ -121,6 +150,9 @@ STATIC_METHODS = (
     ("sbs_true_value",      "sbs",  "true_value",     (SBSSettings, TrueValueSettings)),
     ("mcts_true_value",     "mcts", "true_value",     (MCTSSettings, TrueValueSettings)),
     ("bon_true_value",      "bon",  "true_value",     (BoNSettings, TrueValueSettings)),
+    # the original newer branch's LLM judge (masprm.search.judge): over the voters' pool, guiding MCTS
+    ("pooled_judge",    "voter", "judge",    (VoterSettings, JudgeSettings)),
+    ("mcts_judge",      "mcts",  "judge",    (MCTSSettings, JudgeSettings)),
 )
 
 register_method("single_pass", settings=(PassSettings,))(single_pass)
@@ -133,6 +165,21 @@ for _row in STATIC_METHODS:
 for _name, _mode, _ranking, _needs, _settings in HANDOFF_METHODS:
     register_method(_name, needs=_needs, routing="handoff", summarize=handoff_summary, settings=_settings,
                     report=handoff_report)(handoff_search(_mode, _ranking))
+
+
+def method_facts(method: str, roles: Sequence[str]) -> dict:
+    """What a condition of ``method`` is, as its manifest records it for the reports: family, scorer kind,
+    the scorer roles it loads and its family's budget settings (the reports read these, never the name)."""
+    record = METHODS[method]
+    family = FAMILIES.get(record.family) if record.family else None
+    return {"family": record.family, "scorer_kind": record.scorer_kind, "routing": record.routing,
+            "scorer_roles": list(roles), "budget_keys": list(family.budget) if family else []}
+
+
+def budget_label(facts: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
+    """The budget of a condition from its facts and settings ("3x5"), "" for a method without one."""
+    family = FAMILIES.get(facts.get("family") or "")
+    return family.budget_label(settings) if family else ""
 
 
 def settings_classes() -> tuple[type, ...]:

@@ -24,16 +24,17 @@ from typing import Any, Callable, Iterator, Sequence
 
 from masprm.answers import is_correct
 from masprm.cluster import local_folders
-from masprm.errors import MasprmError, OutputError
+from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.settings import EvalSettings
-from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, path_identity,
-                              progress_line, render_log, resumable_records, stable_hash, start_line,
+from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
+                              path_identity, progress_line, render_log, resumable_records, stable_hash, start_line,
                               write_condition)
-from masprm.eval.methods import METHODS
+from masprm.eval.methods import METHODS, method_facts
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
+from masprm.models.backends import identity as backend_identity, load_policy
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
@@ -53,12 +54,7 @@ class ModelSpec:
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
     scorer: ScorerFolder | None = None   # a scorer folder as stage 4 read it (None: read when needed)
-
-
-def _load_policy(spec: ModelSpec) -> Any:
-    from masprm.models.policy import HFPolicy   # imports torch: the runner itself stays torch-free
-    extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
-    return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
+    backend: Any = None               # a policy's backend (masprm.models.backends.BackendFlags; None: hf)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
@@ -67,13 +63,15 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {   # the policy by its generation backend (models.backends)
+    "policy": lambda s: load_policy(s.backend, s.model_id, s.options, s.setting or "gen_model_id", s.max_batch_tokens),
+    "scorer": _load_scorer}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
 def _model_key(spec: ModelSpec) -> tuple:
     return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
-            spec.max_batch_tokens)
+            spec.max_batch_tokens, repr(spec.backend))
 
 
 def load_model(spec: ModelSpec) -> Any:
@@ -161,7 +159,7 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     record = {"index": ex.idx, "condition": item.method, "question": ex.question, "gold": ex.gold}
     try:
         result = yield from METHODS[item.method].search(ctx, ex)
-    except OutputError:   # a full disk (its sample store) ends the run in one line, as any other write
+    except (OutputError, ModelOutputError):   # a full disk, or a model giving NaN, ends the run in one line
         raise
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
@@ -194,7 +192,7 @@ def evaluate_batch(models: WorkerModels, items: list[WorkItem], *, seed: int, gr
         served = served_models(models, group[0].roles)
         jobs = ((it, partial(example_search, models, it, seed=seed, graph=graph)) for it in group)
         for item, record, error in run_batched(served, jobs, batch_size):
-            if isinstance(error, OutputError):
+            if isinstance(error, (OutputError, ModelOutputError)):   # a full disk, a model giving NaN: the run stops
                 raise error
             yield item, record, None if error is None else describe_error(error)
 
@@ -224,7 +222,8 @@ class Condition:
 
     @property
     def manifest_hash(self) -> str:
-        return stable_hash(self.manifest)
+        return manifest_hash_of(self.manifest)
+
 
 
 def _model_identity(spec: ModelSpec) -> dict:
@@ -235,14 +234,13 @@ def _model_identity(spec: ModelSpec) -> dict:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
     if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
+    identity.update(backend_identity(spec.backend) if spec.model_type == "policy" else {})   # hf: nothing
     return identity
 
 
 def _scorer_training(spec: ModelSpec) -> dict:
     """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    if spec.model_type != "scorer":
-        return {}
-    training = (spec.scorer or read_scorer_folder(spec.model_id)).training
+    training = (spec.scorer or read_scorer_folder(spec.model_id)).training if spec.model_type == "scorer" else {}
     return {"training": training} if training else {}
 
 
@@ -274,8 +272,7 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
 
 
 def label_of(method: str, settings: EvalSettings, specs: dict[str, ModelSpec] | None = None) -> str:
-    """The condition's readable name (``masprm.eval.naming``) under the run's settings (the scorer folders
-    as ``specs`` carry them, else as named)."""
+    """The condition's readable name (``masprm.eval.naming``); scorer folders as ``specs`` carry them."""
     folders = {role: (specs[role].scorer if specs and role in specs and specs[role].scorer else folder)
                for role, folder in settings.models.scorer_folders().items()}
     return condition_label(METHODS[method], settings.method_settings(method), settings.roles(method), folders)
@@ -295,7 +292,10 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
                                    settings.models.gen_model_id, settings.data.seed)
-    cond = Condition(method, files, manifest, len(data.examples), label_of(method, settings, specs))
+    label = label_of(method, settings, specs)
+    # What the reports read (family, scorer roles, budget keys, label): facts, not decoded from names.
+    manifest["facts"] = {**method_facts(method, settings.roles(method)), "label": label}
+    cond = Condition(method, files, manifest, len(data.examples), label)
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
     if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
@@ -310,7 +310,7 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
 
 def _stored_manifest_hash(files: LogFiles) -> str | None:
     try:
-        return stable_hash(read_json(files.manifest))
+        return manifest_hash_of(read_json(files.manifest))
     except (OSError, MasprmError):   # missing or unreadable: not the same run
         return None
 

@@ -15,8 +15,10 @@ from typing import Any, Mapping
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
+from masprm.paths import PathText
 from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
+from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
 from masprm.roles import DEFAULT_POLICY, ROLES, role_flags_class
 from masprm.search.engine import EngineSettings
@@ -35,8 +37,8 @@ class DataSettings:
     split: str = arg("test", flags=("--split",))
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
-    data_file: str | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
-    exclude_questions_file: str | None = arg(None, flags=("--exclude_questions_file",),
+    data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
+    exclude_questions_file: PathText | None = arg(None, flags=("--exclude_questions_file",),
                                              help="JSONL whose records' prompt (or question) values are left out "
                                                   "before the --sample_n examples are drawn (question-disjoint "
                                                   "development runs; the original newer branch's rule: the rest "
@@ -68,11 +70,16 @@ class ModelSettings:
     """The policy, the team, and a folder (and base model) per scorer role (``masprm.roles``)."""
 
     gen_model_id: str = arg(DEFAULT_MODEL, flags=("--gen_model_id",), help="the agents' policy model")
-    mas_config: str | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
+    mas_config: PathText | None = arg(None, flags=("--mas_config",), help="MAS config (default configs/<dataset>.yaml)")
     scorer_precision: str = arg("auto", flags=("--scorer_precision",), choices=SCORER_PRECISIONS,
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
                                      "fp16 or fp32")
+    judge_model_id: str | None = arg(None, flags=("--judge_model_id",),
+                                     help="the LLM judge of pooled_judge / mcts_judge (hub id or model folder; "
+                                          "needed by those methods, never shown the gold answer)")
+    judge_load_in_4bit: bool = arg(False, flags=("--judge_load_in_4bit",),
+                                   help="load the judge in 4-bit (bitsandbytes), whatever the policy's --load_in_4bit")
     # Scorer role -> its folder / base model (None: not given; the base then from the adapter config).
     # Their flags are the roles' (masprm.roles.role_flags_class: --prm_dir, --orm_base_model_id, ...).
     folders: Mapping[str, str | None] = field(
@@ -105,7 +112,7 @@ class RunSettings:
                              help="conditions to run: " + ", ".join(sorted(METHODS)))
     workers: int | None = arg(None, flags=("--workers",), help="parallel workers (Ray actors when > 1; default: one "
                               "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    logs_dir: str = arg("logs", flags=("--logs_dir",))
+    logs_dir: PathText = arg("logs", flags=("--logs_dir",))
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
                                         help="use a scorer folder whose training did not finish "
                                              "(its newest checkpoint)")
@@ -138,6 +145,7 @@ class EvalSettings:
     loading: ModelFlags = field(default_factory=ModelFlags)
     engine: EngineSettings = field(default_factory=EngineSettings)
     method_values: Mapping[type, Any] = field(default_factory=dict)   # settings class -> its checked instance
+    backend: BackendFlags = field(default_factory=BackendFlags)       # which generation backend runs the policy
 
     @classmethod
     def from_args(cls, namespace: Any) -> "EvalSettings":
@@ -145,7 +153,7 @@ class EvalSettings:
         class a registered method declares."""
         return cls(config_from_args(DataSettings, namespace), ModelSettings.from_args(namespace),
                    config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
-                   settings_from_args(settings_classes(), namespace))
+                   settings_from_args(settings_classes(), namespace), config_from_args(BackendFlags, namespace))
 
     def method_settings(self, method: str | Method) -> Any:
         """The frozen settings a method reads (``ctx.settings``): exactly the classes it declares."""

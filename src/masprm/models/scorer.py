@@ -31,6 +31,7 @@ from masprm.errors import ModelError, first_line
 from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
+from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style, training_of
@@ -51,6 +52,8 @@ class HFScorer:
     scale: float = 1.0    # the read-out's factor on the logit (scorer_meta.logit_scale)
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
     last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
+    setting: str = "prm_dir"   # the flag of the folder it came from, and the folder, for error lines
+    source: str = ""
 
     @property
     def device(self) -> torch.device:
@@ -79,6 +82,7 @@ class HFScorer:
                                 attention_mask=attention_mask.to(self.device)).logits[..., 0].double()
             for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
                 scores[i] = v
+        check_finite_outputs(scores, self.setting, self.source, "a value")   # never rank by NaN
         return scores
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
@@ -187,6 +191,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     training = training_of(meta)
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                          setting=setting, source=str(path),
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
-                    scale=logit_scale(meta))
+                    scale=logit_scale(meta), setting=setting, source=str(path))

@@ -31,7 +31,7 @@ from masprm.answers import is_correct
 from masprm.config import arg, require, require_each
 from masprm.graph import MASGraph
 from masprm.interfaces import Policy
-from masprm.errors import ConfigError
+from masprm.errors import ConfigError, ModelOutputError
 from masprm.io import atomic_write_bytes, atomic_write_json
 from masprm.parallel import describe_error, map_examples
 from masprm.search.engine import LoadedModels, RequestKeys, Search, run_batched
@@ -142,6 +142,8 @@ class TreeJob:
         """The trees of `examples` (``BuiltTree``), --search_batch_size of them in flight, as they finish."""
         jobs = ((ex, partial(self.search, ex)) for ex in examples)
         for example, built, error in run_batched(LoadedModels(policy), jobs, self.batch_size):
+            if isinstance(error, ModelOutputError):   # a policy giving NaN: every tree would be garbage
+                raise error
             yield example, built, None if error is None else describe_error(error)
 
     def search(self, example: Any) -> Search:

@@ -9,6 +9,7 @@ seeds, prints the table, and draws accuracy against model work per example
 line per method through its budgets, next to the CSV (`aggregated_results.png`).
 """
 
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,12 +18,13 @@ from masprm.checks import check_csv_output, check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.io import atomic_write_text
+from masprm.paths import PathText, check_input_dir
 
 
 @dataclass
 class AggregateArgs:
-    logs_dir: str = arg("logs", flags=("--logs_dir",), help="folder of the stage-4 text logs (default logs)")
-    out: str = arg("aggregated_results.csv", help="CSV to write (the plot goes next to it)")
+    logs_dir: PathText = arg("logs", flags=("--logs_dir",), help="folder of the stage-4 text logs (default logs)")
+    out: PathText = arg("aggregated_results.csv", help="CSV to write (the plot goes next to it)")
     no_plot: bool = arg(False, flags=("--no_plot",), help="do not draw the accuracy/work plot")
     seed: int = arg(42, help="accepted for uniformity; aggregation is not random")
 
@@ -34,17 +36,25 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Aggregate seed-specific evaluation logs into mean/std per experiment.")
     add_config_args(p, AggregateArgs)
     args = config_from_args(AggregateArgs, p.parse_args(argv))
-    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
+    check_input_dir(args.logs_dir, "logs_dir")
     check_csv_output(args.out, "out")   # never a log, a manifest or a picture (the CSV would replace it)
     check_output_file(args.out, "--out")
     if not args.no_plot:
         check_output_file(Path(args.out).with_suffix(".png"), "--out (its plot)")
 
-    rows, skipped = aggregate(read_logs(args.logs_dir))
+    logs = read_logs(args.logs_dir)
+    # A log whose numbers cannot be averaged (a value out of range, a metric twice, no seed, a FIFO) is
+    # named on stderr and left out, so each row's Seeds count is the number of values averaged.
+    broken = [f"{log.experiment}{'' if log.seed is None else f'_{log.seed}'} ({log.problem})"
+              for log in logs if log.problem]
+    rows, skipped = aggregate(log for log in logs if not log.problem)
     # An empty table would replace the results of an earlier aggregation (and sit beside its old plot).
     check(bool(rows), f"--logs_dir {args.logs_dir}: no COMPLETED logs (*.txt)"
-                      f"{f'; {len(skipped)} not finished or FAILED' if skipped else ''}; nothing written"
+                      f"{f'; {len(skipped)} not finished or FAILED' if skipped else ''}"
+                      f"{f'; {len(broken)} cannot be counted: ' + '; '.join(broken) if broken else ''}; nothing written"
                       f"{f', {args.out} left as it was' if Path(args.out).exists() else ''}")
+    if broken:
+        print(f"skipped {len(broken)} log(s) that cannot be counted: {'; '.join(broken)}", file=sys.stderr)
     if skipped:
         print(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}")
     atomic_write_text(args.out, to_csv(rows))

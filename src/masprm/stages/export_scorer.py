@@ -20,12 +20,13 @@ from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.paths import PathText
 
 
 @dataclass
 class ExportArgs:
-    scorer: str = arg(positional=True, help="a scorer folder written by stage 3 (masprm-train)")
-    merged: str | None = arg(None, help="write the adapter merged into its base model as a standalone model "
+    scorer: PathText = arg(positional=True, help="a scorer folder written by stage 3 (masprm-train)")
+    merged: PathText | None = arg(None, help="write the adapter merged into its base model as a standalone model "
                                         "in this new folder")
     base_model_id: str | None = arg(None, flags=("--base_model_id",),
                                     help="the base model (hub id or local folder) when the one the adapter names "
@@ -58,6 +59,9 @@ def main(argv: list[str] | None = None) -> int:
         check_hub_model_id(args.hub_model_id)
     if args.merged:
         check_merged_out(args.merged, inputs={"scorer": args.scorer, "base_model_id": args.base_model_id})
+    status = read_scorer_meta(args.scorer).get("status") if Path(args.scorer).is_dir() else None
+    check(status in (None, "completed"), f"scorer {args.scorer}: its training did not finish (masprm_scorer.json "
+                                         f"says status {status!r}); finish it with --resume before exporting it")
     from masprm.models.scorer import resolve_scorer_folder   # imports torch: after the cheap checks
 
     source = resolve_scorer_folder(args.scorer, setting="scorer")

@@ -31,6 +31,8 @@ from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor
 from masprm.labels.scheme import LabelRunner
 from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
+from masprm.outputs import lexical_path
+from masprm.paths import path_status
 from masprm.progress import progress_bar
 
 
@@ -103,7 +105,7 @@ def scheme_settings(args: argparse.Namespace) -> Any:
 
 
 def find_trees(input_path: Path) -> list[Path]:
-    check(input_path.exists(), f"--input: {input_path} does not exist")
+    check(path_status(input_path, "input") is not None, f"--input: {input_path} does not exist")
     if input_path.is_file():
         return [input_path]
     files = sorted(p for p in input_path.rglob("*.json") if p.is_file())
@@ -113,11 +115,13 @@ def find_trees(input_path: Path) -> list[Path]:
 
 def output_paths(input_path: Path, view: str) -> tuple[Path, Path]:
     """results/<run> -> results/prm_samples[_local]_<run>.jsonl, results/ppm_pairs[_local]_<run>.jsonl."""
-    resolved = input_path.resolve()
-    run = resolved.stem if resolved.is_file() else resolved.name
+    # worked out lexically: an --input that is a link gets its outputs next to the link, never next to
+    # the link's target (a folder the user did not name)
+    where = lexical_path(input_path)
+    run = where.stem if where.is_file() else where.name
     tag = "" if view == "full" else f"_{view}"
-    return (resolved.with_name(f"prm_samples{tag}_{run}.jsonl"),
-            resolved.with_name(f"ppm_pairs{tag}_{run}.jsonl"))
+    return (where.with_name(f"prm_samples{tag}_{run}.jsonl"),
+            where.with_name(f"ppm_pairs{tag}_{run}.jsonl"))
 
 
 def labels_path(input_path: Path, view: str, scheme: str) -> Path:
@@ -132,7 +136,7 @@ def load_graph(args: argparse.Namespace) -> MASGraph | None:
     if path is None:
         if args.view != "local":
             return None
-        folder = args.input.resolve()
+        folder = lexical_path(args.input)
         folder = folder.parent if folder.is_file() else folder
         check("_res_" in folder.name,
               f"--config: cannot derive the MAS config from the folder name {folder.name!r} "

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require_each
+from masprm.paths import PathText
 from masprm.io import read_json
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
 from masprm.tree_schema import check_search_tree
@@ -19,8 +20,8 @@ from masprm.tree_schema import check_search_tree
 
 @dataclass
 class ShowTreeArgs:
-    tree: str = arg(positional=True, help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
-    out: str | None = arg(None, help="PNG to write (default: next to the tree, same name; with --text only when "
+    tree: PathText = arg(positional=True, help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
+    out: PathText | None = arg(None, help="PNG to write (default: next to the tree, same name; with --text only when "
                                      "given)")
     text: bool = arg(False, help="print the tree as indented text")
     max_depth: int | None = arg(None, flags=("--max_depth",), help="text: deepest level shown")

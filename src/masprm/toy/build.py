@@ -41,6 +41,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.code_identity import syntax_text
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
+from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
@@ -210,8 +211,8 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
 class BuildArgs:
     """What to build and where (the script's own flags)."""
 
-    out: str = arg(DEFAULT_OUT, flags=("--out",), help=f"output folder (default {DEFAULT_OUT})")
-    mas_config: str = arg(DEFAULT_CONFIG, flags=("--mas_config",), help="the team the policy learns to play")
+    out: PathText = arg(DEFAULT_OUT, flags=("--out",), help=f"output folder (default {DEFAULT_OUT})")
+    mas_config: PathText = arg(DEFAULT_CONFIG, flags=("--mas_config",), help="the team the policy learns to play")
     force: bool = arg(False, flags=("--force",), help="rebuild even when a matching build exists")
     retrain: bool = arg(False, flags=("--retrain",),
                         help="train the policy here even when the shipped one matches this build")

@@ -29,6 +29,7 @@ from masprm.eval.aggregate import split_experiment
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
+from masprm.paths import PathText, check_input_dir
 from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
 from masprm.eval.bootstrap import compare, compare_gaps
@@ -39,8 +40,8 @@ MAIN = {"b1": 3, "b2": 5, "n_simulations": 10}   # the README's evaluation budge
 
 @dataclass
 class ClaimsArgs:
-    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
-    out: str = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
+    logs_dir: PathText = arg("logs/toy_demo", flags=("--logs_dir",), help="the stage-4 logs (default logs/toy_demo)")
+    out: PathText = arg("results/toy_demo_claims.txt", help="text report to write (a .json goes next to it)")
     seed: int = arg(42, help="seed of the bootstrap resampling")
 
     def __post_init__(self) -> None:
@@ -144,8 +145,8 @@ def main() -> int:
     p = ArgumentParser(description="Test the paper's claims on the toy world's logs (paired bootstrap CIs).")
     add_config_args(p, ClaimsArgs)
     args = config_from_args(ClaimsArgs, p.parse_args())
-    check(Path(args.logs_dir).is_dir(), f"--logs_dir {args.logs_dir}: no such folder")
-    check_output_file(args.out, "out")
+    check_input_dir(args.logs_dir, "logs_dir")
+    check_output_file(args.out, "out", inputs={"logs_dir": args.logs_dir})
     found = list(comparisons(args.logs_dir, args.seed))
     text = report(found)
     atomic_write_text(args.out, text)

@@ -32,15 +32,16 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
-from masprm.eval.aggregate import model_work, save_png, split_experiment
+from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
 from masprm.eval.bootstrap import load_condition, per_question
 from masprm.paired_stats import PairedResult, headroom_bootstrap, mde, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
+from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.toy.lab_claims import COLUMNS, LabComparison, adjust, claims_text, comparison_name, power_lines
 
-FAMILIES = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}
+FAMILY_COLUMNS = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}   # search family -> its column
 LOGPROB = "logprob"          # the row of the conditions without a scorer
 ORM_LEAF = "masprm-ormleaf"  # the paper's headline configuration: the MASPRM guides MCTS, the ORM values leaves
 # Rows that are not a trained scorer of `rows`: the log-prob and the reference scorers (shown, never tested:
@@ -102,15 +103,17 @@ def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) ->
         return LOGPROB, SINGLE_PASS
     definition = manifest.get("definition") or {}
     settings = definition.get("settings") or {}
-    family, _, kind = method.partition("_")
-    if family not in FAMILIES or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
+    facts = facts_of(manifest, method)   # family and scorer kind as the run recorded them
+    family, kind = facts.get("family"), facts.get("scorer_kind")
+    if family not in FAMILY_COLUMNS or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
         return None
-    column = FAMILIES[family]
+    column = FAMILY_COLUMNS[family]
     if family == "bon":
         column = f"BoN {settings.get('step_agg')}"
     if kind in REFERENCE_ROWS:
         return kind, column
-    role = {"prm": "masprm", "orm": "orm"}.get(kind)
+    needs = SCORER_KINDS[kind].needs if kind in SCORER_KINDS else ()
+    role = needs[0] if needs else None
     folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
     for row in rows:
         if folder and Path(folder).name == Path(row.folder).name:

@@ -33,10 +33,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
-from masprm.cli import ArgumentParser, run_cli
+from masprm.cli import ArgumentParser, UsageError, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.eval.aggregate import Row, aggregate, read_logs
 from masprm.io import atomic_write_text
+from masprm.paths import PathText, check_input_dir
 from masprm.toy.lab_report import comparison_name
 
 _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /report -->)", re.DOTALL)
@@ -44,10 +45,10 @@ _BLOCK = re.compile(r"(<!-- report: (?P<name>[\w-]+) -->\n)(?P<body>.*?)(<!-- /r
 
 @dataclass
 class ReportArgs:
-    docs: str = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten, with the "
+    docs: PathText = arg("docs", help="folder of the Markdown docs whose generated blocks are rewritten, with the "
                                    "README.md beside it (default docs)")
-    results: str = arg("results", help="folder of the results files (default results)")
-    logs_dir: str = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
+    results: PathText = arg("results", help="folder of the results files (default results)")
+    logs_dir: PathText = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
     check: bool = arg(False, help="write nothing; exit 1 when a block differs from what the results give")
 
 
@@ -177,6 +178,8 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Rewrite the docs' measured tables from the results files.")
     add_config_args(p, ReportArgs)
     args = config_from_args(ReportArgs, p.parse_args(argv))
+    check_input_dir(args.docs, "docs")         # a missing folder is a mistyped flag, never "0 docs rewritten"
+    check_input_dir(args.results, "results")
     sources = block_sources(args)
     readme = Path(args.docs).parent / "README.md"
     docs = sorted(Path(args.docs).glob("*.md")) + ([readme] if readme.exists() else [])
@@ -192,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
             bodies[name] = make()
         else:
             print(f"report: {name}: {source} not found, block left as it is")
+    if args.check and not bodies:   # a check that compared nothing must not pass
+        raise UsageError(f"--check compared nothing: no generated block in {args.docs}/*.md or its README has "
+                         f"its source (results in {args.results}, logs in {args.logs_dir})")
     stale = []
     for doc in docs:
         text = doc.read_text(encoding="utf-8")

@@ -50,10 +50,12 @@ from tqdm import tqdm
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paths import PathText, check_input_dir
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
 from masprm.data import Example
+from masprm.models import backends
 from masprm.models.options import ModelOptions
 from masprm.paired_stats import bootstrap_ci
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
@@ -76,17 +78,17 @@ CI_RESAMPLES, CI_SEED = 1000, 0   # the step metrics' bootstrap over test transc
 
 @dataclass(frozen=True)
 class StepBenchArgs:
-    policy: str = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
-    prm_dir: str | None = arg(None, flags=("--prm_dir",),
+    policy: PathText = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
+    prm_dir: PathText | None = arg(None, flags=("--prm_dir",),
                               help="the MASPRM folder, reported as 'masprm' (default checkpoints/toy-ppm "
                                    "when no --scorer is given)")
-    orm_dir: str | None = arg(None, flags=("--orm_dir",),
+    orm_dir: PathText | None = arg(None, flags=("--orm_dir",),
                               help="the ORM folder, reported as 'orm' (default checkpoints/toy-orm when no "
                                    "--scorer is given)")
     scorer: list[str] = arg(default_factory=list, flags=("--scorer",), action="append", metavar="NAME=FOLDER",
                             help="a scorer folder, reported under NAME (repeatable)")
-    mas_config: str = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
-    out: str = arg("results/toy_stepbench.json", help="JSON report to write")
+    mas_config: PathText = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
+    out: PathText = arg("results/toy_stepbench.json", help="JSON report to write")
     samples: int = arg(2, help="transcripts sampled per test question (default 2)")
     calibration_samples: int = arg(1, flags=("--calibration_samples",),
                                    help="transcripts sampled per train question, to choose the thresholds (default 1)")
@@ -248,20 +250,22 @@ def load_scorer_folder(folder: str, policy: str, setting: str) -> Any:
 
 
 def load_policy(args: StepBenchArgs) -> LoadedModels:
-    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
-    return LoadedModels(HFPolicy(args.policy, ModelOptions(device_map="cpu"), setting="policy"))
+    # The default backend (the shipped policy's head size 16 is one vLLM's CPU attention lacks).
+    return LoadedModels(backends.load_policy(None, args.policy, ModelOptions(device_map="cpu"), setting="policy"))
 
 
 def main() -> int:
     p = ArgumentParser(description="Step-level benchmark of the toy world: error localisation by each scorer.")
     add_config_args(p, StepBenchArgs)
     args = config_from_args(StepBenchArgs, p.parse_args())
-    check(Path(args.policy).is_dir(), f"--policy {args.policy}: no such folder")
+    check_input_dir(args.policy, "policy")
     folders = scorer_folders(args)
-    flags = {"masprm": "--prm_dir", "orm": "--orm_dir"}
+    flags = {"masprm": "prm_dir", "orm": "orm_dir"}
     for name, folder in folders.items():
-        check(Path(folder).is_dir(), f"{flags.get(name, '--scorer')} {folder}: no such folder")
-    check_output_file(args.out, "out")
+        check_input_dir(folder, flags.get(name, "scorer"), label=f"--{flags.get(name, 'scorer')}")
+    # the report never lands inside a folder the benchmark reads (the policy's identity would change)
+    check_output_file(args.out, "out", inputs={"policy": args.policy, "mas_config": args.mas_config,
+                                               **{flags.get(n, f"scorer {n}"): f for n, f in folders.items()}})
     graph = load_mas_config(args.mas_config)
     try:
         check_graph(graph)

@@ -37,6 +37,25 @@ def cache_key(cfg: Any, tokenizer: Any) -> str:
     return hashlib.sha1(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
 
 
+def _field(value: Any) -> bool:
+    """What a tokenised example's field holds: a text, a flag, a number, or a (nested) list of numbers."""
+    if isinstance(value, list):
+        return all(_field(v) and not isinstance(v, str) for v in value)
+    return value is None or isinstance(value, (str, int, float))
+
+
+def _well_formed(stored: Any) -> bool:
+    """A cache file of the layout this module writes: {"examples": [{field: value}], "skipped": n}.
+
+    Anything else (a file of another layout, edited, or cut) is rebuilt instead of reaching the trainer.
+    """
+    if not isinstance(stored, dict) or not isinstance(stored.get("skipped"), int) or stored["skipped"] < 0:
+        return False
+    examples = stored.get("examples")
+    return (isinstance(examples, list) and bool(examples)
+            and all(isinstance(ex, dict) and ex and all(_field(v) for v in ex.values()) for ex in examples))
+
+
 def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path,
                     write: bool = True) -> tuple[list[dict], int, bool]:
     """(examples, skipped, read_from_cache): the cached examples when the key matches, else built and stored.
@@ -44,12 +63,13 @@ def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path,
     ``write=False`` (every data-parallel process but the first) builds them without storing: one writer.
     """
     path = out / CACHE_DIR / f"{cfg.mode}_{cache_key(cfg, encoder.tokenizer)}.json"
-    if path.is_file():
+    if path.is_file() and not path.is_symlink():
         try:
             stored = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            stored = None   # unreadable: rebuilt below
+        if _well_formed(stored):
             return stored["examples"], stored["skipped"], True
-        except (json.JSONDecodeError, KeyError, TypeError):
-            pass  # unreadable: rebuild it below
     build = OBJECTIVES[cfg.mode].build_examples
     examples, skipped = build(records, encoder, cfg.separator, source=str(cfg.data_file))
     if not write:

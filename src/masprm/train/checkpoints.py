@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import json
 import re
+import zipfile
 from pathlib import Path
 from typing import Callable
 
@@ -27,6 +28,7 @@ from masprm.checks import ADAPTER_WEIGHTS, MODEL_WEIGHTS, SCORER_META_FILE, chec
 from masprm.errors import ConfigError, DataError, MasprmError
 
 TRAINER_STATE = "trainer_state.json"
+TORCH_FILE_SUFFIXES = (".pt", ".pth", ".bin")   # what transformers writes with torch.save in a checkpoint
 _CHECKPOINT = re.compile(r"checkpoint-(\d+)")
 
 
@@ -55,6 +57,11 @@ def incomplete_reason(checkpoint: Path) -> str | None:
                 check_safetensors(file, "output_dir")
             except MasprmError:
                 return f"{file.name} is cut short"
+    for file in sorted(checkpoint.iterdir()):
+        # optimizer, scheduler, RNG state, scaler, training args: torch.save writes each as a zip archive,
+        # so an empty, cut or overwritten one is told without torch
+        if file.suffix in TORCH_FILE_SUFFIXES and not (file.is_file() and zipfile.is_zipfile(file)):
+            return f"{file.name} is not a complete torch file (empty, cut short or overwritten)"
     return None
 
 

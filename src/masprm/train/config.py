@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from masprm.checks import check_seed
 from masprm.config import arg
+from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
@@ -34,9 +35,9 @@ class TrainConfig:
 
     mode: str = arg("prm", choices=MODES,
                     help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
-    data_file: str = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
+    data_file: PathText = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
                          help=f"JSON/JSONL file from src/train/preprocess_data.py (default: {DEFAULT_DATA_FILE})")
-    output_dir: str = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
+    output_dir: PathText = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
                           help=f"where the scorer is written (default: {DEFAULT_OUTPUT_DIR})")
     model_id: str = arg(DEFAULT_BASE_MODEL, flags=("--model-id", "--model_id"),
                         help="base model (hub id or local folder)")

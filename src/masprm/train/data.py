@@ -27,7 +27,7 @@ import numpy as np
 
 from masprm.checks import read_utf8
 from masprm.errors import DataError, first_line
-from masprm.io import iter_jsonl
+from masprm.io import check_encodable, iter_jsonl
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
@@ -90,6 +90,7 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
     if not isinstance(rec["prompt"], str):
         raise _bad(f"{where}: field 'prompt' must be a string")
     _check_has_text(where, rec, kind)
+    check_encodable(rec, None, where, DataError)   # a lone surrogate would fail when the cache is written
     if kind == "pairs":
         _check_str_list(where, rec, "chosen_actions")
         _check_str_list(where, rec, "rejected_actions")

@@ -17,7 +17,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from masprm.checks import check_output_dir
+from masprm.checks import check_output_dir, check_scorer_folder
 from masprm.errors import ConfigError, ModelError, first_line
 from masprm.io import honour_umask
 from masprm.scorer_folder import read_scorer_folder
@@ -44,6 +44,8 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
                  hub_model_id: str | None = None, setting: str = "scorer") -> Path:
     """Write the adapter scorer in ``folder`` merged into its base as a standalone model in ``out``."""
     out = check_merged_out(out, inputs={setting: folder, "base_model_id": base_model_id})
+    # the whole folder, before any model loads: an unfinished training (status "training") is refused
+    check_scorer_folder(folder, setting, base_model_id=base_model_id, base_setting="base_model_id")
     import torch
     from peft import PeftModel
 

@@ -1,0 +1,649 @@
+"""Reliability round 4 (issue 44), one principle per class, in the shared core every command uses.
+
+- paths: "" refused at parse time by the path argument type; every OSError of a named path
+  (a name too long, a loop of links, a FIFO where a file goes) one line naming the flag, exit 2;
+- outputs: worked out lexically, never through a link at or below the chosen output; library writers
+  write new inodes; only this run's files get the umask's mode;
+- logs: the aggregator counts a log only when each metric appears once, finite and in range, and
+  its name carries a seed; anything else is named on stderr and left out of its row;
+- state read back (checkpoints, caches) is checked: a broken one is set aside and rebuilt;
+- a reader of stdout that goes away (`| head -c 1`) never stops a run.
+
+Each command runs in this process through ``run_cli`` (as its script calls it), or as a subprocess
+where stdout itself is under test; "nothing outside, nothing lost" is checked by hashing the folders.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from masprm.eval.aggregate import aggregate, read_logs
+from masprm.eval.logs import render_log
+
+REPO = Path(__file__).resolve().parents[1]
+EXP = "gsm8k_single_pass_0123abcd45_tiny"
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every entry under `root`: a file's content hash and inode mode, a folder, a link's target."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        key = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[key] = f"-> {os.readlink(p)}"
+        elif p.is_dir():
+            out[key] = "folder"
+        elif p.is_file():
+            out[key] = hashlib.sha1(p.read_bytes()).hexdigest() + oct(p.stat().st_mode & 0o777)
+        else:
+            out[key] = "special"
+    return out
+
+
+def run(monkeypatch, capsys, module: str, argv: list[str]) -> tuple[int, list[str], str]:
+    """(exit code, stderr lines, stdout) of a command's main run through run_cli in this process."""
+    import importlib
+
+    from masprm.cli import run_cli
+
+    main = importlib.import_module(module).main
+    monkeypatch.setattr(sys, "argv", [module.rsplit(".", 1)[-1] + ".py", *argv])
+    try:
+        run_cli(main)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    captured = capsys.readouterr()
+    return code, [ln for ln in captured.err.splitlines() if ln.strip()], captured.out
+
+
+def summary(acc=0.5, tokens=100.0):
+    s = {f"pass@{k}": acc for k in range(1, 11)}
+    s.update(n=10, errors=0, tokens_mean=tokens, tokens_std=1.0, tokens_n=10, scorer_calls_total=0,
+             agent_runs_total=30, prm_calls_mean=0.0, agent_runs_mean=3.0)
+    return s
+
+
+def log_text(**kw) -> str:
+    return render_log(["=== START single_pass | dataset=gsm8k | N=10 | manifest=abc ==="], [], summary(**kw))
+
+
+# --------------------------------------------------------------------------- class 3: "" is no path
+
+@pytest.mark.parametrize("module, argv, flag", [
+    ("masprm.stages.aggregate", ["--logs_dir", ""], "--logs_dir"),
+    ("masprm.stages.aggregate", ["--out", ""], "--out"),
+    ("masprm.stages.trees", ["--out_root", ""], "--out_root"),
+    ("masprm.stages.preprocess", ["--input", ""], "--input"),
+    ("masprm.stages.evaluate", ["--logs_dir", ""], "--logs_dir"),
+    ("masprm.stages.train", ["--output-dir", " "], "--output-dir"),
+    ("masprm.stages.show_tree", [""], "tree"),
+    ("masprm.toy.report", ["--results", ""], "--results"),
+])
+def test_an_empty_path_is_refused_at_parse_time(tmp_path, monkeypatch, capsys, module, argv, flag):
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, argv)
+    assert code == 2 and len(lines) == 1, lines
+    assert f"argument {flag}" in lines[0] and "an empty path ('" in lines[0], lines[0]
+    assert list(tmp_path.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- class 2: OSErrors of named paths
+
+def _loop(folder: Path) -> str:
+    (folder / "loop").symlink_to("loop")
+    return "loop"
+
+
+@pytest.mark.parametrize("module, flag, make, expected", [
+    ("masprm.stages.aggregate", "--logs_dir", _loop, "--logs_dir loop: it is a loop of symbolic links"),
+    ("masprm.stages.aggregate", "--logs_dir", lambda f: "n" * 300,
+     f"--logs_dir {'n' * 300}: a name in it is too long for the file system"),
+    ("masprm.stages.aggregate", "--out", lambda f: "n" * 300 + ".csv",
+     f"--out {'n' * 300}.csv: a name in it is too long for the file system"),
+    ("masprm.stages.trees", "--out_root", lambda f: "loop/results",
+     "--out_root loop/results: it is a loop of symbolic links"),
+    ("masprm.stages.trees", "--out_root", lambda f: "n" * 300,
+     f"--out_root {'n' * 300}: a name in it is too long for the file system"),
+    ("masprm.stages.preprocess", "--input", lambda f: "loop/x", "--input loop/x: it is a loop of symbolic links"),
+])
+def test_an_os_error_on_a_named_path_is_one_line_naming_the_flag(tmp_path, monkeypatch, capsys, module, flag,
+                                                                  make, expected):
+    monkeypatch.chdir(tmp_path)
+    _loop(tmp_path) if make is not _loop else None
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / f"{EXP}_1.txt").write_text(log_text())
+    value = make(tmp_path)
+    argv = {"--out": ["--logs_dir", "logs", "--out", value]}.get(flag, [flag, value])
+    if module == "masprm.stages.trees":
+        argv += ["--dataset", "gsm8k", "--n", "1"]
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, argv)
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].endswith(expected), lines[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_fifo_a_folder_or_a_dangling_link_among_the_logs_is_named_never_opened(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{EXP}_1.txt").write_text(log_text(acc=0.5))
+    (logs / f"{EXP}_2.txt").write_text(log_text(acc=0.7))
+    os.mkfifo(logs / f"{EXP}_3.txt")             # a reader would wait on it forever
+    (logs / f"{EXP}_4.txt").mkdir()
+    (logs / f"{EXP}_5.txt").symlink_to("nowhere")
+    code, lines, out = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
+    assert code == 0
+    assert lines == [f"skipped 3 log(s) that cannot be counted: {EXP}_3 (a named pipe); {EXP}_4 (a folder); "
+                     f"{EXP}_5 (no such file or folder)"]
+    rows = list(__import__("csv").reader((tmp_path / "aggregated_results.csv").read_text().splitlines()))
+    assert rows[1][:4] == [EXP, "2", "0.6000", "0.1414"]   # mean of 0.5, 0.7; sample std 0.2/sqrt(2)
+
+
+def test_the_path_checker_turns_each_os_error_into_one_config_error(tmp_path):
+    from masprm.errors import ConfigError
+    from masprm.paths import check_input_dir, check_input_file
+
+    (tmp_path / "loop").symlink_to("loop")
+    os.mkfifo(tmp_path / "pipe.jsonl")
+    (tmp_path / "folder.jsonl").mkdir()
+    cases = [(check_input_file, tmp_path / "loop", "it is a loop of symbolic links"),
+             (check_input_file, tmp_path / ("x" * 300), "a name in it is too long for the file system"),
+             (check_input_file, tmp_path / "pipe.jsonl", "is a named pipe, not a file"),
+             (check_input_file, tmp_path / "folder.jsonl", "is a folder, not a file"),
+             (check_input_file, tmp_path / "none", "no such file"),
+             (check_input_dir, tmp_path / "pipe.jsonl", "is a file, not a folder"),
+             (check_input_dir, tmp_path / "loop" / "x", "it is a loop of symbolic links")]
+    for check, path, problem in cases:
+        with pytest.raises(ConfigError) as caught:
+            check(path, "data_file")
+        assert str(caught.value) == f"data_file {path}: {problem}" and caught.value.setting == "data_file"
+
+
+def test_an_unreadable_named_file_is_one_line_naming_the_flag(tmp_path, monkeypatch):
+    """EACCES from deep inside a command (here: opening a data file) is traced back to the flag that named it."""
+    import errno
+
+    from masprm.cli import PARSED_PATHS, path_error_line
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setitem(PARSED_PATHS, "data_file", "data/q.jsonl")
+    err = PermissionError(errno.EACCES, "Permission denied", "data/q.jsonl")
+    assert path_error_line(err, {"data_file": "--data_file"}) == "--data_file data/q.jsonl: permission denied"
+    inner = OSError(errno.ENAMETOOLONG, "File name too long", str(tmp_path / "data/q.jsonl/x"))
+    monkeypatch.setitem(PARSED_PATHS, "data_file", "data/q.jsonl")
+    assert path_error_line(inner, {"data_file": "--data_file"}) == (
+        f"--data_file data/q.jsonl ({tmp_path}/data/q.jsonl/x): a name in it is too long for the file system")
+    assert path_error_line(OSError(errno.EACCES, "x", "/elsewhere/f"), {}) is None   # no flag named it
+
+
+# --------------------------------------------------------------------------- class 14: a closed stdout
+
+def test_a_closed_stdout_never_stops_a_run(tmp_path):
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / f"{EXP}_1.txt").write_text(log_text())
+    read, write = os.pipe()
+    os.close(read)   # `| head -c 0`: every write to stdout meets a closed pipe
+    proc = subprocess.run([sys.executable, str(REPO / "aggregator.py"), "--logs_dir", str(logs), "--out",
+                           str(tmp_path / "t.csv"), "--no_plot"], stdout=write, stderr=subprocess.PIPE, text=True,
+                          timeout=120)
+    os.close(write)
+    assert proc.returncode == 0 and proc.stderr == "", proc.stderr
+    assert (tmp_path / "t.csv").read_text().startswith("Experiment,Seeds")   # the work was done
+
+
+# --------------------------------------------------------------------------- class 10: impossible logs
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda t: t.replace("Accuracy (pass@1): 0.5000", "Accuracy (pass@1): nan"), "its pass@1 value is not a number"),
+    (lambda t: t.replace("Accuracy (pass@1): 0.5000", "Accuracy (pass@1): n/a"), "its pass@1 value is not a number"),
+    (lambda t: t.replace("Accuracy (pass@1): 0.5000", "Accuracy (pass@1): 3.75"),
+     "its pass@1 value 3.75 is outside [0, 1]"),
+    (lambda t: t.replace("Pass@5: 0.5000", "Pass@5: -0.1"), "its pass@5 value -0.1 is outside [0, 1]"),
+    (lambda t: t.replace("Tokens: 100.0", "Tokens: -100.0"), "its tokens value -100 is outside [0, inf]"),
+    (lambda t: t.replace("Mean PRM calls per example: 0.00", "Mean PRM calls per example: inf"),
+     "its prm_calls value is not a number"),
+    (lambda t: t.replace("Pass@3: 0.5000\n", "Pass@3: 0.5000\nPass@3: 0.9000\n"), "its pass@3 line is written 2 times"),
+    (lambda t: "\n".join(ln for ln in t.splitlines() if not ln.startswith("Accuracy")) + "\n",
+     "it has no pass@1 line"),
+])
+def test_an_impossible_log_is_skipped_and_named(tmp_path, edit, problem):
+    (tmp_path / f"{EXP}_1.txt").write_text(log_text(acc=0.5))
+    (tmp_path / f"{EXP}_2.txt").write_text(edit(log_text(acc=0.5)))
+    (tmp_path / f"{EXP}_3.txt").write_text(log_text(acc=0.7))
+    rows, skipped = aggregate(read_logs(tmp_path))
+    assert skipped == [f"{EXP}_2 ({problem})"]
+    assert rows[0].seeds == [1, 3] and rows[0].values["pass@1"] == [0.5, 0.7]   # Seeds = values averaged
+
+
+def test_a_log_without_a_seed_in_its_name_is_not_counted(tmp_path):
+    (tmp_path / f"{EXP}_1.txt").write_text(log_text())
+    (tmp_path / f"{EXP}.txt").write_text(log_text())
+    rows, skipped = aggregate(read_logs(tmp_path))
+    assert skipped == [f"{EXP} (its name carries no seed (_<seed> before .txt))"]
+    assert [r.seeds for r in rows] == [[1]]
+
+
+def test_the_aggregator_command_names_impossible_logs_on_stderr(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / f"{EXP}_1.txt").write_text(log_text())
+    (tmp_path / "logs" / f"{EXP}_2.txt").write_text(log_text().replace("Pass@5: 0.5000", "Pass@5: 7"))
+    code, lines, out = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
+    assert code == 0 and lines == [f"skipped 1 log(s) that cannot be counted: {EXP}_2 "
+                                   "(its pass@5 value 7 is outside [0, 1])"]
+    assert f"{EXP},1," in (tmp_path / "aggregated_results.csv").read_text()
+
+
+def test_only_impossible_logs_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    (tmp_path / "logs" / f"{EXP}_2.txt").write_text(log_text().replace("Pass@5: 0.5000", "Pass@5: 7"))
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs"])
+    assert code == 2 and lines == [f"aggregate.py: error: --logs_dir logs: no COMPLETED logs (*.txt); 1 cannot be "
+                                   f"counted: {EXP}_2 (its pass@5 value 7 is outside [0, 1]); nothing written"]
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- class 1: links and inodes
+
+def test_a_run_folder_that_is_a_link_is_refused(tmp_path):
+    from masprm.errors import ConfigError
+    from masprm.run_folder import locked_folder
+
+    (tmp_path / "elsewhere").mkdir()
+    (tmp_path / "out").mkdir()
+    (tmp_path / "out" / "run").symlink_to(tmp_path / "elsewhere")
+    before = snapshot(tmp_path)
+    with pytest.raises(ConfigError, match=r"^out_root .*/out/run: is a link to .*/elsewhere; a folder the run owns"):
+        with locked_folder(tmp_path / "out" / "run"):
+            pass
+    assert snapshot(tmp_path) == before
+
+
+def test_outputs_of_a_linked_input_go_next_to_the_link(tmp_path):
+    from masprm.stages.preprocess import output_paths
+
+    (tmp_path / "store" / "gsm8k_res_real").mkdir(parents=True)
+    (tmp_path / "mine").mkdir()
+    (tmp_path / "mine" / "gsm8k_res_x").symlink_to(tmp_path / "store" / "gsm8k_res_real")
+    prm, ppm = output_paths(tmp_path / "mine" / "gsm8k_res_x", "full")
+    assert prm == tmp_path / "mine" / "prm_samples_gsm8k_res_x.jsonl"
+    assert ppm == tmp_path / "mine" / "ppm_pairs_gsm8k_res_x.jsonl"
+
+
+def test_a_library_writer_makes_new_inodes_and_only_its_own_files_change_mode(tmp_path):
+    from masprm.io import file_snapshot, honour_umask, library_output, process_umask
+
+    out = tmp_path / "scorer"
+    out.mkdir()
+    backup = tmp_path / "backup.safetensors"
+    backup.write_bytes(b"old weights")
+    os.link(backup, out / "adapter_model.safetensors")   # a hard link to a backup
+    (tmp_path / "victim").write_text("outside")
+    (out / "README.md").symlink_to(tmp_path / "victim")   # a planted link
+    (out / "key").write_text("secret")
+    os.chmod(out / "key", 0o600)                          # the user's private file
+    before = file_snapshot(out)
+    with library_output(out) as saving:                  # what save_pretrained does: open(name, "wb")
+        for name in ("adapter_model.safetensors", "README.md"):
+            with open(saving / name, "wb") as fh:
+                fh.write(b"new")
+            os.chmod(saving / name, 0o600)
+    (out / "checkpoint-1").mkdir()
+    (out / "checkpoint-1" / "optimizer.pt").write_bytes(b"x")
+    os.chmod(out / "checkpoint-1" / "optimizer.pt", 0o600)
+    honour_umask(out, before=before)
+    assert backup.read_bytes() == b"old weights" and (tmp_path / "victim").read_text() == "outside"
+    assert (out / "adapter_model.safetensors").read_bytes() == b"new" and not (out / "README.md").is_symlink()
+    assert (out / "key").stat().st_mode & 0o777 == 0o600                  # not this run's: untouched
+    mode = 0o666 & ~process_umask()
+    assert (out / "checkpoint-1" / "optimizer.pt").stat().st_mode & 0o777 == mode
+    assert (out / "adapter_model.safetensors").stat().st_mode & 0o777 == mode
+    assert sorted(p.name for p in out.iterdir()) == ["README.md", "adapter_model.safetensors", "checkpoint-1", "key"]
+
+
+def test_a_failed_library_write_changes_nothing(tmp_path):
+    from masprm.io import library_output
+
+    out = tmp_path / "scorer"
+    out.mkdir()
+    (out / "adapter_model.safetensors").write_bytes(b"finished")
+    before = snapshot(tmp_path)
+    with pytest.raises(RuntimeError):
+        with library_output(out) as saving:
+            (saving / "adapter_model.safetensors").write_bytes(b"half")
+            raise RuntimeError("killed while saving")
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- class 11: state read back
+
+def _checkpoint(folder: Path, step: int) -> Path:
+    import torch
+    from safetensors.torch import save_file
+
+    ck = folder / f"checkpoint-{step}"
+    ck.mkdir(parents=True)
+    (ck / "trainer_state.json").write_text(json.dumps({"global_step": step}))
+    save_file({"w": torch.zeros(2, 2)}, str(ck / "adapter_model.safetensors"))
+    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
+        torch.save({"step": step}, ck / name)
+    return ck
+
+
+@pytest.mark.parametrize("name, damage, reason", [
+    ("optimizer.pt", lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "optimizer.pt"),
+    ("rng_state.pth", lambda p: p.write_bytes(os.urandom(300)), "rng_state.pth"),
+    ("scheduler.pt", lambda p: p.write_bytes(b""), "scheduler.pt"),
+    ("trainer_state.json", lambda p: p.write_text('{"global_step": 2'), "trainer_state.json is cut short"),
+])
+def test_a_corrupt_checkpoint_file_sets_the_checkpoint_aside(tmp_path, name, damage, reason):
+    from masprm.train.checkpoints import resume_checkpoint
+
+    _checkpoint(tmp_path, 1)
+    damage(_checkpoint(tmp_path, 2) / name)
+    said = []
+    assert resume_checkpoint(tmp_path, said.append) == tmp_path / "checkpoint-1"
+    assert (tmp_path / "incomplete-checkpoint-2" / name).exists() and reason in said[0]
+
+
+@pytest.mark.parametrize("stored", [
+    {"examples": {"input_ids": [1]}, "skipped": 0},
+    {"examples": [[1, 2, 3]], "skipped": 0},
+    {"examples": [{"input_ids": [{"x": 1}]}], "skipped": 0},
+    {"examples": [{"input_ids": [1]}], "skipped": -1},
+    {"examples": [], "skipped": 0},
+    ["not", "a", "cache"],
+])
+def test_a_cache_of_the_wrong_structure_is_rebuilt(stored):
+    from masprm.train.cache import _well_formed
+
+    assert not _well_formed(stored)
+    assert _well_formed({"examples": [{"text": "a", "input_ids": [1, 2], "positions": [1], "targets": [0.5],
+                                      "pos_has_sep": True, "weight": 1.0}], "skipped": 0})
+
+
+def test_torch_files_are_zip_archives():
+    """The checkpoint check relies on torch.save writing a zip archive (torch >= 1.6)."""
+    import io
+
+    import torch
+
+    buf = io.BytesIO()
+    torch.save({"a": 1}, buf)
+    assert zipfile.is_zipfile(io.BytesIO(buf.getvalue()))
+
+
+# --------------------------------------------------------------------------- classes 8 and 9: trees and text
+
+def _tree(**root_changes) -> dict:
+    from helpers import gsm8k_tree
+
+    tree = gsm8k_tree()
+    tree["children"][0].update(root_changes)
+    if tree["children"][0].get("q_mean") == "drop":
+        del tree["children"][0]["q_mean"]
+    return tree
+
+
+@pytest.mark.parametrize("change, problem", [
+    ({"q_mean": 5.0}, "root/0: 'q_mean' is 5, outside [-1, 1]"),
+    ({"q_mean": -1.5}, "root/0: 'q_mean' is -1.5, outside [-1, 1]"),
+    ({"q_mean": "drop", "q_sum": 9.0, "visits": 3}, "root/0: 'q_sum / visits' is 3, outside [-1, 1]"),
+    ({"visits": -2}, "root/0: 'visits' must be a whole number >= 0, got -2"),
+    ({"visits": 1.5}, "root/0: 'visits' must be a whole number >= 0, got 1.5"),
+    ({"node_text": ["a", "list"]}, "root/0: 'node_text' must be a string, got list"),
+    ({"action_text": 3}, "root/0: 'action_text' must be a string, got int"),
+    ({"steps": ["ok", 2]}, "root/0: 'steps' must be a list of strings"),
+])
+def test_one_tree_reader_checks_values_for_every_consumer(tmp_path, change, problem):
+    from masprm.errors import TreeError
+    from masprm.tree_schema import check_search_tree, read_tree
+
+    tree = _tree(**change)
+    (tmp_path / "0.json").write_text(json.dumps(tree))
+    with pytest.raises(TreeError) as stage2:           # stage 2's reader
+        read_tree(tmp_path / "0.json", "0.json")
+    with pytest.raises(TreeError) as show:             # show_tree's and the plots' check
+        check_search_tree(tree, "0.json")
+    assert str(stage2.value) == f"0.json: {problem}" and str(show.value) == f"0.json: {problem}"
+
+
+def test_show_tree_refuses_a_list_as_node_text_in_one_line(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "0.json").write_text(json.dumps(_tree(node_text=["a"])))
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.show_tree", ["0.json", "--text"])
+    assert code == 2 and lines == ["show_tree.py: error: 0.json: root/0: 'node_text' must be a string, got list"]
+    assert snapshot(tmp_path) == before
+
+
+def test_the_demo_trees_values_pass(tmp_path):
+    """Values at the edges of the range are accepted: +-1, 0 visits, null texts."""
+    from masprm.tree_schema import check_search_tree
+
+    check_search_tree(_tree(q_mean=-1.0, visits=0, final_answer=None), "t")
+    check_search_tree(_tree(q_mean="drop", q_sum=-3.0, visits=3), "t")
+
+
+@pytest.mark.parametrize("reader", ["tree", "jsonl", "json", "records"])
+def test_a_lone_surrogate_is_refused_naming_file_and_line(tmp_path, reader):
+    from masprm.errors import DataError, TreeError
+    from masprm.io import iter_jsonl, read_json
+    from masprm.train.data import load_records
+    from masprm.tree_schema import read_tree_json
+
+    good = '{"prompt": "p", "completions": ["a \\ud83d\\ude00 b"], "labels": [1.0]}'   # a valid pair: an emoji
+    bad = '{"prompt": "p", "completions": ["a \\ud800 b"], "labels": [1.0]}'
+    if reader == "tree":
+        path = tmp_path / "0.json"
+        path.write_text('{"visits": 1,\n "node_text": "q \\ud83d\\ude00",\n "children": [],\n'
+                        ' "meta": "\\udc00 alone"}')
+        with pytest.raises(TreeError, match=r"^0.json:4: a string holds a lone surrogate \(\\udc00\)"):
+            read_tree_json(path, "0.json")
+        return
+    path = tmp_path / ("d.json" if reader == "json" else "d.jsonl")
+    path.write_text(f"[{good},\n{bad}]\n" if reader == "json" else f"{good}\n{good}\n{bad}\n")
+    line = 2 if reader == "json" else 3
+    expected = rf"^{path}:{line}: a string holds a lone surrogate \(\\ud800\), which cannot be written as UTF-8"
+    with pytest.raises(DataError, match=expected if reader != "records" else r"lone surrogate"):
+        if reader == "json":
+            read_json(path)
+        elif reader == "jsonl":
+            list(iter_jsonl(path))
+        else:
+            load_records(path, "prm")
+
+
+# --------------------------------------------------------------------------- classes 12 and 13
+
+@pytest.mark.parametrize("out", ["policy/report.json", "scorers/prm/report.json", "policy"])
+def test_the_step_benchmark_never_writes_into_a_folder_it_reads(tmp_path, monkeypatch, capsys, out):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "config.json").write_text("{}")
+    (tmp_path / "scorers" / "prm").mkdir(parents=True)
+    (tmp_path / "scorers" / "orm").mkdir(parents=True)
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.stepbench",
+                         ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir", "scorers/orm", "--out", out])
+    assert code == 2 and len(lines) == 1, lines
+    assert lines[0].startswith(f"stepbench.py: error: --out {out}: "), lines[0]
+    assert "the input folder" in lines[0] or "is a folder, not a file" in lines[0]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["--results", "nothere"], "--results nothere: no such folder"),
+    (["--docs", "nodocs"], "--docs nodocs: no such folder"),
+    (["--check"], "--check compared nothing: no generated block in docs/*.md or its README has its source "
+                  "(results in results, logs in logs/toy_demo)"),
+])
+def test_report_refuses_missing_folders_and_a_check_that_compared_nothing(tmp_path, monkeypatch, capsys, argv, line):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "results").mkdir()
+    (tmp_path / "docs" / "a.md").write_text("<!-- report: stepbench -->\nold\n<!-- /report -->\n")
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.report", argv)
+    assert code == 2 and lines == [f"report.py: error: {line}"]
+    assert snapshot(tmp_path) == before
+
+
+def test_export_refuses_an_unfinished_scorer(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scorer").mkdir()
+    (tmp_path / "scorer" / "adapter_config.json").write_text("{}")
+    (tmp_path / "scorer" / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "training"}))
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.export_scorer", ["scorer", "--merged", "merged"])
+    assert code == 2 and lines == ["export_scorer.py: error: scorer scorer: its training did not finish "
+                                   "(masprm_scorer.json says status 'training'); finish it with --resume before "
+                                   "exporting it"]
+    assert snapshot(tmp_path) == before
+
+
+# --------------------------------------------------------------------------- class 6: no NaN leaves a model
+
+class _NanModel:
+    """A token-classification model whose every logit is NaN (weights that overflowed)."""
+
+    def __init__(self, value=float("nan")):
+        import torch
+
+        self.value, self.weight = value, torch.zeros(1)
+
+    def parameters(self):
+        return iter([self.weight])
+
+    def __call__(self, input_ids, attention_mask):
+        import types
+
+        import torch
+
+        return types.SimpleNamespace(logits=torch.full((*input_ids.shape, 1), self.value))
+
+
+class _Encoder:
+    sep_id, tokenizer = 5, None
+
+    def encode(self, texts):
+        return [[1, 2, 5] for _ in texts]
+
+
+@pytest.mark.parametrize("kind", ["HFScorer", "TrajScorer"])
+def test_a_scorer_giving_nan_stops_the_condition_in_one_error_naming_its_flag(tmp_path, kind):
+    from test_eval_runner import World
+
+    from masprm.errors import ModelOutputError
+    from masprm.eval.logs import log_status
+    from masprm.models import scorer as scorers
+
+    world = World()
+    world.prm = getattr(scorers, kind)(_NanModel(), _Encoder(), "\n", pad_id=0, setting="prm_dir", source="fake-prm")
+    with pytest.raises(ModelOutputError) as caught:
+        world.run(tmp_path, ["sbs_prm"])
+    assert str(caught.value) == ("prm_dir fake-prm: the model gave nan as a value (not a finite number); its weights "
+                                 "or its precision are broken") and caught.value.setting == "prm_dir"
+    assert all(log_status(p) != "COMPLETED" for p in tmp_path.glob("*.txt"))   # never a finished condition
+
+
+def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
+    import torch
+
+    from masprm.errors import ModelOutputError
+    from masprm.models.policy import HFPolicy
+
+    policy = HFPolicy(str(tiny_model_dir), setting="gen_model_id")
+    with torch.no_grad():
+        policy.model.get_output_embeddings().weight.fill_(float("nan"))
+    messages = [{"role": "user", "content": "What is 3 + 4?"}]
+    with pytest.raises(ModelOutputError, match=rf"^gen_model_id {tiny_model_dir}: the model gave nan as logits "
+                                               r"\(new token 1\) \(not a finite number\)"):
+        policy.sample([messages], 2, temperature=0.7, max_new_tokens=4)
+    with pytest.raises(ModelOutputError, match=r"the model gave nan as a completion's log-probability"):
+        policy.logprob([(messages, "7")])
+
+
+# --------------------------------------------------------------------------- classes 4 and 5: checked before loading
+
+def _policy_copy(tiny_model_dir, tmp_path, edit_generation=None, edit_config=None) -> str:
+    import shutil
+
+    folder = tmp_path / "policy"
+    shutil.copytree(tiny_model_dir, folder)
+    for name, edit in (("generation_config.json", edit_generation), ("config.json", edit_config)):
+        if edit is not None:
+            path = folder / name
+            data = json.loads(path.read_text()) if path.is_file() else {}
+            text = edit(data)
+            path.write_text(text if isinstance(text, str) else json.dumps(data))
+    return str(folder)
+
+
+@pytest.mark.parametrize("edit, problem", [
+    (lambda d: '{"eos_token_id": 1,', "generation_config.json cannot be read ("),
+    (lambda d: "[1, 2]", "generation_config.json must hold a JSON object"),
+    (lambda d: d.update(repetition_penalty=-1.2), "generation_config.json: repetition_penalty must be a number > 0, "
+                                                  "got -1.2"),
+    (lambda d: d.update(top_p=1.5), "generation_config.json: top_p must be a number in (0, 1], got 1.5"),
+    (lambda d: d.update(top_k="many"), "generation_config.json: top_k must be a number >= 0, got 'many'"),
+    (lambda d: d.update(eos_token_id=[3, 70000]), "the EOS token id 70000 is outside the vocabulary (0..511), so "
+                                                  "no message could end"),
+])
+def test_a_policy_s_generation_files_are_checked_before_it_loads(tiny_model_dir, tmp_path, edit, problem):
+    from masprm.errors import ModelError
+    from masprm.models.model_checks import check_model_serves
+
+    folder = _policy_copy(tiny_model_dir, tmp_path, edit_generation=edit)
+    with pytest.raises(ModelError) as caught:
+        check_model_serves(folder, "model_id", chat=True)
+    assert str(caught.value).startswith(f"model_id {folder}: {problem}"), str(caught.value)
+
+
+def test_a_system_prompt_or_question_longer_than_the_context_is_refused_before_loading(tiny_model_dir, tmp_path):
+    from transformers import AutoTokenizer
+
+    from masprm.errors import ConfigError, DataError
+    from masprm.models.model_checks import check_questions_fit
+
+    folder = _policy_copy(tiny_model_dir, tmp_path, edit_config=lambda d: d.update(max_position_embeddings=64))
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompt, question = "Solve it step by step. " * 4, "How many apples are there? " * 4
+    p, q = (len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in (prompt, question))
+    assert p < 64 and q < 64 <= p + q   # each fits alone, not together
+    check_questions_fit(folder, "model_id", [question], where="data.jsonl")   # alone it fits
+    with pytest.raises(DataError) as caught:
+        check_questions_fit(folder, "model_id", ["2 + 2?", question], where="data.jsonl", prompts=[prompt, "Hi."])
+    assert str(caught.value) == (f"data.jsonl: example 1: the question is {q} tokens (with the longest system prompt, "
+                                 f"{p + q}), more than the context of {folder} (64 tokens)")
+    with pytest.raises(ConfigError, match=r"^mas_config: a system prompt is \d+ tokens, more than the context"):
+        check_questions_fit(folder, "model_id", ["2 + 2?"], where="data.jsonl", prompts=[prompt * 3])
+
+
+def test_stage3_refuses_records_longer_than_the_base_model_s_context(tiny_model_dir, tmp_path):
+    import types
+
+    from masprm.errors import ConfigError
+    from masprm.train.trainer import _check_fits_context
+
+    folder = _policy_copy(tiny_model_dir, tmp_path, edit_config=lambda d: d.update(max_position_embeddings=64))
+    cfg = types.SimpleNamespace(model_id=folder, trust_remote_code=False, max_length=100)
+    _check_fits_context(cfg, [{"pos_ids": [1] * 64, "neg_ids": [1] * 10}])   # up to the context: fine
+    with pytest.raises(ConfigError) as caught:
+        _check_fits_context(cfg, [{"pos_ids": [1] * 65, "neg_ids": [1] * 10}])
+    assert str(caught.value) == (f"max_length 100: the records are up to 65 tokens at this length, more than the "
+                                 f"context of {folder} (64 tokens); pass `max_length` 64 or less")
+    assert caught.value.setting == "max_length"
