@@ -143,7 +143,8 @@ def _one_gpu_per_process(args) -> None:
     """
     if args.n_gpu > 1:
         print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
-              f"torchrun --nproc_per_node {args.n_gpu} src/train/trainer.py ... (README, Scorer training)",
+              f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
+              "checkout; docs/pipeline.md, Stage 3)",
               file=sys.stderr)
         args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
