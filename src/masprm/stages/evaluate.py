@@ -34,6 +34,7 @@ from masprm.handoff.methods import format_paired_comparison, paired_comparison, 
 from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
                                      HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
+from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
@@ -50,6 +51,7 @@ def groups() -> Groups:
     return (("data", (DataSettings,)),
             ("models", (ModelSettings, role_flags_class(), ViewSettings)),
             ("model loading", (ModelFlags,)),
+            ("generation backend", (BackendFlags,)),
             ("search", tuple(c for c in settings_classes() if c not in elsewhere)),
             ("run", (RunSettings, EngineSettings, ClusterSettings)),
             ("dynamic handoff (handoff_* methods)", HANDOFF_FLAGS))
@@ -173,8 +175,9 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
     models = settings.models
     policy = check_local_model(models.gen_model_id, "gen_model_id")
     check_policy(policy, "gen_model_id", options)   # its device, attention, config, weights and chat template
+    check_backend(settings.backend, policy, options, "gen_model_id")
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
-                                 max_batch_tokens=settings.engine.max_batch_tokens)}
+                                 max_batch_tokens=settings.engine.max_batch_tokens, backend=settings.backend)}
     scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
     bases = models.scorer_bases()
     for role, record in read_scorers(run, settings).items():   # a scorer no method uses is neither checked nor loaded
