@@ -112,10 +112,11 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError.
 
     The folder being a link, or a link in it that leads out of it, is refused (ConfigError naming it)
-    before anything is written.
+    before anything is written. A folder this call created is removed again if the run left it empty.
     """
     folder = Path(folder)
-    if os.path.lexists(folder):
+    created = not os.path.lexists(folder)
+    if not created:
         check_no_outside_links(folder, setting)   # the folder itself a link, or one inside leading out
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -134,6 +135,11 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)  # closing the last descriptor releases the lock
+        if created:   # a run refused before it wrote anything leaves no empty folder behind
+            try:
+                folder.rmdir()
+            except OSError:
+                pass   # it holds the run's outputs
 
 
 def announce_holder(folder: Path) -> None:
@@ -159,6 +165,8 @@ def _read_holder(path: Path) -> str:
 
 # recorded name -> the setting a user changes it with (for the message)
 SETTING_NAMES = {"model": "model_id", "policy_weights": "load_in_4bit"}   # a record key -> the setting shown
+# Keys recorded only when not at their default (so older records stay valid): a missing one means this value.
+RECORD_DEFAULTS = {"backend": "hf"}
 
 
 def read_settings(folder: Path) -> dict | None:
@@ -205,6 +213,8 @@ def check_or_record_settings(folder: Path, current: dict) -> None:
     if recorded is None:
         raise ConfigError(f"{folder} holds trees but no record of the settings that made them "
                           f"({SETTINGS_FILE}); use another `out_root` or move the folder")
+    recorded = {**RECORD_DEFAULTS, **recorded}
+    current = {**RECORD_DEFAULTS, **current}
     changed = [k for k in current if k in recorded and not _same(recorded[k], current[k])]
     if changed:
         diffs = "; ".join(f"`{SETTING_NAMES.get(k, k)}` was {_shown(recorded[k])}, now {_shown(current[k])}"

@@ -25,15 +25,17 @@ from typing import Any, Iterable
 from masprm.code_identity import code_digest
 from masprm.errors import ConfigError
 from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from masprm.models.backends import backend_sources
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
 _SRC = Path(__file__).resolve().parents[1]   # src/masprm
-# The code on every evaluation's path: the loop (which loads the policy and the scorers) and the
-# data loading; `code_version` follows their masprm imports, so policy, scorer, training-data
-# encoding, answers, graph, search and eval code all count. A method's own module is added per condition.
-_ENTRY_CODE = ("eval/runner.py", "data.py")
+# The code on every evaluation's path: the loop (which loads the policy and the scorers), the
+# data loading and the generation backends (the registry names their modules by string);
+# `code_version` follows their masprm imports, so policy, scorer, training-data encoding,
+# answers, graph, search and eval code all count. A method's own module is added per condition.
+_ENTRY_CODE = ("eval/runner.py", "data.py", *backend_sources())
 _HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
 
 
