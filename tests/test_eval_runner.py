@@ -195,10 +195,11 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     import shutil
     from pathlib import Path
 
-    from masprm import identity as logs   # code identity's home (stage 4's logs name conditions by it)
+    from masprm import identity
+    from masprm.eval import logs
 
     root = tmp_path / "masprm"
-    shutil.copytree(Path(logs.__file__).resolve().parent, root,
+    shutil.copytree(Path(logs.__file__).resolve().parents[1], root,
                     ignore=shutil.ignore_patterns("__pycache__"))
     method_file = str(root / "eval" / "methods.py")
     names = {f.relative_to(root).as_posix() for f in logs.code_files(method_file, root)}
@@ -209,7 +210,7 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
 
     def version():
-        logs._code_version_cache.clear()
+        identity._code_version_cache.clear()
         return logs.code_version(method_file, root)
 
     before = version()

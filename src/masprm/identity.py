@@ -97,11 +97,7 @@ def file_identity(path: str | os.PathLike) -> str:
 
 # --------------------------------------------------------------------------- paths and stage 4's code
 
-_SRC = Path(__file__).resolve().parent   # src/masprm
-# The code on every evaluation's path: the loop (which loads the policy and the scorers) and the
-# data loading; `code_version` follows their masprm imports, so policy, scorer, training-data
-# encoding, answers, graph, search and eval code all count. A method's own module is added per condition.
-_ENTRY_CODE = ("eval/runner.py", "data.py")
+SRC = Path(__file__).resolve().parent   # src/masprm
 _HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
 
 
@@ -199,9 +195,10 @@ def _find_masprm_imports(path: Path, root: Path) -> set[Path]:
 _code_version_cache: dict[tuple, str] = {}
 
 
-def code_files(module_file: str | None = None, root: Path = _SRC) -> list[Path]:
-    """The package files an evaluation runs: the entry modules and everything they import from masprm."""
-    todo = [root / rel for rel in _ENTRY_CODE if (root / rel).is_file()]
+def code_files(entry: tuple[str, ...], module_file: str | None = None, root: Path = SRC) -> list[Path]:
+    """The package files a run executes: the ``entry`` modules (paths under ``root``), ``module_file``,
+    and everything they import from masprm."""
+    todo = [root / rel for rel in entry if (root / rel).is_file()]
     if module_file:
         todo.append(Path(module_file).resolve())
     seen: set[Path] = set()
@@ -214,16 +211,16 @@ def code_files(module_file: str | None = None, root: Path = _SRC) -> list[Path]:
     return sorted(seen)
 
 
-def code_version(module_file: str | None = None, root: Path = _SRC) -> str:
-    """A hash of the code on the evaluation's path (`code_files`) for a method defined in `module_file`.
+def code_version(entry: tuple[str, ...], module_file: str | None = None, root: Path = SRC) -> str:
+    """A hash of the code a run executes (`code_files`), e.g. stage 4's for a method defined in `module_file`.
 
     Each file counts by its syntax (``syntax_text``), so editing a docstring or a
     comment keeps every log's name; editing a statement renames the logs it may change.
     """
-    key = (module_file or "", str(root))
+    key = (entry, module_file or "", str(root))
     if key not in _code_version_cache:
         digest = hashlib.sha1()
-        for f in code_files(module_file, root):
+        for f in code_files(entry, module_file, root):
             name = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
             digest.update(name.encode() + b"\0" + code_digest(f).encode())
         _code_version_cache[key] = digest.hexdigest()[:12]

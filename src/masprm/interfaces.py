@@ -79,10 +79,17 @@ class Usage:
     scorer_tokens: int = 0
     scorer_calls: int = 0
     agent_runs: int = 0
+    # The LLM judge's work (masprm.search.judge); its tokens also count as scorer tokens.
+    judge_calls: int = 0
+    judge_tokens: int = 0
+    judge_parse_failures: int = 0
 
     def add(self, other: "Usage") -> None:
         for name in self.__dataclass_fields__:
             setattr(self, name, getattr(self, name) + getattr(other, name))
 
     def as_dict(self) -> dict[str, int]:
-        return {name: getattr(self, name) for name in self.__dataclass_fields__}
+        """Every count; the judge's only where a judge was asked, so other conditions' records stay as they were."""
+        judged = self.judge_calls > 0
+        return {name: getattr(self, name) for name in self.__dataclass_fields__
+                if judged or not name.startswith("judge_")}

@@ -159,6 +159,8 @@ def _read_holder(path: Path) -> str:
 
 # recorded name -> the setting a user changes it with (for the message)
 SETTING_NAMES = {"model": "model_id", "policy_weights": "load_in_4bit"}   # a record key -> the setting shown
+# Keys recorded only when not at their default (so older records stay valid): a missing one means this value.
+RECORD_DEFAULTS = {"backend": "hf"}
 
 
 def read_settings(folder: Path) -> dict | None:
@@ -205,6 +207,8 @@ def check_or_record_settings(folder: Path, current: dict) -> None:
     if recorded is None:
         raise ConfigError(f"{folder} holds trees but no record of the settings that made them "
                           f"({SETTINGS_FILE}); use another `out_root` or move the folder")
+    recorded = {**RECORD_DEFAULTS, **recorded}
+    current = {**RECORD_DEFAULTS, **current}
     changed = [k for k in current if k in recorded and not _same(recorded[k], current[k])]
     if changed:
         diffs = "; ".join(f"`{SETTING_NAMES.get(k, k)}` was {_shown(recorded[k])}, now {_shown(current[k])}"

@@ -21,12 +21,29 @@ from pathlib import Path
 from typing import Iterable
 
 from masprm.errors import ConfigError
-from masprm.identity import code_files, code_version, path_identity, stable_hash  # noqa: F401 (their home: masprm.identity)
+from masprm import identity
+from masprm.identity import path_identity, stable_hash  # noqa: F401 (their home: masprm.identity)
 from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
+from masprm.models.backends import backend_sources
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
+# The code on every evaluation's path: the loop (which loads the policy and the scorers), the
+# data loading and the generation backends (the registry names their modules by string);
+# `code_version` follows their masprm imports, so policy, scorer, training-data encoding,
+# answers, graph, search and eval code all count. A method's own module is added per condition.
+EVAL_CODE = ("eval/runner.py", "data.py", *backend_sources())
+
+
+def code_files(module_file: str | None = None, root: Path = identity.SRC) -> list[Path]:
+    """The package files an evaluation runs (``masprm.identity.code_files`` from ``EVAL_CODE``)."""
+    return identity.code_files(EVAL_CODE, module_file, root)
+
+
+def code_version(module_file: str | None = None, root: Path = identity.SRC) -> str:
+    """The hash of the code an evaluation of a method defined in ``module_file`` runs (its fingerprint's code)."""
+    return identity.code_version(EVAL_CODE, module_file, root)
 # --------------------------------------------------------------------------- file names
 
 

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from masprm.errors import ConfigError
+from masprm.eval.pool_metrics import pool_report_lines, selector_summary
 from masprm.handoff.methods import HANDOFF_METHODS, handoff_search
 from masprm.handoff.methods import report_lines as handoff_report, summarize as handoff_summary
 from masprm.registry import Registry
@@ -26,10 +27,11 @@ from masprm.search.best_of_n import best_of_n
 from masprm.roles import ROLES
 from masprm.search.context import SearchContext
 from masprm.search.mcts import mcts_family
+from masprm.search.judge import JUDGE_ROLE
 from masprm.search.scorer_kinds import SCORER_KINDS
-from masprm.search.settings import (BoNSettings, LogProbSettings, MCTSSettings, ORMLeafSettings, PassSettings,
-                                    SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings, VoterSettings,
-                                    check_settings_classes, combined_settings, extra_scorers)
+from masprm.search.settings import (BoNSettings, JudgeSettings, LogProbSettings, MCTSSettings, ORMLeafSettings,
+                                    PassSettings, SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings,
+                                    VoterSettings, check_settings_classes, combined_settings, extra_scorers)
 from masprm.search.vote import voter_family
 
 ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
@@ -39,7 +41,7 @@ ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic
 class Method:
     name: str
     search: Callable[[SearchContext, Any], Any]   # a search generator (masprm.search.engine) -> SearchResult
-    needs: frozenset[str] = frozenset()   # scorer roles it loads (masprm.roles.ROLES)
+    needs: frozenset[str] = frozenset()   # scorer roles it loads (masprm.roles.ROLES), and the judge (JUDGE_ROLE)
     routing: str = "static"               # one of ROUTINGS: methods of both cannot share a run
     summarize: Callable[[list[dict]], dict] | None = None  # per-condition extra metrics from records
     settings: tuple[type, ...] = ()       # MethodSettings classes: all it reads, and its fingerprint
@@ -70,9 +72,9 @@ def register_method(name: str, *, needs: Sequence[str] = (), routing: str = "sta
                     report: Callable[[dict], list[str]] | None = None, family: str | None = None,
                     scorer_kind: str | None = None):
     """Decorator: register a search generator ``fn(ctx, example)`` as ``--methods name`` (a name is registered once)."""
-    unknown = set(needs) - set(ROLES)
+    unknown = set(needs) - set(ROLES) - {JUDGE_ROLE}
     if unknown:
-        raise ConfigError(f"unknown scorer roles {sorted(unknown)} (valid: {', '.join(ROLES)})")
+        raise ConfigError(f"unknown model roles {sorted(unknown)} (valid: {', '.join([*ROLES, JUDGE_ROLE])})")
     if routing not in ROUTINGS:
         raise ConfigError(f"unknown routing {routing!r} (expected one of {', '.join(ROUTINGS)})")
 
@@ -119,10 +121,17 @@ for _family in (("sbs",   sbs_family,   ("b1", "b2"),          "{b1}x{b2}"),
     register_family(SearchFamily(*_family))
 
 
+# Selectors over a shared pool of passes (their records keep it: masprm.eval.pool_metrics); the judge's
+# counts are reported wherever it is asked.
+POOLED_FAMILIES = ("voter", "bon")
+
+
 def register_scored_method(name: str, family: str, kind: str, settings: Sequence[type]) -> None:
     """Register ``name``: the ``family`` search valued by scorer kind ``kind``, defined by ``settings``."""
-    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind)(
-        partial(FAMILIES[family].search, kind=kind))
+    reported = family in POOLED_FAMILIES or kind == JUDGE_ROLE
+    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind,
+                    summarize=selector_summary if reported else None,
+                    report=pool_report_lines if reported else None)(partial(FAMILIES[family].search, kind=kind))
 
 
 # name               family   scorer kind  settings (all it reads; the condition's fingerprint)
@@ -149,6 +158,9 @@ STATIC_METHODS = (
     ("sbs_true_value",      "sbs",  "true_value",     (SBSSettings, TrueValueSettings)),
     ("mcts_true_value",     "mcts", "true_value",     (MCTSSettings, TrueValueSettings)),
     ("bon_true_value",      "bon",  "true_value",     (BoNSettings, TrueValueSettings)),
+    # the original newer branch's LLM judge (masprm.search.judge): over the voters' pool, guiding MCTS
+    ("pooled_judge",    "voter", "judge",    (VoterSettings, JudgeSettings)),
+    ("mcts_judge",      "mcts",  "judge",    (MCTSSettings, JudgeSettings)),
 )
 
 register_method("single_pass", settings=(PassSettings,))(single_pass)

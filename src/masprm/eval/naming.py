@@ -27,12 +27,13 @@ HANDOFF_NAMES = {
 }
 # scorer kind -> the original's name for it, per search family (best-of-N names it as SBS does)
 SBS_SCORERS = {"masprm": "PRM", "logprob": "logprob", "orm": "ORM"}
-MCTS_SCORERS = {"masprm": "PPM", "logprob": "logprob", "orm": "ORM"}
+MCTS_SCORERS = {"masprm": "PPM", "logprob": "logprob", "orm": "ORM", "judge": "LLM judge"}
 VOTER_NAMES = {
     "plain": "policy only, no PRM",
     "masprm": "score-weighted, PRM-steps",
     "logprob": "score-weighted, logprob",
     "orm": "score-weighted, ORM end",
+    "judge": "LLM judge over the shared pool",
 }
 
 

@@ -34,6 +34,7 @@ from masprm.eval.methods import METHODS, method_facts
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
 from masprm.io import read_json
+from masprm.models.backends import identity as backend_identity, load_policy
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
@@ -53,12 +54,7 @@ class ModelSpec:
     setting: str | None = None        # the setting that named it, for error messages (default by model type)
     max_batch_tokens: int | None = None  # a policy's cap on the padded tokens of one call (None: its default)
     scorer: ScorerFolder | None = None   # a scorer folder as stage 4 read it (None: read when needed)
-
-
-def _load_policy(spec: ModelSpec) -> Any:
-    from masprm.models.policy import HFPolicy   # imports torch: the runner itself stays torch-free
-    extra = {"max_batch_tokens": spec.max_batch_tokens} if spec.max_batch_tokens else {}
-    return HFPolicy(spec.model_id, spec.options, setting=spec.setting or "gen_model_id", **extra)
+    backend: Any = None               # a policy's backend (masprm.models.backends.BackendFlags; None: hf)
 
 
 def _load_scorer(spec: ModelSpec) -> Any:
@@ -67,13 +63,15 @@ def _load_scorer(spec: ModelSpec) -> Any:
                        setting=spec.setting or "prm_dir", record=spec.scorer)
 
 
-MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {"policy": _load_policy, "scorer": _load_scorer}
+MODEL_LOADERS: dict[str, Callable[[ModelSpec], Any]] = {   # the policy by its generation backend (models.backends)
+    "policy": lambda s: load_policy(s.backend, s.model_id, s.options, s.setting or "gen_model_id", s.max_batch_tokens),
+    "scorer": _load_scorer}
 _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition needs them
 
 
 def _model_key(spec: ModelSpec) -> tuple:
     return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
-            spec.max_batch_tokens)
+            spec.max_batch_tokens, repr(spec.backend))
 
 
 def load_model(spec: ModelSpec) -> Any:
@@ -236,6 +234,7 @@ def _model_identity(spec: ModelSpec) -> dict:
         identity["dtype"] = spec.options.dtype   # only when asked for, so the default's fingerprints stay as they were
     if spec.model_type == "policy" and identity["load_in_4bit"]:   # its 4-bit format (fp4 or nf4) changes its samples
         identity["quant_type"] = spec.options.quant_type
+    identity.update(backend_identity(spec.backend) if spec.model_type == "policy" else {})   # hf: nothing
     return identity
 
 

@@ -18,6 +18,7 @@ from masprm.config import arg, config_from_args, require, require_each, settings
 from masprm.paths import PathText
 from masprm.data import dataset_options
 from masprm.eval.methods import METHODS, Method, settings_classes
+from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
 from masprm.roles import DEFAULT_POLICY, ROLES, role_flags_class
 from masprm.search.engine import EngineSettings
@@ -74,6 +75,11 @@ class ModelSettings:
                                 help="the scorers' own precision, independent of the policy's --load_in_4bit: auto "
                                      "(4-bit NF4 on CUDA as the original, fp32 on CPU), 4bit (on CPU too), bf16, "
                                      "fp16 or fp32")
+    judge_model_id: str | None = arg(None, flags=("--judge_model_id",),
+                                     help="the LLM judge of pooled_judge / mcts_judge (hub id or model folder; "
+                                          "needed by those methods, never shown the gold answer)")
+    judge_load_in_4bit: bool = arg(False, flags=("--judge_load_in_4bit",),
+                                   help="load the judge in 4-bit (bitsandbytes), whatever the policy's --load_in_4bit")
     # Scorer role -> its folder / base model (None: not given; the base then from the adapter config).
     # Their flags are the roles' (masprm.roles.role_flags_class: --prm_dir, --orm_base_model_id, ...).
     folders: Mapping[str, str | None] = field(
@@ -139,6 +145,7 @@ class EvalSettings:
     loading: ModelFlags = field(default_factory=ModelFlags)
     engine: EngineSettings = field(default_factory=EngineSettings)
     method_values: Mapping[type, Any] = field(default_factory=dict)   # settings class -> its checked instance
+    backend: BackendFlags = field(default_factory=BackendFlags)       # which generation backend runs the policy
 
     @classmethod
     def from_args(cls, namespace: Any) -> "EvalSettings":
@@ -146,7 +153,7 @@ class EvalSettings:
         class a registered method declares."""
         return cls(config_from_args(DataSettings, namespace), ModelSettings.from_args(namespace),
                    config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
-                   settings_from_args(settings_classes(), namespace))
+                   settings_from_args(settings_classes(), namespace), config_from_args(BackendFlags, namespace))
 
     def method_settings(self, method: str | Method) -> Any:
         """The frozen settings a method reads (``ctx.settings``): exactly the classes it declares."""

@@ -217,6 +217,46 @@ def check_chat_template(tokenizer: Any, setting: str, model_id: str) -> None:
         raise _fail(setting, model_id, "its chat template does not show the user's message")
 
 
+# What a policy's sampling reads from generation_config.json, and the values each may take.
+GENERATION_RANGES = {"repetition_penalty": ("> 0", lambda v: v > 0), "temperature": (">= 0", lambda v: v >= 0),
+                     "top_p": ("in (0, 1]", lambda v: 0 < v <= 1), "top_k": (">= 0", lambda v: v >= 0)}
+
+
+def check_generation_config(folder: Path, config: Any, tokenizer: Any, vocab: int, setting: str,
+                            model_id: str) -> None:
+    """The policy's generation files: generation_config.json parsed strictly (valid JSON, an object), its
+    sampling values in range, and an end-of-turn token (its EOS ids, else the config's or the tokenizer's)
+    that exists and lies inside the vocabulary; without one every message runs to max_new_tokens."""
+    path = folder / "generation_config.json"
+    generation: dict = {}
+    if path.is_file():
+        try:
+            generation = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as err:
+            raise _fail(setting, model_id, f"generation_config.json cannot be read ({quoted(first_line(err), 160)})"
+                        "; fix or remove it") from None
+        if not isinstance(generation, dict):
+            raise _fail(setting, model_id, "generation_config.json must hold a JSON object")
+    for key, (rule, ok) in GENERATION_RANGES.items():
+        value = generation.get(key)
+        if value is None:
+            continue
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
+            raise _fail(setting, model_id, f"generation_config.json: {key} must be a number {rule}, got {quoted(value)}")
+    eos = generation.get("eos_token_id")
+    for source in (getattr(config, "eos_token_id", None), tokenizer.eos_token_id):
+        eos = source if eos is None else eos
+    ids = [eos] if not isinstance(eos, list) else eos
+    ids = [i for i in ids if i is not None]
+    if not ids:
+        raise _fail(setting, model_id, "no end-of-turn token: neither generation_config.json, config.json nor the "
+                                       "tokenizer names an EOS token, so every message would run to max_new_tokens")
+    bad = next((i for i in ids if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < vocab), None)
+    if bad is not None:
+        raise _fail(setting, model_id, f"the EOS token id {quoted(bad)} is outside the vocabulary (0..{vocab - 1}), so "
+                                       "no message could end")
+
+
 def context_length(config: Any) -> int | None:
     """The model's context in tokens, when its config says."""
     for key in CONTEXT_KEYS:
@@ -282,6 +322,7 @@ def _check(model_id: str, setting: str, attn_impl: str | None, trust_remote_code
                                        "(tokenizer files of another model?)")
     if chat:
         check_chat_template(tokenizer, setting, model_id)
+        check_generation_config(folder, config, tokenizer, rows, setting, model_id)
     return tokenizer, context_length(config)
 
 
@@ -300,33 +341,50 @@ def check_model_serves(model_id: str, setting: str, *, attn_impl: str | None = "
 
 
 def check_questions_fit(model_id: str, setting: str, questions: Iterable[str], *, where: str,
-                        trust_remote_code: bool = False) -> None:
-    """Every question fits the model's context (when its config gives one); a DataError names the first that
-    does not, so a run does not spend minutes on it and then fail."""
+                        trust_remote_code: bool = False, prompts: Iterable[str] = (),
+                        prompts_from: str = "mas_config") -> None:
+    """Every question, with the longest of the team's system `prompts`, fits the model's context (when its
+    config gives one); a DataError names the first that does not (a ConfigError naming `prompts_from` when a
+    prompt alone fills it), so a run does not spend minutes on it and then fail or silently cut it."""
     tokenizer, context = _checked(model_id, setting, None, trust_remote_code, False, folder_stamp(model_id))
     if tokenizer is None or context is None:
         return
+    prompts = [p for p in prompts if p]
+    with _quiet_transformers():
+        prompt = max((len(ids) for ids in tokenizer(prompts, add_special_tokens=False)["input_ids"]), default=0) \
+            if prompts else 0
+    if prompt >= context:
+        raise ConfigError(f"{prompts_from}: a system prompt is {prompt} tokens, more than the context of "
+                          f"{model_id} ({context} tokens)", setting=prompts_from)
     questions = list(questions)
     for start in range(0, len(questions), 256):
         batch = questions[start:start + 256]
         with _quiet_transformers():
             lengths = [len(ids) for ids in tokenizer(batch, add_special_tokens=False)["input_ids"]]
         for k, n in enumerate(lengths):
-            if n >= context:
-                raise DataError(f"{where}: example {start + k}: the question is {n} tokens, more than the "
-                                f"context of {model_id} ({context} tokens)")
+            if n + prompt >= context:
+                with_prompt = f" (with the longest system prompt, {n + prompt})" if prompt else ""
+                raise DataError(f"{where}: example {start + k}: the question is {n} tokens{with_prompt}, more than "
+                                f"the context of {model_id} ({context} tokens)")
+
+
+def model_context(model_id: str, setting: str, trust_remote_code: bool = False) -> int | None:
+    """The context of a model that passed ``check_model_serves`` (None when its config does not say)."""
+    return _checked(model_id, setting, None, trust_remote_code, False, folder_stamp(model_id))[1]
 
 
 def check_policy(model_id: str, setting: str, options: Any, *, questions: Iterable[Any] = (),
-                 where: str = "the data") -> None:
+                 where: str = "the data", prompts: Iterable[str] = ()) -> None:
     """What a stage checks of its policy before any output: the loading flags of `options`
     (``masprm.models.loading.ModelOptions``: device, attention), the folder (``check_model_serves``
-    with the chat template) and, when given, that the `questions` (strings or examples) fit its context."""
+    with the chat template) and, when given, that the `questions` (strings or examples), each with the
+    longest of the team's system `prompts`, fit its context."""
     check_model_serves(model_id, setting, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
                        device_map=options.device_map, chat=True)
     texts = [getattr(q, "question", q) for q in questions]
     if texts:
-        check_questions_fit(model_id, setting, texts, where=str(where), trust_remote_code=options.trust_remote_code)
+        check_questions_fit(model_id, setting, texts, where=str(where), trust_remote_code=options.trust_remote_code,
+                            prompts=prompts)
 
 
 def check_finite_outputs(values: Iterable[float], setting: str, source: str, what: str) -> None:

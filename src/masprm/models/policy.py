@@ -1,9 +1,7 @@
 """`HFPolicy`: the agents' language model on a Hugging Face causal LM.
 
-- Prompts are chat messages rendered with the tokenizer's chat template and
-  `add_generation_prompt=True`, tokenised without extra special tokens (the
-  template already carries them). Rendered-and-tokenised prompts are kept in a
-  bounded LRU cache, so a prompt sampled and then scored is tokenised once.
+- Prompts, completions, stop ids and decoded generations are `ChatTokens`'
+  (`masprm.models.chat`), shared with the other generation backends.
 - `sample` decodes all prompts' rows together (left padding, a KV cache, one
   forward per new token), split into calls of at most `max_batch_tokens`
   padded tokens (prompt + new tokens). Each row samples from its own random
@@ -12,9 +10,7 @@
   with the same weights, device and dtype they differ only where float
   rounding of another padding width flips a near tie. Sampling applies the
   checkpoint's `repetition_penalty` and `top_k` (from its generation config),
-  then the temperature and top-p given here, in `generate`'s order. A
-  generation's `new_tokens` counts the sampled tokens up to and including the
-  end-of-turn token; its text is decoded without special tokens and stripped.
+  then the temperature and top-p given here, in `generate`'s order.
 - `logprob` is one teacher-forced forward over all (prompt, completion) pairs
   (right padding, so every real token keeps its unpadded positions). The
   completion is tokenised with `add_special_tokens=False` and only its own
@@ -29,28 +25,19 @@
 
 from __future__ import annotations
 
-import hashlib
 import inspect
-from collections import OrderedDict
 from typing import Sequence
 
 import torch
 
 from masprm.interfaces import Generation, LogProb, Messages
+from masprm.models.chat import STREAM_PRIME as _P, ChatTokens, sampling_warps, stream_seed
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
 from masprm.models.model_checks import check_finite_outputs
 
-
 # Per-row random streams: a counter-based hash of (stream seed, step, token id) gives each
-# candidate token its own uniform draw, so a row's sample is the same in any batch.
-_P = 2 ** 31 - 1   # a prime; every product below stays inside int64
-
-
-def stream_seed(key: Sequence[int]) -> tuple[int, int]:
-    """Two 31-bit words naming a random stream, from any tuple of integers."""
-    digest = hashlib.blake2b(repr(tuple(int(k) for k in key)).encode(), digest_size=8).digest()
-    value = int.from_bytes(digest, "little")
-    return value % _P, (value >> 32) % _P
+# candidate token its own uniform draw, so a row's sample is the same in any batch
+# (_P is a prime; every product below stays inside int64).
 
 
 def _mix(x: torch.Tensor, multiplier: int) -> torch.Tensor:
@@ -85,57 +72,25 @@ def pick_token(logits: torch.Tensor, top_p: float, top_k: int, seeds: torch.Tens
     return tokens.gather(1, score.argmax(-1, keepdim=True))[:, 0]
 
 
-class HFPolicy:
+class HFPolicy(ChatTokens):
     """Implements `masprm.interfaces.Policy` on a local folder or hub id."""
 
     def __init__(self, model_id: str, options: ModelOptions = ModelOptions(), *, setting: str = "model_id",
                  prompt_cache_size: int = 4096, max_batch_tokens: int = 262144):
-        self.model_id = model_id
+        tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
+        self.model = load_causal_lm(model_id, options, setting=setting, n_tokens=len(tokenizer))
+        super().__init__(model_id, tokenizer, self.model.generation_config, prompt_cache_size)
         self.setting = setting
-        self.tokenizer = load_tokenizer(model_id, options.trust_remote_code, setting=setting)
-        self.model = load_causal_lm(model_id, options, setting=setting, n_tokens=len(self.tokenizer))
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
-        self.stop_ids = self._stop_ids()
         self.max_batch_tokens = max_batch_tokens  # padded tokens per call: bigger calls are split
-        self._prompt_cache: OrderedDict[tuple, list[int]] = OrderedDict()
-        self._prompt_cache_size = prompt_cache_size
         # transformers 5 renamed the KV-cache argument (and output) of forward to `cache`.
         self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters \
             else "past_key_values"
         if self.model.generation_config.pad_token_id is None:
             self.model.generation_config.pad_token_id = self.pad_id
 
-    # -- set-up ---------------------------------------------------------------
-
-    def _stop_ids(self) -> set[int]:
-        """Token ids generation stops on: the generation config's EOS ids, else the tokenizer's."""
-        eos = self.model.generation_config.eos_token_id
-        if eos is None:
-            eos = self.tokenizer.eos_token_id
-        ids = {eos} if isinstance(eos, int) else set(eos or [])
-        if not ids:
-            raise ValueError(f"{self.model_id}: the model has no EOS token to end a turn with")
-        return ids
-
     # -- prompts --------------------------------------------------------------
-
-    def prompt_ids(self, messages: Messages) -> list[int]:
-        """Chat-template token ids of a prompt (ending with the assistant header), LRU-cached."""
-        key = tuple((m["role"], m["content"]) for m in messages)
-        ids = self._prompt_cache.get(key)
-        if ids is not None:
-            self._prompt_cache.move_to_end(key)
-            return ids
-        text = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
-        ids = self.tokenizer(text, add_special_tokens=False)["input_ids"]
-        self._prompt_cache[key] = ids
-        if len(self._prompt_cache) > self._prompt_cache_size:
-            self._prompt_cache.popitem(last=False)
-        return ids
-
-    def completion_ids(self, completion: str) -> list[int]:
-        return self.tokenizer(completion, add_special_tokens=False)["input_ids"]
 
     def _padded(self, rows: list[list[int]], left: bool) -> tuple[torch.Tensor, torch.Tensor]:
         width = max(len(r) for r in rows)
@@ -205,8 +160,8 @@ class HFPolicy:
             cache.batch_select_indices(index)
             logits, attention_mask, positions = logits[index], attention_mask[index], positions[index]
         seeds = torch.tensor([seed for _, seed in seqs], dtype=torch.long, device=self.device)
-        config = self.model.generation_config
-        penalty = config.repetition_penalty if config.repetition_penalty not in (None, 1.0) else None
+        top_k, penalty = sampling_warps(self.model.generation_config)
+        penalty = None if penalty == 1.0 else penalty
         seen = None
         if penalty is not None:   # the tokens of each row so far (prompt and sampled), for the penalty
             seen = torch.zeros((rows, self.model.get_output_embeddings().weight.shape[0]), dtype=torch.bool,
@@ -225,7 +180,7 @@ class HFPolicy:
             if seen is not None:
                 logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
             token = logits.argmax(-1) if temperature <= 0 else pick_token(
-                logits / temperature, top_p, config.top_k or 0, seeds, step)
+                logits / temperature, top_p, top_k, seeds, step)
             token = token.to(self.device)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             out[:, step] = token
@@ -241,12 +196,6 @@ class HFPolicy:
             cache = getattr(result, self._cache_arg)
             logits = result.logits[:, -1, :]
         return out.tolist()
-
-    def _generation(self, tokens: list[int], prompt_tokens: int) -> Generation:
-        # Rows that stopped early are padded after their stop token; count up to and including it.
-        length = next((j + 1 for j, t in enumerate(tokens) if t in self.stop_ids), len(tokens))
-        text = self.tokenizer.decode(tokens[:length], skip_special_tokens=True).strip()
-        return Generation(text=text, prompt_tokens=prompt_tokens, new_tokens=length)
 
     @torch.no_grad()
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
@@ -302,3 +251,10 @@ class HFPolicy:
             sums[i] += value
         check_finite_outputs(sums, self.setting, self.model_id, "a completion's log-probability")
         return sums
+
+
+def load(model_id: str, options: ModelOptions, flags, *, setting: str = "model_id",
+         max_batch_tokens: int | None = None) -> HFPolicy:
+    """The "hf" generation backend's loader (`masprm.models.backends`): flags carry no option it reads."""
+    extra = {"max_batch_tokens": max_batch_tokens} if max_batch_tokens else {}
+    return HFPolicy(model_id, options, setting=setting, **extra)

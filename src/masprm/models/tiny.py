@@ -22,7 +22,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
 
 from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_seeds
-from masprm.config import add_config_args, arg, config_from_args
+from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.paths import PathText
 
 PAD_TOKEN = "<|endoftext|>"
@@ -200,9 +200,19 @@ class TinyArgs:
     vocab_size: int = arg(512, flags=("--vocab_size",))
     hidden_size: int = arg(64, flags=("--hidden_size",))
     num_layers: int = arg(2, flags=("--num_layers",))
+    num_heads: int = arg(4, flags=("--num_heads",),
+                         help="attention heads (default: 4, head size 16; vLLM's CPU attention needs head size "
+                              "32 or more: --num_heads 2)")
+    num_kv_heads: int = arg(2, flags=("--num_kv_heads",), help="key/value heads, dividing --num_heads (default: 2)")
 
     def __post_init__(self) -> None:
         check_seeds(self)
+        require_each(self, ("hidden_size", "num_layers", "num_heads", "num_kv_heads"), lambda v: v >= 1,
+                     "must be at least 1")
+        require(self.hidden_size % self.num_heads == 0, "num_heads",
+                f"num_heads {self.num_heads} must divide `hidden_size` {self.hidden_size}")
+        require(self.num_heads % self.num_kv_heads == 0, "num_kv_heads",
+                f"num_kv_heads {self.num_kv_heads} must divide `num_heads` {self.num_heads}")
 
 
 def main() -> int:
@@ -210,7 +220,8 @@ def main() -> int:
     add_config_args(parser, TinyArgs)
     args = config_from_args(TinyArgs, parser.parse_args())
     out = build_tiny_model(args.out_dir, seed=args.seed, vocab_size=args.vocab_size,
-                           hidden_size=args.hidden_size, num_layers=args.num_layers)
+                           hidden_size=args.hidden_size, num_layers=args.num_layers, num_heads=args.num_heads,
+                           num_kv_heads=args.num_kv_heads)
     size_kb = sum(p.stat().st_size for p in out.iterdir() if p.is_file()) / 1024
     print(f"wrote tiny model to {out} ({size_kb:.0f} KB)")
     return 0

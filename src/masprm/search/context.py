@@ -15,7 +15,7 @@ from typing import Any, Generator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.interfaces import Generation, LogProb, Messages, Policy, Scorer, Usage
-from masprm.search.engine import LogProbs, RequestKeys, Sample, Score, require_scorer
+from masprm.search.engine import JUDGE_ROLE, JudgeAsk, LogProbs, RequestKeys, Sample, Score, require_scorer
 
 
 @dataclass
@@ -40,6 +40,7 @@ class SearchContext:
     finished: list[str] = field(default_factory=list)   # final answers of the finished candidates, in order
     example: Any = None                # the example searched (masprm.data.Example): the oracle kinds read its gold
     memo: dict[str, dict] = field(default_factory=dict)  # per kind, values it keeps for this example (true_value)
+    judge_asked: int = 0               # judge requests so far (their random-stream keys when it samples)
 
     def scorer(self, role: str) -> Scorer:
         """The scorer of ``role`` (``masprm.roles.ROLES``); a RuntimeError when the method runs without it."""
@@ -71,6 +72,28 @@ class SearchContext:
         # The original counts each scored completion's prompt and completion tokens as scorer tokens.
         self.usage.scorer_tokens += sum(lp.prompt_tokens + lp.completion_tokens for lp in values)
         return values
+
+    @property
+    def judge(self) -> Policy | None:
+        """The LLM judge (``masprm.search.judge``): a generative model in its role's slot of ``scorers``."""
+        return self.scorers.get(JUDGE_ROLE)
+
+    def ask_judge(self, prompt: Messages) -> Generator[Any, Any, str]:
+        """The judge's reply to one prompt, counted: a call, its prompt and reply tokens (also scorer tokens).
+
+        Its settings are the method's ``judge_max_new_tokens`` / ``judge_temperature``; a sampling judge
+        (temperature > 0) draws from its own streams, keyed apart from the policy's by a negative request number.
+        """
+        s = self.settings
+        self.judge_asked += 1
+        keys = ((self.keys.seed, self.keys.example, -self.judge_asked, 0),) \
+            if self.keys is not None and s.judge_temperature > 0 else None
+        [reply] = yield JudgeAsk((prompt,), s.judge_max_new_tokens, s.judge_temperature, keys)
+        tokens = reply.prompt_tokens + reply.new_tokens
+        self.usage.judge_calls += 1
+        self.usage.judge_tokens += tokens
+        self.usage.scorer_tokens += tokens
+        return reply.text
 
     def score(self, role: str, texts: Sequence[str], *, batched: bool = False) -> Generator[Any, Any, list[float]]:
         """One scorer call per text, or one for the whole batch with `batched` (handoff)."""

@@ -45,7 +45,7 @@ class LoadedModels:
     """`Models` from a policy and the scorers at hand (a role without one is not loaded)."""
 
     policy: Policy
-    scorers: dict[str, Scorer] = field(default_factory=dict)
+    scorers: dict[str, Scorer] = field(default_factory=dict)   # by role; the LLM judge in JUDGE_ROLE's slot
 
     def scorer(self, role: str) -> Scorer:
         return require_scorer(self.scorers.get(role), role)
@@ -140,7 +140,36 @@ class Score:
         return list(zip(values, scorer.last_tokens))
 
 
-Request = Sample | LogProbs | Score
+JUDGE_ROLE = "judge"   # the LLM judge's slot among the models by role (masprm.search.judge)
+
+
+@dataclass(frozen=True)
+class JudgeAsk:
+    """One reply of the LLM judge per prompt (``masprm.search.judge``): greedy at temperature 0."""
+
+    prompts: tuple[Messages, ...]
+    max_new_tokens: int
+    temperature: float = 0.0
+    keys: tuple[tuple[int, ...], ...] | None = None
+
+    def batch_key(self) -> Hashable:
+        return ("judge", self.max_new_tokens, self.temperature)
+
+    def size(self) -> int:
+        return len(self.prompts)
+
+    @staticmethod
+    def call(models: Models, group: Sequence["JudgeAsk"]) -> list:
+        judge = models.scorer(JUDGE_ROLE)   # a generative model in the judge role's slot
+        first = group[0]
+        keyed = all(r.keys is not None for r in group)
+        out = judge.sample([p for r in group for p in r.prompts], 1, temperature=first.temperature, top_p=1.0,
+                           max_new_tokens=first.max_new_tokens,
+                           keys=[k for r in group for k in r.keys] if keyed else None)
+        return [gens[0] for gens in out]
+
+
+Request = Sample | LogProbs | Score | JudgeAsk
 
 
 @dataclass

@@ -227,3 +227,5 @@ register_scorer_kind(ScorerKind("logprob", _score_logprob, _leaf_logprob, _log_w
                                 steps=_steps_logprob, log_prob=identity_log_prob))
 register_scorer_kind(ScorerKind("orm", _score_zero, _leaf_orm, _log_weights_orm, needs=("orm",), steps=_steps_orm))
 register_scorer_kind(ScorerKind("plain", weight=_log_weights_plain))
+# The LLM judge (pooled_judge, mcts_judge): its own model, not a trained scorer (masprm.search.judge).
+SCORER_KINDS.register_lazy("judge", "masprm.search.judge:JUDGE_KIND")

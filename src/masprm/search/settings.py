@@ -19,6 +19,7 @@ from typing import Any, Mapping, Sequence
 
 from masprm.config import arg, require, require_each
 from masprm.search.expand import LOGPROB_AGGS
+from masprm.search.judge import PROMPT_ID as JUDGE_PROMPT_ID
 from masprm.search.oracles import STEP_ORACLES
 from masprm.search.scorer_kinds import STEP_AGGS
 from masprm.state_text import VIEWS
@@ -80,6 +81,21 @@ class VoterSettings(PassSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         require_each(self, ("voter_k",), lambda v: v >= 1, AT_LEAST_ONE)
+
+
+@dataclass(frozen=True)
+class JudgeSettings(MethodSettings):
+    """pooled_judge / mcts_judge: how the LLM judge (--judge_model_id) generates its reply."""
+
+    judge_max_new_tokens: int = arg(512, flags=("--judge_max_new_tokens",),
+                                    help="cap on the judge's reply (default 512)")
+    judge_temperature: float = arg(0.0, flags=("--judge_temperature",),
+                                   help="the judge's sampling temperature (default 0: greedy, as the original)")
+    judge_prompts: str = JUDGE_PROMPT_ID   # not a flag: the prompts' hash, so they are in the fingerprint too
+
+    def __post_init__(self) -> None:
+        require_each(self, ("judge_max_new_tokens",), lambda v: v >= 1, AT_LEAST_ONE)
+        require(self.judge_temperature >= 0, "judge_temperature", f"must be >= 0, got {self.judge_temperature}")
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,9 @@ when a condition is marked FAILED (some examples raised errors).
 
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
                            check_scorer_role, check_text_data_file)
@@ -32,11 +34,13 @@ from masprm.handoff.methods import format_paired_comparison, paired_comparison, 
 from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
                                      HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
 from masprm.io import atomic_write_json
+from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.search.engine import EngineSettings
+from masprm.search.judge import JUDGE_ROLE
 from masprm.search.settings import ORMLeafSettings, ViewSettings
 
 
@@ -47,6 +51,7 @@ def groups() -> Groups:
     return (("data", (DataSettings,)),
             ("models", (ModelSettings, role_flags_class(), ViewSettings)),
             ("model loading", (ModelFlags,)),
+            ("generation backend", (BackendFlags,)),
             ("search", tuple(c for c in settings_classes() if c not in elsewhere)),
             ("run", (RunSettings, EngineSettings, ClusterSettings)),
             ("dynamic handoff (handoff_* methods)", HANDOFF_FLAGS))
@@ -83,6 +88,9 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
             default = folder == role.default_folder
             check(Path(folder).is_dir(), f"--{role.dir_setting} {folder}: no such folder" +
                   (f" (the default: {need} a trained scorer there, or pass --{role.dir_setting})" if default else ""))
+    judged = [m for m in run.methods if JUDGE_ROLE in settings.roles(m)]
+    check(not judged or bool(settings.models.judge_model_id),
+          f"{', '.join(judged)} need{'s' if len(judged) == 1 else ''} --judge_model_id (the LLM judge)")
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
     check_scorer_roles(run, settings, read_scorers(run, settings))
 
@@ -107,7 +115,8 @@ def input_paths(settings: EvalSettings) -> dict:
     folders, bases = models.scorer_folders(), models.scorer_bases()
     scorers = {setting: value for role in ROLES.values()
                for setting, value in ((role.dir_setting, folders[role.name]), (role.base_setting, bases[role.name]))}
-    return {"gen_model_id": models.gen_model_id, "data_file": settings.data.data_file,
+    return {"gen_model_id": models.gen_model_id, "judge_model_id": models.judge_model_id,
+            "data_file": settings.data.data_file,
             "exclude_questions_file": settings.data.exclude_questions_file,
             "mas_config": models.mas_config, **scorers}
 
@@ -166,8 +175,9 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
     models = settings.models
     policy = check_local_model(models.gen_model_id, "gen_model_id")
     check_policy(policy, "gen_model_id", options)   # its device, attention, config, weights and chat template
+    check_backend(settings.backend, policy, options, "gen_model_id")
     specs = {"policy": ModelSpec("policy", policy, None, options, setting="gen_model_id",
-                                 max_batch_tokens=settings.engine.max_batch_tokens)}
+                                 max_batch_tokens=settings.engine.max_batch_tokens, backend=settings.backend)}
     scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
     bases = models.scorer_bases()
     for role, record in read_scorers(run, settings).items():   # a scorer no method uses is neither checked nor loaded
@@ -186,7 +196,20 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
                       if role == "handoff_masprm" else None)
         specs[role] = ModelSpec("scorer", models.scorer_folders()[role], base, scoring, max_length,
                                 setting=info.dir_setting, scorer=record)
+    if any(JUDGE_ROLE in settings.roles(m) for m in run.methods):
+        specs[JUDGE_ROLE] = judge_spec(settings, options)
     return specs
+
+
+def judge_spec(settings: EvalSettings, options: Any) -> ModelSpec:
+    """The LLM judge's model (pooled_judge, mcts_judge): --judge_model_id, checked as a policy is."""
+    models = settings.models
+    judge_options = replace(options, load_in_4bit=models.judge_load_in_4bit)
+    judge = check_local_model(models.judge_model_id, "judge_model_id")
+    check_policy(judge, "judge_model_id", judge_options)
+    # Loaded as the policy is (one copy when it is the policy's model with the same options).
+    return ModelSpec("policy", judge, None, judge_options, setting="judge_model_id",
+                     max_batch_tokens=settings.engine.max_batch_tokens)
 
 
 def scorer_base(record: ScorerFolder, base: str | None, role: ModelRole) -> str | None:
@@ -221,7 +244,7 @@ def handoff_report(conditions: list) -> None:
     print("\n".join(format_paired_comparison(result)))
 
 
-def load_data(settings: EvalSettings, routing: str):
+def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = None):
     """The evaluated examples (competition_math levels and strata apply to handoff runs only)."""
     data = settings.data
     excluded = read_excluded_questions(data.exclude_questions_file) if data.exclude_questions_file else None
@@ -234,7 +257,7 @@ def load_data(settings: EvalSettings, routing: str):
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
     check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,
-                 where=data.data_file or f"dataset {data.dataset} split {data.split}")
+                 where=data.data_file or f"dataset {data.dataset} split {data.split}", prompts=prompts or ())
     return loaded
 
 
@@ -259,7 +282,7 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for seed in settings.data.seeds or [settings.data.seed]:
         settings = settings.with_data(seed=seed)
-        data = load_data(settings, run.routing)
+        data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
         print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
               f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/")
         conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,

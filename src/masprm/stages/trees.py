@@ -27,6 +27,7 @@ from masprm.paths import PathText
 from masprm.data import load_examples
 from masprm.eval.logs import path_identity
 from masprm.graph import load_mas_config, resolve_config_path
+from masprm.models.backends import BackendFlags, check_backend, identity as backend_identity, load_policy
 from masprm.models.model_checks import check_policy
 from masprm.models.options import ModelFlags
 from masprm.parallel import check_gpu_share
@@ -85,7 +86,7 @@ class RayArgs:
 
 
 # Every settings class of stage 1, by --help group: its flags' one list.
-GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)),
+GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)), ("generation backend", (BackendFlags,)),
           (None, (TreeSearchSettings, EngineSettings, RayArgs, ClusterSettings)))
 
 
@@ -95,10 +96,12 @@ def build_parser() -> ArgumentParser:
     return ap
 
 
-def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loading: ModelFlags) -> dict:
+def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loading: ModelFlags,
+                 backend: BackendFlags | None = None) -> dict:
     """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
     and config by path and content identity, the token cap, how the policy's weights are held: 4-bit FP4
-    and NF4 sample other tokens), as recorded in the folder: a resumed run must match it."""
+    and NF4 sample other tokens; the generation backend unless the default), as recorded in the folder:
+    a resumed run must match it."""
     def local(path):
         return {"path": str(Path(path).resolve()), "identity": file_identity(path)} if path else None
 
@@ -106,7 +109,7 @@ def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loadi
         if looks_like_path(args.model_id) else {"path": args.model_id, "identity": None}
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
             "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config),
-            "policy_weights": policy_weights(loading)}
+            "policy_weights": policy_weights(loading), **backend_identity(backend)}
 
 
 def policy_weights(loading: ModelFlags) -> str:
@@ -135,27 +138,29 @@ def main(argv: list[str] | None = None) -> int:
     loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
     check_local_model(args.model_id, "model_id")
     check_policy(args.model_id, "model_id", built[ModelFlags].options(), questions=loaded.examples,
-                 where=args.data_file or f"dataset {args.dataset} split {args.split}")
+                 where=args.data_file or f"dataset {args.dataset} split {args.split}",
+                 prompts=[agent.system_prompt for agent in graph.agents])
+    check_backend(built[BackendFlags], args.model_id, built[ModelFlags].options(), "model_id")
     if loaded.skipped:
         print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
 
     with locked_folder(out_dir):  # one run per folder at a time
-        check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags]))
+        check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags], built[BackendFlags]))
         announce_holder(out_dir)
-        return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded)
+        return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded,
+                           built[BackendFlags])
 
 
 def build_trees(args: TreesArgs, loading: ModelFlags, search: TreeSearchSettings, engine: EngineSettings,
-                ray: RayArgs, graph, config: str, out_dir: Path, loaded) -> int:
-    from masprm.models.policy import HFPolicy   # imports torch: only once every input is checked
-
+                ray: RayArgs, graph, config: str, out_dir: Path, loaded, backend: BackendFlags | None = None) -> int:
     # config_identity lets stage 2 tell whether a --config is the team that built the trees.
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, search, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
                   verbose=args.verbose, batch_size=engine.search_batch_size)
     shared = local_folders({"model_id": args.model_id})   # read by every worker, wherever it runs
-    setup = partial(HFPolicy, shared.get("model_id", args.model_id), loading.options(),
+    # The backend's loader imports its model library (torch, vLLM) in the worker: only once every input is checked.
+    setup = partial(load_policy, backend, shared.get("model_id", args.model_id), loading.options(),
                     max_batch_tokens=engine.max_batch_tokens)
     written, failed = run_trees(job, setup, loaded.examples, workers=ray.actors if ray.use_ray else 1,
                                 use_ray=ray.use_ray, gpus_per_worker=ray.gpus_per_actor if ray.use_ray else 0.0,

@@ -26,10 +26,10 @@ from typing import Any
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
 from masprm.io import file_snapshot, honour_umask, library_output, writing_into
-from masprm.models.model_checks import check_model_serves
+from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
-from masprm.train.card import write_model_card
+from masprm.train.card import base_license, write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
@@ -37,6 +37,7 @@ from masprm.train.checkpoints import (check_not_finished, check_same_data, check
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval, split_eval_by_group
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
+from masprm.train.tracking import check_trackers_start
 from masprm.train.warm_start import check_warm_start
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
@@ -115,8 +116,11 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,   # heavy: transformers
                                                              get_available_reporting_integrations)
 
-    if len(names) == 1 and names[0] in ("all", "none"):
-        return names[0]
+    if names == ["none"]:
+        return "none"
+    if names == ["all"]:
+        check_trackers_start(get_available_reporting_integrations())
+        return "all"
     unknown = [n for n in names if n not in INTEGRATION_TO_CALLBACK]
     if unknown:
         raise ConfigError(f"report_to {' '.join(unknown)}: not one of transformers' integrations (all, none, "
@@ -125,6 +129,7 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     if missing:
         raise ConfigError(f"report_to {' '.join(missing)}: its package is not installed (pip install "
                           f"{' '.join(missing)})", setting="report_to")
+    check_trackers_start(names)
     return list(names)
 
 
@@ -138,7 +143,8 @@ def _one_gpu_per_process(args) -> None:
     """
     if args.n_gpu > 1:
         print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
-              f"torchrun --nproc_per_node {args.n_gpu} src/train/trainer.py ... (README, Scorer training)",
+              f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
+              "checkout; docs/pipeline.md, Stage 3)",
               file=sys.stderr)
         args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
@@ -157,6 +163,18 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
         raise ConfigError(f"output_dir {out} already holds checkpoints ({found[-1].name}); "
                           "pass `resume` to continue that run or choose another folder", setting="output_dir")
     return None
+
+
+def _check_fits_context(cfg: TrainConfig, examples: list[dict]) -> None:
+    """No tokenised text is longer than the base model's context (a `max_length` above it lets one through,
+    and the model would train on positions it never had); checked before the model loads."""
+    context = model_context(cfg.model_id, "model_id", cfg.trust_remote_code)
+    longest = max((len(v) for ex in examples for k, v in ex.items() if k.endswith("ids") and isinstance(v, list)),
+                  default=0)
+    if context is not None and longest > context:
+        raise ConfigError(f"max_length {cfg.max_length}: the records are up to {longest} tokens at this length, "
+                          f"more than the context of {cfg.model_id} ({context} tokens); pass `max_length` "
+                          f"{context} or less", setting="max_length")
 
 
 def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
@@ -222,6 +240,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
+    _check_fits_context(cfg, examples)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     if cfg.eval_split_by == "question":
@@ -330,7 +349,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
-                    best_checkpoint=trainer.state.best_model_checkpoint)
+                    best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id))
         write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
         if cfg.push_to_hub:
             push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
