@@ -315,7 +315,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\n".join(f"lab: {line}" for line in notes))
     if args.dry_run:
         print("# the demo's stages 0-3 (skipped where their outputs exist)")
-        for cmd in (prepare.build, prepare.trees, prepare.pairs, *prepare.scorers):
+        for cmd in (prepare.build, prepare.trees, prepare.pairs, *(job.cmd for job in prepare.scorers)):
             print(f"$ {show(cmd)}")
         print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
               "command waits for")
