@@ -229,6 +229,9 @@ def test_three_scorers_get_hand_computed_f1_auc_per_agent_auc_and_ece():
     # erroneous one; 6 of those lack the third transcript (F1 0), some hold only it besides the correct
     # one (F1 1): a third of the mass at 0, so the interval is [0, 1]
     assert lp["f1_ci"] == (0.0, 1.0)
+    # per-agent thresholds can only help on the transcripts they were chosen on (calibration = test here)
+    assert up["f1_by_agent_thresholds"] == 1.0 and lp["f1_by_agent_thresholds"] >= lp["f1"]
+    assert list(up["thresholds_by_agent"]) == ["Reader", "Planner"]
 
 
 def test_expected_calibration_error_bins():

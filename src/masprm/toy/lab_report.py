@@ -173,16 +173,16 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 
 def step_cells(stepbench: dict | None, slug: str) -> list[str]:
-    """step F1, ECE and AUC at the Reader / Planner from the step benchmark (– where it did not run)."""
+    """step F1 (one threshold, then one per agent), ECE and AUC at the Reader / Planner (– where it did not run)."""
     r = ((stepbench or {}).get("scorers") or {}).get(slug)
     if not r:
-        return ["–", "–", "–"]
+        return ["–", "–", "–", "–"]
     by_agent, cis = r.get("auc_by_agent") or {}, r.get("auc_by_agent_ci") or {}
 
     def with_ci(value, ci) -> str:   # a 95% CI over the test transcripts, where the benchmark has one
         return _num(value) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
-    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("ece")),
+    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("f1_by_agent_thresholds")), _num(r.get("ece")),
             " / ".join(with_ci(by_agent.get(a), cis.get(a)) for a in ("Reader", "Planner"))]
 
 
@@ -207,7 +207,8 @@ def _misses(cell: Cell | None) -> str:
 
 def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
                 labelbench: dict[str, dict | None]) -> list[str]:
-    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step ECE", "step AUC R / P",
+    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
+            "step ECE", "step AUC R / P",
             *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
@@ -248,7 +249,8 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
         "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins; "
-        "[95% CI] from 1,000 bootstrap resamples of the test transcripts.",
+        "[95% CI] from 1,000 bootstrap resamples of the test transcripts; per-agent thresholds: one threshold per "
+        "agent chosen on the calibration transcripts (coordinate ascent from the single one).",
         f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
         f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
         "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "
