@@ -78,7 +78,8 @@ def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
 
 
 def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
-    stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8}}}}
+    stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8},
+                                        "outcome_auc": 0.834}}}
     labels = {"mc": {"auc_by_agent": {"Reader": 0.61, "Planner": 0.55, "Solver": 0.8, "Verifier": 0.7}}}
     text = lab_report.report_text(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), stepbench, labels,
                                   lab_report.read_cells(logs, ROWS, BUDGETS)[("logprob", "single pass")], BUDGETS,
@@ -96,6 +97,7 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
     assert [c.strip() for c in rows["ORM"][1:8]] == ["outcome", "orm", "outcome only", "–", "–", "–", "–"]
     assert rows["MASPRM"][8].strip() == "37.5 ± 17.7 (2 seeds)"
     assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text
+    assert "(train questions; what best-of-N asks of it): mc+prm 0.83." in text
 
 
 def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):

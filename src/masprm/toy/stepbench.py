@@ -229,7 +229,10 @@ def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dic
             "auc_by_agent": {a: agent_auc(test, scorer, a) for a in agents},
             "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels),
             "f1_ci": ci(f1), "auc_by_agent_ci": {a: ci(partial(agent_auc, scorer=scorer, agent=a)) for a in agents},
-            "thresholds_by_agent": dict(zip(agents, by_step)), "f1_by_agent_thresholds": per_agent_f1}
+            "thresholds_by_agent": dict(zip(agents, by_step)), "f1_by_agent_thresholds": per_agent_f1,
+            # as a ranker of finished transcripts (what best-of-N asks of it), on the calibration split
+            "outcome_auc": auc([t["values"][scorer][-1] for t in calibration if t["values"][scorer]],
+                               [int(t["final_correct"]) for t in calibration if t["values"][scorer]])}
 
 
 def report_lines(report: dict) -> list[str]:
