@@ -105,6 +105,9 @@ class ArgumentParser(argparse.ArgumentParser):
         parsed, rest = super().parse_known_args(args, namespace)
         given = {long: getattr(parsed, a.dest, a.default) != a.default for long, a in verbosity.items()}
         set_verbosity(quiet=given["--quiet"], verbose=given["--verbose"])
+        for action in verbosity.values():   # the command's own -q/-v are no setting: nothing downstream sees them
+            if action.dest.startswith("log_") and hasattr(parsed, action.dest):
+                delattr(parsed, action.dest)
         log.debug("%s: %s", self.prog, " ".join(f"{k}={v!r}" for k, v in sorted(vars(parsed).items())))
         # and which value each setting got, so an OSError on a path can be traced back to its flag
         PARSED_PATHS.update({k: os.fspath(v) for k, v in vars(parsed).items()
