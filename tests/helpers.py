@@ -21,7 +21,9 @@ import pytest
 import yaml
 
 from masprm.data import Example
+from masprm.eval.logs import LogFiles, PartialLog, manifest_hash_of, render_log, start_line, write_condition
 from masprm.eval.methods import METHODS
+from masprm.eval.metrics import summarize_records
 from masprm.eval.settings import EvalSettings
 from masprm.search.engine import drive
 from masprm.search.context import SearchContext
@@ -433,3 +435,23 @@ def stage1_args(folder: Path, model_dir: Path, n: int = 3) -> list[str]:
 def files_under(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` by its relative path, with its bytes."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- stage-4 logs
+
+
+def write_stage4_log(stem: Path, records: list[dict], manifest: dict, *, label: str, dataset: str = "toy",
+                     summary: dict | None = None, errors: int = 0, finished: bool = True) -> dict:
+    """One condition's files as stage 4 leaves them, written by stage 4's own writer (``masprm.eval.logs``):
+    the text log (START line, metric lines, COMPLETED or FAILED when ``errors``), the records, manifest and
+    summary sidecars. ``summary`` sets metrics the records do not carry (a test's records hold only what it
+    reads); ``finished=False`` leaves what an interrupted run leaves (the START line and a partial file).
+    Returns the summary written."""
+    files = LogFiles(Path(stem))
+    header = [start_line(label, dataset, len(records), manifest_hash_of(manifest))]
+    if not finished:
+        PartialLog(files, manifest_hash_of(manifest), header, records)
+        return {}
+    full = {**summarize_records([]), "n": len(records), "errors": errors, "extra": {}, **(summary or {})}
+    write_condition(files, render_log(header, [], full), records, manifest, full)
+    return full

@@ -17,7 +17,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
+from masprm.checks import (check_known_dataset, check_local_model, check_no_outside_links, check_output_dir,
+                           check_scorer_folder,
                            check_scorer_role, check_text_data_file)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
@@ -27,6 +28,7 @@ from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
+from masprm.eval.vs_masprm import compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
@@ -35,6 +37,7 @@ from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDO
 from masprm.io import atomic_write_json
 from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
+from masprm.models.scorer_checks import check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
@@ -187,6 +190,7 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
         base = scorer_base(record, bases[role], info)
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
                                    allow_unfinished=run.allow_unfinished_scorer)
+        check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
         if note:
             log.info(with_flags(note))
         if base != bases[role]:
@@ -264,6 +268,21 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
     return loaded
 
 
+def masprm_comparisons(conditions: list) -> None:
+    """Each configured pair (``masprm.eval.vs_masprm``) whose two conditions ran: the condition against the
+    MASPRM-guided one of its family, printed, kept in its summary and written after COMPLETED in its log."""
+    by_method = {c.method: c for c in conditions}
+    for method, reference in configured_pairs(list(by_method)):
+        this, masprm = by_method[method], by_method[reference]
+        result = compare_with_masprm(read_records(this.files.records), read_records(masprm.files.records),
+                                     seed=this.manifest["seed"])
+        this.summary["paired_vs_masprm"] = {"reference": masprm.files.log.name, **result}
+        atomic_write_json(this.files.summary, this.summary)
+        lines = vs_masprm_lines(reference, result)
+        set_trailer(this.files.log, lines)
+        print("\n".join(f"{method}: {line}" for line in lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
     validate(run, settings)
@@ -273,6 +292,8 @@ def main(argv: list[str] | None = None) -> int:
 
     check_known_dataset(settings.data.dataset)
     check_output_dir(run.logs_dir, "logs_dir", inputs=input_paths(settings))
+    if os.path.lexists(run.logs_dir):   # the sampled-passes store and the logs are written below it
+        check_no_outside_links(run.logs_dir, "logs_dir")
     specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(settings.models.mas_config)
     if settings.data.data_file:
@@ -295,6 +316,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in conditions:
             log.info(f"  {c.method}: {c.files.log}", extra=RESULT)
         handoff_report(conditions)
+        masprm_comparisons(conditions)
         failed += [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
     if failed:
         log.warning(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}")

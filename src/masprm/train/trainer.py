@@ -24,8 +24,9 @@ from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
+from masprm.io import honour_umask, writing_into
 from masprm.log import get_logger
-from masprm.io import file_snapshot, honour_umask, library_output, writing_into
+from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
