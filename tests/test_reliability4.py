@@ -761,3 +761,37 @@ def test_a_run_refused_in_a_folder_it_created_leaves_no_folder(tmp_path):
     with locked_folder(tmp_path / "done", "output_dir") as folder:
         (folder / "adapter_model.safetensors").write_bytes(b"x")
     assert (tmp_path / "done" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_finished_scorer_is_unchanged_until_a_new_run_over_it_finishes(tmp_path, tiny_model_dir):
+    """Its record stays "completed" and its weights stay byte for byte while a new run (--overwrite) trains
+    into the folder; a run that dies half way leaves the finished scorer as it was."""
+    import random
+
+    from transformers import TrainerCallback
+
+    from helpers import config, ppm_record, write_jsonl
+    from masprm.train.trainer import train_scorer
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
+    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=2, eval_steps=1, save_steps=1)
+    out = Path(cfg.output_dir)
+    train_scorer(cfg)
+    import shutil
+
+    for checkpoint in out.glob("checkpoint-*"):   # a finished scorer as shared: its checkpoints removed
+        shutil.rmtree(checkpoint)
+    finished = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert json.loads(finished["masprm_scorer.json"])["status"] == "completed"
+
+    class Dies(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            assert json.loads((out / "masprm_scorer.json").read_text())["status"] == "completed"
+            raise KeyboardInterrupt("killed half way")
+
+    import dataclasses
+
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(dataclasses.replace(cfg, overwrite=True, seed=1), callbacks=[Dies()])
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name in finished} == finished
