@@ -795,3 +795,37 @@ def test_a_finished_scorer_is_unchanged_until_a_new_run_over_it_finishes(tmp_pat
     with pytest.raises(KeyboardInterrupt):
         train_scorer(dataclasses.replace(cfg, overwrite=True, seed=1), callbacks=[Dies()])
     assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name in finished} == finished
+
+
+@pytest.mark.slow
+def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tiny_model_dir):
+    """A checkpoint file that is a complete zip but holds a pickle the weights-only loader refuses (here the RNG
+    state) cannot be told without loading it: the resume stops in one ConfigError naming the checkpoint."""
+    import dataclasses
+    import datetime
+    import random
+
+    import torch
+    from transformers import TrainerCallback
+
+    from helpers import config, ppm_record, write_jsonl
+    from masprm.errors import ConfigError
+    from masprm.train.trainer import train_scorer
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
+    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=3, eval_steps=1, save_steps=1)
+    out = Path(cfg.output_dir)
+
+    class Dies(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            raise KeyboardInterrupt("killed after the first checkpoint")
+
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(cfg, callbacks=[Dies()])
+    [checkpoint] = out.glob("checkpoint-*")
+    [rng] = checkpoint.glob("rng_state*.pth")
+    torch.save({"when": datetime.datetime(2024, 1, 1)}, rng)   # a zip archive, but not only tensors
+    with pytest.raises(ConfigError) as caught:
+        train_scorer(dataclasses.replace(cfg, resume=True))
+    assert str(caught.value).startswith(f"output_dir {out}: {checkpoint.name} holds a file torch refuses to load (")
+    assert str(caught.value).endswith("move that checkpoint aside and resume again")
