@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from helpers import write_stage4_log
 from masprm.stages.lab import LabScorer
 from masprm.toy import lab_report
 
@@ -22,23 +23,20 @@ SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations
 
 def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: int, correct: list[int],
               generated: list[list[str]] | None = None, work: tuple[int, int] = (100, 50), fingerprint="f0"):
-    """One COMPLETED condition: text log, manifest, summary and records of four questions."""
+    """One COMPLETED condition of four questions, written by stage 4's writer (helpers.write_stage4_log)."""
     family, settings = SETTINGS[column] if column in SETTINGS else (column, {})
     method = f"{family}_{kind}" if kind else family
     role = {"prm": "masprm", "orm": "orm"}.get(kind)
     models = {"policy": {"id": "artifacts/toy/policy"}, **({role: {"id": scorer}} if role else {})}
-    stem = folder / f"toy_{method}_{fingerprint}_policy_{seed}"
-    stem.with_suffix(".txt").write_text(f"=== START {method} | dataset=toy | N=4 | manifest=x ===\nCOMPLETED\n")
-    stem.with_name(stem.name + ".manifest.json").write_text(json.dumps(
-        {"condition": method, "seed": seed, "definition": {"method": method, "settings": settings, "models": models}}))
-    stem.with_name(stem.name + ".summary.json").write_text(json.dumps(
-        {"n": 4, "errors": 0, "pass@1": sum(correct) / 4, "generated_tokens_total": 4 * work[0],
-         "scorer_tokens_total": 4 * work[1], "agent_runs_mean": work[0] / 25, "label": method}))
     generated = generated or [["Answer: 7"] if c else ["Answer: 5"] for c in correct]
-    stem.with_name(stem.name + ".jsonl").write_text("".join(json.dumps(
-        {"index": i, "question": q, "gold": "7", "prediction": "Answer: 7" if c else "Answer: 5", "correct": bool(c),
-         "metrics": {"pass@1": c}, "extra": {"generated_answers": g}, "error": None}) + "\n"
-        for i, (q, c, g) in enumerate(zip(QUESTIONS, correct, generated))))
+    records = [{"index": i, "question": q, "gold": "7", "prediction": "Answer: 7" if c else "Answer: 5",
+                "correct": bool(c), "metrics": {"pass@1": c}, "extra": {"generated_answers": g}, "error": None}
+               for i, (q, c, g) in enumerate(zip(QUESTIONS, correct, generated))]
+    manifest = {"condition": method, "seed": seed,
+                "definition": {"method": method, "settings": settings, "models": models}}
+    write_stage4_log(folder / f"toy_{method}_{fingerprint}_policy_{seed}", records, manifest, label=method,
+                     summary={"pass@1": sum(correct) / 4, "generated_tokens_total": 4 * work[0],
+                              "scorer_tokens_total": 4 * work[1], "agent_runs_mean": work[0] / 25, "label": method})
 
 
 @pytest.fixture

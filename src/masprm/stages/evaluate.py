@@ -29,6 +29,7 @@ from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
+from masprm.eval.vs_masprm import compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
@@ -264,6 +265,21 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
     return loaded
 
 
+def masprm_comparisons(conditions: list) -> None:
+    """Each configured pair (``masprm.eval.vs_masprm``) whose two conditions ran: the condition against the
+    MASPRM-guided one of its family, printed, kept in its summary and written after COMPLETED in its log."""
+    by_method = {c.method: c for c in conditions}
+    for method, reference in configured_pairs(list(by_method)):
+        this, masprm = by_method[method], by_method[reference]
+        result = compare_with_masprm(read_records(this.files.records), read_records(masprm.files.records),
+                                     seed=this.manifest["seed"])
+        this.summary["paired_vs_masprm"] = {"reference": masprm.files.log.name, **result}
+        atomic_write_json(this.files.summary, this.summary)
+        lines = vs_masprm_lines(reference, result)
+        set_trailer(this.files.log, lines)
+        print("\n".join(f"{method}: {line}" for line in lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
     validate(run, settings)
@@ -297,6 +313,7 @@ def main(argv: list[str] | None = None) -> int:
         for c in conditions:
             print(f"  {c.method}: {c.files.log}")
         handoff_report(conditions)
+        masprm_comparisons(conditions)
         failed += [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
     if failed:
         print(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}",

@@ -13,6 +13,8 @@ objective: what differs between them is the objective's record
 
 from __future__ import annotations
 
+from functools import partial
+
 import importlib.util
 import math
 import os
@@ -253,15 +255,18 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
-    model = token_scorer.load_token_scorer(
-        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
-        trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
+    causal = objective.model_kind == "causal_lm"
+    load = token_scorer.load_causal_lm if causal else partial(token_scorer.load_token_scorer,
+                                                              heads=objective.heads(cfg))
+    model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
+                 trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
     if cfg.init_adapter_dir:
         fit_embeddings_to_adapter(model, cfg.init_adapter_dir, len(tokenizer), "init_adapter_dir")
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
                             quantized=quantized, init_adapter_dir=cfg.init_adapter_dir,
-                            new_token_ids=new_token_ids if cfg.train_new_token_only else None)
+                            new_token_ids=new_token_ids if cfg.train_new_token_only else None,
+                            reference_kept=causal)
     if not objective.keep_dropout:
         disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
 
@@ -325,7 +330,8 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                   f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
         out.mkdir(parents=True, exist_ok=True)
     before = file_snapshot(out)   # what the folder held: this run changes the mode of its own files only
-    scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
+    scheme = {"label_scheme": label_scheme_of(records, objective.records), **objective.records_meta(records),
+              "attn_kernel": attn_kernel,
               **warm_start}
     recorded = read_scorer_meta(out) if (out / SCORER_META_FILE).is_file() else {}
     finished = isinstance(recorded, dict) and recorded.get("status") == "completed"
