@@ -19,7 +19,6 @@ import importlib.util
 import math
 import os
 import pickle
-import sys
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -28,6 +27,7 @@ from typing import Any
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
 from masprm.io import honour_umask, writing_into
+from masprm.log import get_logger
 from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
@@ -42,6 +42,8 @@ from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
 from masprm.train.tracking import check_trackers_start
 from masprm.train.warm_start import check_warm_start
+
+log = get_logger(__name__)
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
 # them, so `--help`, flag errors and config checks stay instant (masprm.train imports this module).
@@ -58,7 +60,7 @@ class TrainResult:
 
 def _log(cfg: TrainConfig, message: str) -> None:
     if cfg.progress and _world_rank() == 0:   # data parallel: the first process speaks for all
-        print(message, file=sys.stderr)
+        log.info(message)
 
 
 def _world_rank() -> int:
@@ -145,10 +147,9 @@ def _one_gpu_per_process(args) -> None:
     Data parallel training is torchrun / accelerate launch (README).
     """
     if args.n_gpu > 1:
-        print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
-              f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
-              "checkout; docs/pipeline.md, Stage 3)",
-              file=sys.stderr)
+        log.warning(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
+                    f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
+                    "checkout; docs/pipeline.md, Stage 3)")
         args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
 
