@@ -26,7 +26,15 @@ Checker = Callable[[str | None, str | float | int | None], bool]
 ANSWER_CHECKERS: Registry[Checker] = Registry("answer checker")
 ANSWER_CHECKERS.register("original", is_correct)
 DEFAULT_CHECKER = "original"
+CHECKER_HELP = ("how a final answer is graded: original (the original's rule, default) or math_verify (LaTeX "
+                "expressions compared by math-verify; letters, markers and tolerances as the original)")
 LATEX_MARKS = ("\\", "^", "{")   # an answer written in LaTeX (\sqrt, 10^3, \boxed{...}) is an expression
+
+
+def checker_record(name: str) -> dict[str, str]:
+    """What a run records of its checker: nothing for the default, so runs without the flag keep their
+    recorded settings and fingerprints."""
+    return {} if name == DEFAULT_CHECKER else {"answer_checker": name}
 
 
 def _as_math(text: str) -> str:

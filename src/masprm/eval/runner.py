@@ -22,7 +22,7 @@ from functools import partial
 from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
-from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER
+from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, checker_record
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
@@ -254,9 +254,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     """
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
-                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
-    if chosen.answer_checker != DEFAULT_CHECKER:   # only when chosen: the default's fingerprints stay as they were
-        data_def["answer_checker"] = chosen.answer_checker
+                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing),
+                **checker_record(chosen.answer_checker)}
     if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
         data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)
@@ -387,18 +386,3 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
 
 
 # --------------------------------------------------------------------------- the printed table
-
-
-def results_table(conditions: Sequence[Condition]) -> str:
-    """The original's printed table: condition label, p@1..p@5, tokens mean±std (FAILED rows say so)."""
-    width = max([len(c.label or c.method) for c in conditions] + [len("Condition")]) + 2
-    passes = "  ".join(f"{f'p@{k}':>6}" for k in range(1, 6))
-    lines = ["#" * 80, "Table-4 style results", "#" * 80,
-             f"{'Condition':<{width}}  {passes}   {'Tokens (avg±std)':>22}", "-" * (width + 32 + 10 * 5)]
-    for c in conditions:
-        s = c.summary
-        row = "  ".join(f"{s[f'pass@{k}']:>6.3f}" for k in range(1, 6))
-        status = "  FAILED" if s.get("status") == "FAILED" else ""
-        lines.append(f"{c.label or c.method:<{width}}  {row}   {s['tokens_mean']:>8.1f}±{s['tokens_std']:<8.1f}{status}")
-    lines.append("#" * 80)
-    return "\n".join(lines)

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
@@ -49,7 +49,7 @@ class DataSettings:
     math_stratify_by: str = arg("type", flags=("--math_stratify_by",),
                                 help="competition_math field handoff runs stratify by")
     answer_checker: str = arg(DEFAULT_CHECKER, flags=("--answer_checker",), choices=tuple(ANSWER_CHECKERS),
-                              help="how a final answer is judged: original (the original's rule, default) or math_verify (LaTeX expressions compared by math-verify; letters, markers and tolerances as the original)")
+                              help=CHECKER_HELP)
     seed: int = arg(42, flags=("--seed",), help="example i is decoded with seed + i")
     seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
                                   help="evaluate each of these seeds in turn instead of --seed, in one process: the "

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER, checker_record
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_plain_name, check_seeds,
                            check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
@@ -50,7 +50,7 @@ class TreesArgs:
     n: int | None = arg(None, flags=("--n",), help="number of examples (default: all)")
     seed: int = arg(42, flags=("--seed",), help="data selection and per-example sampling seed (default: 42)")
     answer_checker: str = arg(DEFAULT_CHECKER, flags=("--answer_checker",), choices=tuple(ANSWER_CHECKERS),
-                              help="how a final answer is graded: original (the original's rule, default) or math_verify (LaTeX expressions compared by math-verify; letters, markers and tolerances as the original)")
+                              help=CHECKER_HELP)
     data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
     mas_config: PathText | None = arg(None, flags=("--mas_config",),
                                  help="MAS config YAML (default: configs/<dataset>.yaml)")
@@ -115,7 +115,7 @@ def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loadi
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
             "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config),
             "policy_weights": policy_weights(loading), **backend_identity(backend),
-            **({"answer_checker": args.answer_checker} if args.answer_checker != DEFAULT_CHECKER else {})}
+            **checker_record(args.answer_checker)}
 
 
 def policy_weights(loading: ModelFlags) -> str:
