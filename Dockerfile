@@ -15,14 +15,16 @@ ENV PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 PYTHONPATH=/app/src PIP_NO_CACH
 RUN apt-get update && apt-get install -y --no-install-recommends build-essential make git libgomp1 \
     && rm -rf /var/lib/apt/lists/* \
     && useradd --create-home --uid 1000 --shell /bin/bash masprm \
-    && mkdir -p /app /cache/huggingface \
+    && mkdir -p /app /cache/huggingface && chown 1000:1000 /app \
     && chmod 1777 /home/masprm /cache /cache/huggingface
 WORKDIR /app
 COPY requirements.txt .
 # The pinned dependencies first (a cached layer); the package itself (requirements.txt's `-e .`) once the
 # checkout is copied. PYTHONPATH covers a checkout mounted over /app as well.
 RUN grep -v '^-e ' requirements.txt > /tmp/deps.txt && pip install -r /tmp/deps.txt
-COPY . .
-RUN pip install --no-deps -e . && chown -R masprm /app
-USER masprm
+# Owned by the image's user as it is copied: a `chown -R` afterwards would store every file a second time.
+COPY --chown=1000:1000 . .
+RUN pip install --no-deps -e .
+# masprm, by its uid (a name may not resolve under `docker run --user`)
+USER 1000
 CMD ["bash"]

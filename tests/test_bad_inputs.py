@@ -234,6 +234,21 @@ def round4_inputs(root: Path) -> None:
     (root / "linked_results").mkdir()
     (root / "linked_results" / run.name).symlink_to("../elsewhere")      # the run folder is a link
     (root / "ckpt" / "alias").symlink_to("../elsewhere")                # stage 3's output folder is a link
+    base = root / "models" / "a" / "tiny"
+    rank_text = _adapter_folder(root / "scorers" / "rank_text", base)
+    (rank_text / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": str(base), "peft_type": "LORA", "task_type": "TOKEN_CLS", "r": "8"}))
+    short = _adapter_folder(root / "scorers" / "neg_length", base)
+    (short / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed", "max_length": -5}))
+    misfit = _adapter_folder(root / "scorers" / "misfit", base)
+    import torch
+    from safetensors.torch import save_file
+
+    lora = "base_model.model.model.layers.0.self_attn.q_proj.lora_{}.weight"
+    save_file({lora.format("A"): torch.zeros(2, 32), lora.format("B"): torch.zeros(64, 2)},   # the base's is 64 wide
+              str(misfit / "adapter_model.safetensors"))
+    (root / "plogs").mkdir()
+    (root / "plogs" / "sampled_passes").symlink_to("../elsewhere")     # stage 4's store written through a link
     logs = root / "badlogs"
     logs.mkdir()
     (logs / "x_single_pass_ab_tiny_1.txt").write_text(
@@ -625,9 +640,16 @@ CASES = [
     ("r4-s1-run-folder-link", "run_mcts", stage1("--out_root", "linked_results"), "is a link to"),
     ("r4-s3-output-link", "trainer", tr("--output-dir", "ckpt/alias"), "--output-dir ckpt/alias: is a link to"),
     ("r4-s5-impossible-logs", "aggregator", ["--logs_dir", "badlogs"], "3 cannot be counted"),
+    ("r4-s4-adapter-rank-text", "eval", ev(*PRM, "scorers/rank_text"),
+     "--prm_dir scorers/rank_text: adapter_config.json: r must be a whole number >= 1, got '8'"),
+    ("r4-s4-scorer-negative-length", "eval", ev(*PRM, "scorers/neg_length"),
+     "masprm_scorer.json: max_length must be a whole number >= 2, got -5"),
+    ("r4-s4-adapter-misfit", "eval", ev(*PRM, "scorers/misfit"), "the adapter does not fit base model"),
+    ("r4-s4-store-link", "eval", ev("--logs_dir", "plogs"), "--logs_dir plogs: sampled_passes is a link to"),
+    ("r4-s3-empty-separator", "trainer", tr("--step-separator", ""), "--step-separator"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
-ROUND4 = 21   # rows added by the fourth (issue 44), the last ones
+ROUND4 = 26   # rows added by the fourth (issue 44), the last ones
 
 
 @pytest.fixture

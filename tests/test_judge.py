@@ -176,8 +176,14 @@ def test_both_judge_methods_run_on_the_tiny_model_and_aggregate(tiny_model_dir, 
         assert record["error"] is None and u["judge_calls"] >= 1 and u["judge_tokens"] > 0
         # a random tiny model writes no JSON: every reply is a parse failure, and the run goes on
         assert u["judge_parse_failures"] == u["judge_calls"]
+        text = log.read_text()
+        assert "Judge parse-failure rate: 1.0000" in text
+        assert ("Oracle Hit@k (k = 2): " in text) == (method == "pooled_judge")   # the pool metrics
     agg = subprocess.run([sys.executable, str(REPO / "aggregator.py"), "--logs_dir", logs,
                           "--out", tmp_path / "agg.csv"], capture_output=True, text=True, timeout=120)
     assert agg.returncode == 0, agg.stderr
     rows = (tmp_path / "agg.csv").read_text().splitlines()
     assert len(rows) == 3 and any("judge" in row.lower() for row in rows[1:])
+    header = rows[0].split(",")
+    assert "judge_parse_failure_rate_mean" in header and "oracle_hit_at_k_mean" in header
+    assert all(row.split(",")[header.index("judge_parse_failure_rate_mean")] == "1.0000" for row in rows[1:])

@@ -33,7 +33,7 @@ def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: in
         {"condition": method, "seed": seed, "definition": {"method": method, "settings": settings, "models": models}}))
     stem.with_name(stem.name + ".summary.json").write_text(json.dumps(
         {"n": 4, "errors": 0, "pass@1": sum(correct) / 4, "generated_tokens_total": 4 * work[0],
-         "scorer_tokens_total": 4 * work[1], "label": method}))
+         "scorer_tokens_total": 4 * work[1], "agent_runs_mean": work[0] / 25, "label": method}))
     generated = generated or [["Answer: 7"] if c else ["Answer: 5"] for c in correct]
     stem.with_name(stem.name + ".jsonl").write_text("".join(json.dumps(
         {"index": i, "question": q, "gold": "7", "prediction": "Answer: 7" if c else "Answer: 5", "correct": bool(c),
@@ -90,7 +90,9 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
     assert mc[1:7] == ["mc", "prm", "0.61 / 0.55 / 0.80 / 0.70", "0.71", "0.05", "0.90 / 0.80"]
     assert mc[7:11] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
     assert mc[11] == "150 / 1200 / – / –"                       # model work per question
-    assert mc[12] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
+    assert mc[12] == "4.0 / 12.0 / – / –"                       # agent samples per question (the fixture's
+    # generated tokens / 25: SBS 100, MCTS 300)
+    assert mc[13] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
     assert [c.strip() for c in rows["ORM"][1:7]] == ["outcome", "orm", "outcome only", "–", "–", "–"]
     assert rows["MASPRM"][7].strip() == "37.5 ± 17.7 (2 seeds)"
     assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text
@@ -176,3 +178,26 @@ def test_rows_that_did_not_run_leave_no_line(logs):
     assert not [c for c in found if c.name.startswith(("oracle", "MASPRM + ORM leaf"))]
     table = lab_report.table_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), None, {})
     assert not [line for line in table if line.startswith(("| oracle", "| MASPRM + ORM leaf"))]
+
+
+def test_step_cells_show_the_benchmarks_intervals_where_it_has_them():
+    bench = {"scorers": {"a": {"f1": 0.64, "ece": 0.36, "auc_by_agent": {"Reader": 0.73, "Planner": 0.71},
+                               "f1_ci": [0.6, 0.68], "auc_by_agent_ci": {"Reader": [0.7, 0.76], "Planner": None}},
+                         "old": {"f1": 0.5, "ece": 0.1, "auc_by_agent": {"Reader": 0.5, "Planner": 0.5}}}}
+    assert lab_report.step_cells(bench, "a") == ["0.64 [0.60, 0.68]", "0.36", "0.73 [0.70, 0.76] / 0.71"]
+    assert lab_report.step_cells(bench, "old") == ["0.50", "0.10", "0.50 / 0.50"]   # a report from before the CIs
+
+
+def test_headroom_recovered_against_the_step_oracle(logs):
+    # the step oracle under MCTS is right everywhere; the ORM only on q0 in both seeds: a gap of +75 points
+    # (q1-q3), whose CI stays above 0 (a resample needs 3 of 4 draws on q0 to reach 25: 13/256 > 2.5%,
+    # and all four, 1/256, to reach 0). mc+prm is wrong everywhere: -25 / 75 = -33%; the MASPRM equals the
+    # ORM under MCTS: 0%
+    for seed in (14, 24):
+        write_log(logs[1], "MCTS", "oracle_step", None, seed, [1, 1, 1, 1], fingerprint="f7")
+    lines = lab_report.headroom_lines(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)
+    assert lines[1].startswith("headroom recovered: (row - ORM) / (step oracle - ORM)")
+    assert any(line.startswith("  mc+prm (MCTS): -33% [") and line.endswith("of the step oracle's +75.0 points "
+                                                                          "over the ORM") for line in lines)
+    assert any(line.startswith("  MASPRM (MCTS): +0% [") for line in lines)
+    assert not any("(SBS)" in line for line in lines)   # no step oracle under SBS

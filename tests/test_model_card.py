@@ -41,14 +41,34 @@ def score_function(card: str, step_values):
 
 def test_metadata_names_a_hub_base_model_and_what_the_scorer_was_trained_on():
     head = front_matter(model_card(PPM_META))
-    assert head["library_name"] == "peft" and head["pipeline_tag"] == "token-classification"
-    assert head["base_model"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    assert head["library_name"] == "peft" and head["base_model"] == "Qwen/Qwen2.5-1.5B-Instruct"
+    # No pipeline_tag: the hub widget would softmax the one output (1.0 everywhere); no widget at all.
+    assert "pipeline_tag" not in head and head["inference"] is False
+    assert head["datasets"] == ["gsm8k"]                          # the file name names the hub dataset
+    assert (head["license"], head["license_name"]) == ("other", "same-as-base-model")   # none recorded
+    assert front_matter(model_card({**PPM_META, "base_license": "apache-2.0"}))["license"] == "apache-2.0"
     assert {"masprm", "process-reward-model", "ppm", "lora"} <= set(head["tags"])
     assert head["objective"] == "ppm" and head["label_scheme"] == "pairs"   # no scheme recorded: ppm's default
     assert head["step_separator"] == "</step>" and head["text_style"] == "whole"
     assert head["training_data"] == {"file": "ppm_pairs_gsm8k_res_train.jsonl", "bytes": 12345,
                                      "train_examples": 96, "eval_examples": 4}
-    assert head["eval_metrics"] == {"eval_loss": 0.5, "eval_pair_acc": 0.75}
+    (index,) = head["model-index"]
+    (result,) = index["results"]
+    assert result["task"]["type"] == "reward-modeling"
+    assert result["dataset"] == {"name": "held-out records of ppm_pairs_gsm8k_res_train.jsonl",
+                                 "type": "ppm_pairs_gsm8k_res_train.jsonl", "split": "eval"}
+    assert result["metrics"] == [{"type": "loss", "value": 0.5, "name": "eval_loss"},
+                                 {"type": "pair_acc", "value": 0.75, "name": "eval_pair_acc"}]
+    assert "eval_metrics" not in head
+
+
+def test_the_base_license_is_read_from_the_base_card(tmp_path):
+    from masprm.train.card import base_license
+
+    (tmp_path / "README.md").write_text("---\nlicense: apache-2.0\n---\n# a base\n")
+    assert base_license(str(tmp_path)) == "apache-2.0"
+    (tmp_path / "README.md").write_text("# no front matter\n")
+    assert base_license(str(tmp_path)) is None and base_license(None) is None
 
 
 @pytest.mark.parametrize("base", ["/home/me/models/qwen", "./qwen", "~/qwen", "a/b/c"])

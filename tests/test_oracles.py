@@ -155,3 +155,22 @@ def test_oracles_rank_best_of_n_and_value_mcts_leaves():
     mcts = make_ctx("mcts_oracle_outcome", FakePolicy(respond), n_simulations=10)
     mcts.example = example()
     assert run_method("mcts_oracle_outcome", mcts).prediction == "Answer: 7"
+
+
+def test_the_step_benchmark_values_steps_by_the_oracles_rules():
+    from masprm.toy import stepbench
+    problem = generate_split("test")[0]
+    graph = load_mas_config(REPO / "src" / "masprm" / "configs" / "toy.yaml")
+    right = [reader_text(problem), planner_text(problem), solver_text(problem, "worked"),
+             verifier_text(problem, "worked")]
+    misread = ["no numbers here"] + right[1:]
+    transcripts = []
+    for messages in (right, misread):
+        states = [graph.replay(problem.question, list(enumerate(messages[:i]))) for i in range(1, 5)]
+        transcripts.append({"question": problem.question, "states": states, "values": {}})
+    stepbench.score_oracles(transcripts)
+    # the right transcript: every prefix right (+1), the outcome 0 until the Verifier's right answer (+1)
+    assert transcripts[0]["values"] == {"oracle_step": [1.0] * 4, "oracle_outcome": [0.0, 0.0, 0.0, 1.0]}
+    # a misreading from the start: -1 from the Reader on; the Verifier still gives the true answer (the later
+    # messages are the right ones), so the outcome oracle forgives it
+    assert transcripts[1]["values"] == {"oracle_step": [-1.0] * 4, "oracle_outcome": [0.0, 0.0, 0.0, 1.0]}

@@ -54,3 +54,18 @@ def test_a_script_and_its_console_entry_print_the_same_help_and_a_version():
 
 def test_no_module_over_400_lines():
     assert not [p.name for p in (REPO / "src").rglob("*.py") if len(p.read_text().splitlines()) > 400]
+
+
+def test_the_package_metadata_is_what_an_index_shows():
+    import yaml
+
+    project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
+    assert project["readme"] == "README.md" and project["authors"] and project["license"] == "MIT"
+    assert set(project["optional-dependencies"]) == {"gpu", "ray", "trl", "test"}
+    assert "Typing :: Typed" in project["classifiers"] and project["urls"]
+    assert (REPO / "src" / "masprm" / "py.typed").is_file()
+    assert "py.typed" in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][
+        "masprm"]
+    citation = yaml.safe_load((REPO / "CITATION.cff").read_text())
+    assert citation["cff-version"] == "1.2.0" and citation["preferred-citation"]["year"] == 2025
+    assert (REPO / "CHANGELOG.md").read_text().startswith("# Changelog")

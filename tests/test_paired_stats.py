@@ -7,7 +7,9 @@ import random
 import pytest
 
 from masprm.errors import DataError
-from masprm.paired_stats import (PairedResult, adjusted_verdict, format_comparison, holm, mde, paired_bootstrap,
+from masprm.paired_stats import (PairedResult, adjusted_verdict, bootstrap_ci, format_comparison, headroom_bootstrap,
+                                 holm, mde,
+                                 paired_bootstrap,
                                  paired_se, power_at, tail_p, tost, two_level_bootstrap)
 
 
@@ -154,3 +156,30 @@ def test_the_json_record_leaves_out_the_resampled_means():
                            "alpha": 0.05, "n_resamples": 50}
     two = two_level_bootstrap([{q: 1.0 for q in qs}] * 2, [{q: 0.0 for q in qs}] * 2, n_resamples=50)
     assert two.as_dict()["n_seeds"] == 2 and "means" not in two.as_dict()
+
+
+def test_a_bootstrap_ci_of_any_statistic_over_units():
+    # the share of 1s among (1, 0): a resample is (1,1) 1/4, mixed 1/2, (0,0) 1/4 -> the 95% CI is [0, 1]
+    assert bootstrap_ci([1, 0], lambda xs: sum(xs) / len(xs), n_resamples=400) == (0.0, 1.0)
+    # a constant sample has a point interval; an undefined statistic leaves its resamples out
+    assert bootstrap_ci([3, 3, 3], max) == (3, 3)
+    assert bootstrap_ci([1, 0], lambda xs: None if len(set(xs)) < 2 else 0.5, n_resamples=200) == (0.5, 0.5)
+    assert bootstrap_ci([], max) is None and bootstrap_ci([1], lambda xs: None) is None
+
+
+def test_headroom_recovered_by_hand():
+    # 40 questions: the ceiling beats the base by 1 on q0-q19 (mean gap 0.5); the learned scorer by 1 on
+    # q0-q9 (mean gain 0.25): it recovers 0.25 / 0.5 = half the headroom
+    qs = [f"q{i}" for i in range(40)]
+    base = {q: 0.0 for q in qs}
+    ceiling = {q: float(i < 20) for i, q in enumerate(qs)}
+    learned = {q: float(i < 10) for i, q in enumerate(qs)}
+    h = headroom_bootstrap(learned, base, ceiling, n_resamples=2000, seed=1)
+    assert h.share == 0.5 and h.ci_low < 0.5 < h.ci_high and 0 <= h.ci_low and h.ci_high <= 1
+    assert h.gap.mean_diff == 0.5 and h.gap.verdict == "holds"
+    # the learned scorer as good as the ceiling: 1 on every resample
+    same = headroom_bootstrap(ceiling, base, ceiling, n_resamples=500)
+    assert (same.share, same.ci_low, same.ci_high) == (1.0, 1.0, 1.0)
+    # no headroom (a ceiling gap whose CI reaches 0): nothing to report
+    one = {q: float(i == 0) for i, q in enumerate(qs)}
+    assert headroom_bootstrap(learned, base, one, n_resamples=500) is None

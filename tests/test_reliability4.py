@@ -284,7 +284,8 @@ def test_outputs_of_a_linked_input_go_next_to_the_link(tmp_path):
 
 
 def test_a_library_writer_makes_new_inodes_and_only_its_own_files_change_mode(tmp_path):
-    from masprm.io import file_snapshot, honour_umask, library_output, process_umask
+    from masprm.io import honour_umask, process_umask
+    from masprm.outputs import file_snapshot, library_output
 
     out = tmp_path / "scorer"
     out.mkdir()
@@ -315,7 +316,7 @@ def test_a_library_writer_makes_new_inodes_and_only_its_own_files_change_mode(tm
 
 
 def test_a_failed_library_write_changes_nothing(tmp_path):
-    from masprm.io import library_output
+    from masprm.outputs import library_output
 
     out = tmp_path / "scorer"
     out.mkdir()
@@ -647,3 +648,116 @@ def test_stage3_refuses_records_longer_than_the_base_model_s_context(tiny_model_
     assert str(caught.value) == (f"max_length 100: the records are up to 65 tokens at this length, more than the "
                                  f"context of {folder} (64 tokens); pass `max_length` 64 or less")
     assert caught.value.setting == "max_length"
+
+
+# --------------------------------------------------------------------------- class 7: a scorer folder checked whole
+
+def _scorer(folder: Path, base: Path, adapter: dict | None = None, meta: dict | None = None, lora=None) -> Path:
+    import torch
+    from safetensors.torch import save_file
+
+    folder.mkdir(parents=True)
+    (folder / "adapter_config.json").write_text(json.dumps(
+        {"base_model_name_or_path": str(base), "peft_type": "LORA", "r": 2, **(adapter or {})}))
+    (folder / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed", **(meta or {})}))
+    save_file({k: torch.zeros(*v) for k, v in (lora or {"w": (1,)}).items()}, str(folder / "adapter_model.safetensors"))
+    return folder
+
+
+@pytest.mark.parametrize("adapter, meta, lora, problem", [
+    ({"r": "8"}, None, None, "adapter_config.json: r must be a whole number >= 1, got '8'"),
+    ({"r": 0}, None, None, "adapter_config.json: r must be a whole number >= 1, got 0"),
+    ({"lora_alpha": -16}, None, None, "adapter_config.json: lora_alpha must be a number > 0, got -16"),
+    ({"lora_dropout": 1.5}, None, None, "adapter_config.json: lora_dropout must be a number in [0, 1), got 1.5"),
+    ({"target_modules": 7}, None, None, "adapter_config.json: target_modules must be a module name or a list of "
+                                        "them, got 7"),
+    (None, {"max_length": -5}, None, "masprm_scorer.json: max_length must be a whole number >= 2, got -5"),
+    (None, {"max_prompt_length": "long"}, None, "masprm_scorer.json: max_prompt_length must be a whole number >= 0, "
+                                                "got 'long'"),
+    (None, None, {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": (2, 32)},
+     "the adapter does not fit base model {base}: base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight "
+     "is [2, 32], the base's model.layers.0.self_attn.q_proj needs [2, 64]"),
+    (None, None, {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": (64, 4)},
+     "the adapter does not fit base model {base}: base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight "
+     "is [64, 4], the base's model.layers.0.self_attn.q_proj needs [64, 2]"),
+    (None, None, {"base_model.model.model.layers.9.mlp.up_proj.lora_A.weight": (2, 64)},
+     "the adapter adapts model.layers.9.mlp.up_proj, which base model {base} does not have"),
+])
+def test_a_scorer_folder_is_checked_whole_before_any_model_loads(tiny_model_dir, tmp_path, adapter, meta, lora,
+                                                                   problem):
+    from masprm.errors import ModelError
+    from masprm.models.model_checks import weight_shapes
+    from masprm.models.scorer_checks import check_scorer_fits
+    from masprm.scorer_folder import read_scorer_folder
+
+    base = Path(tiny_model_dir)
+    assert weight_shapes(base, "s", "s")["model.layers.0.self_attn.q_proj.weight"] == (64, 64)   # the sizes used
+    folder = _scorer(tmp_path / "scorer", base, adapter, meta, lora)
+    with pytest.raises(ModelError) as caught:
+        check_scorer_fits(read_scorer_folder(folder), "prm_dir", str(base))
+    assert str(caught.value).startswith(f"prm_dir {folder}: {problem.format(base=base)}"), str(caught.value)
+
+
+def test_a_fitting_adapter_passes(tiny_model_dir, tmp_path):
+    from masprm.models.scorer_checks import check_scorer_fits
+    from masprm.scorer_folder import read_scorer_folder
+
+    lora = "base_model.model.model.layers.{}.self_attn.{}.lora_{}.weight"
+    shapes = {lora.format(i, m, "A"): (2, 64) for i in (0, 1) for m in ("q_proj", "v_proj")}
+    shapes.update({lora.format(0, "q_proj", "B"): (64, 2), "base_model.model.score.modules_to_save.weight": (1, 64)})
+    folder = _scorer(tmp_path / "scorer", Path(tiny_model_dir), {"lora_alpha": 16, "target_modules": ["q_proj"]},
+                     {"max_length": 512}, shapes)
+    check_scorer_fits(read_scorer_folder(folder), "prm_dir", str(tiny_model_dir))
+
+
+@pytest.mark.slow
+def test_a_scorer_stage3_trained_passes_the_whole_folder_check_and_holds_only_new_files(tmp_path_factory,
+                                                                                          tiny_model_dir):
+    from helpers import trained_adapter
+
+    from masprm.io import process_umask
+    from masprm.models.scorer_checks import check_scorer_fits
+    from masprm.scorer_folder import read_scorer_folder
+
+    folder = trained_adapter(tmp_path_factory, tiny_model_dir)
+    record = read_scorer_folder(folder)
+    check_scorer_fits(record, "prm_dir", str(tiny_model_dir))
+    assert record.meta["status"] == "completed" and record.adapter["r"] == 4
+    assert not list(folder.glob(".save.*"))                                  # the temporary folder is gone
+    mode = 0o666 & ~process_umask()
+    assert (folder / "adapter_model.safetensors").stat().st_mode & 0o777 == mode   # written private, then the umask's
+
+
+# --------------------------------------------------------------------------- minor: what a killed or refused run leaves
+
+def test_a_killed_writer_s_temporary_file_is_removed_by_the_next_writer(tmp_path):
+    from masprm.io import AtomicJsonlWriter
+
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = int(gone.stdout)   # a process that has ended
+    stale = tmp_path / f".pairs.jsonl.{dead}-0a1b2c3d.tmp"
+    live = tmp_path / f".pairs.jsonl.{os.getpid()}-0a1b2c3d.tmp"   # a writer still running
+    other = tmp_path / f".other.jsonl.{dead}-0a1b2c3d.tmp"           # another file's
+    for path in (stale, live, other):
+        path.write_text("half a file")
+    with AtomicJsonlWriter(tmp_path / "pairs.jsonl") as out:
+        out.write({"a": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted([live.name, other.name, "pairs.jsonl"])
+
+
+def test_a_run_refused_in_a_folder_it_created_leaves_no_folder(tmp_path):
+    from masprm.errors import ConfigError
+    from masprm.run_folder import locked_folder
+
+    with pytest.raises(ConfigError):
+        with locked_folder(tmp_path / "new", "output_dir"):
+            raise ConfigError("separator: refused")
+    assert list(tmp_path.iterdir()) == []
+    (tmp_path / "kept").mkdir()
+    with pytest.raises(ConfigError):
+        with locked_folder(tmp_path / "kept", "output_dir"):
+            raise ConfigError("separator: refused")
+    assert (tmp_path / "kept").is_dir()   # a folder that was there stays
+    with locked_folder(tmp_path / "done", "output_dir") as folder:
+        (folder / "adapter_model.safetensors").write_bytes(b"x")
+    assert (tmp_path / "done" / "adapter_model.safetensors").is_file()

@@ -120,3 +120,53 @@ def test_pushing_an_existing_folder_sends_a_card_and_leaves_the_folder_as_it_is(
     assert done.returncode == 1 and done.stderr.count("\n") == 1
     assert "offline mode is enabled" in done.stderr and "masprm-test/tiny-ppm" in done.stderr
     assert {p.name: p.read_bytes() for p in prm_dir.iterdir() if p.is_file()} == before
+
+
+def _into_hub_cache(cache: Path, repo_id: str, folder: Path) -> None:
+    """`folder` as the cached snapshot of the hub model `repo_id`, laid out as huggingface_hub keeps it."""
+    import shutil
+
+    repo = cache / f"models--{repo_id.replace('/', '--')}"
+    commit = "0" * 40
+    shutil.copytree(folder, repo / "snapshots" / commit, ignore=shutil.ignore_patterns("checkpoint-*", "runs",
+                                                                                        "map_cache"))
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(commit)
+
+
+def test_the_card_snippet_loads_a_hub_scorer_offline_from_the_cache(tmp_path, tiny_model_dir):
+    """A scorer trained on a hub base (from the cache), its card naming its hub id: the snippet runs with
+    HF_HUB_OFFLINE=1, where peft's own loader cannot resize the embeddings (it asks the hub)."""
+    import os
+    import random
+    import shutil
+
+    from masprm.train.card import write_model_card
+
+    cache, base_id, scorer_id = tmp_path / "cache", "masprm-test/tiny-base", "masprm-test/tiny-prm-offline"
+    base = tmp_path / "base"
+    shutil.copytree(tiny_model_dir, base)
+    (base / "README.md").write_text("---\nlicense: apache-2.0\n---\n# tiny\n")
+    _into_hub_cache(cache, base_id, base)
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_HUB_CACHE": str(cache)}
+    data = write_jsonl(tmp_path / "steps.jsonl", [step_record(random.Random(i)) for i in range(12)])
+    out = tmp_path / "scorer"
+    done = subprocess.run([sys.executable, str(REPO / "src/train/trainer.py"), "--mode", "prm", "--data_dir", str(data),
+                           "--model-id", base_id, "--output-dir", str(out), "--max-steps", "2",
+                           "--train-batch-size", "4", "--grad-accum", "1", "--lora-r", "4", "--seed", "0",
+                           "--report_to", "none", "--quiet"], capture_output=True, text=True, timeout=400, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    meta = json.loads((out / "masprm_scorer.json").read_text())
+    assert meta["base_model_id"] == base_id and meta["base_license"] == "apache-2.0"
+    card = write_model_card(out, hub_model_id=scorer_id).read_text()
+    assert "license: apache-2.0" in card and f"base_model: {base_id}" in card
+    _into_hub_cache(cache, scorer_id, out)
+    code = card_code(out)
+    assert f'SCORER = "{scorer_id}"' in code
+    calls = "".join(f"print('SCORE', repr(score({json.dumps(p)}, {json.dumps(s)})))\n" for p, s in TRANSCRIPTS)
+    ran = subprocess.run([sys.executable, "-I", "-c", code + "\n" + calls], cwd=tmp_path, capture_output=True,
+                         text=True, timeout=300, env=env)
+    assert ran.returncode == 0, ran.stderr[-3000:]
+    scores = [float(line.split()[1]) for line in ran.stdout.splitlines() if line.startswith("SCORE ")]
+    expected = load_scorer(out, base_model_id=str(base)).score_batch([join_steps(p, s) for p, s in TRANSCRIPTS])
+    assert scores == pytest.approx(expected, abs=1e-6)

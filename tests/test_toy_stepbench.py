@@ -220,6 +220,15 @@ def test_three_scorers_get_hand_computed_f1_auc_per_agent_auc_and_ece():
     assert lp["auc_by_agent"] == {"Reader": 0.5, "Planner": 0.75}
     # exp(log p) = p: bin 5 holds 0.5 x 5 with 3 right: |2.5 - 3|; bin 2 holds 0.25 (wrong): |0.25 - 0|
     assert lp["ece"] == pytest.approx((0.5 + 0.25) / 6)
+    # CIs over transcripts (a resample without one of the classes is left out): "up" locates every
+    # transcript and ranks every agent's steps on any resample
+    assert up["f1_ci"] == (1.0, 1.0) and up["auc_by_agent_ci"] == {"Reader": (1.0, 1.0), "Planner": (1.0, 1.0)}
+    # "flat" never ranks: AUC 0.5 and F1 0 on every resample that has both classes
+    assert flat["f1_ci"] == (0.0, 0.0) and flat["auc_by_agent_ci"]["Reader"] == (0.5, 0.5)
+    # logprob finds the third transcript's error only. Of the 27 resamples of 3, 18 hold the correct one and an
+    # erroneous one; 6 of those lack the third transcript (F1 0), some hold only it besides the correct
+    # one (F1 1): a third of the mass at 0, so the interval is [0, 1]
+    assert lp["f1_ci"] == (0.0, 1.0)
 
 
 def test_expected_calibration_error_bins():
@@ -263,6 +272,7 @@ def test_cli_loads_each_scorer_once_and_reports_every_one(tmp_path, monkeypatch,
 def test_cli_scorer_names_are_checked_before_anything_loads(tmp_path):
     out = tmp_path / "bench.json"
     for spec, words in ((f"{tmp_path}", "NAME=FOLDER"), (f"logprob={tmp_path}", "log-prob"),
+                        (f"oracle_step={tmp_path}", "reference scorer"),
                         (f"x={tmp_path / 'missing'}", "no such folder")):
         proc = run_stepbench("--policy", str(tmp_path), "--scorer", spec, "--out", str(out))
         assert proc.returncode == 2 and words in proc.stderr and proc.stderr.strip().count("\n") == 0

@@ -207,16 +207,32 @@ def in_hub_cache(model_id: str) -> bool:
         return False
 
 
+def connect_problem(host: str, port: int, timeout: float) -> str | None:
+    """Why a TCP connection to host:port fails within `timeout` seconds ("no answer", "Connection refused",
+    ...), or None when it opens: a server's client would instead retry for minutes."""
+    try:
+        socket.create_connection((host, port), timeout=timeout).close()
+        return None
+    except OSError as err:
+        return "no answer" if isinstance(err, TimeoutError) else (err.strerror or type(err).__name__)
+
+
+def url_endpoint(url: str, default_port: int | None = None) -> tuple[str, int] | None:
+    """(host, port) of 'scheme://host:port/path' or 'host:port'; None without a port (and no default)."""
+    host, _, port = url.split("://", 1)[-1].split("/")[0].rpartition(":")
+    if not host or not port.isdigit():
+        host = url.split("://", 1)[-1].split("/")[0]
+        if not host or default_port is None or ":" in host:
+            return None
+        return host, default_port
+    return host.strip("[]"), int(port)
+
+
 @lru_cache(maxsize=None)
 def hub_reachable(endpoint: str | None = None) -> bool:
     """One quick TCP connection to the hub, instead of the hub client's ~30 s of retries."""
-    host = (endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co").split("://")[-1]
-    host, _, port = host.split("/")[0].partition(":")
-    try:
-        socket.create_connection((host, int(port or 443)), timeout=HUB_PROBE_TIMEOUT_S).close()
-        return True
-    except OSError:
-        return False
+    where = url_endpoint(endpoint or os.environ.get("HF_ENDPOINT") or "https://huggingface.co", 443)
+    return where is not None and connect_problem(*where, HUB_PROBE_TIMEOUT_S) is None
 
 
 def check_hub_id(model_id: str, setting: str, *, label: str | None = None) -> None:

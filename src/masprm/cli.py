@@ -41,19 +41,43 @@ PARSED_FLAGS: dict[str, str] = {}   # filled by ArgumentParser.parse_args: setti
 PARSED_PATHS: dict[str, str] = {}   # setting -> the text of each parsed value that may name a file or folder
 
 
+SPELLINGS_NOTE = "Every flag takes both spellings: --lora_r or --lora-r, --n_rollouts or --n-rollouts."
+
+
+def other_spelling(flag: str) -> str:
+    """'--lora-r' -> '--lora_r', '--lora_r' -> '--lora-r' (a flag with neither is itself)."""
+    name = flag[2:]
+    return "--" + (name.replace("_", "-") if "_" in name else name.replace("-", "_"))
+
+
 class ArgumentParser(argparse.ArgumentParser):
     """argparse, but a bad flag is one line (`error: ...`) instead of a usage dump.
 
     Every ``type=float`` flag (also in argument groups, which share the
     registry) accepts finite numbers only, and every command has ``--version``.
+    Every long flag answers to both spellings, dashes or underscores (stages
+    were written with either; the help shows the declared one, the seed README's).
     """
 
     def __init__(self, *args, **kwargs):
+        kwargs["epilog"] = " ".join(filter(None, (kwargs.get("epilog"), SPELLINGS_NOTE)))
         super().__init__(*args, **kwargs)
         self.register("type", float, finite_float)
         self.add_argument("--version", action="version", version=f"%(prog)s (masprm {__version__})")
 
+    def _declared_spelling(self, token: str) -> str:
+        """`token` with its flag in the spelling this parser declares, when only the other one is declared."""
+        if not token.startswith("--") or token == "--":
+            return token
+        flag, eq, value = token.partition("=")
+        if flag in self._option_string_actions or other_spelling(flag) not in self._option_string_actions:
+            return token
+        return other_spelling(flag) + eq + value
+
     def parse_known_args(self, args=None, namespace=None):
+        args = list(sys.argv[1:] if args is None else args)
+        end = args.index("--") if "--" in args else len(args)
+        args = [self._declared_spelling(token) for token in args[:end]] + args[end:]
         # Remember each setting's flag (dest -> first spelling), so run_cli can name the flag of
         # a domain error's setting in this script's own spelling.
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions

@@ -26,11 +26,13 @@ import logging
 import math
 import os
 import socket
+import time
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from masprm.checks import connect_problem, url_endpoint
 from masprm.config import arg, require, require_each
 from masprm.errors import ConfigError, first_line
 
@@ -50,6 +52,9 @@ class ClusterSettings:
     ray_start_timeout: float = arg(300.0, flags=("--ray_start_timeout",),
                                    help="seconds to wait for the cluster to place every worker before the run "
                                         "stops naming the resources it could not get (default: 300)")
+    ray_connect_timeout: float = arg(30.0, flags=("--ray_connect_timeout",),
+                                     help="seconds to wait for the head at --ray_address (or $RAY_ADDRESS) to "
+                                          "answer before the run stops with one line (default: 30)")
     ray_retries: int = arg(2, flags=("--ray_retries",),
                            help="times an example is rerun on another worker after the worker running it died "
                                 "(default: 2)")
@@ -57,6 +62,8 @@ class ClusterSettings:
     def __post_init__(self) -> None:
         require(math.isfinite(self.ray_start_timeout) and self.ray_start_timeout > 0, "ray_start_timeout",
                 f"ray_start_timeout must be > 0 seconds, got {self.ray_start_timeout:g}")
+        require(math.isfinite(self.ray_connect_timeout) and self.ray_connect_timeout > 0, "ray_connect_timeout",
+                f"ray_connect_timeout must be > 0 seconds, got {self.ray_connect_timeout:g}")
         require_each(self, ("ray_retries",), lambda v: v >= 0, "must be >= 0")
 
     @property
@@ -88,6 +95,7 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
     if address:
         from ray.exceptions import RayError
 
+        check_reachable(settings)
         try:
             ray.init(address=address, **quiet)   # a cluster has its own resources: none may be given
         except (ConnectionError, ValueError, RuntimeError, RayError) as err:   # e.g. a Ray version mismatch
@@ -105,6 +113,45 @@ def ray_session(settings: ClusterSettings, *, local_cpus: int, say=print) -> Ite
         yield
     finally:
         ray.shutdown()
+
+
+def check_reachable(settings: ClusterSettings) -> None:
+    """One line, within --ray_connect_timeout, when nothing answers at the cluster's address.
+
+    ray.init retries an address that does not answer for minutes (its C++ core warning every few
+    seconds). A TCP connection says in seconds when nothing listens; a gRPC handshake (a Ray head,
+    and Ray's client server behind ray://, speak gRPC) when something listens that is no Ray head.
+    """
+    address = settings.address
+    endpoint = url_endpoint(address) if address else None   # 'auto' and the like: Ray resolves them
+    if endpoint is None:
+        return
+    start = time.monotonic()
+    why = connect_problem(*endpoint, settings.ray_connect_timeout)
+    if why is None and not _speaks_grpc(endpoint, settings.ray_connect_timeout - (time.monotonic() - start)):
+        why = "a server answers there, but no Ray head"
+    if why:
+        setting = "ray_address" if settings.ray_address else None
+        raise ConfigError(f"{setting or '$RAY_ADDRESS'} {address}: nothing answers there within "
+                          f"{settings.ray_connect_timeout:g} s ({why}); check the head's host and port "
+                          "(`ray status` on the head prints them), or raise `ray_connect_timeout`",
+                          setting=setting) from None
+
+
+def _speaks_grpc(endpoint: tuple[str, int], timeout: float) -> bool:
+    """Whether a gRPC channel to the endpoint gets ready within `timeout` (True when grpc is not installed)."""
+    try:
+        import grpc   # Ray's own dependency
+    except ImportError:
+        return True
+    channel = grpc.insecure_channel(f"{endpoint[0]}:{endpoint[1]}", options=[("grpc.enable_http_proxy", 0)])
+    try:
+        grpc.channel_ready_future(channel).result(timeout=max(timeout, 0.1))
+        return True
+    except grpc.FutureTimeoutError:
+        return False
+    finally:
+        channel.close()
 
 
 def _join_problem(err: BaseException) -> str:

@@ -21,11 +21,11 @@ aliases that would expand a structure beyond ``YAML_MAX_NODES`` nodes.
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
 import secrets
-import shutil
 from pathlib import Path
 from contextlib import contextmanager
 from typing import IO, Any, Iterable, Iterator, TextIO
@@ -214,6 +214,30 @@ def iter_jsonl(path: str | os.PathLike) -> Iterator[tuple[int, dict]]:
             yield lineno, rec
 
 
+def remove_stale_temps(path: str | os.PathLike) -> int:
+    """Remove the temporary files of `path` whose writer process is gone (a run killed mid-write); returns
+    how many. A live writer's, and any other file, is left alone."""
+    path = Path(path)
+    removed = 0
+    for tmp in path.parent.glob(f".{glob.escape(path.name)}.*-*.tmp"):
+        pid = tmp.name[len(path.name) + 2:].split("-", 1)[0]
+        if not pid.isdigit() or _alive(int(pid)) or tmp.is_symlink() or not tmp.is_file():
+            continue
+        tmp.unlink(missing_ok=True)
+        removed += 1
+    return removed
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True   # another user's process: alive
+    return True
+
+
 class AtomicJsonlWriter:
     """Stream records into a JSONL file that appears (atomically) only on a clean exit.
 
@@ -227,6 +251,7 @@ class AtomicJsonlWriter:
     def __init__(self, path: str | os.PathLike):
         self.path = Path(path)
         self.count = 0
+        remove_stale_temps(self.path)   # a long stream is where a killed run leaves its temporary file
         self._ctx = atomic_open(self.path)
         self._fh: TextIO | None = None
 
@@ -248,9 +273,13 @@ _TEMP_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0
 
 
 def _create_temp(folder: Path, name: str) -> tuple[int, Path]:
-    """A new file next to the target (never an existing file or link), mode 0666 less the umask."""
+    """A new file next to the target (never an existing file or link), mode 0666 less the umask.
+
+    Its name carries the writer's process id, so a temporary file left by a killed run (SIGTERM, SIGKILL)
+    is told from a live one and removed by the next writer of the same file (``remove_stale_temps``).
+    """
     for _ in range(100):
-        tmp = folder / f".{name}.{secrets.token_hex(4)}.tmp"
+        tmp = folder / f".{name}.{os.getpid()}-{secrets.token_hex(4)}.tmp"
         try:
             return os.open(tmp, _TEMP_FLAGS, 0o666), tmp
         except FileExistsError:
@@ -296,24 +325,11 @@ def process_umask() -> int:
     return mask
 
 
-def file_snapshot(folder: str | os.PathLike) -> set[tuple[str, int]]:
-    """(path, inode) of every file under `folder` (links not followed): what was there before a run."""
-    found = set()
-    for here, _, files in os.walk(folder):
-        for name in files:
-            path = os.path.join(here, name)
-            try:
-                found.add((path, os.lstat(path).st_ino))
-            except OSError:
-                continue
-    return found
-
-
 def honour_umask(folder: str | os.PathLike, *, before: set[tuple[str, int]] | None = None) -> int:
     """Give every file a library created private (mode 0600, e.g. safetensors' writer) in `folder` the
     mode a plain ``open`` gives (0666 less the umask); returns how many were changed.
 
-    Only files this run created are touched: with ``before`` (``file_snapshot`` taken when the run
+    Only files this run created are touched: with ``before`` (``masprm.outputs.file_snapshot`` taken when the run
     began), a file that was already there as the same inode keeps its mode (a user's private key in
     the folder stays private). Links are not followed.
     """
@@ -331,49 +347,6 @@ def honour_umask(folder: str | os.PathLike, *, before: set[tuple[str, int]] | No
                 os.chmod(path, mode)
                 changed += 1
     return changed
-
-
-@contextmanager
-def library_output(folder: str | os.PathLike) -> Iterator[Path]:
-    """A new, empty temporary folder inside `folder` for a library that writes files itself (a model's
-    ``save_pretrained``); on a clean exit its files get the umask's mode and are renamed into `folder`.
-
-    So every file a library writes is a new inode: a file already at a name (a hard link to a backup,
-    a link planted to elsewhere) is replaced, never written through or truncated. On an exception
-    nothing in `folder` changes.
-    """
-    folder = Path(folder)
-    folder.mkdir(parents=True, exist_ok=True)
-    for _ in range(100):
-        tmp = folder / f".save.{secrets.token_hex(4)}.tmp"
-        try:
-            tmp.mkdir()
-            break
-        except FileExistsError:
-            continue
-    try:
-        yield tmp
-        honour_umask(tmp)   # everything in it is this run's
-        _move_into(tmp, folder)
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-
-
-def _move_into(source: Path, target: Path) -> None:
-    """Rename each file of `source` to the same place under `target` (folders merged, never followed)."""
-    for entry in sorted(source.iterdir()):
-        dest = target / entry.name
-        if entry.is_dir() and not entry.is_symlink():
-            if os.path.islink(dest) or (os.path.lexists(dest) and not dest.is_dir()):
-                os.unlink(dest)
-            if not os.path.lexists(dest):
-                os.rename(entry, dest)
-                continue
-            _move_into(entry, dest)
-        else:
-            if dest.is_dir() and not dest.is_symlink():
-                shutil.rmtree(dest)
-            os.replace(entry, dest)
 
 
 @contextmanager

@@ -9,7 +9,9 @@
 - ``check_no_outside_links``: a folder a run owns whole has no symbolic link
   that leads out of it (``masprm.run_folder.locked_folder`` calls it);
 - ``check_plain_name``: a user's value that becomes a file name component;
-- ``check_csv_output``: a table output never replaces a log, a manifest or a picture.
+- ``check_csv_output``: a table output never replaces a log, a manifest or a picture;
+- ``library_output`` / ``file_snapshot``: a library that writes files itself (``save_pretrained``)
+  writes new inodes through a temporary folder, and only the files a run created get the umask's mode.
 
 ``masprm.checks`` re-exports them. Each raises ``ConfigError`` naming the setting.
 Pure Python.
@@ -19,11 +21,15 @@ from __future__ import annotations
 
 import csv
 import os
+import secrets
+import shutil
 import stat
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Mapping
+from typing import Iterator, Mapping
 
 from masprm.errors import ConfigError, quoted
+from masprm.io import honour_umask
 from masprm.paths import path_status
 
 
@@ -173,3 +179,62 @@ def _looks_like_csv(path: Path) -> bool:
         return False
     first = next((line for line in text.splitlines() if line.strip()), "")
     return "\0" not in text and not first.lstrip().startswith(("{", "[", "=")) and len(next(csv.reader([first]))) >= 2
+
+
+# --------------------------------------------------------------------------- files a library writes
+
+
+def file_snapshot(folder: str | os.PathLike) -> set[tuple[str, int]]:
+    """(path, inode) of every file under `folder` (links not followed): what was there before a run."""
+    found = set()
+    for here, _, files in os.walk(folder):
+        for name in files:
+            path = os.path.join(here, name)
+            try:
+                found.add((path, os.lstat(path).st_ino))
+            except OSError:
+                continue
+    return found
+
+
+@contextmanager
+def library_output(folder: str | os.PathLike) -> Iterator[Path]:
+    """A new, empty temporary folder inside `folder` for a library that writes files itself (a model's
+    ``save_pretrained``); on a clean exit its files get the umask's mode and are renamed into `folder`.
+
+    So every file a library writes is a new inode: a file already at a name (a hard link to a backup,
+    a link planted to elsewhere) is replaced, never written through or truncated. On an exception
+    nothing in `folder` changes.
+    """
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    for _ in range(100):
+        tmp = folder / f".save.{secrets.token_hex(4)}.tmp"
+        try:
+            tmp.mkdir()
+            break
+        except FileExistsError:
+            continue
+    try:
+        yield tmp
+        honour_umask(tmp)   # everything in it is this run's
+        _move_into(tmp, folder)
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _move_into(source: Path, target: Path) -> None:
+    """Rename each file of `source` to the same place under `target` (folders merged, never followed)."""
+    for entry in sorted(source.iterdir()):
+        dest = target / entry.name
+        if entry.is_dir() and not entry.is_symlink():
+            if os.path.islink(dest) or (os.path.lexists(dest) and not dest.is_dir()):
+                os.unlink(dest)
+            if not os.path.lexists(dest):
+                os.rename(entry, dest)
+                continue
+            _move_into(entry, dest)
+        else:
+            if dest.is_dir() and not dest.is_symlink():
+                shutil.rmtree(dest)
+            os.replace(entry, dest)

@@ -6,7 +6,9 @@ typically pass@1 averaged over search seeds). The unit of resampling is always
 the question: two answers to one question are not independent evidence.
 
     paired_bootstrap      mean of d with a percentile CI, resampling questions (the project's rule)
+    bootstrap_ci          a percentile CI of any statistic, resampling its units (the step metrics' transcripts)
     two_level_bootstrap   the same with training seeds resampled too (a CI that includes training variance)
+    headroom_bootstrap    the share of a ceiling's gain over a base that a learned scorer recovers
     holm                  Holm's step-down adjustment of a family's p-values, and verdicts from it
     tost                  equivalence / non-superiority within a margin Δ (two one-sided tests)
     mde, power            the minimum detectable effect at 80% power and the power against an effect
@@ -25,7 +27,7 @@ import math
 import random
 import statistics
 from dataclasses import dataclass, field, fields
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 from masprm.errors import DataError
 
@@ -129,6 +131,23 @@ def paired_bootstrap(a: Mapping[str, float], b: Mapping[str, float], *, n_resamp
     return _result(sum(diffs) / n, means, n, alpha)
 
 
+def bootstrap_ci(units: Sequence[Any], statistic: Callable[[list[Any]], float | None], *, n_resamples: int = 1000,
+                 seed: int = 0, alpha: float = 0.05) -> tuple[float, float] | None:
+    """A percentile CI of any statistic of a sample, resampling its units (e.g. transcripts) with replacement.
+
+    ``rng = random.Random(seed)``; each resample is ``rng.choices(units, k=len(units))``; a resample on
+    which the statistic is undefined (None: an AUC without one of its classes) is left out; the CI is the
+    `nearest_rank` quantiles at alpha/2 and 1 − alpha/2 of the rest; None when no resample is defined.
+    """
+    _check(n_resamples, alpha)
+    if not units:
+        return None
+    rng = random.Random(seed)
+    values = sorted(v for v in (statistic(rng.choices(units, k=len(units))) for _ in range(n_resamples))
+                    if v is not None)
+    return (nearest_rank(values, alpha / 2), nearest_rank(values, 1 - alpha / 2)) if values else None
+
+
 # --------------------------------------------------------------------------- two-level bootstrap
 
 
@@ -169,6 +188,48 @@ def two_level_bootstrap(a: Sequence[Mapping[str, float]], b: Sequence[Mapping[st
         means.append(sum(per_seed_sum[s] for s in seeds) / (S * n))
     point = sum(sum(row) for row in diffs) / (S * n)
     return _result(point, means, n, alpha, n_seeds=S)
+
+
+# --------------------------------------------------------------------------- headroom
+
+
+@dataclass(frozen=True)
+class Headroom:
+    share: float             # mean(learned − base) / mean(ceiling − base)
+    ci_low: float
+    ci_high: float
+    gap: PairedResult        # ceiling − base: the headroom itself
+
+
+def headroom_bootstrap(learned: Mapping[str, float], base: Mapping[str, float], ceiling: Mapping[str, float], *,
+                       n_resamples: int = 10_000, seed: int = 0, alpha: float = 0.05) -> Headroom | None:
+    """The share of the ceiling's gain over the base that a learned scorer recovers, with a bootstrap CI.
+
+    On the questions all three have: share = mean(learned − base) / mean(ceiling − base). A resample
+    draws n question indices with ``rng.choices`` (the same questions for both means) and takes the
+    ratio; a resample whose ceiling gap is not above 0 is left out. None when the ceiling's own gap
+    over the base (`paired_bootstrap`, same seed) does not have its CI above 0: there is no headroom
+    to recover, and a ratio over noise says nothing.
+    """
+    _check(n_resamples, alpha)
+    common = sorted(set(learned) & set(base) & set(ceiling))
+    if not common:
+        raise DataError("the three conditions have no question in common")
+    gap = paired_bootstrap({q: ceiling[q] for q in common}, {q: base[q] for q in common},
+                           n_resamples=n_resamples, seed=seed, alpha=alpha)
+    if gap.ci_low <= 0:
+        return None
+    gained = [learned[q] - base[q] for q in common]
+    room = [ceiling[q] - base[q] for q in common]
+    n, rng, ratios = len(common), random.Random(seed), []
+    for _ in range(n_resamples):
+        drawn = rng.choices(range(n), k=n)
+        total_room = sum(room[i] for i in drawn)
+        if total_room > 0:
+            ratios.append(sum(gained[i] for i in drawn) / total_room)
+    ratios.sort()
+    return Headroom(sum(gained) / sum(room), nearest_rank(ratios, alpha / 2), nearest_rank(ratios, 1 - alpha / 2),
+                    gap)
 
 
 # --------------------------------------------------------------------------- multiplicity

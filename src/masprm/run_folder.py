@@ -112,10 +112,11 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError.
 
     The folder being a link, or a link in it that leads out of it, is refused (ConfigError naming it)
-    before anything is written.
+    before anything is written. A folder this call created is removed again if the run left it empty.
     """
     folder = Path(folder)
-    if os.path.lexists(folder):
+    created = not os.path.lexists(folder)
+    if not created:
         check_no_outside_links(folder, setting)   # the folder itself a link, or one inside leading out
     folder.mkdir(parents=True, exist_ok=True)
     fd = os.open(folder, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
@@ -134,6 +135,11 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)  # closing the last descriptor releases the lock
+        if created:   # a run refused before it wrote anything leaves no empty folder behind
+            try:
+                folder.rmdir()
+            except OSError:
+                pass   # it holds the run's outputs
 
 
 def announce_holder(folder: Path) -> None:

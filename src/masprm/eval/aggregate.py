@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
+from masprm.eval.pool_metrics import OPTIONAL_LINES   # columns only when a row has them
 from masprm.io import atomic_open
 from masprm.paths import matching_files
 
@@ -46,6 +47,7 @@ METRIC_LINES = {
     "agent_runs": r"Mean Agent runs per example:",
 }
 NO_STD = {"pass@3", "pass@5"}
+_OPTIONAL = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in OPTIONAL_LINES.items()}
 _PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
 _LINES = {k: re.compile(rf"^{label}", re.MULTILINE) for k, label in METRIC_LINES.items()}
 # What a metric can be: a rate in [0, 1], or a count per example (>= 0). A log with a value outside
@@ -64,9 +66,14 @@ def metric_order() -> list[str]:
     return ["pass@1", *passes, *rest]
 
 
-def columns() -> list[str]:
+def present_optional(rows: Sequence["Row"]) -> list[str]:
+    """The optional metrics (OPTIONAL_LINES) some row has, in their order there."""
+    return [k for k in OPTIONAL_LINES if any(row.values.get(k) for row in rows)]
+
+
+def columns(optional: Sequence[str] = ()) -> list[str]:
     cols = ["Experiment", "Seeds"]
-    for key in metric_order():
+    for key in [*metric_order(), *optional]:
         cols.append(f"{key}_mean")
         if key not in NO_STD:
             cols.append(f"{key}_std")
@@ -182,7 +189,7 @@ def log_problem(text: str, seed: int | None) -> str | None:
 def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict | None = None) -> ParsedLog:
     """A log's text, with its manifest and summary sidecars where they exist."""
     status = text_status(text)
-    metrics = {k: float(m.group(1)) for k, pat in _PATTERNS.items() if (m := pat.search(text))}
+    metrics = {k: float(m.group(1)) for k, pat in {**_PATTERNS, **_OPTIONAL}.items() if (m := pat.search(text))}
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
     label = start.group(1) if start else experiment
@@ -271,9 +278,9 @@ def _fmt(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.4f}"
 
 
-def row_cells(row: Row) -> list[str]:
+def row_cells(row: Row, optional: Sequence[str] = ()) -> list[str]:
     cells = [row.experiment, str(len(row.seeds))]
-    for key in metric_order():
+    for key in [*metric_order(), *optional]:
         cells.append(_fmt(row.mean(key)))
         if key not in NO_STD:
             cells.append(_fmt(row.std(key)))
@@ -283,14 +290,16 @@ def row_cells(row: Row) -> list[str]:
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)   # the csv module's default dialect (CRLF rows), as the original wrote
-    writer.writerow(columns())
+    optional = present_optional(rows)
+    writer.writerow(columns(optional))
     for row in rows:
-        writer.writerow(row_cells(row))
+        writer.writerow(row_cells(row, optional))
     return buf.getvalue()
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    table = [columns()] + [row_cells(r) for r in rows]
+    optional = present_optional(rows)
+    table = [columns(optional)] + [row_cells(r, optional) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     lines.insert(1, "-" * len(lines[0]))

@@ -18,6 +18,7 @@ from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
 from masprm.errors import ConfigError
+from masprm.eval.pool_metrics import pool_report_lines, selector_summary
 from masprm.handoff.methods import HANDOFF_METHODS, handoff_search
 from masprm.handoff.methods import report_lines as handoff_report, summarize as handoff_summary
 from masprm.registry import Registry
@@ -120,10 +121,17 @@ for _family in (("sbs",   sbs_family,   ("b1", "b2"),          "{b1}x{b2}"),
     register_family(SearchFamily(*_family))
 
 
+# Selectors over a shared pool of passes (their records keep it: masprm.eval.pool_metrics); the judge's
+# counts are reported wherever it is asked.
+POOLED_FAMILIES = ("voter", "bon")
+
+
 def register_scored_method(name: str, family: str, kind: str, settings: Sequence[type]) -> None:
     """Register ``name``: the ``family`` search valued by scorer kind ``kind``, defined by ``settings``."""
-    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind)(
-        partial(FAMILIES[family].search, kind=kind))
+    reported = family in POOLED_FAMILIES or kind == JUDGE_ROLE
+    register_method(name, needs=SCORER_KINDS[kind].needs, settings=settings, family=family, scorer_kind=kind,
+                    summarize=selector_summary if reported else None,
+                    report=pool_report_lines if reported else None)(partial(FAMILIES[family].search, kind=kind))
 
 
 # name               family   scorer kind  settings (all it reads; the condition's fingerprint)

@@ -20,6 +20,7 @@ Pure Python: no torch import.
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -52,4 +53,6 @@ def best_of_n(ctx: SearchContext, example: Any, kind: str) -> Step:
     answers = [b.state.final_answer() for b in runs]
     order = rank_transcripts(answers, scores)
     return SearchResult(answers[order[0]], [answers[i] for i in order],
-                        {"bon_scores": [scores[i] for i in order], "answer_groups": len(group_answers(answers))})
+                        {"bon_scores": [scores[i] for i in order], "answer_groups": len(group_answers(answers)),
+                         "pool": {"answers": answers,   # for the pool metrics; JSON has no -inf: None
+                                  "scores": [v if math.isfinite(v) else None for v in scores]}})

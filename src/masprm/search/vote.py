@@ -62,5 +62,8 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
 def voter_family(ctx: SearchContext, example: Any, kind: str) -> Step:
     runs = yield from sample_passes(ctx, example, ctx.settings.voter_k)
     answers = [b.state.final_answer() for b in runs]
-    winner, groups = vote(answers, (yield from SCORER_KINDS[kind].weight(ctx, runs)))
-    return SearchResult(answers[winner], answers, {"answer_groups": len(groups)})
+    weights = yield from SCORER_KINDS[kind].weight(ctx, runs)
+    winner, groups = vote(answers, weights)
+    # the pool and its weights, for the pool metrics (masprm.eval.pool_metrics)
+    pool = {"pool": {"answers": answers, "scores": [w if math.isfinite(w) else None for w in weights]}}
+    return SearchResult(answers[winner], answers, {"answer_groups": len(groups), **pool})

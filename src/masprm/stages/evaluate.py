@@ -18,7 +18,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_scorer_folder,
+from masprm.checks import (check_known_dataset, check_local_model, check_no_outside_links, check_output_dir,
+                           check_scorer_folder,
                            check_scorer_role, check_text_data_file)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
@@ -36,6 +37,7 @@ from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDO
 from masprm.io import atomic_write_json
 from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
+from masprm.models.scorer_checks import check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
@@ -185,6 +187,7 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
         base = scorer_base(record, bases[role], info)
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
                                    allow_unfinished=run.allow_unfinished_scorer)
+        check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
         if note:
             print(with_flags(note), file=sys.stderr)
         if base != bases[role]:
@@ -270,6 +273,8 @@ def main(argv: list[str] | None = None) -> int:
 
     check_known_dataset(settings.data.dataset)
     check_output_dir(run.logs_dir, "logs_dir", inputs=input_paths(settings))
+    if os.path.lexists(run.logs_dir):   # the sampled-passes store and the logs are written below it
+        check_no_outside_links(run.logs_dir, "logs_dir")
     specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(settings.models.mas_config)
     if settings.data.data_file:

@@ -252,7 +252,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     scorers = {s.slug: s.folder for s in rows}
     add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
                            *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
-                           "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
+                           "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
              tuple(f"train_{s.slug}" for s in rows if not s.demo_folder)), stepbench_done(ROOT / STEPBENCH, scorers))
     return tasks, notes, rows, done
 

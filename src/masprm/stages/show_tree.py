@@ -20,7 +20,8 @@ from masprm.tree_schema import check_search_tree
 
 @dataclass
 class ShowTreeArgs:
-    tree: PathText = arg(positional=True, help="a tree JSON written by run_mcts.py (results/<run>/<idx>.json)")
+    tree: PathText = arg(positional=True, help="a tree JSON written by masprm-mcts (src/run_mcts.py): "
+                                                         "results/<run>/<idx>.json")
     out: PathText | None = arg(None, help="PNG to write (default: next to the tree, same name; with --text only when "
                                      "given)")
     text: bool = arg(False, help="print the tree as indented text")

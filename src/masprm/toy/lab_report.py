@@ -34,7 +34,7 @@ from typing import Any, Iterable, Protocol, Sequence
 from masprm.answers import is_correct
 from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
 from masprm.eval.bootstrap import load_condition, per_question
-from masprm.paired_stats import PairedResult, mde, paired_bootstrap
+from masprm.paired_stats import PairedResult, headroom_bootstrap, mde, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
@@ -72,6 +72,7 @@ class Cell:
     seeds: list[int] = field(default_factory=list)
     accuracy: list[float] = field(default_factory=list)
     work: list[float | None] = field(default_factory=list)
+    samples: list[float | None] = field(default_factory=list)   # agent samples (policy runs) per question
     misses: dict[str, int] = field(default_factory=dict)
     mtime: float = 0.0
 
@@ -79,6 +80,7 @@ class Cell:
         self.seeds.append(seed)
         self.accuracy.append(summary["pass@1"])
         self.work.append(model_work(summary))
+        self.samples.append(summary.get("agent_runs_mean"))
         for kind, n in split_misses(records, is_correct).items():
             self.misses[kind] = self.misses.get(kind, 0) + n
         self.mtime = max(self.mtime, mtime)
@@ -88,6 +90,9 @@ class Cell:
 
     def work_mean(self) -> float | None:
         return statistics.fmean(self.work) if self.work and None not in self.work else None
+
+    def samples_mean(self) -> float | None:
+        return statistics.fmean(self.samples) if self.samples and None not in self.samples else None
 
 
 def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) -> tuple[str, str] | None:
@@ -172,8 +177,13 @@ def step_cells(stepbench: dict | None, slug: str) -> list[str]:
     r = ((stepbench or {}).get("scorers") or {}).get(slug)
     if not r:
         return ["–", "–", "–"]
-    by_agent = r.get("auc_by_agent") or {}
-    return [_num(r.get("f1")), _num(r.get("ece")), f"{_num(by_agent.get('Reader'))} / {_num(by_agent.get('Planner'))}"]
+    by_agent, cis = r.get("auc_by_agent") or {}, r.get("auc_by_agent_ci") or {}
+
+    def with_ci(value, ci) -> str:   # a 95% CI over the test transcripts, where the benchmark has one
+        return _num(value) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
+
+    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("ece")),
+            " / ".join(with_ci(by_agent.get(a), cis.get(a)) for a in ("Reader", "Planner"))]
 
 
 # --------------------------------------------------------------------------- the table
@@ -199,6 +209,7 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
                 labelbench: dict[str, dict | None]) -> list[str]:
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step ECE", "step AUC R / P",
             *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
+            "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
@@ -217,8 +228,9 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
             labels = " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–"
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
+        samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
         lines.append("| " + " | ".join([name, scheme, objective, labels, *step_cells(stepbench, slug),
-                                         *map(_accuracy, mine), work, " · ".join(map(_misses, mine))]) + " |")
+                                         *map(_accuracy, mine), work, samples, " · ".join(map(_misses, mine))]) + " |")
     return lines
 
 
@@ -235,13 +247,16 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "- label AUC: the label value against the world's step truth, per agent (Reader / Planner / Solver / "
         "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
-        "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins.",
+        "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins; "
+        "[95% CI] from 1,000 bootstrap resamples of the test transcripts.",
         f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
         f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
         "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "
         "The ORM row's SBS is the ORM valuing each prefix; its MCTS values the leaves only (mcts_orm).",
         "- model work: policy tokens generated + scorer tokens read per question, mean over seeds; a BoN "
         "condition counts the generation of its 8 passes even where they were read back from the store.",
+        "- agent samples: agent messages the policy generated per question (mean over seeds), the compute a "
+        "search spends on the team; a BoN condition counts its N passes' messages.",
         "- misses: the share (%) of question-seeds the search missed although a right final answer was never "
         "among those it generated (never generated), and although one was (not chosen: it returned another); "
         "with pass@1 they add up to 100.",
@@ -254,10 +269,43 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
+def question_values(cell: Cell) -> dict[str, float]:
+    """pass@1 per question, the mean over the cell's seeds."""
+    return per_question(load_condition(cell.folder, cell.experiment))
+
+
 def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
     """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
-    return paired_bootstrap(per_question(load_condition(a.folder, a.experiment)),
-                            per_question(load_condition(b.folder, b.experiment)), seed=seed)
+    return paired_bootstrap(question_values(a), question_values(b), seed=seed)
+
+
+def headroom_lines(rows: Sequence[LabRow], cells: dict, seed: int) -> list[str]:
+    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI."""
+    orm = next((row.slug for row in rows if row.objective == "orm"), None)
+    names = {row.slug: row.name for row in rows if row.slug != orm} | EXTRA_ROWS
+    lines = []
+    for column in COLUMNS:
+        base, ceiling = cells.get((orm, column)), cells.get(("oracle_step", column))
+        if base is None or ceiling is None:
+            continue
+        first = None
+        for slug, name in names.items():
+            if (slug, column) not in cells:
+                continue
+            h = headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
+                                   question_values(ceiling), seed=seed)
+            if h is None:
+                first = first or (f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a "
+                                  f"CI reaching 0")
+                continue
+            lines.append(f"  {name} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, {100 * h.ci_high:+.0f}%] "
+                         f"of the step oracle's {100 * h.gap.mean_diff:+.1f} points over the ORM")
+        if first:
+            lines.append(first)
+    if not lines:
+        return []
+    return ["", "headroom recovered: (row - ORM) / (step oracle - ORM) in pass@1 per question, 95% bootstrap CI "
+                "(shown where the step oracle's gain over the ORM has its CI above 0)"] + lines
 
 
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
@@ -338,7 +386,7 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     found = comparisons(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))
-    atomic_write_text(claims, claims_text(found))
+    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,
           "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,

@@ -40,6 +40,8 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass
+from functools import partial
+from types import SimpleNamespace
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -52,20 +54,26 @@ from masprm.paths import PathText, check_input_dir
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json
+from masprm.data import Example
 from masprm.models import backends
 from masprm.models.options import ModelOptions
+from masprm.paired_stats import bootstrap_ci
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import Step, ensure_logprobs, propose
+from masprm.search.oracles import outcome_value, step_value
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
 from masprm.state_text import state_text
 from masprm.step_metrics import ECE_BINS, auc, best_threshold, expected_calibration_error, localisation_scores
+from masprm.toy.oracle import story_of
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
 from masprm.toy.transcripts import check_graph
 
 LOGPROB = "logprob"    # the policy's own step value, always reported
+ORACLES = ("oracle_step", "oracle_outcome")   # the reference scorers that need no model (--oracles)
 DEFAULT_FOLDERS = {"masprm": "checkpoints/toy-ppm", "orm": "checkpoints/toy-orm"}   # without --scorer
 SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
+CI_RESAMPLES, CI_SEED = 1000, 0   # the step metrics' bootstrap over test transcripts (docs/scorer_lab.md)
 
 
 @dataclass(frozen=True)
@@ -89,6 +97,9 @@ class StepBenchArgs:
     seed: int = arg(42, help="seed of the sampled transcripts")
     search_batch_size: int = arg(32, flags=("--search_batch_size",),
                                  help="questions whose model calls are batched together (results do not depend on it)")
+    oracles: bool = arg(False, flags=("--oracles",),
+                        help="also report the reference scorers oracle_step and oracle_outcome (the step labeller "
+                             "and the gold check as scorers; masprm.search.oracles)")
 
     def __post_init__(self) -> None:
         require_each(self, ("samples", "calibration_samples", "search_batch_size"), lambda v: v >= 1,
@@ -108,6 +119,7 @@ def scorer_folders(args: StepBenchArgs) -> dict[str, str]:
         name, sep, folder = spec.partition("=")
         check(bool(sep and name and folder), f"--scorer {spec}: expected NAME=FOLDER")
         check(name != LOGPROB, f"--scorer {spec}: the name {LOGPROB!r} is the policy's log-prob, always reported")
+        check(name not in ORACLES, f"--scorer {spec}: the name {name!r} is a reference scorer's (--oracles)")
         check(name not in folders, f"--scorer {spec}: the name {name!r} is given twice")
         folders[name] = folder
     return folders
@@ -170,6 +182,16 @@ def score_steps(scorer: Any, name: str, transcripts: Sequence[dict]) -> None:
         t["values"][name] = [next(values) for _ in t["states"]]
 
 
+def score_oracles(transcripts: Sequence[dict]) -> None:
+    """Every step's value under the reference scorers, by their rules in masprm.search.oracles (no model)."""
+    for t in transcripts:
+        story = story_of(t["question"])
+        ctx = SimpleNamespace(example=Example(0, story.question, str(story.answer)),
+                              settings=SimpleNamespace(step_oracle="toy"))
+        t["values"]["oracle_step"] = [step_value(ctx, state) for state in t["states"]]
+        t["values"]["oracle_outcome"] = [outcome_value(ctx, state) for state in t["states"]]
+
+
 # --------------------------------------------------------------------------- metrics
 
 
@@ -179,18 +201,30 @@ def as_probability(scorer: str, value: float) -> float:
     return math.exp(value) if scorer == LOGPROB else (value + 1) / 2
 
 
+def agent_auc(transcripts: Sequence[dict], scorer: str, agent: str) -> float | None:
+    """The AUC of the scorer's values within one agent's steps (free of the value's drift along a transcript)."""
+    mine = [(v, step) for t in transcripts for v, step in zip(t["values"][scorer], t["steps"]) if step["agent"] == agent]
+    return auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
+
+
 def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dict:
-    """Threshold from the calibration transcripts; localisation, AUC and calibration on the test transcripts."""
+    """Threshold from the calibration transcripts; localisation, AUC and calibration on the test transcripts,
+    F1 and the per-agent AUCs with 95% CIs from CI_RESAMPLES bootstrap resamples of the test transcripts."""
     threshold = best_threshold([(t["values"][scorer], t["first_error"]) for t in calibration])
+
+    def f1(ts: Sequence[dict]) -> float | None:   # undefined on a resample without one of the two classes
+        r = localisation_scores([(t["values"][scorer], t["first_error"]) for t in ts], threshold)
+        return r["f1"] if r["n_erroneous"] and r["n_correct"] else None
+
     scores = localisation_scores([(t["values"][scorer], t["first_error"]) for t in test], threshold)
     pairs = [(v, step) for t in test for v, step in zip(t["values"][scorer], t["steps"])]
-    by_agent = {}   # within one agent's steps: free of the value's drift along the transcript
-    for agent in dict.fromkeys(step["agent"] for _, step in pairs):
-        mine = [(v, step) for v, step in pairs if step["agent"] == agent]
-        by_agent[agent] = auc([v for v, _ in mine], [int(step["correct"]) for _, step in mine])
+    agents = list(dict.fromkeys(step["agent"] for _, step in pairs))
     labels = [int(s["correct"]) for _, s in pairs]
-    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels), "auc_by_agent": by_agent,
-            "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels)}
+    ci = partial(bootstrap_ci, test, n_resamples=CI_RESAMPLES, seed=CI_SEED)
+    return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels),
+            "auc_by_agent": {a: agent_auc(test, scorer, a) for a in agents},
+            "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels),
+            "f1_ci": ci(f1), "auc_by_agent_ci": {a: ci(partial(agent_auc, scorer=scorer, agent=a)) for a in agents}}
 
 
 def report_lines(report: dict) -> list[str]:
@@ -248,6 +282,8 @@ def main() -> int:
             score_steps(scorer, name, ts)
         del scorer
     for ts in sets.values():
+        if args.oracles:
+            score_oracles(ts)
         for t in ts:
             del t["states"]
     report = {
@@ -255,7 +291,8 @@ def main() -> int:
         "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
         "calibration": {"bins": ECE_BINS, "probability": "scorer value v: (v + 1) / 2; logprob: exp(mean log-prob "
                                                          "per token)"},
-        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s) for s in [*folders, LOGPROB]},
+        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s)
+                    for s in [*folders, *(ORACLES if args.oracles else ()), LOGPROB]},
         "seconds": round(time.time() - started, 1),
         "transcripts": sets["test"],
     }

@@ -3,11 +3,13 @@
     write_model_card("checkpoints/MASPRM-GSM8K-1.5B")              # from its masprm_scorer.json
     write_model_card(folder, hub_model_id="me/masprm-gsm8k")      # the snippet loads it from the hub
 
-The card replaces peft's empty template. Its YAML block says what the hub
-indexes (``library_name``, ``base_model`` when the base was a hub id, never a
-local path, ``tags``, the ``pipeline_tag``) and what the scorer is: objective,
-label scheme, step aggregation, separator, text style, training data (file name,
-size, examples) and the held-out metrics. Its snippet loads the scorer with peft
+The card replaces peft's empty template. Its YAML block, built with
+``huggingface_hub.ModelCardData``, says what the hub indexes (``library_name``,
+``license``, ``base_model`` when the base was a hub id, never a local path,
+``datasets`` when the stage-2 file names a hub dataset, ``tags``, the held-out
+metrics as ``model-index`` results; no ``pipeline_tag``, see ``card_metadata``)
+and what the scorer is: objective, label scheme, step aggregation, separator,
+text style, training data (file name, size, examples). Its snippet loads the scorer with peft
 and transformers alone and scores a transcript as ``masprm.models.scorer`` does:
 the same tokenisation (``masprm.models.text_encoder.TextEncoder``), the value
 tanh(logit) at the last step separator, in fp32. The card is a function of the
@@ -25,7 +27,7 @@ import yaml
 
 from masprm.checks import looks_like_path
 from masprm.io import atomic_write_text
-from masprm.scorer_meta import read_scorer_meta
+from masprm.scorer_meta import logit_scale, read_scorer_meta
 from masprm.state_text import DEFAULT_SEPARATOR
 
 CARD_FILE = "README.md"
@@ -64,27 +66,80 @@ def hub_base_model(meta: dict[str, Any]) -> str | None:
     return base if isinstance(base, str) and base and not looks_like_path(base) else None
 
 
-def card_metadata(meta: dict[str, Any], *, merged: bool = False) -> dict[str, Any]:
-    """The YAML block: the hub's own keys first, then what the scorer is."""
+def base_license(model_id: str | None) -> str | None:
+    """The `license` of the base model's own card: in its local folder, or in the hub cache (never fetched)."""
+    if not model_id:
+        return None
+    card = Path(model_id).expanduser() / CARD_FILE
+    if not card.is_file() and not looks_like_path(model_id):
+        try:
+            from huggingface_hub import try_to_load_from_cache
+
+            cached = try_to_load_from_cache(model_id, CARD_FILE)
+        except Exception:   # noqa: BLE001 - an id the cache cannot hold: no license known
+            cached = None
+        card = Path(cached) if isinstance(cached, str) else card
+    try:
+        text = card.read_text(encoding="utf-8")
+        head = yaml.safe_load(text.split("---", 2)[1]) if text.startswith("---") else None
+    except (OSError, UnicodeDecodeError, IndexError, yaml.YAMLError):
+        return None
+    license_ = head.get("license") if isinstance(head, dict) else None
+    return license_ if isinstance(license_, str) and license_ else None
+
+
+def hub_datasets(meta: dict[str, Any]) -> list[str]:
+    """The hub dataset the stage-2 file came from, when its name says (``ppm_pairs_<dataset>_res_<split>...``)."""
+    from masprm.data import DATASETS
+
+    name = Path(str((meta.get("data") or {}).get("path") or "")).name
+    run = name.split("_pairs_", 1)[-1].split("_samples_", 1)[-1]
+    dataset = run.split("_res_", 1)[0] if "_res_" in run else None
+    hub_id = getattr(DATASETS.get(dataset), "hub_id", None) if dataset in DATASETS else None
+    return [hub_id] if isinstance(hub_id, str) else []
+
+
+def _eval_results(meta: dict[str, Any], data_file: str) -> list:
+    """The held-out metrics as model-index results (one per metric) on the held-out split of the data file."""
+    from huggingface_hub import EvalResult
+
+    metrics = {k: v for k, v in sorted((meta.get("eval_metrics") or {}).items())
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and k != "epoch"}
+    objective = objective_of(meta)
+    return [EvalResult(task_type="reward-modeling", task_name=f"step scoring ({objective})",
+                       dataset_type=data_file, dataset_name=f"held-out records of {data_file}",
+                       dataset_split="eval", metric_type=name.removeprefix("eval_"), metric_name=name,
+                       metric_value=value)
+            for name, value in metrics.items()]
+
+
+def card_metadata(meta: dict[str, Any], *, merged: bool = False, model_name: str | None = None) -> dict[str, Any]:
+    """The YAML block (huggingface_hub's ModelCardData): the hub's own keys, then what the scorer is.
+
+    No ``pipeline_tag``: the hub's token-classification widget and ``pipeline(...)`` take a softmax
+    over the head's outputs, which for this one-output head is 1.0 at every token; ``inference:
+    false`` keeps the hub from offering that widget.
+    """
+    from huggingface_hub import ModelCardData
+
     objective = objective_of(meta)
     data = meta.get("data") or {}
-    out: dict[str, Any] = {"library_name": "transformers" if merged or not meta.get("lora", True) else "peft"}
-    if hub_base_model(meta):
-        out["base_model"] = hub_base_model(meta)
-    out["pipeline_tag"] = "token-classification"
-    out["tags"] = ["masprm", "process-reward-model", "reward-model", "multi-agent", objective] + \
-        (["lora"] if meta.get("lora", True) and not merged else [])
-    out["objective"] = objective
-    out["label_scheme"] = label_scheme_of(meta)
-    if meta.get("step_agg"):
-        out["step_agg"] = meta["step_agg"]
-    out["step_separator"] = meta.get("separator", DEFAULT_SEPARATOR)
-    out["text_style"] = meta["text_style"]
-    out["max_length"] = meta.get("max_length")
-    out["training_data"] = {"file": Path(str(data.get("path") or "unknown")).name, "bytes": data.get("bytes"),
-                            "train_examples": meta.get("train_examples"), "eval_examples": meta.get("eval_examples")}
-    out["eval_metrics"] = dict(meta.get("eval_metrics") or {})
-    return out
+    data_file = Path(str(data.get("path") or "unknown")).name
+    license_ = meta.get("base_license")
+    card = ModelCardData(
+        library_name="transformers" if merged or not meta.get("lora", True) else "peft",
+        license=license_ or "other",
+        license_name=None if license_ else "same-as-base-model",
+        base_model=hub_base_model(meta), datasets=hub_datasets(meta) or None,
+        tags=["masprm", "process-reward-model", "reward-model", "multi-agent", objective]
+        + (["lora"] if meta.get("lora", True) and not merged else []),
+        model_name=model_name or f"masprm-{objective}-scorer", eval_results=_eval_results(meta, data_file) or None,
+        inference=False, objective=objective, label_scheme=label_scheme_of(meta), step_agg=meta.get("step_agg"),
+        step_separator=meta.get("separator", DEFAULT_SEPARATOR), text_style=meta["text_style"],
+        max_length=meta.get("max_length"),
+        training_data={"file": data_file, "bytes": data.get("bytes"), "train_examples": meta.get("train_examples"),
+                       "eval_examples": meta.get("eval_examples")})
+    return card.to_dict()
 
 
 # --------------------------------------------------------------------------- the snippet
@@ -131,6 +186,17 @@ def _score_code(meta: dict[str, Any]) -> str:
             "    return step_values(prompt, steps)\n")
 
 
+def _scale_code(meta: dict[str, Any]) -> str:
+    scale = logit_scale(meta)
+    return "" if scale == 1.0 else f"{scale:g} * "
+
+
+def _read_out_text(meta: dict[str, Any]) -> str:
+    """How the head's logit z becomes a step value (masprm.scorer_meta.logit_scale)."""
+    return "tanh of the head's logit" if logit_scale(meta) == 1.0 else \
+        f"tanh({logit_scale(meta):g} * the head's logit) (2 sigmoid(logit) - 1: the logit was trained with BCE)"
+
+
 def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged: bool = False) -> str:
     """Python that loads this scorer with peft + transformers and defines ``score(prompt, steps)``."""
     sep = meta.get("separator", DEFAULT_SEPARATOR)
@@ -143,15 +209,22 @@ def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged:
         imports = "from transformers import AutoModelForTokenClassification, AutoTokenizer\n"
         load = "model = AutoModelForTokenClassification.from_pretrained(SCORER, num_labels=1, dtype=torch.float32)\n"
     else:
-        imports = ("from peft import AutoPeftModelForTokenClassification\n"
-                   "from transformers import AutoTokenizer\n")
-        load = ("# the base model named in adapter_config.json, its embeddings resized for the separator token\n"
-                "model = AutoPeftModelForTokenClassification.from_pretrained(SCORER, num_labels=1, "
-                "dtype=torch.float32)\n")
-    return ("import math\n\n"
+        imports = ("from peft import PeftConfig, PeftModel\n"
+                   "from transformers import AutoModelForTokenClassification, AutoTokenizer\n")
+        load = ("# the base model named in adapter_config.json, its embeddings resized to the adapter's stored size\n"
+                "# (training resized them to the tokenizer's length) before the adapter loads: also offline\n"
+                "BASE = PeftConfig.from_pretrained(SCORER).base_model_name_or_path\n"
+                "model = AutoModelForTokenClassification.from_pretrained(BASE, num_labels=1, dtype=torch.float32)\n"
+                "model.resize_token_embeddings(len(tokenizer))\n"
+                "model = PeftModel.from_pretrained(model, SCORER)\n")
+    return ("import math\n"
+            "import os\n\n"
             "import torch\n"
+            "from huggingface_hub import snapshot_download\n"
             f"{imports}\n"
             f"SCORER = {where}\n"
+            "# a hub id is read from its downloaded copy (the hub cache, so HF_HUB_OFFLINE=1 works once it is there)\n"
+            "SCORER = SCORER if os.path.isdir(SCORER) else snapshot_download(SCORER)\n"
             "tokenizer = AutoTokenizer.from_pretrained(SCORER)\n"
             f"{load}"
             "model.eval()\n"
@@ -159,11 +232,11 @@ def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged:
             f"{_token_ids_code(meta)}\n\n"
             "@torch.no_grad()\n"
             "def step_values(prompt, steps):\n"
-            "    \"\"\"tanh of the head's logit at every step separator (the last token if there is none).\"\"\"\n"
+            f"    \"\"\"{_read_out_text(meta)} at every step separator (the last token if there is none).\"\"\"\n"
             "    ids = token_ids(prompt, steps)\n"
             "    logits = model(input_ids=torch.tensor([ids])).logits[0, :, 0]\n"
             "    at = [i for i, token in enumerate(ids) if token == SEP_ID] or [len(ids) - 1]\n"
-            "    return [math.tanh(logits[i].item()) for i in at]\n\n\n"
+            f"    return [math.tanh({_scale_code(meta)}logits[i].item()) for i in at]\n\n\n"
             f"{_score_code(meta)}\n\n"
             "print(score(\"Tom has 3 apples and buys 4 more. How many apples does he have?\",\n"
             "            [\"3 + 4 = 7.\", \"The answer is 7.\"]))\n")
@@ -180,6 +253,12 @@ def _metrics_table(metrics: dict[str, Any]) -> str:
     return "| metric | value |\n| --- | --- |\n" + rows
 
 
+def _license_text(head: dict[str, Any]) -> str:
+    if head.get("license") != "other":
+        return f"`{head.get('license')}`, the base model's"
+    return "the base model's (not recorded where this scorer was trained)"
+
+
 def _masprm_snippet(hub_model_id: str | None) -> str:
     if not hub_model_id:
         return "from masprm.models.scorer import load_scorer\n\nscorer = load_scorer(\"path/to/this/folder\")\n"
@@ -189,7 +268,8 @@ def _masprm_snippet(hub_model_id: str | None) -> str:
 
 def model_card(meta: dict[str, Any], *, hub_model_id: str | None = None, merged: bool = False) -> str:
     """The README.md text of a scorer folder described by ``meta`` (its masprm_scorer.json)."""
-    head = card_metadata(meta, merged=merged)
+    title = hub_model_id.split("/")[-1] if hub_model_id else f"MASPRM scorer ({objective_of(meta)})"
+    head = card_metadata(meta, merged=merged, model_name=title)
     objective, sep = head["objective"], head["step_separator"]
     base = hub_base_model(meta) or f"a local model folder ({Path(str(meta.get('base_model_id'))).name})"
     data = head["training_data"]
@@ -203,22 +283,24 @@ def model_card(meta: dict[str, Any], *, hub_model_id: str | None = None, merged:
         "machine. Elsewhere, load the base yourself: `AutoModelForTokenClassification.from_pretrained(BASE, "
         "num_labels=1, dtype=torch.float32)`, then `model.resize_token_embeddings(len(tokenizer))` and "
         "`peft.PeftModel.from_pretrained(model, SCORER)`.\n")
-    title = hub_model_id.split("/")[-1] if hub_model_id else f"MASPRM scorer ({objective})"
     return (
         "---\n" + yaml.safe_dump(head, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {title}\n\n"
         f"A step scorer for multi-agent transcripts, trained with masprm (stage 3): "
         f"{kind} for token classification with one output on {base}.\n\n"
         "A transcript is the question followed by each agent's message, every message ended by the step separator "
-        f"`{sep}`: `question + message_1 + {sep} + message_2 + {sep} + ...`. The value of a step is tanh of the "
-        f"head's logit at that step's separator, in [-1, 1]; the value of a transcript is {value}.\n\n"
+        f"`{sep}`: `question + message_1 + {sep} + message_2 + {sep} + ...`. The value of a step is "
+        f"{_read_out_text(meta)} at that step's separator, in [-1, 1]; the value of a transcript is {value}.\n\n"
         f"- objective: `{objective}`: {OBJECTIVE_TEXT.get(objective, 'see the masprm documentation')}\n"
         f"- label scheme: `{head['label_scheme']}`\n"
         f"- text style: `{head['text_style']}` ({STYLE_TEXT.get(head['text_style'], 'see masprm')}), "
         f"at most {head['max_length']} tokens (the start is cut first)\n"
         f"- training data: `{data['file']}` ({data['bytes'] if data['bytes'] is not None else 'unknown'} bytes), "
-        f"{data['train_examples']} training and {data['eval_examples']} held-out examples\n\n"
-        "## Held-out metrics\n\n" + _metrics_table(head["eval_metrics"]) + "\n"
+        f"{data['train_examples']} training and {data['eval_examples']} held-out examples\n"
+        f"- license: {_license_text(head)}\n\n"
+        "The hub's token-classification widget and `pipeline(...)` would show 1.0 at every token (a softmax over "
+        "the head's single output), so the card names no `pipeline_tag`; score with the code below.\n\n"
+        "## Held-out metrics\n\n" + _metrics_table(dict(meta.get("eval_metrics") or {})) + "\n"
         "## Use with transformers and peft\n\n"
         "Scores as masprm does on a CPU (fp32). On a GPU masprm loads a scorer's base in 4-bit NF4 by default "
         "(`--scorer_precision`), so its values there agree with these only approximately.\n\n"

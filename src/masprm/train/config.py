@@ -36,7 +36,7 @@ class TrainConfig:
     mode: str = arg("prm", choices=MODES,
                     help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
     data_file: PathText = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
-                         help=f"JSON/JSONL file from src/train/preprocess_data.py (default: {DEFAULT_DATA_FILE})")
+                         help=f"JSON/JSONL file from masprm-preprocess (src/train/preprocess_data.py) (default: {DEFAULT_DATA_FILE})")
     output_dir: PathText = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
                           help=f"where the scorer is written (default: {DEFAULT_OUTPUT_DIR})")
     model_id: str = arg(DEFAULT_BASE_MODEL, flags=("--model-id", "--model_id"),

@@ -25,11 +25,12 @@ from typing import Any
 
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
-from masprm.io import file_snapshot, honour_umask, library_output, writing_into
+from masprm.io import honour_umask, writing_into
+from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
-from masprm.train.card import write_model_card
+from masprm.train.card import base_license, write_model_card
 from masprm.train.config import TrainConfig
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
@@ -37,6 +38,7 @@ from masprm.train.checkpoints import (check_not_finished, check_same_data, check
 from masprm.train.data import eval_view, label_scheme_of, load_records, split_eval, split_eval_by_group
 from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
+from masprm.train.tracking import check_trackers_start
 from masprm.train.warm_start import check_warm_start
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
@@ -115,8 +117,11 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     from transformers.integrations.integration_utils import (INTEGRATION_TO_CALLBACK,   # heavy: transformers
                                                              get_available_reporting_integrations)
 
-    if len(names) == 1 and names[0] in ("all", "none"):
-        return names[0]
+    if names == ["none"]:
+        return "none"
+    if names == ["all"]:
+        check_trackers_start(get_available_reporting_integrations())
+        return "all"
     unknown = [n for n in names if n not in INTEGRATION_TO_CALLBACK]
     if unknown:
         raise ConfigError(f"report_to {' '.join(unknown)}: not one of transformers' integrations (all, none, "
@@ -125,6 +130,7 @@ def _checked_report_to(names: list[str]) -> list[str] | str:
     if missing:
         raise ConfigError(f"report_to {' '.join(missing)}: its package is not installed (pip install "
                           f"{' '.join(missing)})", setting="report_to")
+    check_trackers_start(names)
     return list(names)
 
 
@@ -138,7 +144,8 @@ def _one_gpu_per_process(args) -> None:
     """
     if args.n_gpu > 1:
         print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
-              f"torchrun --nproc_per_node {args.n_gpu} src/train/trainer.py ... (README, Scorer training)",
+              f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
+              "checkout; docs/pipeline.md, Stage 3)",
               file=sys.stderr)
         args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
@@ -343,7 +350,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
-                    best_checkpoint=trainer.state.best_model_checkpoint)
+                    best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id))
         write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
         if cfg.push_to_hub:
             push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
