@@ -47,8 +47,8 @@ test: $(STAMP)
 	$(PY) -m pytest -q tests
 
 # The inner loop: everything but the tests marked slow (training, Ray, whole pipelines). Measured:
-# 45 CPU-seconds (user + sys, subprocesses included; `/usr/bin/time -v make test-fast`), so about a minute
-# on an idle 2-core machine; 2 min 36 s of wall time on one shared with six other engineers (load 4-8).
+# 50 CPU-seconds for 1,267 tests (user + sys, subprocesses included; `/usr/bin/time make test-fast`), about a minute
+# on an idle 2-core machine; 3 min 1 s of wall time on one shared with six other engineers (load 4-8).
 test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests
 

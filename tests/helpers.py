@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import random
+from typing import Any
 import subprocess
 import sys
 from pathlib import Path
@@ -21,7 +22,9 @@ import pytest
 import yaml
 
 from masprm.data import Example
+from masprm.eval.logs import LogFiles, PartialLog, manifest_hash_of, render_log, start_line, write_condition
 from masprm.eval.methods import METHODS
+from masprm.eval.metrics import summarize_records
 from masprm.eval.settings import EvalSettings
 from masprm.search.engine import drive
 from masprm.search.context import SearchContext
@@ -157,6 +160,23 @@ def step_record(rng: random.Random) -> dict:
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def train_tiny(tmp: Path, model: Path, mode: str, seed: int, scheme: str = "mc", **overrides):
+    """A scorer of `mode` trained for two optimizer steps on 16 scripted step records of `scheme`."""
+    from masprm.train import train_scorer
+
+    rng = random.Random(seed)
+    records = [{**step_record(rng), "meta": {"label_scheme": scheme}} for _ in range(16)]
+    return train_scorer(config(tmp, write_jsonl(tmp / "s.jsonl", records), model, mode, max_steps=2, eval_steps=2,
+                               **overrides))
+
+
+def first_eval_batch(result, collator) -> tuple[dict, Any, dict]:
+    """(the first eval example, the trainer in eval mode, that example collated on the model's device)."""
+    example, trainer = result.eval_examples[0], result.trainer
+    trainer.model.eval()
+    return example, trainer, {k: v.to(trainer.model.device) for k, v in collator(0)([example]).items()}
 
 
 def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainConfig:
@@ -433,3 +453,23 @@ def stage1_args(folder: Path, model_dir: Path, n: int = 3) -> list[str]:
 def files_under(folder: Path) -> dict[str, bytes]:
     """Every file under `folder` by its relative path, with its bytes."""
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+# --------------------------------------------------------------------------- stage-4 logs
+
+
+def write_stage4_log(stem: Path, records: list[dict], manifest: dict, *, label: str, dataset: str = "toy",
+                     summary: dict | None = None, errors: int = 0, finished: bool = True) -> dict:
+    """One condition's files as stage 4 leaves them, written by stage 4's own writer (``masprm.eval.logs``):
+    the text log (START line, metric lines, COMPLETED or FAILED when ``errors``), the records, manifest and
+    summary sidecars. ``summary`` sets metrics the records do not carry (a test's records hold only what it
+    reads); ``finished=False`` leaves what an interrupted run leaves (the START line and a partial file).
+    Returns the summary written."""
+    files = LogFiles(Path(stem))
+    header = [start_line(label, dataset, len(records), manifest_hash_of(manifest))]
+    if not finished:
+        PartialLog(files, manifest_hash_of(manifest), header, records)
+        return {}
+    full = {**summarize_records([]), "n": len(records), "errors": errors, "extra": {}, **(summary or {})}
+    write_condition(files, render_log(header, [], full), records, manifest, full)
+    return full

@@ -195,6 +195,7 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     import shutil
     from pathlib import Path
 
+    from masprm import identity
     from masprm.eval import logs
 
     root = tmp_path / "masprm"
@@ -209,7 +210,7 @@ def test_code_fingerprint_covers_every_module_on_the_evaluation_path(tmp_path):
     assert "plots/tree_plot.py" not in names and "search/train_mcts.py" not in names   # stages 1 and show_tree
 
     def version():
-        logs._code_version_cache.clear()
+        identity._code_version_cache.clear()
         return logs.code_version(method_file, root)
 
     before = version()

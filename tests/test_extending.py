@@ -46,14 +46,14 @@ def _last_of_two(ctx, example):
     return SearchResult(answers[-1], answers[::-1])
 
 
-if "shortest" not in SCORER_KINDS:
+def register_kind_and_methods() -> None:
+    """The one place each is added: the kind's record, one row per method on it, and a new method."""
     register_scorer_kind(ScorerKind("shortest", _short_steps, _short_leaf, _short_weight))
     # name               family   kind        settings (the fingerprint)
     for row in (("sbs_shortest",   "sbs",   "shortest", (SBSSettings, ViewSettings)),
                 ("mcts_shortest",  "mcts",  "shortest", (MCTSSettings, ViewSettings)),
                 ("voter_shortest", "voter", "shortest", (VoterSettings, ViewSettings))):
         register_scored_method(*row)
-if "last_of_two" not in METHODS:
     register_method("last_of_two", settings=(PassSettings,))(_last_of_two)
 
 
@@ -66,8 +66,18 @@ def _wide_single_pass(ctx, example):
     return SearchResult(answers[0], answers)
 
 
-if "wide_single_pass" not in METHODS:
+ADDED_METHODS = ("sbs_shortest", "mcts_shortest", "voter_shortest", "last_of_two", "wide_single_pass")
+
+
+@pytest.fixture(scope="module", autouse=True)
+def registered():
+    """Everything this module adds, registered for its tests and removed afterwards (no other test sees it)."""
+    register_kind_and_methods()
     register_method("wide_single_pass", settings=(PassSettings,))(_wide_single_pass)
+    yield
+    for name in ADDED_METHODS:
+        METHODS.unregister(name)
+    SCORER_KINDS.unregister("shortest")
 
 
 # --------------------------------------------------------------------------- through the CLI

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
+from helpers import write_stage4_log
 from masprm.errors import DataError
 from masprm.eval.bootstrap import compare, compare_gaps, gap_per_question, load_condition, per_question
 from masprm.paired_stats import PairedResult, format_comparison, nearest_rank, paired_bootstrap
@@ -30,10 +30,10 @@ def crashed(question: str) -> dict:
 
 
 def write_seed(folder: Path, experiment: str, seed: int, records: list[dict], status: str | None = "COMPLETED"):
-    """The text log (its last line is the status) and the records sidecar, as stage 4 leaves them."""
-    lines = [f"=== START cond | dataset=toy | N={len(records)} | manifest=abc ===", "Accuracy (pass@1): 0.5000"]
-    (folder / f"{experiment}_{seed}.txt").write_text("\n".join(lines + ([status] if status else [])) + "\n")
-    (folder / f"{experiment}_{seed}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    """One seed's condition as stage 4 leaves it: COMPLETED, FAILED (one example raised) or unfinished (None)."""
+    write_stage4_log(folder / f"{experiment}_{seed}", records, {"condition": "cond", "seed": seed}, label="cond",
+                     errors=int(bool(status) and status.startswith("FAILED")), finished=status is not None,
+                     summary={"pass@1": 0.5})
 
 
 # --------------------------------------------------------------------------- the bootstrap
@@ -103,7 +103,7 @@ def logs(tmp_path):
     """A: q1 right in both seeds, q2 right at pass@5 only; B: q1 right in one seed, q2 crashed in one."""
     write_seed(tmp_path, A, 1, [record("q1", [1, 1], 0), record("q2", [0, 1], 1), record("q3", [1, 1], 2)])
     write_seed(tmp_path, A, 2, [record("q1", [1, 1], 0), record("q2", [0, 1], 1)])
-    write_seed(tmp_path, A, 3, [record("q1", [0, 0], 0)], status="FAILED (1 of 1 examples raised errors)")
+    write_seed(tmp_path, A, 3, [record("q1", [0, 0], 0)], status="FAILED")
     write_seed(tmp_path, A, 4, [record("q1", [0, 0], 0)], status=None)           # unfinished
     write_seed(tmp_path, f"{A}_v2", 1, [record("q1", [0, 0], 0)])                # another experiment
     write_seed(tmp_path, B, 1, [record("q1", [1, 1], 0), crashed("q2")])

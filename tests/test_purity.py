@@ -31,7 +31,7 @@ PURE = {
     "masprm.handoff.settings": HEAVY,
     "masprm.eval.settings": HEAVY,
     "masprm.models.options": HEAVY,      # the stages' model flags, without a model library
-    "masprm.code_identity": HEAVY,
+    "masprm.identity": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.scorer_meta": HEAVY,

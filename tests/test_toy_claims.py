@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.logs import start_line
+from helpers import write_stage4_log
 from masprm.toy import claims
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,26 +38,20 @@ def record(index: int, question: str, p1: int, p5: int) -> dict:
 
 def write_seed(folder: Path, method: str, budget: dict, seed: int, hits, *, tag: str = "",
                status: str | None = "COMPLETED", mtime: float | None = None) -> str:
-    """One seed's text log (START line, metric lines, status), .jsonl records and .manifest.json.
+    """One seed's condition as stage 4 writes it (COMPLETED, FAILED with one error, unfinished for None).
 
     ``hits(i, seed) -> (pass@1, pass@5)`` for question i.
     """
     name = experiment(method, budget, tag)
     stem = folder / f"{name}_{seed}"
     records = [record(i, q, *hits(i, seed)) for i, q in enumerate(QUESTIONS)]
-    accuracy = sum(r["metrics"]["pass@1"] for r in records) / len(records)
-    lines = [start_line(method, "toy", len(records), "0123abcd"),
-             f"[data] examples={len(records)} skipped_no_gold=0",
-             f"Accuracy (pass@1): {accuracy:.4f}",
-             *[f"Pass@{k}: {sum(r['metrics'][f'pass@{k}'] for r in records) / len(records):.4f}"
-               for k in range(2, 11)]]
-    Path(f"{stem}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    passes = {f"pass@{k}": sum(r["metrics"][f"pass@{k}"] for r in records) / len(records) for k in range(1, 11)}
     settings = {"temperature": 0.7, "top_p": 0.95, **budget}
-    Path(f"{stem}.manifest.json").write_text(json.dumps(
-        {"condition": method, "fingerprint": name.split("_")[-2], "seed": seed,
-         "definition": {"method": method, "settings": settings, "data": {"dataset": "toy"}}}))
+    manifest = {"condition": method, "fingerprint": name.split("_")[-2], "seed": seed,
+                "definition": {"method": method, "settings": settings, "data": {"dataset": "toy"}}}
+    write_stage4_log(stem, records, manifest, label=method, summary=passes, finished=status is not None,
+                     errors=int(bool(status) and status.startswith("FAILED")))
     log = Path(f"{stem}.txt")
-    log.write_text("\n".join(lines + ([status] if status else [])) + "\n")
     if mtime is not None:
         os.utime(log, (mtime, mtime))
     return name
@@ -103,7 +97,7 @@ def logs(tmp_path):
     write_experiment(folder, "mcts_prm", {"n_simulations": 10}, lambda i, s: (0, 0), tag="_cut", status=None,
                      mtime=NOW + 3600)
     write_experiment(folder, "mcts_orm", {"n_simulations": 5}, always, tag="_bad",
-                     status="FAILED (1 of 20 examples raised errors)", mtime=NOW + 3600)
+                     status="FAILED", mtime=NOW + 3600)
     # A budget the README does not evaluate (sbs at 2x4): found, but not compared.
     write_experiment(folder, "sbs_prm", {"b1": 2, "b2": 4}, always, mtime=NOW)
     return folder

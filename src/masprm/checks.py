@@ -25,7 +25,6 @@ Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import socket
@@ -33,9 +32,10 @@ from functools import lru_cache
 from pathlib import Path
 
 from masprm.data import DATASETS
-from masprm.errors import ConfigError, DataError, MasprmError, ModelError, quoted
+from masprm.errors import ConfigError, DataError, ModelError, quoted
 from masprm.outputs import (check_csv_output, check_no_outside_links, check_outside_inputs,  # noqa: F401
                             check_output_dir, check_output_file, check_plain_name)   # their home: masprm.outputs
+from masprm.identity import file_identity  # noqa: F401 (its home: masprm.identity)
 from masprm.roles import ROLES
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_meta import SCORER_META_FILE
@@ -50,15 +50,6 @@ MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_m
                  "pytorch_model.bin.index.json")
 ADAPTER_WEIGHTS = ("adapter_model.safetensors", "adapter_model.bin")
 HUB_PROBE_TIMEOUT_S = 3.0
-
-
-def file_identity(path: str | os.PathLike) -> str:
-    """A content hash of one file (16 hex digits)."""
-    digest = hashlib.sha1()
-    with open(path, "rb") as fh:
-        for block in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()[:16]
 
 
 # --------------------------------------------------------------------------- numbers

@@ -44,10 +44,17 @@ def checkpoint_step(path: Path) -> int:
     return int(match.group(1)) if match else -1
 
 
+def checkpoints(folder: Path) -> list[Path]:
+    """The ``checkpoint-N`` folders, oldest first (by N, not by name): the one listing of them."""
+    return sorted((p for p in folder.glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) >= 0),
+                  key=checkpoint_step)
+
+
 def newest_checkpoint(folder: Path) -> Path | None:
-    """The ``checkpoint-N`` folder of the highest N (by number, not name), or None."""
-    found = [p for p in folder.glob("checkpoint-*") if p.is_dir() and checkpoint_step(p) >= 0]
-    return max(found, key=checkpoint_step) if found else None
+    """The ``checkpoint-N`` folder of the highest N, or None (a resumed training sets incomplete ones aside
+    first: ``masprm.train.checkpoints.resume_checkpoint``)."""
+    found = checkpoints(folder)
+    return found[-1] if found else None
 
 
 def holds_model(folder: Path) -> bool:

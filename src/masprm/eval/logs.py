@@ -13,157 +13,37 @@ COMPLETED (or FAILED) only once the sidecars are in place. Pure Python.
 
 from __future__ import annotations
 
-import ast
-import hashlib
 import json
 import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Iterable
 
-from masprm.code_identity import code_digest
 from masprm.errors import ConfigError
+from masprm import identity
+from masprm.identity import path_identity, stable_hash  # noqa: F401 (their home: masprm.identity)
 from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.models.backends import backend_sources
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
 FAILED = "FAILED"
-_SRC = Path(__file__).resolve().parents[1]   # src/masprm
 # The code on every evaluation's path: the loop (which loads the policy and the scorers), the
 # data loading and the generation backends (the registry names their modules by string);
 # `code_version` follows their masprm imports, so policy, scorer, training-data encoding,
 # answers, graph, search and eval code all count. A method's own module is added per condition.
-_ENTRY_CODE = ("eval/runner.py", "data.py", *backend_sources())
-_HASH_WHOLE_FILE_BYTES = 256 * 1024 * 1024  # bigger weight files are identified by name and size
+EVAL_CODE = ("eval/runner.py", "data.py", *backend_sources())
 
 
-def stable_hash(obj: Any, length: int = 10) -> str:
-    text = json.dumps(obj, sort_keys=True, ensure_ascii=False, separators=(",", ":"), default=str)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:length]
+def code_files(module_file: str | None = None, root: Path = identity.SRC) -> list[Path]:
+    """The package files an evaluation runs (``masprm.identity.code_files`` from ``EVAL_CODE``)."""
+    return identity.code_files(EVAL_CODE, module_file, root)
 
 
-_identity_cache: dict[tuple, str] = {}
-
-
-def _training_by_product(rel: str) -> bool:
-    top = rel.split("/", 1)[0]
-    return top.startswith("checkpoint-") or top in ("runs", "map_cache", "training_args.bin")
-
-
-def path_identity(path: str | os.PathLike | None, *, model: bool = False) -> str | None:
-    """A content hash of a local file or folder (None when the path is not local, e.g. a hub id).
-
-    Hidden files are ignored; files over 256 MB count by name and size only.
-    With `model`, a folder that holds a model at its top level is identified by
-    what loads: training by-products (checkpoint-*/, the event logs in runs/, the data cache
-    map_cache/ and training_args.bin, which hold run times and paths) are left out, so the same
-    weights trained twice, or in another folder, give one identity.
-    Hashes are cached per (path, file sizes and modification times).
-    """
-    if not path:
-        return None
-    root = Path(path).expanduser()
-    if not root.exists():
-        return None
-    files = [(root.name, root)] if root.is_file() else sorted(
-        (p.relative_to(root).as_posix(), p) for p in root.rglob("*") if p.is_file())
-    files = [(rel, f, f.stat()) for rel, f in files if not (rel.startswith(".") or "/." in rel)]
-    if model and any((root / name).is_file() for name in ("config.json", "adapter_config.json")):
-        files = [item for item in files if not _training_by_product(item[0])]
-    key = (str(root.resolve()), tuple((rel, st.st_size, st.st_mtime_ns) for rel, _, st in files))
-    if key not in _identity_cache:
-        digest = hashlib.sha1()
-        for rel, f, st in files:
-            digest.update(f"{rel}\0{st.st_size}\0".encode())
-            if st.st_size <= _HASH_WHOLE_FILE_BYTES:
-                with open(f, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        digest.update(block)
-        _identity_cache[key] = digest.hexdigest()[:16]
-    return _identity_cache[key]
-
-
-def _module_file(root: Path, module: str) -> Path | None:
-    """src/masprm/a/b.py (or a/b/__init__.py) for 'masprm.a.b', if it exists under root."""
-    parts = module.split(".")[1:]
-    base = root.joinpath(*parts)
-    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
-        if candidate.is_file():
-            return candidate
-    return None
-
-
-_imports_cache: dict[tuple, set[Path]] = {}
-
-
-def _masprm_imports(path: Path, root: Path) -> set[Path]:
-    """The masprm modules a file imports (function-level imports included), with their packages.
-
-    Cached while the file's size and modification time stay.
-    """
-    stat = path.stat()
-    key = (str(path), str(root), stat.st_size, stat.st_mtime_ns)
-    if key not in _imports_cache:
-        _imports_cache[key] = _find_masprm_imports(path, root)
-    return _imports_cache[key]
-
-
-def _find_masprm_imports(path: Path, root: Path) -> set[Path]:
-    found: set[Path] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            modules = [alias.name for alias in node.names]
-        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-            # "from masprm.eval import methods" imports the submodule masprm.eval.methods
-            modules = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-        else:
-            continue
-        for module in modules:
-            if module == "masprm" or module.startswith("masprm."):
-                parts = module.split(".")
-                for i in range(1, len(parts) + 1):   # importing a.b.c runs a/__init__ and a/b/__init__
-                    f = _module_file(root, ".".join(parts[:i]))
-                    if f is not None:
-                        found.add(f)
-    return found
-
-
-_code_version_cache: dict[tuple, str] = {}
-
-
-def code_files(module_file: str | None = None, root: Path = _SRC) -> list[Path]:
-    """The package files an evaluation runs: the entry modules and everything they import from masprm."""
-    todo = [root / rel for rel in _ENTRY_CODE if (root / rel).is_file()]
-    if module_file:
-        todo.append(Path(module_file).resolve())
-    seen: set[Path] = set()
-    while todo:
-        f = todo.pop()
-        if f in seen:
-            continue
-        seen.add(f)
-        todo.extend(_masprm_imports(f, root) - seen)
-    return sorted(seen)
-
-
-def code_version(module_file: str | None = None, root: Path = _SRC) -> str:
-    """A hash of the code on the evaluation's path (`code_files`) for a method defined in `module_file`.
-
-    Each file counts by its syntax (``masprm.code_identity``), so editing a docstring or a
-    comment keeps every log's name; editing a statement renames the logs it may change.
-    """
-    key = (module_file or "", str(root))
-    if key not in _code_version_cache:
-        digest = hashlib.sha1()
-        for f in code_files(module_file, root):
-            name = f.relative_to(root).as_posix() if f.is_relative_to(root) else f.name
-            digest.update(name.encode() + b"\0" + code_digest(f).encode())
-        _code_version_cache[key] = digest.hexdigest()[:12]
-    return _code_version_cache[key]
-
-
+def code_version(module_file: str | None = None, root: Path = identity.SRC) -> str:
+    """The hash of the code an evaluation of a method defined in ``module_file`` runs (its fingerprint's code)."""
+    return identity.code_version(EVAL_CODE, module_file, root)
 # --------------------------------------------------------------------------- file names
 
 
@@ -194,7 +74,7 @@ class LogFiles:
 # Lines a finished log may carry after its status: handoff_prm's paired comparison with
 # handoff_policy ("T=8 paired ...", "T=8 McNemar ..."), written once both conditions are done,
 # after COMPLETED as in the original's logs.
-_TRAILER = re.compile(r"^T=\d+ ")
+_TRAILER = re.compile(r"^(T=\d+ |Paired vs MASPRM )")   # ... and a condition's paired lines (masprm.eval.vs_masprm)
 
 
 def text_status(text: str) -> str | None:

@@ -96,6 +96,16 @@ def scorer_completed(folder: Path) -> bool:
         return False
 
 
+@dataclass(frozen=True)
+class ScorerJob:
+    """One stage-3 training of the demo: its records and its folder as data, beside the command made of them."""
+
+    name: str        # its output name (train_ppm, train_orm)
+    data: str        # the stage-2 records it trains on
+    out: str         # its scorer folder
+    cmd: list[str]
+
+
 @dataclass
 class Commands:
     """Every command of the demo, in the order a user would type them."""
@@ -103,7 +113,7 @@ class Commands:
     build: list[str]
     trees: list[str]
     pairs: list[str]
-    scorers: list[list[str]]
+    scorers: list[ScorerJob]
     early_evals: dict[str, list[str]]   # output name -> command: the conditions that need no scorer
     evals: dict[str, list[str]]         # per budget and seed: the README's evaluation command with that budget
     stepbench: list[str]
@@ -138,8 +148,8 @@ def commands(args: "DemoArgs") -> Commands:
     def evaluation(methods, scorers: bool, budget=()) -> list[str]:
         return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget)
 
-    def scorer(mode: str, data: str, out: str) -> list[str]:
-        return train_command(mode, data, out, args.seed)
+    def scorer(mode: str, data: str, out: str) -> ScorerJob:
+        return ScorerJob(f"train_{mode}", data, out, train_command(mode, data, out, args.seed))
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
@@ -175,19 +185,17 @@ def make_scorers(c: Commands, args) -> None:
         Job(c.trees).wait()
     else:
         print(f"stage 1: {run_folder()} has its trees: skipped")
-    fresh = fresh or not all((ROOT / cmd[cmd.index("--data_dir") + 1]).is_file() for cmd in c.scorers)
+    fresh = fresh or not all((ROOT / job.data).is_file() for job in c.scorers)
     if fresh:
         Job(c.pairs).wait()
     else:
         print("stage 2: pairs already there: skipped")
-    folders = [ROOT / cmd[cmd.index("--output-dir") + 1] for cmd in c.scorers]
-    stale = [f for f in folders if fresh and f.exists()]
-    check(not stale, f"{stale[0].relative_to(ROOT) if stale else ''} holds a scorer trained on earlier "
+    stale = [job.out for job in c.scorers if fresh and (ROOT / job.out).exists()]
+    check(not stale, f"{stale[0] if stale else ''} holds a scorer trained on earlier "
                      "pairs; run `make clean-demo` to start over")
-    todo = [(cmd, name) for cmd, name, folder in zip(c.scorers, ("train_ppm", "train_orm"), folders)
-            if not scorer_completed(folder)]  # an interrupted training resumes (--resume)
+    todo = [job for job in c.scorers if not scorer_completed(ROOT / job.out)]  # an interrupted one resumes (--resume)
     if todo:
-        run_side_by_side([cmd for cmd, _ in todo], [name for _, name in todo], jobs=2, folder=OUTPUT)
+        run_side_by_side([job.cmd for job in todo], [job.name for job in todo], jobs=2, folder=OUTPUT)
     else:
         print("stage 3: scorers already there: skipped")
 
@@ -216,8 +224,8 @@ def main(argv: list[str] | None = None) -> int:
     args = config_from_args(DemoArgs, p.parse_args(argv))
     c = commands(args)
     if args.dry_run:
-        for cmd in [c.build, c.trees, c.pairs, *c.scorers, *c.early_evals.values(), *c.evals.values(), c.stepbench,
-                    c.aggregate, c.claims]:
+        for cmd in [c.build, c.trees, c.pairs, *(job.cmd for job in c.scorers), *c.early_evals.values(),
+                    *c.evals.values(), c.stepbench, c.aggregate, c.claims]:
             print(f"$ {show(cmd)}")
         return 0
 

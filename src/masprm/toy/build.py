@@ -38,7 +38,7 @@ from pathlib import Path
 from safetensors.numpy import load_file
 
 from masprm.cli import ArgumentParser, check, run_cli
-from masprm.code_identity import syntax_text
+from masprm.identity import syntax_text
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.paths import PathText
@@ -63,7 +63,7 @@ SHIPPED_MANIFEST = "shipped.json"
 def fingerprint(spec_dict: dict, config_text: str) -> str:
     """Identity of a build: its settings, the team config and the toy code that produces it.
 
-    The code counts by its syntax (``masprm.code_identity``): a docstring or a comment edited
+    The code counts by its syntax (``masprm.identity``): a docstring or a comment edited
     in the toy modules leaves the build, and so the shipped policy, as it is.
     """
     h = hashlib.sha256(json.dumps(spec_dict, sort_keys=True).encode())

@@ -19,24 +19,16 @@ Pure Python.
 from __future__ import annotations
 
 import json
-import re
 import zipfile
 from pathlib import Path
 from typing import Callable
 
 from masprm.checks import ADAPTER_WEIGHTS, MODEL_WEIGHTS, SCORER_META_FILE, check_safetensors, file_identity
 from masprm.errors import ConfigError, DataError, MasprmError
+from masprm.scorer_folder import checkpoints   # the one listing of checkpoint-N folders (the trainer imports it here)
 
 TRAINER_STATE = "trainer_state.json"
 TORCH_FILE_SUFFIXES = (".pt", ".pth", ".bin")   # what transformers writes with torch.save in a checkpoint
-_CHECKPOINT = re.compile(r"checkpoint-(\d+)")
-
-
-def checkpoints(folder: Path) -> list[Path]:
-    """The checkpoint-N folders, oldest first."""
-    found = [(int(m.group(1)), p) for p in folder.glob("checkpoint-*")
-             if p.is_dir() and (m := _CHECKPOINT.fullmatch(p.name))]
-    return [p for _, p in sorted(found)]
 
 
 def incomplete_reason(checkpoint: Path) -> str | None:
