@@ -99,10 +99,10 @@ class LabScorer:
             return f"results/ppm_pairs_{run}.jsonl"
         if self.outcome_only:
             return f"results/prm_samples_{run}.jsonl"
-        return labels_path(self.scheme, run)
+        return scheme_records_path(self.scheme, run)
 
 
-def labels_path(scheme: str, run: str) -> str:
+def scheme_records_path(scheme: str, run: str) -> str:
     """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
     return f"results/labels_{scheme}_{run}.jsonl"
 
@@ -231,7 +231,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             label_objective.setdefault(s.scheme, s.objective)
     for scheme, objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
-        out = labels_path(scheme, run)
+        out = scheme_records_path(scheme, run)
         add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",
                                       scheme, "--target-nodes", str(demo.TARGET_NODES), *flags, "--view", "full",
                                       "--config", demo.CONFIG]), (ROOT / out).is_file())
