@@ -44,7 +44,7 @@ OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
 REPORT, CLAIMS, PLOT = "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png"
 STEPBENCH = "results/toy_lab_stepbench.json"
 LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
-BON_N, STEP_AGGS = 8, ("min", "last")
+BON_N, BON_AGGS = 8, ("min", "last")
 N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
 SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the lab's hour: docs/scorer_lab.md)
 # The reference rows (issue 34): the step labeller and the gold outcome as scorers. true_value is left out of
