@@ -13,6 +13,7 @@ import importlib
 import importlib.util
 import json
 import random
+from typing import Any
 import subprocess
 import sys
 from pathlib import Path
@@ -159,6 +160,23 @@ def step_record(rng: random.Random) -> dict:
 def write_jsonl(path: Path, records: list[dict]) -> Path:
     path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
     return path
+
+
+def train_tiny(tmp: Path, model: Path, mode: str, seed: int, scheme: str = "mc", **overrides):
+    """A scorer of `mode` trained for two optimizer steps on 16 scripted step records of `scheme`."""
+    from masprm.train import train_scorer
+
+    rng = random.Random(seed)
+    records = [{**step_record(rng), "meta": {"label_scheme": scheme}} for _ in range(16)]
+    return train_scorer(config(tmp, write_jsonl(tmp / "s.jsonl", records), model, mode, max_steps=2, eval_steps=2,
+                               **overrides))
+
+
+def first_eval_batch(result, collator) -> tuple[dict, Any, dict]:
+    """(the first eval example, the trainer in eval mode, that example collated on the model's device)."""
+    example, trainer = result.eval_examples[0], result.trainer
+    trainer.model.eval()
+    return example, trainer, {k: v.to(trainer.model.device) for k, v in collator(0)([example]).items()}
 
 
 def config(tmp: Path, data: Path, model: Path, mode: str, **overrides) -> TrainConfig:

@@ -11,6 +11,7 @@ import sys
 import pytest
 
 from conftest import FakePolicy
+from masprm.eval.logs import text_status
 from masprm.search.judge import PROMPT_ID, parse_credits, parse_scores, pool_prompt
 from helpers import FAST, REPO, example, make_ctx, respond, run_method, scripted_solver, write_gsm8k
 from helpers import run_eval
@@ -160,30 +161,38 @@ def test_judge_methods_need_the_judge_flag():
 
 
 @pytest.mark.slow
-def test_both_judge_methods_run_on_the_tiny_model_and_aggregate(tiny_model_dir, tmp_path):
+def test_both_judge_methods_run_on_the_tiny_model_and_aggregate(tiny_model_dir, prm_dir, tmp_path):
     data, logs = write_gsm8k(tmp_path / "gsm8k.jsonl"), tmp_path / "logs"
-    done = run_eval("--dataset", "gsm8k", "--data_file", data, "--sample_n", 1, "--seed", "3",
+    done = run_eval("--dataset", "gsm8k", "--data_file", data, "--sample_n", 2, "--seed", "3",
                     "--gen_model_id", tiny_model_dir, "--judge_model_id", tiny_model_dir,
-                    "--mas_config", "configs/gsm8k.yaml", "--methods", "pooled_judge", "mcts_judge",
+                    "--prm_dir", prm_dir, "--prm_base_model_id", tiny_model_dir,
+                    "--mas_config", "configs/gsm8k.yaml", "--methods", "pooled_judge", "mcts_judge", "mcts_prm",
                     "--voter_k", "2", "--n_simulations", "2", "--max_children", "2",
                     "--judge_max_new_tokens", "8", "--logs_dir", logs, *FAST)
     assert done.returncode == 0, done.stderr[-3000:]
     for method in ("pooled_judge", "mcts_judge"):
         (log,) = logs.glob(f"gsm8k_{method}_*.txt")
-        assert log.read_text().splitlines()[-1] == "COMPLETED"
-        [record] = [json.loads(ln) for ln in log.with_suffix(".jsonl").read_text().splitlines()]
-        u = record["metrics"]
-        assert record["error"] is None and u["judge_calls"] >= 1 and u["judge_tokens"] > 0
-        # a random tiny model writes no JSON: every reply is a parse failure, and the run goes on
-        assert u["judge_parse_failures"] == u["judge_calls"]
         text = log.read_text()
+        assert text_status(text) == "COMPLETED"
+        for record in [json.loads(ln) for ln in log.with_suffix(".jsonl").read_text().splitlines()]:
+            u = record["metrics"]
+            assert record["error"] is None and u["judge_calls"] >= 1 and u["judge_tokens"] > 0
+            # a random tiny model writes no JSON: every reply is a parse failure, and the run goes on
+            assert u["judge_parse_failures"] == u["judge_calls"]
         assert "Judge parse-failure rate: 1.0000" in text
         assert ("Oracle Hit@k (k = 2): " in text) == (method == "pooled_judge")   # the pool metrics
+    # mcts_judge against mcts_prm on the same two questions: a trailer after COMPLETED and a summary entry
+    (judged,) = logs.glob("gsm8k_mcts_judge_*.txt")
+    assert judged.read_text().splitlines()[-1].startswith("Paired vs MASPRM (mcts_prm) McNemar exact: ")
+    paired = json.loads(judged.with_suffix(".summary.json").read_text())["paired_vs_masprm"]
+    assert paired["n_pairs"] == 2 and paired["reference"].startswith("gsm8k_mcts_prm_")
+    assert "mcts_judge: Paired vs MASPRM (mcts_prm)" in done.stdout
     agg = subprocess.run([sys.executable, str(REPO / "aggregator.py"), "--logs_dir", logs,
                           "--out", tmp_path / "agg.csv"], capture_output=True, text=True, timeout=120)
     assert agg.returncode == 0, agg.stderr
     rows = (tmp_path / "agg.csv").read_text().splitlines()
-    assert len(rows) == 3 and any("judge" in row.lower() for row in rows[1:])
+    assert len(rows) == 4 and any("judge" in row.lower() for row in rows[1:])
     header = rows[0].split(",")
     assert "judge_parse_failure_rate_mean" in header and "oracle_hit_at_k_mean" in header
-    assert all(row.split(",")[header.index("judge_parse_failure_rate_mean")] == "1.0000" for row in rows[1:])
+    rates = [row.split(",")[header.index("judge_parse_failure_rate_mean")] for row in rows[1:]]
+    assert sorted(rates) == ["1.0000", "1.0000", "N/A"]   # mcts_prm asks no judge

@@ -16,7 +16,8 @@ from masprm.stages import demo, jobs, lab
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
-NEW_ROWS = (("first_error", "pqm"),)
+NEW_ROWS = (("first_error", "pqm"), ("mc", "implicit"), ("mc", "gorm"), ("first_error", "gprm"),
+            ("mc", "ensemble"), ("mc", "biprm"))
 METHODS = ("single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "bon_prm",
            "mcts_orm", "bon_orm")
 
@@ -33,6 +34,8 @@ def test_dry_run_lists_every_scheme_and_method():
         assert f"#   mc + traj ({agg})" in out or f"lab: mc+traj-{agg}" in out
     for scheme, objective in NEW_ROWS:   # issue 37's rows
         assert f"#   {scheme} + {objective} -> " in out, (scheme, objective)
+    for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley"):   # listed, left out
+        assert f"lab: {scheme}+prm: label scheme {scheme!r} needs fresh policy samples" in out, scheme
     assert out.count("--labels first_error") == 1   # one labels command, however many objectives train on it
     commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
     evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]
@@ -63,6 +66,10 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
         assert flag(labels, "--labels") == [scheme] and flag(labels, "--input") == [demo.run_folder()]
         assert tasks[f"labelbench_{scheme}"].after == (f"labels_{scheme}",)
     assert "labels_masprm" not in tasks and tasks["labelbench_masprm"].after == ()   # the demo's pairs
+    # biprm re-ranks finished transcripts only: best-of-N with the last step's value, outside the step benchmark
+    assert [n for n in tasks if n.startswith("eval_mc-biprm")] == ["eval_mc-biprm_last"]
+    assert flag(tasks["eval_mc-biprm_last"].cmd, "--step_agg") == ["last"]
+    assert "mc-biprm=checkpoints/toy-lab-mc-biprm" not in flag(tasks["stepbench"].cmd, "--scorer")
     pqm = tasks["train_first_error-pqm"]
     assert pqm.after == ("labels_first_error",) and flag(pqm.cmd, "--mode") == ["pqm"]
     train = tasks["train_first_error-prm"]
@@ -104,8 +111,8 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items()
                if n.startswith("eval_") and n not in in_demo)
     bench = tasks["stepbench"]
-    assert len(bench.after) == sum(not s.demo_folder for s in lab.LAB_SCORERS) and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
-    assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows]
+    assert len(bench.after) == sum(not s.demo_folder and not s.finished_only for s in lab.LAB_SCORERS) and flag(bench.cmd, "--scorer")[:1] == [f"masprm-ppm={demo.PPM_DIR}"]
+    assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows if not r.finished_only]
 
 
 def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
@@ -117,7 +124,8 @@ def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
     (folder / "masprm_scorer.json").write_text(json.dumps({"status": "completed"}))
     tasks, _, rows, done = plan(monkeypatch, tmp_path)
     assert done == {"labels_advantage", "train_advantage-prm"}
-    (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {r.slug: r.folder for r in rows}}}))
+    (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {r.slug: r.folder for r in rows
+                                                                               if not r.finished_only}}}))
     assert "stepbench" in plan(monkeypatch, tmp_path)[3]
     (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {"masprm-ppm": demo.PPM_DIR}}}))
     assert "stepbench" not in plan(monkeypatch, tmp_path)[3]   # a report on fewer scorers is run again

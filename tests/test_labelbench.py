@@ -105,3 +105,21 @@ def test_records_of_other_questions_and_foreign_trees_are_errors(run):
                                       "meta": {"example_meta": {"split": "train", "source_index": 0}}}])
     with pytest.raises(MasprmError, match="its question is not toy train #0"):
         labelbench.label_report(run / "toy_res_bad", other)
+
+
+def test_every_registered_scheme_is_listed_and_a_shapley_file_is_read(run, capsys):
+    from masprm.labels import LABEL_SCHEMES
+
+    with pytest.raises(SystemExit):
+        labelbench.main(["--help"])
+    shown = " ".join(capsys.readouterr().out.split())
+    for name in ("shapley", "mc_rollouts", "first_error_search", "step_consistency", "majority_outcome"):
+        assert name in LABEL_SCHEMES and name in shown
+    # a shapley record keeps its credits in meta; its labels (credits halved) are read as any steps labels
+    records = [{**steps(RIGHT, [0.0, 0.0, 0.5, 0.5]),
+                "meta": {"label_scheme": "shapley", "shapley_credits": [0.0, 0.0, 1.0, 1.0], "baseline": -1.0}},
+               {**steps([RIGHT[0], *WRONG[1:]], [0.0, -0.5, -0.5, 0.0]), "meta": {"label_scheme": "shapley"}}]
+    report = labelbench.label_report(run / "toy_res_x", write(run / "labels_shapley_x.jsonl", records))
+    assert report["scheme"] == "shapley" and report["kind"] == "steps"
+    # Planner: right 0 above wrong -0.5; Reader: both right, no AUC
+    assert report["agents"]["Planner"]["auc"] == 1.0 and report["agents"]["Reader"]["auc"] is None

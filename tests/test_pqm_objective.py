@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import math
-import random
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import torch
 from masprm.train.objectives import MODES, OBJECTIVES
 from masprm.train.qvalue_ranking import first_errors, pqm_loss, ranking_accuracy
 
-from helpers import config, step_record, write_jsonl
+from helpers import train_tiny
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 
@@ -90,12 +89,8 @@ def test_pqm_is_a_registered_mode_with_its_margin_flag():
 @pytest.mark.slow
 def test_a_pqm_scorer_trains_and_records_its_margin(tmp_path, tiny_model_dir):
     from masprm.models.scorer import load_scorer
-    from masprm.train import train_scorer
 
-    rng = random.Random(5)
-    records = [{**step_record(rng), "meta": {"label_scheme": "first_error"}} for _ in range(16)]
-    result = train_scorer(config(tmp_path, write_jsonl(tmp_path / "s.jsonl", records), tiny_model_dir, "pqm",
-                                 max_steps=2, eval_steps=2, pqm_margin=2.0))
+    result = train_tiny(tmp_path, tiny_model_dir, "pqm", 5, scheme="first_error", pqm_margin=2.0)
     meta = json.loads((result.output_dir / "masprm_scorer.json").read_text())
     assert (meta["objective"], meta["label_scheme"], meta["pqm_margin"]) == ("pqm", "first_error", 2.0)
     values = load_scorer(result.output_dir).score_batch(["Q: 1 plus 2? 1 + 2.<step>"])

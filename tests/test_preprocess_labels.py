@@ -79,7 +79,7 @@ def test_the_local_view_has_its_own_file_name(workdir):
 
 @pytest.mark.parametrize("argv, message", [
     (["--labels", "first_eror"], "--labels: unknown label scheme 'first_eror' (valid: advantage, balanced_pairs, "
-                                 "first_error, majority_outcome, margin_pairs, masprm, mc, "),
+                                 "first_error, first_error_search, majority_outcome, margin_pairs, masprm, mc, "),
     (["--labels", "first_eror"], "; did you mean 'first_error'?)"),
     (["--labels", "first_error", "--pair-margin", "0.3"],
      "--pair-margin is a setting of --labels margin_pairs, not of --labels first_error"),

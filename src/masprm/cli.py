@@ -19,7 +19,11 @@ from typing import Callable, Mapping, NoReturn
 
 from masprm import __version__
 from masprm.errors import LINE_LIMIT, MasprmError, first_line, no_space_reason
+from masprm.log import get_logger, set_verbosity
 from masprm.paths import os_problem
+
+
+log = get_logger(__name__)
 
 
 class UsageError(MasprmError):
@@ -74,7 +78,23 @@ class ArgumentParser(argparse.ArgumentParser):
             return token
         return other_spelling(flag) + eq + value
 
+    def _verbosity_flags(self) -> dict[str, argparse.Action]:
+        """-q/--quiet and -v/--verbose on every command: a stage's own --quiet or --verbose (stage 3's, stage 1's)
+        gets the short spelling and sets the level too."""
+        found = {}
+        for short, long, text in (("-q", "--quiet", "warnings and errors only: no progress lines or bars"),
+                                  ("-v", "--verbose", "debug lines too")):
+            action = self._option_string_actions.get(long)
+            if action is None:
+                action = self.add_argument(short, long, dest=f"log_{long[2:]}", action="store_true", help=text)
+            elif short not in self._option_string_actions:
+                action.option_strings.append(short)
+                self._option_string_actions[short] = action
+            found[long] = action
+        return found
+
     def parse_known_args(self, args=None, namespace=None):
+        verbosity = self._verbosity_flags()
         args = list(sys.argv[1:] if args is None else args)
         end = args.index("--") if "--" in args else len(args)
         args = [self._declared_spelling(token) for token in args[:end]] + args[end:]
@@ -83,6 +103,12 @@ class ArgumentParser(argparse.ArgumentParser):
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
                              if a.option_strings and a.dest != "help"})
         parsed, rest = super().parse_known_args(args, namespace)
+        given = {long: getattr(parsed, a.dest, a.default) != a.default for long, a in verbosity.items()}
+        set_verbosity(quiet=given["--quiet"], verbose=given["--verbose"])
+        for action in verbosity.values():   # the command's own -q/-v are no setting: nothing downstream sees them
+            if action.dest.startswith("log_") and hasattr(parsed, action.dest):
+                delattr(parsed, action.dest)
+        log.debug("%s: %s", self.prog, " ".join(f"{k}={v!r}" for k, v in sorted(vars(parsed).items())))
         # and which value each setting got, so an OSError on a path can be traced back to its flag
         PARSED_PATHS.update({k: os.fspath(v) for k, v in vars(parsed).items()
                              if isinstance(v, (str, os.PathLike)) and os.fspath(v)})

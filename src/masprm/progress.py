@@ -6,7 +6,7 @@ bar created with an explicit ``disable=...`` ignores it. Stage bars go through
 
     for f in progress_bar(files, terminal_only=True, desc="trees"): ...
 
-``enabled=False`` (a ``--quiet`` flag) always hides the bar; ``terminal_only``
+``enabled=False`` (a ``--quiet`` flag) and a command's ``-q`` (``masprm.log.quiet``) always hide the bar; ``terminal_only``
 shows it only on a terminal (a bar that must leave no line in logs). Pure Python.
 """
 
@@ -16,6 +16,8 @@ import os
 from typing import Any, Iterable
 
 from tqdm.auto import tqdm
+
+from masprm.log import quiet
 
 ENV_VAR = "TQDM_DISABLE"
 _OFF_VALUES = ("", "0", "false", "no", "off")
@@ -29,7 +31,7 @@ def bars_disabled_by_env() -> bool:
 def progress_bar(iterable: Iterable | None = None, *, enabled: bool = True, terminal_only: bool = False,
                  **kwargs: Any) -> tqdm:
     """A tqdm bar (``kwargs`` as tqdm's), hidden when disabled by the caller or by TQDM_DISABLE."""
-    if not enabled or bars_disabled_by_env():
+    if not enabled or bars_disabled_by_env() or quiet():
         disable: bool | None = True
     else:
         disable = None if terminal_only else False   # None: tqdm shows it on a terminal only

@@ -42,6 +42,9 @@ from typing import Any, Iterator
 from masprm.outputs import check_no_outside_links, check_plain_name
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_text
+from masprm.log import get_logger
+
+log = get_logger(__name__)
 
 LOCK_FILE = ".lock"
 SETTINGS_FILE = ".run_settings"
@@ -128,8 +131,7 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
         raise ConfigError(f"{folder} is in use by another run ({holder}); wait for it to finish, "
                           f"or use another `{setting}`") from None
     except OSError as err:  # a file system without locks (some network mounts): run, but say so
-        print(f"warning: cannot lock {folder} ({err.strerror}); a second run on it would not be stopped",
-              file=sys.stderr)
+        log.warning(f"warning: cannot lock {folder} ({err.strerror}); a second run on it would not be stopped")
     try:
         yield folder
     finally:

@@ -74,7 +74,7 @@ class LogFiles:
 # Lines a finished log may carry after its status: handoff_prm's paired comparison with
 # handoff_policy ("T=8 paired ...", "T=8 McNemar ..."), written once both conditions are done,
 # after COMPLETED as in the original's logs.
-_TRAILER = re.compile(r"^T=\d+ ")
+_TRAILER = re.compile(r"^(T=\d+ |Paired vs MASPRM )")   # ... and a condition's paired lines (masprm.eval.vs_masprm)
 
 
 def text_status(text: str) -> str | None:

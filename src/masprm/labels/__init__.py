@@ -18,5 +18,8 @@ LABEL_SCHEMES.register_lazy("balanced_pairs", "masprm.labels.balanced_pairs:SCHE
 LABEL_SCHEMES.register_lazy("majority_outcome", "masprm.labels.majority_outcome:SCHEME")
 LABEL_SCHEMES.register_lazy("self_consistency", "masprm.labels.majority_outcome:OLD_NAME")   # the old name
 LABEL_SCHEMES.register_lazy("shapley", "masprm.labels.shapley:SCHEME")
+LABEL_SCHEMES.register_lazy("mc_rollouts", "masprm.labels.mc_rollouts:SCHEME")
+LABEL_SCHEMES.register_lazy("first_error_search", "masprm.labels.first_error_search:SCHEME")
+LABEL_SCHEMES.register_lazy("step_consistency", "masprm.labels.step_consistency:SCHEME")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]

@@ -33,8 +33,8 @@ from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from masprm.config import arg
-from masprm.errors import ConfigError
+from masprm.config import arg, require_each
+from masprm.labels.rollouts import source
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
 from masprm.tree_schema import Step, Tree
 
@@ -55,9 +55,7 @@ class ShapleySettings:
     shapley_seed: int = arg(0, help="shapley: seed of the sampled agent orders (default 0)")
 
     def __post_init__(self) -> None:
-        for name in ("shapley_samples", "shapley_permutations"):
-            if getattr(self, name) < 1:
-                raise ConfigError(f"{name} must be at least 1, got {getattr(self, name)}", setting=name)
+        require_each(self, ("shapley_samples", "shapley_permutations"), lambda v: v >= 1, "must be at least 1")
 
 
 def coalitions(players: Sequence[int], orders: Sequence[Sequence[int]] | None) -> list[frozenset[int]]:
@@ -124,15 +122,13 @@ def transcript_credits(replayer: Replayer, question: str, messages: Sequence[tup
 
 
 def shapley_records(tree: Tree, ctx: LabelContext) -> list[dict]:
-    if ctx.rollouts is None:
-        raise ConfigError("label scheme 'shapley' needs fresh policy samples to replace agents' messages, and "
-                          "no policy was given for them (masprm.search.rollouts.RolloutSource)", setting="labels")
+    replayer = source(ctx, "shapley", "replays of its transcripts")
     rng = random.Random(f"{ctx.settings.shapley_seed}:{tree.name}")
     found: list[dict] = []
 
     def label(root: Step, path: list[Step]) -> list[float]:
         messages = [(s.agent, s.text) for s in path]
-        credits, baseline = transcript_credits(ctx.rollouts, tree.question, messages, path[-1].value, ctx.settings,
+        credits, baseline = transcript_credits(replayer, tree.question, messages, path[-1].value, ctx.settings,
                                                rng)
         ctx.notes["transcripts"] += 1
         found.append({"shapley_credits": credits, "baseline": baseline, "outcome": path[-1].value})

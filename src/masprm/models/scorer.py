@@ -34,10 +34,15 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style, training_of
+from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style,
+                                training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
-from masprm.models.token_scorer import load_token_scorer, separator_token_id
-from masprm.state_text import DEFAULT_SEPARATOR
+from masprm.models.bidirectional import read_streams, two_streams
+from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
+                                               verdict_score)
+from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
+from masprm.models.token_scorer import load_causal_lm, load_token_scorer, separator_token_id
+from masprm.state_text import DEFAULT_SEPARATOR, StepText
 
 
 @dataclass
@@ -67,7 +72,8 @@ class HFScorer:
     def score_batch(self, texts: Sequence[str]) -> list[float]:
         if not texts:
             return []
-        ids = [x or [self.pad_id] for x in self.encoder.encode(texts)]  # an empty text still gets a row
+        encoded = self.encode_rows(texts)
+        ids = [x for x, _ in encoded]
         self.last_tokens = [len(x) for x in ids]   # per text, so a shared batch is counted per example
         self.tokens_seen += sum(self.last_tokens)
         # Batch texts of similar length together to cut padding; results go back in input order.
@@ -75,15 +81,24 @@ class HFScorer:
         scores = [0.0] * len(ids)
         for start in range(0, len(order), self.batch_size):
             rows = order[start:start + self.batch_size]
-            # float64 from here on: float32 tanh is exactly 1.0 from |logit| >= 9.011, so two confident
-            # candidates would tie and the search would pick by position, not by the scorer.
             input_ids, attention_mask = pad_right([ids[i] for i in rows], self.pad_id)
-            logits = self.model(input_ids=input_ids.to(self.device),
-                                attention_mask=attention_mask.to(self.device)).logits[..., 0].double()
-            for i, v in zip(rows, self.row_values(logits, [ids[i] for i in rows])):
+            values = self.batch_values(input_ids.to(self.device), attention_mask.to(self.device),
+                                       [encoded[i] for i in rows])
+            for i, v in zip(rows, values):
                 scores[i] = v
         check_finite_outputs(scores, self.setting, self.source, "a value")   # never rank by NaN
         return scores
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        """Each text's token ids (an empty text still gets a row) and what `batch_values` needs besides."""
+        return [(x or [self.pad_id], None) for x in self.encoder.encode(texts)]
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        # float64 from here on: float32 tanh is exactly 1.0 from |logit| >= 9.011, so two confident
+        # candidates would tie and the search would pick by position, not by the scorer.
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits[..., 0].double()
+        return self.row_values(logits, [ids for ids, _ in rows])
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
         """The value of each row: tanh(scale * its logit at its last separator) (its last token without one)."""
@@ -107,6 +122,110 @@ class TrajScorer(HFScorer):
             mask[r, :len(at)] = True
         log_a, _ = log_aggregate(logits.gather(1, positions), mask, self.step_agg, self.softmin_temperature)
         return (2 * log_a.exp() - 1).tolist()
+
+
+@dataclass
+class ImplicitScorer(HFScorer):
+    """An implicit PRM (``--mode implicit``): the causal LM with its adapter against itself without it.
+
+    A (partial) transcript's value is tanh(q / 2), q = beta * the log-likelihood ratio of its steps'
+    tokens so far (the prompt and the separators left out); a text that is not split into steps counts
+    whole as one step.
+    """
+
+    beta: float = 0.05
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        rows = []
+        for text in texts:
+            if isinstance(text, StepText):
+                ids, steps = encode_step_tokens(self.encoder, text.prompt, text.steps)
+            else:
+                ids = self.encoder.encode_whole([text])[0]
+                steps = [0] * len(ids)
+            rows.append((ids, steps) if ids else ([self.pad_id], [-1]))
+        return rows
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        token_steps = torch.full_like(input_ids, -1)
+        for r, (_, steps) in enumerate(rows):
+            token_steps[r, :len(steps)] = torch.tensor(steps)
+        logp = token_log_probs(self.model(input_ids=input_ids, attention_mask=attention_mask).logits, input_ids)
+        with self.model.disable_adapter():   # pi_ref: the base policy
+            ref = token_log_probs(self.model(input_ids=input_ids, attention_mask=attention_mask).logits, input_ids)
+        q = step_rewards(logp, ref, token_steps, self.beta).sum(dim=1)
+        return torch.tanh(q / 2).tolist()
+
+
+@dataclass
+class GenerativeScorer(HFScorer):
+    """A generative verifier (``--mode gorm`` / ``gprm``): P(yes) - P(no) after the fixed question."""
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        return [(question_ids(self.encoder, t.prompt, t.steps) if isinstance(t, StepText)
+                 else self.encoder.encode_whole([t + QUESTION])[0], None) for t in texts]
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        ids, mask, answers = answer_rows([r for r, _ in rows], answer_ids(self.encoder.tokenizer), self.pad_id)
+        ids, mask, answers = ids.to(self.device), mask.to(self.device), answers.to(self.device)
+        log_probs = answer_log_probs(self.model(input_ids=ids, attention_mask=mask).logits, ids, answers)
+        return verdict_score(log_probs).tolist()
+
+
+@dataclass
+class EnsembleScorer(HFScorer):
+    """An ensemble of value heads (``--mode ensemble``): the heads' mean read-out, 2 mean(sigmoid(z_h)) - 1,
+    at the last separator; ``last_spread`` holds each text's spread (the std of the heads' probabilities)."""
+
+    last_spread: list[float] = field(default_factory=list)
+
+    def score_batch(self, texts: Sequence[str]) -> list[float]:
+        self.spread_of: dict[int, float] = {}
+        values = super().score_batch(texts)
+        self.last_spread = [self.spread_of[i] for i in range(len(texts))]
+        return values
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        return [(ids, i) for i, (ids, _) in enumerate(super().encode_rows(texts))]   # the text's index rides along
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        logits = self.model(input_ids=input_ids, attention_mask=attention_mask).logits.double()
+        at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids, _ in rows], device=logits.device)
+        probs = torch.sigmoid(logits[torch.arange(len(rows), device=logits.device), at])   # (rows, heads)
+        for (_, i), spread in zip(rows, probs.std(dim=-1, unbiased=False).tolist()):
+            self.spread_of[i] = spread
+        return (2 * probs.mean(dim=-1) - 1).tolist()
+
+
+@dataclass
+class BiprmScorer(HFScorer):
+    """A bidirectional scorer (``--mode biprm``): a finished transcript read in order and reversed, the two
+    streams' scores fused by the learned gate, served as tanh(z / 2) = 2 sigmoid(z) - 1. BiPRM scores known
+    trajectories, so a text with fewer steps than the shortest training transcript is refused."""
+
+    min_steps: int = 1
+
+    def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
+        rows = []
+        for text in texts:
+            steps = text.steps if isinstance(text, StepText) else []
+            if len(steps) < self.min_steps:
+                raise ModelError(f"{self.setting} {self.source}: a biprm scorer re-ranks finished transcripts, and "
+                                 f"this one has {len(steps)} step(s) where its training transcripts had at least "
+                                 f"{self.min_steps} (use it with best-of-N --step_agg last)", setting=self.setting)
+            rows.append(two_streams(self.encoder, text.prompt, steps))
+        return rows
+
+    def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                     rows: list[tuple[list[int], Any]]) -> list[float]:
+        both = [f for f, _ in rows] + [b for _, b in rows]
+        ids, mask = pad_right(both, self.pad_id)
+        index = torch.tensor([score_position(r, self.encoder.sep_id) for r in both], device=self.device)
+        logits = self.model(input_ids=ids.to(self.device), attention_mask=mask.to(self.device)).logits.double()
+        return torch.tanh(read_streams(logits, index) / 2).tolist()
 
 
 # --------------------------------------------------------------------------- finding the weights
@@ -168,10 +287,18 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     device = resolve_device(options.device_map)
     quantized = options.load_in_4bit
     place = (device.index or 0) if device.type == "cuda" else "cpu"
-    model = load_token_scorer(base, n_tokens=len(tokenizer), load_in_4bit=quantized,
-                              dtype=choose_dtype(device, options.dtype), device_map={"": place},
-                              attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
-                              pad_token_id=tokenizer.pad_token_id, setting=setting)
+    training = training_of(meta)
+    implicit = training.get("objective") == "implicit"
+    causal = training.get("objective") in CAUSAL_LM_OBJECTIVES
+    if implicit and not is_adapter:
+        raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
+                         "model without it), and the folder holds a full model", setting=setting)
+    heads = {} if causal else {"heads": 2 if training.get("objective") == "biprm" else
+                               int(meta.get("ensemble_heads", 1))}
+    model = (load_causal_lm if causal else load_token_scorer)(
+        base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
+        device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
+        pad_token_id=tokenizer.pad_token_id, setting=setting, **heads)
     if is_adapter:
         fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
         try:
@@ -188,7 +315,18 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
                           max_prompt_length=meta.get("max_prompt_length", 0) if style == "steps" else 0,
                           style=style)
-    training = training_of(meta)
+    if implicit:
+        return ImplicitScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                              setting=setting, source=str(path), beta=training["implicit_beta"])
+    if causal:
+        return GenerativeScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                                setting=setting, source=str(path))
+    if training.get("objective") == "biprm":
+        return BiprmScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                           setting=setting, source=str(path), min_steps=int(meta.get("biprm_min_steps", 1)))
+    if training.get("objective") == "ensemble":
+        return EnsembleScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
+                              setting=setting, source=str(path))
     if training.get("objective") == "traj":
         return TrajScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                           setting=setting, source=str(path),

@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from transformers import AutoModelForTokenClassification, BitsAndBytesConfig
+from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, BitsAndBytesConfig
 from transformers.utils import logging as hf_logging
 
 from masprm.errors import ConfigError, ModelError, first_line
@@ -82,16 +82,32 @@ def separator_token_id(tokenizer, separator: str, add_if_missing: bool = True) -
 def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit: bool = False,
                       dtype: torch.dtype | None = None, device_map: Any = None, attn_impl: str = "sdpa",
                       trust_remote_code: bool = False, pad_token_id: int | None = None,
-                      setting: str = "model_id"):
-    """`AutoModelForTokenClassification` (num_labels=1) on `source`, embeddings resized to `n_tokens`.
+                      setting: str = "model_id", heads: int = 1):
+    """`AutoModelForTokenClassification` (num_labels = `heads`, 1 but for an ensemble) on `source`,
+    embeddings resized to `n_tokens`.
 
     Without `dtype`, weights load in fp32 (CPU training, and fp32 master
     weights under mixed precision); with 4-bit, in the compute dtype (bf16/fp16
     on CUDA, fp32 on CPU).
     """
+    return _load_model(AutoModelForTokenClassification, "a token-classification model", {"num_labels": heads}, source,
+                       n_tokens=n_tokens, load_in_4bit=load_in_4bit, dtype=dtype, device_map=device_map,
+                       attn_impl=attn_impl, trust_remote_code=trust_remote_code, pad_token_id=pad_token_id,
+                       setting=setting)
+
+
+def load_causal_lm(source: str, **kwargs):
+    """The base LM with its own head (`AutoModelForCausalLM`), loaded as `load_token_scorer` loads a scorer:
+    the scorers that read the LM's token probabilities (``--mode implicit``)."""
+    return _load_model(AutoModelForCausalLM, "a causal language model", {}, source, **kwargs)
+
+
+def _load_model(auto_class, what: str, extra: dict[str, Any], source: str, *, n_tokens: int | None = None,
+                load_in_4bit: bool = False, dtype: torch.dtype | None = None, device_map: Any = None,
+                attn_impl: str = "sdpa", trust_remote_code: bool = False, pad_token_id: int | None = None,
+                setting: str = "model_id"):
     source = check_model_id(source, setting)
-    kwargs: dict[str, Any] = {"num_labels": 1, "attn_implementation": attn_impl,
-                              "trust_remote_code": trust_remote_code}
+    kwargs: dict[str, Any] = {**extra, "attn_implementation": attn_impl, "trust_remote_code": trust_remote_code}
     if load_in_4bit:
         # bitsandbytes places the quantised weights at load time, so the device is fixed here.
         on_cuda = torch.cuda.is_available()
@@ -106,10 +122,10 @@ def load_token_scorer(source: str, *, n_tokens: int | None = None, load_in_4bit:
     # initialised: both expected here (the head is trained, or comes from the adapter).
     with _transformers_errors_only():
         try:
-            model = AutoModelForTokenClassification.from_pretrained(source, **kwargs)
+            model = auto_class.from_pretrained(source, **kwargs)
         except (OSError, ValueError, KeyError, ImportError, RuntimeError) as err:
-            raise ModelError(f"{setting} {source}: cannot load as a token-classification model: "
-                             f"{first_line(err)}", setting=setting) from None
+            raise ModelError(f"{setting} {source}: cannot load as {what}: {first_line(err)}",
+                             setting=setting) from None
         if n_tokens is not None and n_tokens != model.get_input_embeddings().weight.shape[0]:
             model.resize_token_embeddings(n_tokens)
     if pad_token_id is not None:

@@ -9,8 +9,11 @@ replay of the batch, as the step benchmark samples its passes). The agents'
 order is the recorded one: a fixed team (the toy world's chain) routes every
 replay the same way.
 
-The source counts what it cost (agent runs and generated tokens), so a
-scheme can report its extra policy cost next to the tree-derived schemes'.
+A completion keeps a recorded prefix and samples every agent still to speak
+(Math-Shepherd's and OmegaPRM's rollouts from a step); completions are cached
+by prefix, so each prefix is paid for once per run. The source counts what
+it cost (agent runs and generated tokens), so a scheme can report its extra
+policy cost next to the tree-derived schemes'.
 Pure Python: no torch import; the policy is any ``masprm.interfaces.Policy``.
 """
 
@@ -45,6 +48,26 @@ def replay(ctx: SearchContext, question: str, messages: Sequence[Message], keeps
     return states
 
 
+def complete(ctx: SearchContext, question: str, prefixes: Sequence[Sequence[Message]], k: int,
+             temperature: float) -> Step:
+    """``k`` fresh completions of every prefix: its recorded messages kept, every agent still to speak
+    sampled (the agents due at one turn from one policy call each). Returns the final states, k per prefix."""
+    states = [ctx.graph.replay(question, list(p)) for p in prefixes for _ in range(k)]
+    for _ in range(2 * ctx.graph.n_agents + 1):   # every turn adds one agent's message: a bounded walk
+        due: dict[int, list[int]] = {}
+        for i, state in enumerate(states):
+            agent = state.next_runnable()
+            if agent is not None:
+                due.setdefault(agent, []).append(i)
+        if not due:
+            break
+        for agent, rows in sorted(due.items()):
+            proposals = yield from propose(ctx, [states[i] for i in rows], agent, 1, temperature=temperature)
+            for i, [cand] in zip(rows, proposals):
+                states[i] = cand.state
+    return states
+
+
 @dataclass
 class RolloutSource:
     """A policy, the team and the grader, serving label schemes' replays (one search per call).
@@ -62,11 +85,28 @@ class RolloutSource:
     seed: int = 0
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
+    cache: dict = field(default_factory=dict)   # (question, prefix) -> the final answers of its completions
 
-    def replay(self, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]]) -> list[float]:
-        """The outcome of each replay (see `replay`)."""
+    def _context(self) -> SearchContext:
         ctx = SearchContext(self.policy, self.graph, self.settings, keys=RequestKeys(self.seed, self.calls),
                             usage=self.usage)
         self.calls += 1
+        return ctx
+
+    def completions(self, question: str, prefixes: Sequence[Sequence[Message]], k: int) -> list[list[str]]:
+        """The final answers of ``k`` completions of each prefix, cached by prefix: a prefix met again (by
+        another path of the tree, or another scheme on the same source) costs nothing."""
+        keys = [(question, tuple(map(tuple, p))) for p in prefixes]
+        todo = list(dict.fromkeys(key for key in keys if len(self.cache.get(key, ())) < k))
+        if todo:
+            ctx = self._context()
+            states = drive(complete(ctx, question, [list(key[1]) for key in todo], k, self.temperature), ctx)
+            for j, key in enumerate(todo):
+                self.cache[key] = [s.final_answer() for s in states[j * k:(j + 1) * k]]
+        return [self.cache[key][:k] for key in keys]
+
+    def replay(self, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]]) -> list[float]:
+        """The outcome of each replay (see `replay`)."""
+        ctx = self._context()
         states: list[RoutingState] = drive(replay(ctx, question, messages, keeps, self.temperature), ctx)
         return [self.grade(question, s.final_answer()) for s in states]

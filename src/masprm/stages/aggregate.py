@@ -9,7 +9,6 @@ seeds, prints the table, and draws accuracy against model work per example
 line per method through its budgets, next to the CSV (`aggregated_results.png`).
 """
 
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +18,9 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.io import atomic_write_text
 from masprm.paths import PathText, check_input_dir
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -54,16 +56,16 @@ def main(argv: list[str] | None = None) -> int:
                       f"{f'; {len(broken)} cannot be counted: ' + '; '.join(broken) if broken else ''}; nothing written"
                       f"{f', {args.out} left as it was' if Path(args.out).exists() else ''}")
     if broken:
-        print(f"skipped {len(broken)} log(s) that cannot be counted: {'; '.join(broken)}", file=sys.stderr)
+        log.info(f"skipped {len(broken)} log(s) that cannot be counted: {'; '.join(broken)}")
     if skipped:
-        print(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}")
+        log.info(f"skipped {len(skipped)} log(s) that are not COMPLETED: {', '.join(skipped)}", extra=RESULT)
     atomic_write_text(args.out, to_csv(rows))
-    print(format_table(rows))
-    print(f"wrote {args.out} ({len(rows)} experiment(s))")
+    log.info(format_table(rows), extra=RESULT)
+    log.info(f"wrote {args.out} ({len(rows)} experiment(s))", extra=RESULT)
     if not args.no_plot:
         plot = Path(args.out).with_suffix(".png")
         if plot_results(rows, plot):
-            print(f"wrote {plot}")
+            log.info(f"wrote {plot}", extra=RESULT)
     return 0
 
 

@@ -13,7 +13,6 @@ when a condition is marked FAILED (some examples raised errors).
 """
 
 import os
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +28,7 @@ from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.runner import ModelSpec, results_table, run_conditions
+from masprm.eval.vs_masprm import compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
@@ -44,6 +44,9 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.search.engine import EngineSettings
 from masprm.search.judge import JUDGE_ROLE
 from masprm.search.settings import ORMLeafSettings, ViewSettings
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 def groups() -> Groups:
@@ -189,10 +192,10 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
                                    allow_unfinished=run.allow_unfinished_scorer)
         check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
         if note:
-            print(with_flags(note), file=sys.stderr)
+            log.info(with_flags(note))
         if base != bases[role]:
-            print(f"note: --{info.base_setting} is at its default ({bases[role]}); using {base}, the base "
-                  f"model the adapter in {record.path} names", file=sys.stderr)
+            log.info(f"note: --{info.base_setting} is at its default ({bases[role]}); using {base}, the base "
+                     f"model the adapter in {record.path} names")
         # The handoff PRM reads transcripts of up to --prm_context_length tokens (the original's
         # loader setting); the static scorers keep their training length.
         max_length = (settings.method_values[HandoffPRMSettings].prm_context_length
@@ -233,8 +236,9 @@ def handoff_report(conditions: list) -> None:
     if not handoff:
         return
     names = [c.label or c.method for c in handoff]
-    print()
-    print("\n".join(prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)))
+    log.info("", extra=RESULT)
+    table = prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)
+    log.info("\n".join(table), extra=RESULT)
     by_method = {c.method: c for c in handoff}
     if not {"handoff_policy", "handoff_prm"} <= set(by_method):
         return
@@ -244,7 +248,7 @@ def handoff_report(conditions: list) -> None:
     prm.summary["paired_comparison"] = {"baseline": policy.files.log.name, **result}
     atomic_write_json(prm.files.summary, prm.summary)
     set_trailer(prm.files.log, paired_log_lines(result))
-    print("\n".join(format_paired_comparison(result)))
+    log.info("\n".join(format_paired_comparison(result)), extra=RESULT)
 
 
 def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = None):
@@ -255,8 +259,8 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
                            seed=data.seed, data_file=data.data_file, **data.selection_options(routing))
     if excluded is not None:
         loaded = exclude_questions(loaded, excluded, data.sample_n, data.seed)
-        print(f"[info] left out the {len(excluded)} questions of {data.exclude_questions_file}; "
-              f"{len(loaded.examples)} examples selected")
+        log.info(f"[info] left out the {len(excluded)} questions of {data.exclude_questions_file}; "
+                 f"{len(loaded.examples)} examples selected", extra=RESULT)
     check(bool(loaded.examples), f"--dataset {data.dataset} --split {data.split}: no usable examples "
                                  f"({loaded.skipped} skipped without a gold answer)")
     check_policy(settings.models.gen_model_id, "gen_model_id", settings.loading.options(), questions=loaded.examples,
@@ -264,11 +268,26 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
     return loaded
 
 
+def masprm_comparisons(conditions: list) -> None:
+    """Each configured pair (``masprm.eval.vs_masprm``) whose two conditions ran: the condition against the
+    MASPRM-guided one of its family, printed, kept in its summary and written after COMPLETED in its log."""
+    by_method = {c.method: c for c in conditions}
+    for method, reference in configured_pairs(list(by_method)):
+        this, masprm = by_method[method], by_method[reference]
+        result = compare_with_masprm(read_records(this.files.records), read_records(masprm.files.records),
+                                     seed=this.manifest["seed"])
+        this.summary["paired_vs_masprm"] = {"reference": masprm.files.log.name, **result}
+        atomic_write_json(this.files.summary, this.summary)
+        lines = vs_masprm_lines(reference, result)
+        set_trailer(this.files.log, lines)
+        print("\n".join(f"{method}: {line}" for line in lines))
+
+
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
     validate(run, settings)
     if run.routing == "handoff" and not (settings.data.dataset and settings.models.mas_config):
-        print(handoff_defaults_line(settings))
+        log.info(handoff_defaults_line(settings), extra=RESULT)
     settings = resolve_defaults(settings, run.routing)
 
     check_known_dataset(settings.data.dataset)
@@ -288,19 +307,19 @@ def main(argv: list[str] | None = None) -> int:
     for seed in settings.data.seeds or [settings.data.seed]:
         settings = settings.with_data(seed=seed)
         data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
-        print(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
-              f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/")
+        log.info(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
+                 f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/", extra=RESULT)
         conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
                                     workers=workers, use_ray=on_cluster or workers > 1,
                                     num_gpus_per_worker=gpus_per_worker, cluster=run.cluster)
-        print(results_table(conditions))
+        log.info(results_table(conditions), extra=RESULT)
         for c in conditions:
-            print(f"  {c.method}: {c.files.log}")
+            log.info(f"  {c.method}: {c.files.log}", extra=RESULT)
         handoff_report(conditions)
+        masprm_comparisons(conditions)
         failed += [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
     if failed:
-        print(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}",
-              file=sys.stderr)
+        log.warning(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}")
     return 1 if failed else 0
 
 

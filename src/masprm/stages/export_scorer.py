@@ -21,6 +21,9 @@ from pathlib import Path
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.paths import PathText
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -72,7 +75,7 @@ def main(argv: list[str] | None = None) -> int:
 
         folder = merge_scorer(source, args.merged, base_model_id=args.base_model_id,
                               hub_model_id=args.hub_model_id)
-        print(f"wrote the merged scorer to {folder}")
+        log.info(f"wrote the merged scorer to {folder}", extra=RESULT)
     if args.push_to_hub:
         meta = read_scorer_meta(folder)
         card = model_card(meta, hub_model_id=args.hub_model_id, merged=bool(args.merged))

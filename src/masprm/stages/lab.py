@@ -86,7 +86,12 @@ class LabScorer:
     @property
     def outcome_only(self) -> bool:
         """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj")
+        return self.objective in ("orm", "traj", "implicit", "gorm", "biprm")
+
+    @property
+    def finished_only(self) -> bool:
+        """Scores finished transcripts only (biprm): best-of-N with the last step's value, no step benchmark."""
+        return self.objective == "biprm"
 
     @property
     def own_labels(self) -> bool:
@@ -117,6 +122,13 @@ LAB_SCORERS = (
     *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
     # issue 37: the related work's remaining methods, each on the records its source trains on
     LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
+    LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
+    LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
+    LabScorer("first_error", "gprm"),   # the step label after each step
+    LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
+    LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
+    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
+    *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
 )
 PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
@@ -134,6 +146,9 @@ def missing(scorer: LabScorer) -> str | None:
             return f"{scorer.name}: masprm.labels has no LABEL_SCHEMES registry; row left out"
         if scorer.scheme not in LABEL_SCHEMES:
             return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
+        if getattr(LABEL_SCHEMES[scorer.scheme], "needs_rollouts", False):
+            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, which stage 2 "
+                    "does not load yet; row left out")
     return None
 
 
@@ -174,6 +189,8 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
     else:
         flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], ["bon_prm"]
     logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
+    if scorer is not None and scorer.finished_only:   # it refuses partial transcripts: no SBS, MCTS or min
+        return [("_last", bon, flags, "last", LOGS)]
     found = [("", bon, flags, "min", LOGS), ("_last", bon, flags, "last", LOGS),
              ("_search", sbs_mcts, flags, "min", logs)]
     if scorer is None:   # never in the demo's folder: the demo does not run them
@@ -249,11 +266,13 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
                      (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
     for task in later:
         add(task)
-    scorers = {s.slug: s.folder for s in rows}
+    stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix
+    scorers = {s.slug: s.folder for s in stepwise}
     add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
                            *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
                            "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
-             tuple(f"train_{s.slug}" for s in rows if not s.demo_folder)), stepbench_done(ROOT / STEPBENCH, scorers))
+             tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
+        stepbench_done(ROOT / STEPBENCH, scorers))
     return tasks, notes, rows, done
 
 

@@ -13,7 +13,6 @@ time and the outputs are streamed into temporary files that replace the old
 outputs only when the whole pass succeeds.
 """
 
-import sys
 import argparse
 import json
 from contextlib import ExitStack
@@ -34,6 +33,9 @@ from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
 from masprm.outputs import lexical_path
 from masprm.paths import path_status
 from masprm.progress import progress_bar
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -187,7 +189,7 @@ def stream(files: list[Path], root: Path, paths: list[Path],
                              f"({prep.counts.malformed_named[0]}); nothing was written")
     for bad in (prep.malformed_summary(), prep.off_config_summary()):
         if bad:
-            print(f"[preprocess] warning: {bad}", file=sys.stderr)
+            log.warning(f"[preprocess] warning: {bad}")
 
 
 def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph: MASGraph | None) -> None:
@@ -199,18 +201,18 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
     if args.export:
         check_output_file(trl_path(path), "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
-        print(f"[preprocess] local view, routing inboxes with {graph.source}")
+        log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
     stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
-    print(runner.summary(path))
+    log.info(runner.summary(path), extra=RESULT)
     if runner.why_none():
-        print(f"[preprocess] {runner.why_none()}")
+        log.info(f"[preprocess] {runner.why_none()}", extra=RESULT)
     if args.export:
         report_export(export_trl(path, pairs=scheme.kind == "pairs"))
 
 
 def report_export(count) -> None:
-    print(f"[preprocess][TRL] {count.written} rows -> {count.path}"
-          + (f" ({count.left_out} pairs without a preference left out)" if count.left_out else ""))
+    log.info(f"[preprocess][TRL] {count.written} rows -> {count.path}"
+             + (f" ({count.left_out} pairs without a preference left out)" if count.left_out else ""), extra=RESULT)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -228,15 +230,15 @@ def main(argv: list[str] | None = None) -> int:
     for path in outputs + tuple(trl_path(p) for p in outputs if args.export):
         check_output_file(path, "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
-        print(f"[preprocess] local view, routing inboxes with {graph.source}")
+        log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
     stream(files, root, [prm_path, ppm_path] if args.make_ppm else [prm_path],
            lambda f, name: list(prep.process_file(f, name)), prep)
-    print(prep.prm_summary(prm_path))
+    log.info(prep.prm_summary(prm_path), extra=RESULT)
     if args.make_ppm:
-        print(prep.ppm_summary(ppm_path))
+        log.info(prep.ppm_summary(ppm_path), extra=RESULT)
     for why in (prep.why_no_prm(), prep.why_no_ppm()):
         if why:
-            print(f"[preprocess] {why}")
+            log.info(f"[preprocess] {why}", extra=RESULT)
     for path in outputs if args.export else ():
         report_export(export_trl(path, pairs=path == ppm_path))
     return 0

@@ -6,7 +6,6 @@
 """
 
 import pathlib
-import sys
 from dataclasses import dataclass
 
 from masprm.checks import check_output_file
@@ -16,6 +15,9 @@ from masprm.paths import PathText
 from masprm.io import read_json
 from masprm.plots.tree_plot import save_tree_png, tree_report, tree_text
 from masprm.tree_schema import check_search_tree
+from masprm.log import get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -55,7 +57,7 @@ def main(argv: list[str] | None = None) -> int:
             print(tree_text(tree, args.max_depth, args.max_children))
     if out is not None:
         save_tree_png(tree, out)
-        print(f"wrote {out}", file=sys.stderr)
+        log.info(f"wrote {out}")
     return 0
 
 

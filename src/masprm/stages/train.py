@@ -15,6 +15,9 @@ from masprm.cli import ArgumentParser, run_cli
 from masprm.config import add_config_args, config_from_args
 from masprm.train import TrainConfig, train_scorer
 from masprm.train.hub import HubUploadError
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 def build_parser() -> ArgumentParser:
@@ -32,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         return 1
     shown = {k: round(v, 4) for k, v in result.metrics.items() if isinstance(v, float)}
     if result.trainer.is_world_process_zero():  # once, also under torchrun
-        print(f"saved {cfg.mode} scorer to {result.output_dir} | eval {shown}")
+        log.info(f"saved {cfg.mode} scorer to {result.output_dir} | eval {shown}", extra=RESULT)
     return 0
 
 

@@ -13,7 +13,6 @@ local instance, or on the cluster at ``--ray_address`` / ``$RAY_ADDRESS``
 (docs/cluster.md); trees are written here either way.
 """
 
-import sys
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -35,6 +34,9 @@ from masprm.run_folder import (announce_holder, check_or_record_settings, defaul
                                run_folder_name)
 from masprm.search.engine import EngineSettings
 from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
+from masprm.log import RESULT, get_logger
+
+log = get_logger(__name__)
 
 
 @dataclass(frozen=True)
@@ -142,7 +144,7 @@ def main(argv: list[str] | None = None) -> int:
                  prompts=[agent.system_prompt for agent in graph.agents])
     check_backend(built[BackendFlags], args.model_id, built[ModelFlags].options(), "model_id")
     if loaded.skipped:
-        print(f"skipped {loaded.skipped} examples without a usable gold answer", file=sys.stderr)
+        log.info(f"skipped {loaded.skipped} examples without a usable gold answer")
 
     with locked_folder(out_dir):  # one run per folder at a time
         check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags], built[BackendFlags]))
@@ -165,8 +167,8 @@ def build_trees(args: TreesArgs, loading: ModelFlags, search: TreeSearchSettings
     written, failed = run_trees(job, setup, loaded.examples, workers=ray.actors if ray.use_ray else 1,
                                 use_ray=ray.use_ray, gpus_per_worker=ray.gpus_per_actor if ray.use_ray else 0.0,
                                 cluster=ray.cluster, shared_paths=shared)
-    print(f"wrote {written} trees to {out_dir}" + (f"; {len(failed)} examples failed "
-                                                    "(rerun the same command to retry them)" if failed else ""))
+    retry = f"; {len(failed)} examples failed (rerun the same command to retry them)" if failed else ""
+    log.info(f"wrote {written} trees to {out_dir}{retry}", extra=RESULT)
     return 1 if failed else 0
 
 

@@ -36,6 +36,7 @@ from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.errors import DataError
 from masprm.io import atomic_write_json, iter_jsonl
+from masprm.labels import LABEL_SCHEMES
 from masprm.step_metrics import auc
 from masprm.toy.steplabel import AGENTS, label_transcript
 from masprm.toy.task import Problem, generate_split
@@ -48,7 +49,8 @@ DEFAULT_SCHEMES = {"prm_samples": "mc", "ppm_pairs": "masprm"}   # today's files
 class LabelBenchArgs:
     trees: Path = arg(help="the stage-1 run folder (its tree JSON files name their toy questions)")
     labels: Path = arg(help="a scheme's records: results/labels_<NAME>_<run>.jsonl, or today's "
-                            "prm_samples_<run>.jsonl / ppm_pairs_<run>.jsonl")
+                            "prm_samples_<run>.jsonl / ppm_pairs_<run>.jsonl (NAME: any registered scheme, "
+                            f"{', '.join(LABEL_SCHEMES.names())})")
     out: Path | None = arg(None, help="JSON report (default results/toy_labelbench_<scheme>.json)")
     scheme: str | None = arg(None, help="the scheme's name in the report (default: the records' meta.label_scheme, "
                                         "else mc / masprm for today's files)")

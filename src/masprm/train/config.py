@@ -73,6 +73,14 @@ class TrainConfig:
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
     pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
                                       "error is ranked above the wrong ones (default: 4, the PQM authors')")
+    implicit_beta: float = arg(0.05, help="--mode implicit: beta of the process reward beta * log(pi_theta / "
+                                          "pi_ref) (default: 0.05, PRIME's)")
+    ensemble_heads: int = arg(4, help="--mode ensemble: value heads on the one LoRA trunk (default: 4)")
+    ensemble_std: float = arg(0.05, help="--mode ensemble: a step's label is trusted (left out of the loss) when "
+                                         "the heads' probabilities spread (std) by at most this and their mean is "
+                                         "confident (--ensemble-confidence) (default: 0.05)")
+    ensemble_confidence: float = arg(0.9, help="--mode ensemble: the confidence max(p, 1 - p) of the heads' mean "
+                                               "that a trusted step needs (default: 0.9)")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
@@ -144,6 +152,14 @@ class TrainConfig:
             setting = "init_adapter_dir" if self.init_adapter_dir else "train_new_token_only"
             raise ConfigError(f"{setting} needs LoRA (it is about a LoRA adapter); drop --no-lora", setting=setting)
         need(math.isfinite(self.pqm_margin) and self.pqm_margin >= 0, "pqm_margin", "must be a finite number >= 0")
+        need(self.ensemble_heads >= 2, "ensemble_heads", "must be at least 2")
+        need(math.isfinite(self.ensemble_std) and self.ensemble_std >= 0, "ensemble_std", "must be a number >= 0")
+        need(0.5 <= self.ensemble_confidence <= 1, "ensemble_confidence", "must be in [0.5, 1]")
+        need(math.isfinite(self.implicit_beta) and self.implicit_beta > 0, "implicit_beta",
+             "must be a finite number > 0")
+        if self.mode == "implicit" and not self.lora:
+            raise ConfigError("mode implicit needs LoRA: its reference policy is the base model read with the "
+                              "adapter disabled", setting="lora")
         need(self.step_agg in TRAJ_AGGS, "step_agg", f"must be one of {', '.join(TRAJ_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")

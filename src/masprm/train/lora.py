@@ -52,13 +52,17 @@ def enable_activation_checkpointing(model) -> None:
 
 
 def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool,
-                init_adapter_dir: str | None = None, new_token_ids: list[int] | None = None):
+                init_adapter_dir: str | None = None, new_token_ids: list[int] | None = None,
+                reference_kept: bool = False):
     """Wrap `model` in a trainable LoRA adapter (QLoRA preparation when `quantized`).
 
     `init_adapter_dir`: start from that saved adapter's weights (its settings were checked against
     r/alpha/dropout by `masprm.train.warm_start`). `new_token_ids`: train only these embedding rows
     (peft's trainable token indices) instead of a full trainable copy of the embeddings; an empty
     list (the separator was already a token) trains no embedding row at all, as the original's newer branch.
+    `reference_kept`: the base model must stay what it was (the implicit objective reads it back with the
+    adapter disabled as pi_ref): a causal-LM adapter on the projections only, no bias, no full copies and
+    no embedding rows.
     """
     if quantized:
         # Freeze the 4-bit base, cast the other weights to fp32; recompute activations to save memory
@@ -74,14 +78,14 @@ def attach_lora(model, *, r: int, alpha: float, dropout: float, quantized: bool,
         saved = [name for name in saved if name != embedding_name]
         token_rows = {embedding_name: list(new_token_ids)} if new_token_ids else None
     config = LoraConfig(
-        task_type=TaskType.TOKEN_CLS,
+        task_type=TaskType.CAUSAL_LM if reference_kept else TaskType.TOKEN_CLS,
         r=r,
         lora_alpha=alpha,
         lora_dropout=dropout,
         target_modules=LORA_TARGET_MODULES,
-        bias="all",
-        modules_to_save=saved,
-        trainable_token_indices=token_rows,
+        bias="none" if reference_kept else "all",
+        modules_to_save=None if reference_kept else saved,
+        trainable_token_indices=None if reference_kept else token_rows,
     )
     try:
         with peft_alias_warning_silenced():

@@ -7,6 +7,12 @@
     traj  the aggregated step scores of a transcript against its final outcome (masprm.train.trajectory)
     pqm   PQM's comparative ranking of a transcript's step Q-values around its first error
           (masprm.train.qvalue_ranking)
+    implicit  the outcome loss on beta * log(pi_theta / pi_ref) summed over a transcript, a causal LM
+          (PRIME; masprm.train.implicit)
+    gorm / gprm  the LM answers "is every step correct?" after a transcript / after each step
+          (Multi-RM's generative verifiers; masprm.train.generative)
+    ensemble  ActPRM's value heads on one trunk, trained where they disagree (masprm.train.ensemble)
+    biprm  BiPRM's left-to-right and reversed streams fused by a learned gate (masprm.train.bidirectional)
 
 An ``Objective`` says everything the trainer needs about one of them, so the
 trainer names no mode: the stage-2 records it reads, how texts are tokenised,
@@ -44,6 +50,9 @@ class Objective:
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
+    model_kind: str = "token_scorer"      # the model trained: a value head on the base, or "causal_lm" (its LM head)
+    heads: Callable[[Any], int] = field(default=lambda cfg: 1)   # a token scorer's value heads (ensemble: several)
+    records_meta: Callable[[Sequence[dict]], dict] = field(default=lambda records: {})   # recorded, from the data
     choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
 
     def best(self, cfg: Any) -> tuple[str, bool]:
@@ -57,4 +66,9 @@ OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
 OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
 OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
 OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
-MODES = ("ppm", "prm", "orm", "traj", "pqm")   # the registered names, in the order --help shows them
+OBJECTIVES.register_lazy("implicit", "masprm.train.implicit:IMPLICIT")
+OBJECTIVES.register_lazy("gorm", "masprm.train.generative:GORM")
+OBJECTIVES.register_lazy("gprm", "masprm.train.generative:GPRM")
+OBJECTIVES.register_lazy("ensemble", "masprm.train.ensemble:ENSEMBLE")
+OBJECTIVES.register_lazy("biprm", "masprm.train.bidirectional:BIPRM")
+MODES = ("ppm", "prm", "orm", "traj", "pqm", "implicit", "gorm", "gprm", "ensemble", "biprm")   # the registered names, in the order --help shows them

@@ -13,11 +13,12 @@ objective: what differs between them is the objective's record
 
 from __future__ import annotations
 
+from functools import partial
+
 import importlib.util
 import math
 import os
 import pickle
-import sys
 from contextlib import ExitStack
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -26,6 +27,7 @@ from typing import Any
 from masprm.checks import check_local_model, check_output_dir
 from masprm.errors import ConfigError, DataError, first_line
 from masprm.io import honour_umask, writing_into
+from masprm.log import get_logger
 from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
@@ -40,6 +42,8 @@ from masprm.train.hub import check_hub_model_id, push_scorer
 from masprm.train.objectives import OBJECTIVES, Objective
 from masprm.train.tracking import check_trackers_start
 from masprm.train.warm_start import check_warm_start
+
+log = get_logger(__name__)
 
 # torch/transformers, and the modules that import them, are imported inside the functions that use
 # them, so `--help`, flag errors and config checks stay instant (masprm.train imports this module).
@@ -56,7 +60,7 @@ class TrainResult:
 
 def _log(cfg: TrainConfig, message: str) -> None:
     if cfg.progress and _world_rank() == 0:   # data parallel: the first process speaks for all
-        print(message, file=sys.stderr)
+        log.info(message)
 
 
 def _world_rank() -> int:
@@ -143,10 +147,9 @@ def _one_gpu_per_process(args) -> None:
     Data parallel training is torchrun / accelerate launch (README).
     """
     if args.n_gpu > 1:
-        print(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
-              f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
-              "checkout; docs/pipeline.md, Stage 3)",
-              file=sys.stderr)
+        log.warning(f"training on 1 of the {args.n_gpu} visible GPUs; for data parallel training launch with "
+                    f"torchrun --nproc_per_node {args.n_gpu} -m masprm.stages.train ... (src/train/trainer.py in a "
+                    "checkout; docs/pipeline.md, Stage 3)")
         args._n_gpu = 1  # what Trainer itself does for a model spread over GPUs
 
 
@@ -253,15 +256,18 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
-    model = token_scorer.load_token_scorer(
-        cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
-        trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
+    causal = objective.model_kind == "causal_lm"
+    load = token_scorer.load_causal_lm if causal else partial(token_scorer.load_token_scorer,
+                                                              heads=objective.heads(cfg))
+    model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
+                 trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
     if cfg.init_adapter_dir:
         fit_embeddings_to_adapter(model, cfg.init_adapter_dir, len(tokenizer), "init_adapter_dir")
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
                             quantized=quantized, init_adapter_dir=cfg.init_adapter_dir,
-                            new_token_ids=new_token_ids if cfg.train_new_token_only else None)
+                            new_token_ids=new_token_ids if cfg.train_new_token_only else None,
+                            reference_kept=causal)
     if not objective.keep_dropout:
         disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
 
@@ -325,7 +331,8 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                   f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
         out.mkdir(parents=True, exist_ok=True)
     before = file_snapshot(out)   # what the folder held: this run changes the mode of its own files only
-    scheme = {"label_scheme": label_scheme_of(records, objective.records), "attn_kernel": attn_kernel,
+    scheme = {"label_scheme": label_scheme_of(records, objective.records), **objective.records_meta(records),
+              "attn_kernel": attn_kernel,
               **warm_start}
     recorded = read_scorer_meta(out) if (out / SCORER_META_FILE).is_file() else {}
     finished = isinstance(recorded, dict) and recorded.get("status") == "completed"

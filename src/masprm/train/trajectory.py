@@ -71,7 +71,7 @@ class TrajTrainer(ScorerTrainer):
         return loss, score[:, None], outcome[:, None]
 
 
-def _eval(p) -> dict[str, float]:
+def outcome_metrics(p) -> dict[str, float]:
     """Accuracy of A > 1/2 and the Brier score, against the outcomes."""
     score = np.asarray(p.predictions, dtype=np.float64).ravel()
     outcome = np.asarray(p.label_ids, dtype=np.float64).ravel()
@@ -83,7 +83,7 @@ def _eval(p) -> dict[str, float]:
 
 TRAJECTORY = Objective(
     name="trajectory", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
-    trainer_cls=TrajTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
+    trainer_cls=TrajTrainer, compute_metrics=outcome_metrics, best_metric="loss", greater_is_better=False,
     keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"agg": cfg.step_agg, "temperature": cfg.softmin_temperature},
     meta=lambda cfg: {"step_agg": cfg.step_agg, "softmin_temperature": cfg.softmin_temperature})
