@@ -76,7 +76,8 @@ def test_cells_hold_accuracy_work_and_misses_per_row_and_column(logs):
 
 
 def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
-    stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8}}}}
+    stepbench = {"scorers": {"mc-prm": {"f1": 0.7125, "ece": 0.05, "auc_by_agent": {"Reader": 0.9, "Planner": 0.8},
+                                        "outcome_auc": 0.834}}}
     labels = {"mc": {"auc_by_agent": {"Reader": 0.61, "Planner": 0.55, "Solver": 0.8, "Verifier": 0.7}}}
     text = lab_report.report_text(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), stepbench, labels,
                                   lab_report.read_cells(logs, ROWS, BUDGETS)[("logprob", "single pass")], BUDGETS,
@@ -85,15 +86,16 @@ def test_the_table_has_one_row_per_scorer_and_the_logprob(logs, tmp_path):
             if line.startswith("| ") and "---" not in line}
     assert list(rows) == ["scorer", "MASPRM", "ORM", "mc+prm", "policy log-prob"]
     mc = [cell.strip() for cell in rows["mc+prm"]]
-    assert mc[1:7] == ["mc", "prm", "0.61 / 0.55 / 0.80 / 0.70", "0.71", "0.05", "0.90 / 0.80"]
-    assert mc[7:11] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
-    assert mc[11] == "150 / 1200 / – / –"                       # model work per question
-    assert mc[12] == "4.0 / 12.0 / – / –"                       # agent samples per question (the fixture's
+    assert mc[1:8] == ["mc", "prm", "0.61 / 0.55 / 0.80 / 0.70", "0.71", "–", "0.05", "0.90 / 0.80"]
+    assert mc[8:12] == ["100.0 ± 0.0 (2 seeds)", "0.0 ± 0.0 (2 seeds)", "–", "–"]
+    assert mc[12] == "150 / 1200 / – / –"                       # model work per question
+    assert mc[13] == "4.0 / 12.0 / – / –"                       # agent samples per question (the fixture's
     # generated tokens / 25: SBS 100, MCTS 300)
-    assert mc[13] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
-    assert [c.strip() for c in rows["ORM"][1:7]] == ["outcome", "orm", "outcome only", "–", "–", "–"]
-    assert rows["MASPRM"][7].strip() == "37.5 ± 17.7 (2 seeds)"
+    assert mc[14] == "0 / 0 · 50 / 50 · – · –"                  # SBS has no miss; MCTS half never generated
+    assert [c.strip() for c in rows["ORM"][1:8]] == ["outcome", "orm", "outcome only", "–", "–", "–", "–"]
+    assert rows["MASPRM"][8].strip() == "37.5 ± 17.7 (2 seeds)"
     assert "Single pass, no scorer: 50.0 ± 0.0 (2 seeds) %." in text and "- not run: x: left out" in text
+    assert "(train questions; what best-of-N asks of it): mc+prm 0.83." in text
 
 
 def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
@@ -180,10 +182,11 @@ def test_rows_that_did_not_run_leave_no_line(logs):
 
 def test_step_cells_show_the_benchmarks_intervals_where_it_has_them():
     bench = {"scorers": {"a": {"f1": 0.64, "ece": 0.36, "auc_by_agent": {"Reader": 0.73, "Planner": 0.71},
-                               "f1_ci": [0.6, 0.68], "auc_by_agent_ci": {"Reader": [0.7, 0.76], "Planner": None}},
+                               "f1_ci": [0.6, 0.68], "auc_by_agent_ci": {"Reader": [0.7, 0.76], "Planner": None},
+                               "f1_by_agent_thresholds": 0.66},
                          "old": {"f1": 0.5, "ece": 0.1, "auc_by_agent": {"Reader": 0.5, "Planner": 0.5}}}}
-    assert lab_report.step_cells(bench, "a") == ["0.64 [0.60, 0.68]", "0.36", "0.73 [0.70, 0.76] / 0.71"]
-    assert lab_report.step_cells(bench, "old") == ["0.50", "0.10", "0.50 / 0.50"]   # a report from before the CIs
+    assert lab_report.step_cells(bench, "a") == ["0.64 [0.60, 0.68]", "0.66", "0.36", "0.73 [0.70, 0.76] / 0.71"]
+    assert lab_report.step_cells(bench, "old") == ["0.50", "–", "0.10", "0.50 / 0.50"]   # from before the CIs
 
 
 def test_headroom_recovered_against_the_step_oracle(logs):

@@ -761,3 +761,83 @@ def test_a_run_refused_in_a_folder_it_created_leaves_no_folder(tmp_path):
     with locked_folder(tmp_path / "done", "output_dir") as folder:
         (folder / "adapter_model.safetensors").write_bytes(b"x")
     assert (tmp_path / "done" / "adapter_model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_a_finished_scorer_is_unchanged_until_a_new_run_over_it_finishes(tmp_path, tiny_model_dir):
+    """Its record stays "completed" and its weights stay byte for byte while a new run (--overwrite) trains
+    into the folder; a run that dies half way leaves the finished scorer as it was."""
+    import random
+
+    from transformers import TrainerCallback
+
+    from helpers import config, ppm_record, write_jsonl
+    from masprm.train.trainer import train_scorer
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
+    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=2, eval_steps=1, save_steps=1)
+    out = Path(cfg.output_dir)
+    train_scorer(cfg)
+    import shutil
+
+    for checkpoint in out.glob("checkpoint-*"):   # a finished scorer as shared: its checkpoints removed
+        shutil.rmtree(checkpoint)
+    finished = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
+    assert json.loads(finished["masprm_scorer.json"])["status"] == "completed"
+
+    class Dies(TrainerCallback):
+        def on_step_end(self, args, state, control, **kwargs):
+            assert json.loads((out / "masprm_scorer.json").read_text())["status"] == "completed"
+            raise KeyboardInterrupt("killed half way")
+
+    import dataclasses
+
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(dataclasses.replace(cfg, overwrite=True, seed=1), callbacks=[Dies()])
+    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name in finished} == finished
+
+
+@pytest.mark.slow
+def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tiny_model_dir):
+    """A checkpoint file that is a complete zip but holds a pickle the weights-only loader refuses (here the RNG
+    state) cannot be told without loading it: the resume stops in one ConfigError naming the checkpoint."""
+    import dataclasses
+    import datetime
+    import random
+
+    import torch
+    from transformers import TrainerCallback
+
+    from helpers import config, ppm_record, write_jsonl
+    from masprm.errors import ConfigError
+    from masprm.train.trainer import train_scorer
+
+    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
+    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=3, eval_steps=1, save_steps=1)
+    out = Path(cfg.output_dir)
+
+    class Dies(TrainerCallback):
+        def on_save(self, args, state, control, **kwargs):
+            raise KeyboardInterrupt("killed after the first checkpoint")
+
+    with pytest.raises(KeyboardInterrupt):
+        train_scorer(cfg, callbacks=[Dies()])
+    [checkpoint] = out.glob("checkpoint-*")
+    [rng] = checkpoint.glob("rng_state*.pth")
+    torch.save({"when": datetime.datetime(2024, 1, 1)}, rng)   # a zip archive, but not only tensors
+    with pytest.raises(ConfigError) as caught:
+        train_scorer(dataclasses.replace(cfg, resume=True))
+    assert str(caught.value).startswith(f"output_dir {out}: {checkpoint.name} holds a file torch refuses to load (")
+    assert str(caught.value).endswith("move that checkpoint aside and resume again")
+
+
+def test_the_declared_difference_for_impossible_logs(tmp_path):
+    """docs/differences.md: the original averaged 0.5, 0.9 and 3.75 to 1.72; the impossible log is left out."""
+    for seed, acc in ((1, 0.5), (2, 0.9), (3, 0.5)):
+        (tmp_path / f"{EXP}_{seed}.txt").write_text(log_text(acc=acc))
+    text = (tmp_path / f"{EXP}_3.txt").read_text().replace("Accuracy (pass@1): 0.5000", "Accuracy (pass@1): 3.75")
+    (tmp_path / f"{EXP}_3.txt").write_text(text)
+    [row], skipped = aggregate(read_logs(tmp_path))
+    assert round((0.5 + 0.9 + 3.75) / 3, 2) == 1.72                     # the original's mean
+    assert row.seeds == [1, 2] and round(row.mean("pass@1"), 4) == 0.7   # ours: the possible values only
+    assert skipped == [f"{EXP}_3 (its pass@1 value 3.75 is outside [0, 1])"]

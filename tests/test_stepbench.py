@@ -4,7 +4,8 @@ import random
 
 import pytest
 
-from masprm.step_metrics import auc, best_threshold, candidate_thresholds, localisation_scores, predict_first_error
+from masprm.step_metrics import (auc, best_threshold, best_thresholds_by_step, candidate_thresholds, localisation_scores,
+                                 localisation_scores_by_step, predict_first_error, predict_first_error_by_step)
 
 # Five scored transcripts: (step values, first-error label). At threshold 0.5:
 #   A: first value below 0.5 is step 2, label 2     -> hit
@@ -124,3 +125,23 @@ def test_auc_rejects_bad_input():
         auc([0.1, 0.2], [1])
     with pytest.raises(ValueError):
         auc([0.1, 0.2], [1, 2])
+
+
+def test_per_step_thresholds_by_hand():
+    # A correct transcript with a low Reader value, and an error whose Planner value (0.5) is above that
+    # Reader value: one threshold cannot serve both. A needs t <= 0.2, B needs t in (0.5, 0.9].
+    items = [([0.2, 0.9], None),   # A: correct
+             ([0.9, 0.5], 1),      # B: wrong from step 1
+             ([0.1, 0.9], 0),      # C: wrong from step 0
+             ([0.8, 0.8], None)]   # D: correct
+    # one threshold: (0.1, 0.2] finds A, C, D and misses B: acc 1/2 and 1, F1 2/3 (the smaller of the tie)
+    assert best_threshold(items) == pytest.approx(0.15)
+    assert localisation_scores(items, 0.15)["f1"] == pytest.approx(2 / 3)
+    # per step: the Reader's stays 0.15; the Planner's moves to the midpoint 0.65 (of 0.5 and 0.8): B is
+    # found at step 1, A and D pass their Planner values (0.9, 0.8): F1 1
+    thresholds = best_thresholds_by_step(items)
+    assert thresholds == [pytest.approx(0.15), pytest.approx(0.65)]
+    assert localisation_scores_by_step(items, thresholds)["f1"] == 1.0
+    assert predict_first_error_by_step([0.9, 0.5, 0.1], [0.15, 0.65]) == 1   # later steps: the last threshold
+    with pytest.raises(ValueError, match="at least one step value"):
+        best_thresholds_by_step([])

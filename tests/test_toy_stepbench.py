@@ -130,7 +130,7 @@ def test_sample_split_labels_the_transcripts_in_question_order(batch_size):
 def item(values: list[float], first_error, step_correct: list[int]) -> dict:
     """A labelled transcript as sample_split leaves it; the orm values are a constant decoy."""
     return {"values": {"masprm": values, "orm": [0.5] * len(values)}, "first_error": first_error,
-            "steps": [{"agent": agent, "correct": bool(c)} for agent, c in zip(AGENTS, step_correct)]}
+            "final_correct": first_error is None, "steps": [{"agent": agent, "correct": bool(c)} for agent, c in zip(AGENTS, step_correct)]}
 
 
 def test_scorer_report_takes_the_threshold_from_calibration_and_scores_the_test_set():
@@ -195,6 +195,7 @@ VALUES = {   # per scorer, each transcript's step values
 
 def three_scorers() -> list[dict]:
     return [{"values": {name: values[i] for name, values in VALUES.items()}, "first_error": first_error,
+             "final_correct": first_error is None,
              "steps": [{"agent": agent, "correct": bool(c)} for agent, c in zip(AGENTS, correct)]}
             for i, (first_error, correct) in enumerate(LABELS)]
 
@@ -229,6 +230,12 @@ def test_three_scorers_get_hand_computed_f1_auc_per_agent_auc_and_ece():
     # erroneous one; 6 of those lack the third transcript (F1 0), some hold only it besides the correct
     # one (F1 1): a third of the mass at 0, so the interval is [0, 1]
     assert lp["f1_ci"] == (0.0, 1.0)
+    # per-agent thresholds can only help on the transcripts they were chosen on (calibration = test here)
+    assert up["f1_by_agent_thresholds"] == 1.0 and lp["f1_by_agent_thresholds"] >= lp["f1"]
+    assert list(up["thresholds_by_agent"]) == ["Reader", "Planner"]
+    # the last step's value against final correctness: only the error-free transcript is right; "up" gives
+    # it 0.5 against 0.0 and -0.5: AUC 1; "flat" ties everything: 0.5
+    assert up["outcome_auc"] == 1.0 and flat["outcome_auc"] == 0.5
 
 
 def test_expected_calibration_error_bins():

@@ -95,32 +95,30 @@ def _kind(mode: int) -> str:
     return "not a regular file"
 
 
-def check_input_file(path: str | os.PathLike, setting: str, *, what: str = "file",
-                     label: str | None = None) -> Path:
-    """A file the run reads: present, a regular file (following links), readable."""
+def _check_input(path: str | os.PathLike, setting: str, what: str, label: str | None, is_kind, kind_word: str,
+                 access: int, cannot: str) -> Path:
     shown = f"{label or setting} {os.fspath(path)}"
     st = path_status(path, setting, label=label)
     if st is None:
         raise ConfigError(f"{shown}: no such {what}", setting=setting)
-    if not stat.S_ISREG(st.st_mode):
-        raise ConfigError(f"{shown}: is {_kind(st.st_mode)}, not a {what}", setting=setting)
-    if not os.access(path, os.R_OK):
-        raise ConfigError(f"{shown}: permission denied (cannot be read)", setting=setting)
+    if not is_kind(st.st_mode):
+        raise ConfigError(f"{shown}: is {kind_word(st.st_mode)}, not a {what}", setting=setting)
+    if not os.access(path, access):
+        raise ConfigError(f"{shown}: permission denied ({cannot})", setting=setting)
     return Path(path)
+
+
+def check_input_file(path: str | os.PathLike, setting: str, *, what: str = "file",
+                     label: str | None = None) -> Path:
+    """A file the run reads: present, a regular file (following links), readable."""
+    return _check_input(path, setting, what, label, stat.S_ISREG, _kind, os.R_OK, "cannot be read")
 
 
 def check_input_dir(path: str | os.PathLike, setting: str, *, what: str = "folder",
                     label: str | None = None) -> Path:
     """A folder the run reads: present, a folder (following links), listable."""
-    shown = f"{label or setting} {os.fspath(path)}"
-    st = path_status(path, setting, label=label)
-    if st is None:
-        raise ConfigError(f"{shown}: no such {what}", setting=setting)
-    if not stat.S_ISDIR(st.st_mode):
-        raise ConfigError(f"{shown}: is a file, not a {what}", setting=setting)
-    if not os.access(path, os.R_OK | os.X_OK):
-        raise ConfigError(f"{shown}: permission denied (cannot be listed)", setting=setting)
-    return Path(path)
+    return _check_input(path, setting, what, label, stat.S_ISDIR, lambda mode: "a file", os.R_OK | os.X_OK,
+                        "cannot be listed")
 
 
 def matching_files(folder: str | os.PathLike, pattern: str, setting: str) -> list[tuple[Path, str | None]]:

@@ -65,9 +65,23 @@ def localisation_scores(items: Sequence[Item], threshold: float) -> dict:
     is the label), acc_correct (unlabelled ones predicted error-free), f1
     (their harmonic mean, 0 when both are 0), n_erroneous and n_correct.
     """
+    return _localise(items, lambda values: predict_first_error(values, threshold))
+
+
+def predict_first_error_by_step(values: Sequence[float], thresholds: Sequence[float]) -> int | None:
+    """The first step i whose value is below ``thresholds[i]`` (the last threshold for later steps)."""
+    return next((i for i, v in enumerate(values) if v < thresholds[min(i, len(thresholds) - 1)]), None)
+
+
+def localisation_scores_by_step(items: Sequence[Item], thresholds: Sequence[float]) -> dict:
+    """`localisation_scores` with one threshold per step position (per agent, in a team of fixed order)."""
+    return _localise(items, lambda values: predict_first_error_by_step(values, thresholds))
+
+
+def _localise(items: Sequence[Item], predict) -> dict:
     hits_erroneous = hits_correct = n_erroneous = 0
     for values, label in items:
-        predicted = predict_first_error(values, threshold)
+        predicted = predict(values)
         if label is None:
             hits_correct += predicted is None
         else:
@@ -141,6 +155,38 @@ def best_threshold(items: Sequence[Item]) -> float:
         if f1 > best_f1:   # strict: an equal F1 later (a larger threshold) does not replace it
             best, best_f1 = threshold, f1
     return best
+
+
+def best_thresholds_by_step(items: Sequence[Item], rounds: int = 3, max_candidates: int = 64) -> list[float]:
+    """One threshold per step position, chosen for F1 by coordinate ascent from `best_threshold`.
+
+    A round visits the positions in order; at position k every candidate (the
+    `candidate_thresholds` of the position-k values, at most ``max_candidates``
+    of them evenly spaced by rank, the current one included) is tried with the
+    other thresholds fixed, and the highest F1 wins (a tie keeps the current
+    one; among equal gains the smaller threshold). The ascent stops after a round that changed nothing, or
+    after ``rounds`` rounds. F1 never decreases, so the result is at least as
+    good on the items as the single threshold it starts from.
+    """
+    n_steps = max((len(values) for values, _ in items), default=0)
+    if not n_steps:
+        raise ValueError("best_thresholds_by_step needs at least one step value")
+    thresholds = [best_threshold(items)] * n_steps
+    for _ in range(rounds):
+        changed = False
+        for k in range(n_steps):
+            found = candidate_thresholds([(values[k:k + 1], None) for values, _ in items])
+            step = max(1, math.ceil(len(found) / max_candidates))
+            best, best_f1 = thresholds[k], localisation_scores_by_step(items, thresholds)["f1"]
+            for t in found[::step]:
+                f1 = localisation_scores_by_step(items, thresholds[:k] + [t] + thresholds[k + 1:])["f1"]
+                if f1 > best_f1:   # ascending candidates: the smallest of equal gains; no gain keeps the current
+                    best, best_f1 = t, f1
+            changed |= best != thresholds[k]
+            thresholds[k] = best
+        if not changed:
+            break
+    return thresholds
 
 
 # --------------------------------------------------------------------------- ranking quality

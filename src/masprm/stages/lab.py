@@ -147,8 +147,8 @@ def missing(scorer: LabScorer) -> str | None:
         if scorer.scheme not in LABEL_SCHEMES:
             return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
         if getattr(LABEL_SCHEMES[scorer.scheme], "needs_rollouts", False):
-            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, which stage 2 "
-                    "does not load yet; row left out")
+            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, not yet costed "
+                    "against the lab's time budget; row left out")
     return None
 
 

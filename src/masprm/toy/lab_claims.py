@@ -1,4 +1,5 @@
-"""The scorer lab's claims: the pre-declared primary comparison, Holm over the rest, equivalence and power.
+"""The scorer lab's claims: the pre-declared primary comparison, Holm over the rest, equivalence, power, and
+each row's headroom recovered against the step oracle.
 
 Every setting here was fixed in docs/scorer_lab.md ("The instruments") before any run used it: the one
 primary comparison (tested alone at 5%), the family (every other comparison of a learned row, under
@@ -10,12 +11,20 @@ are `masprm.paired_stats`'s. Pure Python.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Any, Sequence
 
-from masprm.paired_stats import adjusted_verdict, holm, mde, tost
+from masprm.eval.bootstrap import load_condition, per_question
+from masprm.paired_stats import adjusted_verdict, headroom_bootstrap, holm, mde, tost
 from masprm.toy.claims import Comparison
 
 COLUMNS = ("SBS", "MCTS", "BoN min", "BoN last")
+LOGPROB = "logprob"          # the row of the conditions without a scorer
+ORM_LEAF = "masprm-ormleaf"  # the paper's headline configuration: the MASPRM guides MCTS, the ORM values leaves
+# Rows that are not a trained scorer of `rows`: the log-prob and the reference scorers (shown, never tested:
+# masprm.search.oracles), and the MASPRM with ORM leaves (a learned configuration, tested like a row).
+REFERENCE_ROWS = {LOGPROB: "policy log-prob", "oracle_step": "oracle: step labeller",
+                  "oracle_outcome": "oracle: gold outcome", "true_value": "oracle: true value"}
+EXTRA_ROWS = {ORM_LEAF: "MASPRM + ORM leaf"}
 # Fixed in advance (docs/scorer_lab.md, "The instruments"): the one primary comparison, tested alone at
 # alpha; every other learned row's comparison is one family under Holm; the equivalence margin.
 PRIMARY = ("MASPRM", "ORM", "MCTS")      # (row, baseline, column): the paper's MASPRM vs the ORM under MCTS
@@ -95,3 +104,37 @@ def power_lines(found: Sequence[LabComparison]) -> list[str]:
         return []
     return [f"- power: the minimum detectable difference against the ORM at 80% power (points; range over the "
             f"rows): {', '.join(out)}."]
+
+
+def question_values(cell: Any) -> dict[str, float]:
+    """pass@1 per question, the mean over the cell's seeds."""
+    return per_question(load_condition(cell.folder, cell.experiment))
+
+
+def headroom_lines(rows: Sequence[Any], cells: dict, seed: int) -> list[str]:
+    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI."""
+    orm = next((row.slug for row in rows if row.objective == "orm"), None)
+    names = {row.slug: row.name for row in rows if row.slug != orm} | EXTRA_ROWS
+    lines = []
+    for column in COLUMNS:
+        base, ceiling = cells.get((orm, column)), cells.get(("oracle_step", column))
+        if base is None or ceiling is None:
+            continue
+        first = None
+        for slug, name in names.items():
+            if (slug, column) not in cells:
+                continue
+            h = headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
+                                   question_values(ceiling), seed=seed)
+            if h is None:
+                first = first or (f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a "
+                                  f"CI reaching 0")
+                continue
+            lines.append(f"  {name} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, {100 * h.ci_high:+.0f}%] "
+                         f"of the step oracle's {100 * h.gap.mean_diff:+.1f} points over the ORM")
+        if first:
+            lines.append(first)
+    if not lines:
+        return []
+    return ["", "headroom recovered: (row - ORM) / (step oracle - ORM) in pass@1 per question, 95% bootstrap CI "
+                "(shown where the step oracle's gain over the ORM has its CI above 0)"] + lines

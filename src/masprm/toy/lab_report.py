@@ -33,22 +33,15 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
-from masprm.eval.bootstrap import load_condition, per_question
-from masprm.paired_stats import PairedResult, headroom_bootstrap, mde, paired_bootstrap
+from masprm.paired_stats import PairedResult, mde, paired_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
 from masprm.search.scorer_kinds import SCORER_KINDS
-from masprm.toy.lab_claims import COLUMNS, LabComparison, adjust, claims_text, comparison_name, power_lines
+from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
+                                   claims_text, comparison_name, headroom_lines, power_lines, question_values)
 
 FAMILY_COLUMNS = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}   # search family -> its column
-LOGPROB = "logprob"          # the row of the conditions without a scorer
-ORM_LEAF = "masprm-ormleaf"  # the paper's headline configuration: the MASPRM guides MCTS, the ORM values leaves
-# Rows that are not a trained scorer of `rows`: the log-prob and the reference scorers (shown, never tested:
-# masprm.search.oracles), and the MASPRM with ORM leaves (a learned configuration, tested like a row).
-REFERENCE_ROWS = {LOGPROB: "policy log-prob", "oracle_step": "oracle: step labeller",
-                  "oracle_outcome": "oracle: gold outcome", "true_value": "oracle: true value"}
-EXTRA_ROWS = {ORM_LEAF: "MASPRM + ORM leaf"}
 SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
 Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
@@ -173,16 +166,16 @@ def _num(x: float | None, digits: int = 2) -> str:
 
 
 def step_cells(stepbench: dict | None, slug: str) -> list[str]:
-    """step F1, ECE and AUC at the Reader / Planner from the step benchmark (– where it did not run)."""
+    """step F1 (one threshold, then one per agent), ECE and AUC at the Reader / Planner (– where it did not run)."""
     r = ((stepbench or {}).get("scorers") or {}).get(slug)
     if not r:
-        return ["–", "–", "–"]
+        return ["–", "–", "–", "–"]
     by_agent, cis = r.get("auc_by_agent") or {}, r.get("auc_by_agent_ci") or {}
 
     def with_ci(value, ci) -> str:   # a 95% CI over the test transcripts, where the benchmark has one
         return _num(value) + (f" [{_num(ci[0])}, {_num(ci[1])}]" if ci else "")
 
-    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("ece")),
+    return [with_ci(r.get("f1"), r.get("f1_ci")), _num(r.get("f1_by_agent_thresholds")), _num(r.get("ece")),
             " / ".join(with_ci(by_agent.get(a), cis.get(a)) for a in ("Reader", "Planner"))]
 
 
@@ -207,7 +200,8 @@ def _misses(cell: Cell | None) -> str:
 
 def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
                 labelbench: dict[str, dict | None]) -> list[str]:
-    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step ECE", "step AUC R / P",
+    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
+            "step ECE", "step AUC R / P",
             *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
@@ -248,7 +242,8 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "Verifier; `python -m masprm.toy.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.toy.stepbench`); "
         "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins; "
-        "[95% CI] from 1,000 bootstrap resamples of the test transcripts.",
+        "[95% CI] from 1,000 bootstrap resamples of the test transcripts; per-agent thresholds: one threshold per "
+        "agent chosen on the calibration transcripts (coordinate ascent from the single one).",
         f"- SBS {budgets['sbs']['b1']}x{budgets['sbs']['b2']} and MCTS with {budgets['mcts']['n_simulations']} "
         f"simulations guided by the scorer; BoN: {budgets['bon']['bon_n']} single passes ranked by the scorer's "
         "step values aggregated by min or by the last step's value (the same passes for every scorer at a seed). "
@@ -262,6 +257,12 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "with pass@1 they add up to 100.",
     ]
     lines += list(power)
+    ranked = [(row.name, ((stepbench or {}).get("scorers") or {}).get(row.slug, {}).get("outcome_auc"))
+              for row in rows]
+    if any(v is not None for _, v in ranked):
+        lines.append("- outcome AUC: each scorer's value of a finished transcript against its final correctness, "
+                     "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it): "
+                     + ", ".join(f"{name} {_num(v)}" for name, v in ranked if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
     return "\n".join(lines) + "\n"
 
@@ -269,43 +270,9 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
-def question_values(cell: Cell) -> dict[str, float]:
-    """pass@1 per question, the mean over the cell's seeds."""
-    return per_question(load_condition(cell.folder, cell.experiment))
-
-
 def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
     """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
     return paired_bootstrap(question_values(a), question_values(b), seed=seed)
-
-
-def headroom_lines(rows: Sequence[LabRow], cells: dict, seed: int) -> list[str]:
-    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI."""
-    orm = next((row.slug for row in rows if row.objective == "orm"), None)
-    names = {row.slug: row.name for row in rows if row.slug != orm} | EXTRA_ROWS
-    lines = []
-    for column in COLUMNS:
-        base, ceiling = cells.get((orm, column)), cells.get(("oracle_step", column))
-        if base is None or ceiling is None:
-            continue
-        first = None
-        for slug, name in names.items():
-            if (slug, column) not in cells:
-                continue
-            h = headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
-                                   question_values(ceiling), seed=seed)
-            if h is None:
-                first = first or (f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a "
-                                  f"CI reaching 0")
-                continue
-            lines.append(f"  {name} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, {100 * h.ci_high:+.0f}%] "
-                         f"of the step oracle's {100 * h.gap.mean_diff:+.1f} points over the ORM")
-        if first:
-            lines.append(first)
-    if not lines:
-        return []
-    return ["", "headroom recovered: (row - ORM) / (step oracle - ORM) in pass@1 per question, 95% bootstrap CI "
-                "(shown where the step oracle's gain over the ORM has its CI above 0)"] + lines
 
 
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:

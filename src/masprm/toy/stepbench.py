@@ -63,7 +63,8 @@ from masprm.search.expand import Step, ensure_logprobs, propose
 from masprm.search.oracles import outcome_value, step_value
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
 from masprm.state_text import state_text
-from masprm.step_metrics import ECE_BINS, auc, best_threshold, expected_calibration_error, localisation_scores
+from masprm.step_metrics import (ECE_BINS, auc, best_threshold, best_thresholds_by_step, expected_calibration_error,
+                                 localisation_scores, localisation_scores_by_step)
 from masprm.toy.oracle import story_of
 from masprm.toy.steplabel import label_transcript, summarize
 from masprm.toy.task import Problem, generate_split
@@ -221,10 +222,17 @@ def scorer_report(calibration: list[dict], test: list[dict], scorer: str) -> dic
     agents = list(dict.fromkeys(step["agent"] for _, step in pairs))
     labels = [int(s["correct"]) for _, s in pairs]
     ci = partial(bootstrap_ci, test, n_resamples=CI_RESAMPLES, seed=CI_SEED)
+    # one threshold per agent (step position), chosen on the calibration transcripts as the single one is
+    by_step = best_thresholds_by_step([(t["values"][scorer], t["first_error"]) for t in calibration])
+    per_agent_f1 = localisation_scores_by_step([(t["values"][scorer], t["first_error"]) for t in test], by_step)["f1"]
     return {"threshold": threshold, **scores, "auc": auc([v for v, _ in pairs], labels),
             "auc_by_agent": {a: agent_auc(test, scorer, a) for a in agents},
             "ece": expected_calibration_error([as_probability(scorer, v) for v, _ in pairs], labels),
-            "f1_ci": ci(f1), "auc_by_agent_ci": {a: ci(partial(agent_auc, scorer=scorer, agent=a)) for a in agents}}
+            "f1_ci": ci(f1), "auc_by_agent_ci": {a: ci(partial(agent_auc, scorer=scorer, agent=a)) for a in agents},
+            "thresholds_by_agent": dict(zip(agents, by_step)), "f1_by_agent_thresholds": per_agent_f1,
+            # as a ranker of finished transcripts (what best-of-N asks of it), on the calibration split
+            "outcome_auc": auc([t["values"][scorer][-1] for t in calibration if t["values"][scorer]],
+                               [int(t["final_correct"]) for t in calibration if t["values"][scorer]])}
 
 
 def report_lines(report: dict) -> list[str]:

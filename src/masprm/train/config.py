@@ -34,7 +34,9 @@ class TrainConfig:
     """A training run; the defaults are the original trainer's."""
 
     mode: str = arg("prm", choices=MODES,
-                    help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only")
+                    help="ppm: Bradley-Terry pairs; prm: a value per step (default); orm: the final outcome only; "
+                         "traj, pqm, implicit, gorm, gprm, ensemble, biprm: the related work's objectives "
+                         "(docs/scorer_lab.md)")
     data_file: PathText = arg(DEFAULT_DATA_FILE, flags=("--data_dir", "--data-dir", "--data_file"),
                          help=f"JSON/JSONL file from masprm-preprocess (src/train/preprocess_data.py) (default: {DEFAULT_DATA_FILE})")
     output_dir: PathText = arg(DEFAULT_OUTPUT_DIR, flags=("--output-dir", "--output_dir"),
