@@ -28,6 +28,7 @@ import numpy as np
 from masprm.checks import read_utf8
 from masprm.errors import DataError, first_line
 from masprm.io import check_encodable, iter_jsonl
+from masprm.state_text import join_steps
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
@@ -190,6 +191,13 @@ def split_eval(n: int, seed: int, fraction: float = EVAL_FRACTION) -> tuple[list
     n_eval = math.ceil(fraction * n)
     order = np.random.default_rng(seed).permutation(n).tolist()
     return order[n_eval:], order[:n_eval]
+
+
+def outcome_example(record: dict, sep: str, input_ids: list[int], **fields) -> dict:
+    """An example of the objectives trained on final correctness alone: the record's text and tokens, its
+    outcome (1 when its last label is positive, else 0) and its question group, with the objective's fields."""
+    return {"text": join_steps(record["prompt"], record["completions"], sep), "input_ids": input_ids,
+            "outcome": 1.0 if float(record["labels"][-1]) > 0 else 0.0, "group": record_group(record), **fields}
 
 
 def record_group(record: dict) -> str:
