@@ -37,7 +37,6 @@ from tqdm import tqdm
 
 from masprm.graph import MASGraph
 from masprm.models.tiny import IM_END, build_tokenizer, random_qwen2
-from masprm.outputs import library_output
 from masprm.toy.task import Problem, iter_split
 from masprm.toy.transcripts import corpus_lines, training_turns, worked_steps
 
@@ -215,9 +214,10 @@ def train_policy(out_dir: str | Path, graph: MASGraph, spec: PolicySpec = Policy
             bar.set_postfix(loss=f"{sum(losses[-50:]) / len(losses[-50:]):.3f}")
     model.eval()
 
-    with library_output(Path(out_dir)) as saving:   # new inodes, renamed into place once all are written
-        model.save_pretrained(saving, safe_serialization=True)
-        tokenizer.save_pretrained(saving)
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
     stats = {"spec": asdict(spec), "parameters": n_params, "final_loss": round(sum(losses[-50:]) / len(losses[-50:]), 4),
              "train_seconds": round(time.time() - started, 1),
              "train_cpu_seconds": round(time.process_time() - cpu_started, 1)}
