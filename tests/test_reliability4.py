@@ -829,3 +829,15 @@ def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tin
         train_scorer(dataclasses.replace(cfg, resume=True))
     assert str(caught.value).startswith(f"output_dir {out}: {checkpoint.name} holds a file torch refuses to load (")
     assert str(caught.value).endswith("move that checkpoint aside and resume again")
+
+
+def test_the_declared_difference_for_impossible_logs(tmp_path):
+    """docs/differences.md: the original averaged 0.5, 0.9 and 3.75 to 1.72; the impossible log is left out."""
+    for seed, acc in ((1, 0.5), (2, 0.9), (3, 0.5)):
+        (tmp_path / f"{EXP}_{seed}.txt").write_text(log_text(acc=acc))
+    text = (tmp_path / f"{EXP}_3.txt").read_text().replace("Accuracy (pass@1): 0.5000", "Accuracy (pass@1): 3.75")
+    (tmp_path / f"{EXP}_3.txt").write_text(text)
+    [row], skipped = aggregate(read_logs(tmp_path))
+    assert round((0.5 + 0.9 + 3.75) / 3, 2) == 1.72                     # the original's mean
+    assert row.seeds == [1, 2] and round(row.mean("pass@1"), 4) == 0.7   # ours: the possible values only
+    assert skipped == [f"{EXP}_3 (its pass@1 value 3.75 is outside [0, 1])"]

@@ -26,8 +26,7 @@ import torch.nn.functional as F
 
 from masprm.models.bidirectional import read_streams, two_streams
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
-from masprm.state_text import join_steps
-from masprm.train.data import record_group
+from masprm.train.data import outcome_example
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
 from masprm.train.trajectory import outcome_metrics
@@ -38,10 +37,9 @@ def build_biprm_examples(records: Sequence[dict], encoder: TextEncoder, sep: str
     examples = []
     for rec in records:
         forward, backward = two_streams(encoder, rec["prompt"], rec["completions"])
-        examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": forward,
-                         "reversed_ids": backward, "outcome": 1.0 if float(rec["labels"][-1]) > 0 else 0.0,
-                         "index": [score_position(forward, encoder.sep_id), score_position(backward, encoder.sep_id)],
-                         "steps": len(rec["completions"]), "group": record_group(rec)})
+        examples.append(outcome_example(rec, sep, forward, reversed_ids=backward,
+                                        index=[score_position(forward, encoder.sep_id),
+                                               score_position(backward, encoder.sep_id)]))
     return examples, 0
 
 

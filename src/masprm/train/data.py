@@ -28,6 +28,7 @@ import numpy as np
 from masprm.checks import read_utf8
 from masprm.errors import DataError, first_line
 from masprm.io import check_encodable, iter_jsonl
+from masprm.state_text import join_steps
 from masprm.train.objectives import OBJECTIVES
 
 EVAL_FRACTION = 0.04
@@ -110,13 +111,23 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
 
 
 def _dataset_rows(path: Path) -> list[dict] | None:
-    """The file's rows as ``datasets`` reads them; None when it cannot (Parquet: a DataError)."""
+    """The file's rows as ``datasets`` reads them; None when it cannot (Parquet: a DataError).
+
+    ``datasets`` is optional for JSON and JSONL: without it the project's own reader below reads them
+    (a training machine that lacks it, e.g. a GPU image without the package, still trains). Only
+    Parquet needs it, and says so in one line.
+    """
     import tempfile
 
-    import datasets
-    from datasets.utils import logging as datasets_logging
-
     parquet = path.suffix == PARQUET_SUFFIX
+    try:
+        import datasets
+        from datasets.utils import logging as datasets_logging
+    except ImportError:
+        if parquet:
+            raise _bad(f"{path}: reading Parquet needs the datasets package (pip install datasets), "
+                       "which does not import here; JSON and JSONL files need no extra package") from None
+        return None
     read = datasets.Dataset.from_parquet if parquet else datasets.Dataset.from_json
     bars_were_on = not datasets.are_progress_bars_disabled()
     verbosity = datasets_logging.get_verbosity()
@@ -190,6 +201,13 @@ def split_eval(n: int, seed: int, fraction: float = EVAL_FRACTION) -> tuple[list
     n_eval = math.ceil(fraction * n)
     order = np.random.default_rng(seed).permutation(n).tolist()
     return order[n_eval:], order[:n_eval]
+
+
+def outcome_example(record: dict, sep: str, input_ids: list[int], **fields) -> dict:
+    """An example of the objectives trained on final correctness alone: the record's text and tokens, its
+    outcome (1 when its last label is positive, else 0) and its question group, with the objective's fields."""
+    return {"text": join_steps(record["prompt"], record["completions"], sep), "input_ids": input_ids,
+            "outcome": 1.0 if float(record["labels"][-1]) > 0 else 0.0, "group": record_group(record), **fields}
 
 
 def record_group(record: dict) -> str:

@@ -28,8 +28,7 @@ import torch.nn.functional as F
 
 from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
 from masprm.models.text_encoder import TextEncoder, pad_right
-from masprm.state_text import join_steps
-from masprm.train.data import record_group
+from masprm.train.data import outcome_example
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
 from masprm.train.trajectory import outcome_metrics
@@ -43,9 +42,7 @@ def build_implicit_examples(records: Sequence[dict], encoder: TextEncoder, sep: 
     examples = []
     for rec in records:
         ids, steps = encode_step_tokens(encoder, rec["prompt"], rec["completions"])
-        examples.append({"text": join_steps(rec["prompt"], rec["completions"], sep), "input_ids": ids,
-                         "token_steps": steps, "outcome": 1.0 if float(rec["labels"][-1]) > 0 else 0.0,
-                         "group": record_group(rec)})
+        examples.append(outcome_example(rec, sep, ids, token_steps=steps))
     return examples, 0
 
 
