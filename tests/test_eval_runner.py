@@ -304,7 +304,7 @@ def test_condition_labels_are_the_originals_names_with_the_scorer_folders():
 
 def test_progress_lines_follow_log_every_and_the_table_uses_labels(tmp_path, monkeypatch):
     from masprm.errors import ConfigError
-    from masprm.eval.runner import results_table
+    from masprm.eval.metrics import results_table
 
     monkeypatch.setenv("LOG_EVERY", "3")
     (cond,) = World().run(tmp_path, ["sbs_prm"], b1=2)

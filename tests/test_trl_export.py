@@ -96,3 +96,25 @@ def test_an_unwritable_export_is_refused_before_the_trees_are_read(tmp_path, mon
     with pytest.raises(MasprmError, match=f"trl_prm_samples_{RUN}.jsonl"):
         preprocess.main(["--input", f"results/{RUN}", "--export", "trl"])
     assert not (tmp_path / "results" / f"prm_samples_{RUN}.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_the_stepwise_export_trains_trl_113s_prm_trainer(tmp_path, tiny_model_dir, monkeypatch):
+    """TRL <= 1.13 only: 1.14 removed PRMTrainer (TRL PR #7133), so no current TRL consumes this file."""
+    import random
+
+    monkeypatch.setenv("TRL_EXPERIMENTAL_SILENCE", "1")
+    prm = pytest.importorskip("trl.experimental.prm", reason="TRL's PRMTrainer exists up to TRL 1.13 only")
+    from transformers import AutoModelForTokenClassification, AutoTokenizer
+
+    from helpers import step_record, write_jsonl
+
+    rows = [stepwise_row(step_record(random.Random(i))) for i in range(16)]
+    data = load(write_jsonl(tmp_path / "trl_prm_samples.jsonl", rows), tmp_path / "cache")
+    model = AutoModelForTokenClassification.from_pretrained(str(tiny_model_dir), num_labels=2)
+    args = prm.PRMConfig(output_dir=str(tmp_path / "out"), max_steps=2, per_device_train_batch_size=4,
+                         report_to="none", step_separator="</step>", use_cpu=True, disable_tqdm=True)
+    trainer = prm.PRMTrainer(model=model, args=args, train_dataset=data,
+                             processing_class=AutoTokenizer.from_pretrained(str(tiny_model_dir)))
+    result = trainer.train()
+    assert result.global_step == 2 and 0 < result.training_loss < 5

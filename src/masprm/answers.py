@@ -269,6 +269,11 @@ def _is_letter(gold: str) -> bool:
     return len(gold) == 1 and gold.upper() in LETTERS
 
 
+def looks_like_letter_answer(gold: str) -> bool:
+    """A multiple-choice gold answer: one of the letters A-D."""
+    return _is_letter(str(gold).strip())
+
+
 # --------------------------------------------------------------------------- text fallback
 
 

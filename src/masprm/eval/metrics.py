@@ -10,7 +10,7 @@ pass@1.
 from __future__ import annotations
 
 import math
-from typing import Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 MAX_K = 10
 PASS_TOP = 5      # candidates a method contributes to pass@k (the original's pass_k)
@@ -90,3 +90,20 @@ def split_misses(records: Iterable[dict], is_correct: Callable[[str, str | None]
     for record in records:
         counts[miss_kind(record, is_correct) or "hits"] += 1
     return counts
+
+
+def results_table(conditions: Sequence[Any]) -> str:
+    """The original's printed table: condition label, p@1..p@5, tokens mean±std (FAILED rows say so).
+
+    A condition is anything with ``label``, ``method`` and ``summary`` (``masprm.eval.runner.Condition``)."""
+    width = max([len(c.label or c.method) for c in conditions] + [len("Condition")]) + 2
+    passes = "  ".join(f"{f'p@{k}':>6}" for k in range(1, 6))
+    lines = ["#" * 80, "Table-4 style results", "#" * 80,
+             f"{'Condition':<{width}}  {passes}   {'Tokens (avg±std)':>22}", "-" * (width + 32 + 10 * 5)]
+    for c in conditions:
+        s = c.summary
+        row = "  ".join(f"{s[f'pass@{k}']:>6.3f}" for k in range(1, 6))
+        status = "  FAILED" if s.get("status") == "FAILED" else ""
+        lines.append(f"{c.label or c.method:<{width}}  {row}   {s['tokens_mean']:>8.1f}±{s['tokens_std']:<8.1f}{status}")
+    lines.append("#" * 80)
+    return "\n".join(lines)

@@ -22,7 +22,7 @@ from functools import partial
 from itertools import groupby
 from typing import Any, Callable, Iterator, Sequence
 
-from masprm.answers import is_correct
+from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, checker_record
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
@@ -142,6 +142,7 @@ class WorkItem:
     settings: Any         # the method's frozen settings (its ctx.settings)
     example: Any          # masprm.data.Example
     samples: SampleStore | None = None   # sampled passes shared with the run's other conditions
+    answer_checker: str = DEFAULT_CHECKER   # --answer_checker: how pass@k judges the answers
 
 
 def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MASGraph) -> Any:
@@ -164,7 +165,8 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
-    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=is_correct)
+    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold,
+                          is_correct=ANSWER_CHECKERS[item.answer_checker])
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
     # Every final answer the search generated, returned or not (sorted: the misses split reads it).
     generated = {"generated_answers": sorted(set(ctx.finished))} if ctx.finished else {}
@@ -252,7 +254,8 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     """
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
-                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing)}
+                "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing),
+                **checker_record(chosen.answer_checker)}
     if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
         data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)
@@ -354,7 +357,8 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
             announce(f"{cond.method}: resuming, {len(cond.records)}/{cond.n} examples already done")
     pending = [c for c in conditions if not c.reused]
     stores = [sample_store(c, logs_dir) for c in pending]
-    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex, stores[k])
+    items = [WorkItem(k, c.method, settings.roles(c.method), settings.method_settings(c.method), ex, stores[k],
+                      settings.data.answer_checker)
              for k, c in enumerate(pending) for ex in data.examples if ex.idx not in c.records]
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):
@@ -382,18 +386,3 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
 
 
 # --------------------------------------------------------------------------- the printed table
-
-
-def results_table(conditions: Sequence[Condition]) -> str:
-    """The original's printed table: condition label, p@1..p@5, tokens mean±std (FAILED rows say so)."""
-    width = max([len(c.label or c.method) for c in conditions] + [len("Condition")]) + 2
-    passes = "  ".join(f"{f'p@{k}':>6}" for k in range(1, 6))
-    lines = ["#" * 80, "Table-4 style results", "#" * 80,
-             f"{'Condition':<{width}}  {passes}   {'Tokens (avg±std)':>22}", "-" * (width + 32 + 10 * 5)]
-    for c in conditions:
-        s = c.summary
-        row = "  ".join(f"{s[f'pass@{k}']:>6.3f}" for k in range(1, 6))
-        status = "  FAILED" if s.get("status") == "FAILED" else ""
-        lines.append(f"{c.label or c.method:<{width}}  {row}   {s['tokens_mean']:>8.1f}±{s['tokens_std']:<8.1f}{status}")
-    lines.append("#" * 80)
-    return "\n".join(lines)

@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
@@ -47,6 +48,8 @@ class DataSettings:
                                  help="competition_math levels of handoff runs (static runs use the whole split)")
     math_stratify_by: str = arg("type", flags=("--math_stratify_by",),
                                 help="competition_math field handoff runs stratify by")
+    answer_checker: str = arg(DEFAULT_CHECKER, flags=("--answer_checker",), choices=tuple(ANSWER_CHECKERS),
+                              help=CHECKER_HELP)
     seed: int = arg(42, flags=("--seed",), help="example i is decoded with seed + i")
     seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
                                   help="evaluate each of these seeds in turn instead of --seed, in one process: the "

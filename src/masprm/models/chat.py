@@ -8,8 +8,10 @@
 - Generation stops on the generation config's EOS ids, else the tokenizer's.
 - A generation's `new_tokens` counts the sampled tokens up to and including
   the stop token; its text is decoded without special tokens and stripped.
-- A sampling call's k-th sample of a prompt with key ``key`` draws from the
-  stream named ``(*key, k)``: each backend seeds its own sampler from it.
+- `sample` is the same for every backend but for how it decodes: the k-th
+  sample of a prompt with key ``key`` draws from the stream ``(*key, k)``,
+  which each backend's `_sample_streams` seeds its own sampler from;
+  temperature <= 0 is greedy, one sequence per prompt repeated n times.
 
 No torch import: the vLLM backend uses this in its own environment too.
 """
@@ -75,6 +77,42 @@ class ChatTokens:
 
     def completion_ids(self, completion: str) -> list[int]:
         return self.tokenizer(completion, add_special_tokens=False)["input_ids"]
+
+    def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0, top_p: float = 1.0,
+               max_new_tokens: int = 512, keys: Sequence[Sequence[int]] | None = None) -> list[list[Generation]]:
+        """n samples per prompt; result[i] holds prompt i's samples.
+
+        Sample k of prompt i draws from its own random stream, named by
+        ``(keys[i], k)``: what it samples does not depend on the other rows of
+        the call. Without keys the streams are drawn from the backend's RNG
+        (so `reseed` makes a sequence of calls reproducible). temperature <= 0
+        means greedy decoding: one sequence per prompt, repeated n times.
+        """
+        if not prompts or n <= 0:
+            return [[] for _ in prompts]
+        rows = [self.prompt_ids(p) for p in prompts]
+        if max_new_tokens <= 0:  # no budget left: empty turns
+            return [[Generation("", len(row), 0)] * n for row in rows]
+        greedy = temperature <= 0
+        per_prompt = 1 if greedy else n
+        if keys is None:
+            keys = [self._fresh_key() for _ in rows]
+        streams = [(row, (*key, k)) for row, key in zip(rows, keys) for k in range(per_prompt)]
+        new = self._sample_streams(streams, temperature, top_p, max_new_tokens)
+        results = []
+        for i, prompt in enumerate(rows):
+            gens = [self._generation(new[i * per_prompt + k], len(prompt)) for k in range(per_prompt)]
+            results.append(gens * n if greedy else gens)
+        return results
+
+    def _fresh_key(self) -> tuple[int, ...]:
+        """A stream key for a call made without keys (drawn from the backend's own RNG)."""
+        raise NotImplementedError
+
+    def _sample_streams(self, streams: list[tuple[list[int], tuple[int, ...]]], temperature: float, top_p: float,
+                        max_new_tokens: int) -> list[list[int]]:
+        """The new tokens of each (prompt ids, stream key) row, in order (padding after a stop is allowed)."""
+        raise NotImplementedError
 
     def _generation(self, tokens: Sequence[int], prompt_tokens: int) -> Generation:
         # Rows that stopped early may be padded after their stop token; count up to and including it.

@@ -30,7 +30,7 @@ from typing import Sequence
 
 import torch
 
-from masprm.interfaces import Generation, LogProb, Messages
+from masprm.interfaces import LogProb, Messages
 from masprm.models.chat import STREAM_PRIME as _P, ChatTokens, sampling_warps, stream_seed
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
 from masprm.models.model_checks import check_finite_outputs
@@ -107,36 +107,20 @@ class HFPolicy(ChatTokens):
     def reseed(self, seed: int) -> None:
         torch.manual_seed(seed)  # seeds the CPU generator and every CUDA device's
 
-    @torch.no_grad()
-    def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0, top_p: float = 1.0,
-               max_new_tokens: int = 512, keys: Sequence[Sequence[int]] | None = None) -> list[list[Generation]]:
-        """n samples per prompt; result[i] holds prompt i's samples.
+    def _fresh_key(self) -> tuple[int, ...]:
+        """A stream key for a call without keys: from torch's global RNG, so `reseed` makes calls repeat."""
+        return tuple(torch.randint(0, 2 ** 31 - 1, (2,)).tolist())
 
-        Sample k of prompt i draws from its own random stream, named by
-        ``(keys[i], k)``: what it samples does not depend on the other rows of
-        the call. Without keys the streams are drawn from torch's global RNG
-        (so `reseed` makes a sequence of calls reproducible). temperature <= 0
-        means greedy decoding: one sequence per prompt, repeated n times.
-        """
-        if not prompts or n <= 0:
-            return [[] for _ in prompts]
-        rows = [self.prompt_ids(p) for p in prompts]
-        if max_new_tokens <= 0:  # no budget left: empty turns
-            return [[Generation("", len(row), 0)] * n for row in rows]
-        greedy = temperature <= 0
-        per_prompt = 1 if greedy else n
-        if keys is None:
-            keys = [tuple(torch.randint(0, 2 ** 31 - 1, (2,)).tolist()) for _ in rows]
-        seqs = [(row, stream_seed((*key, k))) for row, key in zip(rows, keys) for k in range(per_prompt)]
+    @torch.no_grad()
+    def _sample_streams(self, streams: list[tuple[list[int], tuple[int, ...]]], temperature: float, top_p: float,
+                        max_new_tokens: int) -> list[list[int]]:
+        """The tokens of each (prompt ids, stream key) row: padded calls under max_batch_tokens."""
+        seqs = [(row, stream_seed(key)) for row, key in streams]
         new: list[list[int]] = [[] for _ in seqs]
         for batch in self._batches([(row, [0] * max_new_tokens) for row, _ in seqs]):
             for i, tokens in zip(batch, self._decode([seqs[i] for i in batch], temperature, top_p, max_new_tokens)):
                 new[i] = tokens
-        results = []
-        for i, prompt in enumerate(rows):
-            gens = [self._generation(new[i * per_prompt + k], len(prompt)) for k in range(per_prompt)]
-            results.append(gens * n if greedy else gens)
-        return results
+        return new
 
     def _decode(self, seqs: list[tuple[list[int], tuple[int, int]]], temperature: float, top_p: float,
                 max_new_tokens: int) -> list[list[int]]:

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from masprm.errors import ConfigError, ModelError
-from masprm.interfaces import Generation, LogProb, Messages
+from masprm.interfaces import LogProb, Messages
 from masprm.models.chat import ChatTokens, sampling_warps, stream_seed
 
 DEFAULT_MEMORY_SHARE = 0.9   # vLLM's own default share of a GPU's memory
@@ -136,11 +136,23 @@ def engine_args(model_id: str, options: Any, flags: Any) -> dict:
             "trust_remote_code": options.trust_remote_code}
     if not cpu:   # the CPU build sizes its KV cache by $VLLM_CPU_KVCACHE_SPACE instead
         args["gpu_memory_utilization"] = memory_share(flags.gpu_memory_utilization, _actor_gpu_fraction())
+    else:
+        # vLLM's CPU worker cannot rewind a seeded request's generator after a partial (chunked) prefill
+        # ("CPU Generator does not use offset": the engine dies), so prompts are prefilled whole, with a
+        # step budget that holds the longest one.
+        length = flags.max_model_len or _context_length(model_id, options.trust_remote_code)
+        args.update(enable_chunked_prefill=False, max_num_batched_tokens=max(length or 0, 4096))
     if flags.max_model_len is not None:
         args["max_model_len"] = flags.max_model_len
     if options.load_in_4bit:
         args["quantization"] = "bitsandbytes"
     return args
+
+
+def _context_length(model_id: str, trust_remote_code: bool) -> int | None:
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(model_id, trust_remote_code=trust_remote_code).get_text_config()
+    return getattr(config, "max_position_embeddings", None)
 
 
 def engine(model_id: str, options: Any, flags: Any) -> Any:
@@ -193,31 +205,19 @@ class VLLMPolicy(ChatTokens):
         from vllm.inputs import TokensPrompt
         return self.llm.generate([TokensPrompt(prompt_token_ids=row) for row in rows], params, use_tqdm=False)
 
-    def sample(self, prompts: Sequence[Messages], n: int, *, temperature: float = 1.0, top_p: float = 1.0,
-               max_new_tokens: int = 512, keys: Sequence[Sequence[int]] | None = None) -> list[list[Generation]]:
-        if not prompts or n <= 0:
-            return [[] for _ in prompts]
-        rows = [self.prompt_ids(p) for p in prompts]
-        if max_new_tokens <= 0:  # no budget left: empty turns
-            return [[Generation("", len(row), 0)] * n for row in rows]
-        greedy = temperature <= 0
-        per_prompt = 1 if greedy else n
-        if keys is None:
-            keys = [(self._rng.randrange(2 ** 31 - 1), self._rng.randrange(2 ** 31 - 1)) for _ in rows]
+    def _fresh_key(self) -> tuple[int, ...]:
+        return (self._rng.randrange(2 ** 31 - 1), self._rng.randrange(2 ** 31 - 1))
+
+    def _sample_streams(self, streams: list[tuple[list[int], tuple[int, ...]]], temperature: float, top_p: float,
+                        max_new_tokens: int) -> list[list[int]]:
+        """One engine request per (prompt ids, stream key) row, seeded from the key, in one engine call."""
         warps = {"max_tokens": max_new_tokens, "repetition_penalty": self.repetition_penalty}
-        if greedy:
-            params = [self._params(temperature=0.0, **warps) for _ in rows]
+        if temperature <= 0:
+            params = [self._params(temperature=0.0, **warps) for _ in streams]
         else:
             params = [self._params(temperature=temperature, top_p=top_p, top_k=self.top_k or -1,
-                                   seed=request_seed((*key, k)), **warps)
-                      for key in keys for k in range(per_prompt)]
-        outputs = self._run([row for row in rows for _ in range(per_prompt)], params)
-        results = []
-        for i, row in enumerate(rows):
-            gens = [self._generation(outputs[i * per_prompt + k].outputs[0].token_ids, len(row))
-                    for k in range(per_prompt)]
-            results.append(gens * n if greedy else gens)
-        return results
+                                   seed=request_seed(key), **warps) for _, key in streams]
+        return [list(out.outputs[0].token_ids) for out in self._run([row for row, _ in streams], params)]
 
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
         """Sum of the completion tokens' log-probs (the engine's prompt log-probs), one engine call."""

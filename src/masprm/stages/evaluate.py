@@ -27,7 +27,8 @@ from masprm.data import load_examples
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every, read_records, set_trailer
 from masprm.eval.methods import METHODS, settings_classes
-from masprm.eval.runner import ModelSpec, results_table, run_conditions
+from masprm.eval.metrics import results_table
+from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.eval.vs_masprm import compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER, checker_record
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_plain_name, check_seeds,
                            check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
@@ -48,6 +49,8 @@ class TreesArgs:
     split: str = arg("train", flags=("--split",), help="dataset split (default: train)")
     n: int | None = arg(None, flags=("--n",), help="number of examples (default: all)")
     seed: int = arg(42, flags=("--seed",), help="data selection and per-example sampling seed (default: 42)")
+    answer_checker: str = arg(DEFAULT_CHECKER, flags=("--answer_checker",), choices=tuple(ANSWER_CHECKERS),
+                              help=CHECKER_HELP)
     data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
     mas_config: PathText | None = arg(None, flags=("--mas_config",),
                                  help="MAS config YAML (default: configs/<dataset>.yaml)")
@@ -111,7 +114,8 @@ def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loadi
         if looks_like_path(args.model_id) else {"path": args.model_id, "identity": None}
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
             "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config),
-            "policy_weights": policy_weights(loading), **backend_identity(backend)}
+            "policy_weights": policy_weights(loading), **backend_identity(backend),
+            **checker_record(args.answer_checker)}
 
 
 def policy_weights(loading: ModelFlags) -> str:
@@ -159,6 +163,7 @@ def build_trees(args: TreesArgs, loading: ModelFlags, search: TreeSearchSettings
     run_meta = {"dataset": args.dataset, "split": args.split, "config": config,
                 "config_identity": file_identity(config), "model": args.model_id, "data_file": args.data_file}
     job = TreeJob(graph, search, str(out_dir), args.seed, run_meta, plot=not args.no_plot,
+                  grade=ANSWER_CHECKERS[args.answer_checker],
                   verbose=args.verbose, batch_size=engine.search_batch_size)
     shared = local_folders({"model_id": args.model_id})   # read by every worker, wherever it runs
     # The backend's loader imports its model library (torch, vLLM) in the worker: only once every input is checked.
