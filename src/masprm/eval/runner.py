@@ -28,8 +28,8 @@ from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
-                              path_identity, progress_line, render_log, resumable_records, stable_hash, start_line,
-                              write_condition)
+                              path_identity, progress_line, read_records, render_log, resumable_records, stable_hash,
+                              start_line, write_condition)
 from masprm.eval.methods import METHODS, method_facts
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
@@ -324,8 +324,25 @@ def log_header(cond: Condition) -> list[str]:
             f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
 
 
-def finish_condition(cond: Condition) -> None:
-    records = [cond.records[i] for i in sorted(cond.records)]
+@dataclass(frozen=True)
+class Comparison:
+    """A paired comparison a condition's log and summary carry: it waits for its ``partner`` condition of the
+    same command, and its lines go before the status line (a log is final once it says COMPLETED)."""
+    partner: str    # the method compared with
+    key: str        # the summary key of its result
+    # (this condition's records, the partner's records, seed, the partner's log name) -> (result, log lines)
+    compare: Callable[[list[dict], list[dict], int, str], tuple[dict, list[str]]]
+
+
+def sorted_records(cond: Condition) -> list[dict]:
+    """A condition's records by example index (a reused condition's from its records file)."""
+    if cond.reused:
+        return read_records(cond.files.records)
+    return [cond.records[i] for i in sorted(cond.records)]
+
+
+def finish_condition(cond: Condition, paired: tuple[Comparison, Condition] | None = None) -> None:
+    records = sorted_records(cond)
     every = log_every()   # a progress line after every LOG_EVERY examples, as the original writes them
     progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in range(every, cond.n + 1, every)]
     summary = summarize_records(records)
@@ -337,8 +354,13 @@ def finish_condition(cond: Condition) -> None:
                    manifest=cond.manifest_hash, log=cond.files.log.name,
                    status="FAILED" if summary["errors"] else "COMPLETED")
     report = method.report(summary) if method.report else []
-    write_condition(cond.files, render_log(log_header(cond), progress, summary, report), records, cond.manifest,
-                    summary)
+    closing = []
+    if paired:
+        comparison, partner = paired
+        summary[comparison.key], closing = comparison.compare(records, sorted_records(partner),
+                                                              cond.manifest["seed"], partner.files.log.name)
+    write_condition(cond.files, render_log(log_header(cond), progress, summary, report, closing), records,
+                    cond.manifest, summary)
     cond.summary = summary
 
 
@@ -346,10 +368,14 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
                    specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int | None = 1,
                    use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
-                   announce: Callable[[str], None] = print, cluster: Any = None) -> list[Condition]:
+                   announce: Callable[[str], None] = print, cluster: Any = None,
+                   comparisons: dict[str, Comparison] | None = None) -> list[Condition]:
     """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
-    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here."""
+    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here.
+    A condition with a ``comparisons`` entry whose partner runs in the same command is written once both
+    have all their records, its comparison inside (a reused condition's files stay as they are)."""
     conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
+    finish = _finisher(conditions, comparisons or {})
     for cond in conditions:
         if cond.reused:
             announce(f"{cond.method}: already COMPLETED in {cond.files.log}, loading it")
@@ -363,7 +389,7 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):
         if left[k] == 0:
-            finish_condition(cond)
+            finish(cond)
     worker_specs, folders = for_workers(specs)
     setup = partial(WorkerModels, worker_specs, loader)
     batch_size = settings.engine.search_batch_size
@@ -381,8 +407,25 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
             cond.log.progress(progress_line(summarize_records(list(cond.records.values())),
                                             len(cond.records), cond.n))
         if left[item.condition] == 0:
-            finish_condition(cond)
+            finish(cond)
     return conditions
+
+
+def _finisher(conditions: list[Condition], comparisons: dict[str, Comparison]) -> Callable[[Condition], None]:
+    """``finish(cond)``, called once a condition has all its records: writes it, unless it waits for the
+    partner of its comparison, and then writes any condition that waited for it."""
+    by_method = {c.method: c for c in conditions}
+    waits = {c.method: comparisons[c.method] for c in conditions
+             if not c.reused and c.method in comparisons and comparisons[c.method].partner in by_method}
+    complete = {c.method for c in conditions if c.reused}
+
+    def finish(cond: Condition) -> None:
+        complete.add(cond.method)
+        for c in [cond, *(by_method[m] for m, w in waits.items() if w.partner == cond.method)]:
+            wait = waits.get(c.method)
+            if c.summary is None and c.method in complete and (wait is None or wait.partner in complete):
+                finish_condition(c, (wait, by_method[wait.partner]) if wait else None)
+    return finish
 
 
 # --------------------------------------------------------------------------- the printed table
