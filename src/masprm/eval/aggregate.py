@@ -2,11 +2,13 @@
 
 An experiment id is a log's file name without `.txt` and without its trailing
 `_<seed>`; the logs of one experiment differ only in that seed. Only logs
-whose status line says COMPLETED count (handoff_prm's paired lines may follow
-it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
+whose status line says COMPLETED count (in the original's logs handoff_prm's
+paired lines follow it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
 standard deviation across seeds (0 for one seed), 4 decimals; missing values
 are `N/A`. Column names, row order (first appearance in the sorted file names)
-and CSV dialect are the original aggregator's, so its logs give its CSV.
+and CSV dialect are the original aggregator's, so its logs give its CSV; when
+some log has a manifest (this project's), two columns follow: Method and
+Budget, from the manifest's facts (a log without one: from its label).
 
 The plot reads more than the CSV: from a log's `.summary.json` sidecar its
 model work per finished example (policy tokens generated + scorer tokens read,
@@ -71,13 +73,23 @@ def present_optional(rows: Sequence["Row"]) -> list[str]:
     return [k for k in OPTIONAL_LINES if any(row.values.get(k) for row in rows)]
 
 
-def columns(optional: Sequence[str] = ()) -> list[str]:
+# Columns after the original's when some row's condition is recorded in a manifest: its method and budget
+# (read from the manifest's facts), which the fingerprinted experiment name does not say.
+CONDITION_COLUMNS = ["Method", "Budget"]
+
+
+def columns(optional: Sequence[str] = (), conditions: bool = False) -> list[str]:
     cols = ["Experiment", "Seeds"]
     for key in [*metric_order(), *optional]:
         cols.append(f"{key}_mean")
         if key not in NO_STD:
             cols.append(f"{key}_std")
-    return cols
+    return cols + (CONDITION_COLUMNS if conditions else [])
+
+
+def has_recorded_conditions(rows: Sequence["Row"]) -> bool:
+    """True when some row's condition comes from a manifest (the original's logs have none: its columns)."""
+    return any(row.condition.recorded for row in rows)
 
 
 # --------------------------------------------------------------------------- what a condition is
@@ -125,6 +137,7 @@ class PlotCondition:
     budget: str = ""              # "10 sims", "3x5", "k=5", or the label's settings group
     series: str = ""              # experiments with equal series differ only in the budget
     settings: dict = field(default_factory=dict)   # the non-budget settings, to tell series apart
+    recorded: bool = False        # method and budget from a manifest (False: from the label)
 
 
 def condition_of(label: str, manifest: dict | None, summary: dict | None) -> PlotCondition:
@@ -140,7 +153,7 @@ def condition_of(label: str, manifest: dict | None, summary: dict | None) -> Plo
     from masprm.eval.methods import budget_label   # as in facts_of: the stats modules stay numpy-free
     others = {k: v for k, v in settings.items() if k not in facts.get("budget_keys", ())}
     series = json.dumps([method, {**definition, "settings": others}], sort_keys=True, default=str)
-    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others)
+    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others, recorded=True)
 
 
 # --------------------------------------------------------------------------- reading logs
@@ -278,28 +291,28 @@ def _fmt(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.4f}"
 
 
-def row_cells(row: Row, optional: Sequence[str] = ()) -> list[str]:
+def row_cells(row: Row, optional: Sequence[str] = (), conditions: bool = False) -> list[str]:
     cells = [row.experiment, str(len(row.seeds))]
     for key in [*metric_order(), *optional]:
         cells.append(_fmt(row.mean(key)))
         if key not in NO_STD:
             cells.append(_fmt(row.std(key)))
-    return cells
+    return cells + ([row.condition.method, row.condition.budget] if conditions else [])
 
 
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)   # the csv module's default dialect (CRLF rows), as the original wrote
-    optional = present_optional(rows)
-    writer.writerow(columns(optional))
+    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
+    writer.writerow(columns(optional, conditions))
     for row in rows:
-        writer.writerow(row_cells(row, optional))
+        writer.writerow(row_cells(row, optional, conditions))
     return buf.getvalue()
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    optional = present_optional(rows)
-    table = [columns(optional)] + [row_cells(r, optional) for r in rows]
+    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
+    table = [columns(optional, conditions)] + [row_cells(r, optional, conditions) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     lines.insert(1, "-" * len(lines[0]))
