@@ -5,7 +5,7 @@ import math
 import pytest
 
 from masprm.handoff.protocol import FINAL, RoutedTurn
-from masprm.handoff.stats import conditional_entropy_bits, nearest_rank, route_metrics, summarize_routes
+from masprm.handoff.stats import conditional_entropy_bits, observed_quantile, route_metrics, summarize_routes
 from masprm.paired_stats import mcnemar_exact_p, paired_accuracy, paired_bootstrap_ci
 from masprm.handoff.team import HandoffRun
 
@@ -61,8 +61,8 @@ def test_conditional_route_entropy():
 
 
 def test_nearest_rank_quantiles():
-    assert nearest_rank([10, 20, 30], 0.95) == 30 and nearest_rank([10, 20, 30], 0.5) == 20
-    assert nearest_rank(list(range(1, 101)), 0.95) == 95 and nearest_rank([], 0.95) == 0.0
+    assert observed_quantile([10, 20, 30], 0.95) == 30 and observed_quantile([10, 20, 30], 0.5) == 20
+    assert observed_quantile(list(range(1, 101)), 0.95) == 95 and observed_quantile([], 0.95) == 0.0
 
 
 def known_route():

@@ -86,10 +86,30 @@ def test_the_local_view_has_its_own_file_name(workdir):
     (["--per-agent-cap", "3"], "--per-agent-cap is a setting of --labels balanced_pairs (add --labels NAME)"),
     (["--labels", "masprm", "--make-ppm"], "--make-ppm writes the paper's pairs next to the PRM samples"),
     (["--labels", "margin_pairs", "--pair-margin", "-1"], "pair_margin must be in [0, 2], got -1.0"),
-    (["--labels", "shapley"], "--labels shapley needs fresh policy samples, and stage 2 loads no policy yet"),
+    (["--labels", "shapley"], "--labels shapley needs fresh policy samples: give --rollout-policy FOLDER"),
+    (["--labels", "mc", "--rollout-policy", "x"], "--rollout-policy is read only by the rollout-based label "
+                                                  "schemes, not by --labels mc"),
+    (["--rollout-policy", "x"], "--rollout-policy is read only by the rollout-based label schemes (add --labels"),
 ])
 def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
     with pytest.raises(MasprmError) as err:
         preprocess_data.main(["--input", f"results/{RUN}", *argv])
     assert message in str(err.value) and "\n" not in str(err.value)
     assert not list((workdir / "results").glob("*.jsonl"))
+
+
+@pytest.mark.slow
+def test_a_rollout_scheme_samples_from_the_policy_and_reports_its_cost(workdir, tiny_model_dir, capsys):
+    argv = ["--input", f"results/{RUN}", "--labels", "mc_rollouts", "--mc-rollouts", "2",
+            "--rollout-policy", str(tiny_model_dir), "--seed", "3"]
+    preprocess_data.main(argv)
+    path = workdir / "results" / f"labels_mc_rollouts_{RUN}.jsonl"
+    recs = read_jsonl(path)
+    # every label is 2f - 1 for f in {0, 1/2, 1} (two completions), the last step the path's own outcome
+    assert recs and all(y in (-1.0, 0.0, 1.0) for r in recs for y in r["labels"])
+    assert all(r["meta"]["label_scheme"] == "mc_rollouts" for r in recs)
+    out = capsys.readouterr().out
+    assert "[preprocess][labels mc_rollouts] policy cost: " in out and " agent runs, " in out
+    first = path.read_bytes()
+    preprocess_data.main(argv)   # the same seed samples the same texts
+    assert path.read_bytes() == first

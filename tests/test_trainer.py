@@ -83,6 +83,24 @@ def test_json_list_files_are_read_too(tmp_path):
     assert load_records(path, "ppm") == records
 
 
+def test_json_and_jsonl_train_without_the_datasets_package(tmp_path, monkeypatch):
+    # A GPU image without `datasets` (the lent H200's) must still read stage-2 JSON/JSONL: the
+    # project's own reader takes over; Parquet, which only `datasets` reads, is refused in one line.
+    monkeypatch.setitem(sys.modules, "datasets", None)   # `import datasets` now raises ImportError
+    rows = [ppm_record(random.Random(i)) for i in range(2)]
+    jsonl = write_jsonl(tmp_path / "pairs.jsonl", rows)
+    as_list = tmp_path / "pairs.json"
+    as_list.write_text(json.dumps(rows), encoding="utf-8")
+    assert load_records(jsonl, "ppm") == rows
+    assert load_records(as_list, "ppm") == rows
+    parquet = tmp_path / "pairs.parquet"
+    parquet.write_bytes(b"PAR1")
+    with pytest.raises(MasprmError) as err:
+        load_records(parquet, "ppm")
+    assert str(err.value) == (f"{parquet}: reading Parquet needs the datasets package (pip install datasets), "
+                              "which does not import here; JSON and JSONL files need no extra package")
+
+
 def test_eval_split_is_seeded_four_percent_and_never_empty():
     train, held = split_eval(100, seed=3)
     assert len(held) == 4 and sorted(train + held) == list(range(100))

@@ -145,7 +145,9 @@ def test_out_of_memory_halves_the_training_batch(tmp_path, tiny_model_dir, monke
 
     monkeypatch.setattr(ScorerTrainer, "token_logits", small_memory)
     data = write_jsonl(tmp_path / "steps.jsonl", [step_record(random.Random(1)) for _ in range(30)])
-    result = train_scorer(config(tmp_path, data, tiny_model_dir, "prm", max_steps=2, train_batch_size=8))
+    # 30 copies of one question's record: only a split over records can hold some out
+    result = train_scorer(config(tmp_path, data, tiny_model_dir, "prm", max_steps=2, train_batch_size=8,
+                                 eval_split_by="record"))
     # 8 -> 4 -> 2 (halved each time, not accelerate's 0.9x), then the run completes.
     assert seen[0] == 8 and 4 in seen and 7 not in seen
     assert result.trainer.state.train_batch_size == 2 and result.trainer.state.global_step == 2

@@ -136,6 +136,17 @@ def test_a_prompts_samples_do_not_depend_on_the_rest_of_the_batch_on_cpu(vllm_po
     assert alone == [together[i] for i in (0, 11, 23)]
 
 
+def test_seeded_prompts_longer_than_one_engine_step_sample_and_repeat(vllm_policy):
+    """12 prompts of about 1,600 tokens (more than the CPU engine's 4,096-token step): with chunked prefill,
+    vLLM's CPU worker dies rewinding a seeded request's generator; prompts are prefilled whole instead."""
+    system = " ".join(default_corpus(n_lines=200, seed=2)[40:100])
+    prompts = [[{"role": "system", "content": system}, {"role": "user", "content": f"Question {i}"}] for i in range(12)]
+    assert sum(len(vllm_policy.prompt_ids(p)) for p in prompts) > 4096
+    keys = [(9, i, 1, 0) for i in range(12)]
+    first = vllm_policy.sample(prompts, 1, temperature=1.0, top_p=1.0, max_new_tokens=4, keys=keys)
+    assert first == vllm_policy.sample(prompts, 1, temperature=1.0, top_p=1.0, max_new_tokens=4, keys=keys)
+
+
 def test_a_call_without_budget_and_an_empty_call(vllm_policy):
     assert vllm_policy.sample([], 3, temperature=1.0, top_p=1.0, max_new_tokens=8) == []
     [gens] = vllm_policy.sample(PROMPTS[:1], 2, temperature=1.0, top_p=1.0, max_new_tokens=0)

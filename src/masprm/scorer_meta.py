@@ -21,7 +21,7 @@ from masprm.errors import ModelError
 from masprm.io import atomic_write_json
 
 SCORER_META_FILE = "masprm_scorer.json"
-STEP_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
+TRAJ_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
 DEFAULT_SOFTMIN_TEMPERATURE = 0.1
 PAPER_TRAININGS = {("masprm", "ppm"), ("mc", "prm"), ("mc", "orm")}   # (label scheme, objective) of today's scorers
 # Objectives whose scorer is the base model's LM head with an adapter (masprm.models.scorer loads them so).

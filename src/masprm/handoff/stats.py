@@ -64,7 +64,7 @@ def route_metrics(run: HandoffRun, n_roles: int) -> dict[str, Any]:
         "prm_context_tokens": context,
         "prm_original_context_tokens": [s.get("full_tokens", s["tokens"]) for s in run.scored],
         "prm_context_token_median": float(np.median(context)) if context else 0.0,
-        "prm_context_token_p95": nearest_rank(context, 0.95),
+        "prm_context_token_p95": observed_quantile(context, 0.95),
         "prm_truncations": truncations,
         "prm_truncation_rate": truncations / len(context) if context else 0.0,
     }
@@ -84,8 +84,9 @@ def conditional_entropy_bits(transitions: Iterable[Sequence[str]]) -> float:
     return h + 0.0  # no -0.0
 
 
-def nearest_rank(values: Sequence[float], q: float) -> float:
-    """The q-quantile as an observed value (nearest rank); 0 for no values."""
+def observed_quantile(values: Sequence[float], q: float) -> float:
+    """The q-quantile of unsorted values as one of them (nearest rank); 0 for no values. (The bootstrap's
+    ``masprm.paired_stats.nearest_rank`` takes sorted values and refuses none.)"""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -118,7 +119,7 @@ def summarize_routes(entries: Sequence[dict], n_examples: int | None = None) -> 
         "route_entropy_bits": conditional_entropy_bits(routed),
         "within_trajectory_edge_entropy_bits_mean": float(np.mean([e["route_entropy_bits"] for e in entries])),
         "prm_context_token_median": float(np.median(context)) if context else 0.0,
-        "prm_context_token_p95": nearest_rank(context, 0.95),
+        "prm_context_token_p95": observed_quantile(context, 0.95),
         "prm_truncation_rate": sum(e["prm_truncations"] for e in entries) / len(context) if context else 0.0,
         "parse_failure_rate": sum(e["parse_failures"] for e in entries) / proposals if proposals else 0.0,
         "agent_proposals_total": float(proposals),

@@ -20,7 +20,8 @@ them. The label of a message is its credit halved (an outcome lies in
 v(all) and the baseline.
 
 The fresh samples come from a policy (``LabelContext.rollouts``, anything
-with the ``Replayer`` method below); without one the scheme stops in one line.
+with the ``Replayer`` method below; stage 2 builds one from ``--rollout-policy``); without one the scheme
+stops in one line.
 Pure Python.
 """
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 
-from masprm.scorer_meta import STEP_AGGS
+from masprm.scorer_meta import TRAJ_AGGS
 
 PROD_LOG_CAP = -1e-12   # log A of a product below this, so log(1 - A) stays finite when every p rounds to 1
 
@@ -27,8 +27,8 @@ PROD_LOG_CAP = -1e-12   # log A of a product below this, so log(1 - A) stays fin
 def log_aggregate(logits: torch.Tensor, mask: torch.Tensor, agg: str,
                   temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(log A, log(1 - A)) per row of ``logits`` (batch, steps); ``mask`` marks the real steps of each row."""
-    if agg not in STEP_AGGS:
-        raise ValueError(f"unknown step aggregation {agg!r} (valid: {', '.join(STEP_AGGS)})")
+    if agg not in TRAJ_AGGS:
+        raise ValueError(f"unknown step aggregation {agg!r} (valid: {', '.join(TRAJ_AGGS)})")
     mask = mask.bool()
     if agg == "min":   # sigmoid is increasing: the smallest p is the sigmoid of the smallest logit
         low = logits.masked_fill(~mask, float("inf")).min(dim=-1).values

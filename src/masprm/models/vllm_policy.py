@@ -136,11 +136,23 @@ def engine_args(model_id: str, options: Any, flags: Any) -> dict:
             "trust_remote_code": options.trust_remote_code}
     if not cpu:   # the CPU build sizes its KV cache by $VLLM_CPU_KVCACHE_SPACE instead
         args["gpu_memory_utilization"] = memory_share(flags.gpu_memory_utilization, _actor_gpu_fraction())
+    else:
+        # vLLM's CPU worker cannot rewind a seeded request's generator after a partial (chunked) prefill
+        # ("CPU Generator does not use offset": the engine dies), so prompts are prefilled whole, with a
+        # step budget that holds the longest one.
+        length = flags.max_model_len or _context_length(model_id, options.trust_remote_code)
+        args.update(enable_chunked_prefill=False, max_num_batched_tokens=max(length or 0, 4096))
     if flags.max_model_len is not None:
         args["max_model_len"] = flags.max_model_len
     if options.load_in_4bit:
         args["quantization"] = "bitsandbytes"
     return args
+
+
+def _context_length(model_id: str, trust_remote_code: bool) -> int | None:
+    from transformers import AutoConfig
+    config = AutoConfig.from_pretrained(model_id, trust_remote_code=trust_remote_code).get_text_config()
+    return getattr(config, "max_position_embeddings", None)
 
 
 def engine(model_id: str, options: Any, flags: Any) -> Any:

@@ -44,7 +44,7 @@ OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
 REPORT, CLAIMS, PLOT = "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png"
 STEPBENCH = "results/toy_lab_stepbench.json"
 LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
-BON_N, STEP_AGGS = 8, ("min", "last")
+BON_N, BON_AGGS = 8, ("min", "last")
 N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
 SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the lab's hour: docs/scorer_lab.md)
 # The reference rows (issue 34): the step labeller and the gold outcome as scorers. true_value is left out of
@@ -104,10 +104,10 @@ class LabScorer:
             return f"results/ppm_pairs_{run}.jsonl"
         if self.outcome_only:
             return f"results/prm_samples_{run}.jsonl"
-        return labels_path(self.scheme, run)
+        return scheme_records_path(self.scheme, run)
 
 
-def labels_path(scheme: str, run: str) -> str:
+def scheme_records_path(scheme: str, run: str) -> str:
     """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
     return f"results/labels_{scheme}_{run}.jsonl"
 
@@ -147,8 +147,8 @@ def missing(scorer: LabScorer) -> str | None:
         if scorer.scheme not in LABEL_SCHEMES:
             return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
         if getattr(LABEL_SCHEMES[scorer.scheme], "needs_rollouts", False):
-            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, which stage 2 "
-                    "does not load yet; row left out")
+            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, not yet costed "
+                    "against the lab's time budget; row left out")
     return None
 
 
@@ -248,7 +248,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             label_objective.setdefault(s.scheme, s.objective)
     for scheme, objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
-        out = labels_path(scheme, run)
+        out = scheme_records_path(scheme, run)
         add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",
                                       scheme, "--target-nodes", str(demo.TARGET_NODES), *flags, "--view", "full",
                                       "--config", demo.CONFIG]), (ROOT / out).is_file())

@@ -29,6 +29,9 @@ from masprm.io import AtomicJsonlWriter
 from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor
 from masprm.labels.scheme import LabelRunner
+from masprm.search.rollouts import RolloutSource
+from masprm.search.settings import SamplingSettings
+from masprm.answers import is_correct
 from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
 from masprm.outputs import lexical_path
 from masprm.paths import path_status
@@ -48,7 +51,13 @@ class Inputs:
     config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
                                          "<dataset> being the input folder's name before '_res_')")
     force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
-    seed: int = arg(42, help="accepted like every stage's; preprocessing is deterministic and uses no randomness")
+    seed: int = arg(42, help="seed of the rollout-based label schemes' fresh samples; everything else stage 2 "
+                             "writes is deterministic and uses no randomness")
+    rollout_policy: Path | None = arg(None, help="the policy model folder the rollout-based label schemes "
+                                                 "(mc_rollouts, first_error_search, step_consistency, shapley) "
+                                                 "sample from, with the team of --config")
+    rollout_temperature: float = arg(0.7, help="sampling temperature of those fresh samples (default 0.7, "
+                                               "stage 1's)")
     labels: str | None = arg(None, help="write one label scheme's records instead of the PRM samples and pairs: "
                                         "results/labels_<NAME>[_local]_<run>.jsonl (schemes: "
                                         + ", ".join(LABEL_SCHEMES.names()) + "; their own flags below)")
@@ -76,10 +85,14 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         check(args.labels in LABEL_SCHEMES, f"--labels: {LABEL_SCHEMES.unknown_message(args.labels)}")
         check(not args.make_ppm, "--make-ppm writes the paper's pairs next to the PRM samples; with --labels only "
                                  "labels_<NAME>_<run>.jsonl is written (--labels masprm gives the same pairs)")
-        check(not LABEL_SCHEMES[args.labels].needs_rollouts,
-              f"--labels {args.labels} needs fresh policy samples, and stage 2 loads no policy yet: build its "
-              f"records in Python with {LABEL_SCHEMES[args.labels].records.__module__} and a "
-              "masprm.search.rollouts.RolloutSource")
+        needs = LABEL_SCHEMES[args.labels].needs_rollouts
+        check(not needs or args.rollout_policy is not None,
+              f"--labels {args.labels} needs fresh policy samples: give --rollout-policy FOLDER (the team's policy)")
+        check(needs or args.rollout_policy is None,
+              f"--rollout-policy is read only by the rollout-based label schemes, not by --labels {args.labels}")
+    else:
+        check(args.rollout_policy is None, "--rollout-policy is read only by the rollout-based label schemes "
+                                           "(add --labels NAME)")
     args.scheme_settings = scheme_settings(args)
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
@@ -136,7 +149,7 @@ def load_graph(args: argparse.Namespace) -> MASGraph | None:
     """The MAS graph the local view routes inboxes through (a given --config is always checked)."""
     path = args.config
     if path is None:
-        if args.view != "local":
+        if args.view != "local" and args.rollout_policy is None:   # the rollouts sample the team too
             return None
         folder = lexical_path(args.input)
         folder = folder.parent if folder.is_file() else folder
@@ -202,12 +215,35 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
         check_output_file(trl_path(path), "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
         log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
+    source = rollout_source(args, files, graph) if scheme.needs_rollouts else None
+    runner.ctx.rollouts = source
     stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
     log.info(runner.summary(path), extra=RESULT)
+    if source is not None:   # the policy cost the tree-derived schemes do not pay
+        log.info(f"[preprocess][labels {scheme.name}] policy cost: {source.usage.agent_runs} agent runs, "
+                 f"{source.usage.generated_tokens} generated tokens", extra=RESULT)
     if runner.why_none():
         log.info(f"[preprocess] {runner.why_none()}", extra=RESULT)
     if args.export:
         report_export(export_trl(path, pairs=scheme.kind == "pairs"))
+
+
+def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph) -> RolloutSource:
+    """The policy, the team and the gold check the rollout-based schemes sample and grade with (the gold of
+    each question from its tree file's meta)."""
+    gold: dict[str, str | None] = {}
+    for f in files:
+        try:
+            tree = json.loads(Path(f).read_text(encoding="utf-8"))
+            gold[str(tree["node_text"]).strip()] = (tree.get("meta") or {}).get("gold")
+        except (OSError, ValueError, KeyError, TypeError, AttributeError):
+            continue   # a bad tree file is counted and named when it is labelled
+    from masprm.models.options import ModelOptions
+    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
+
+    policy = HFPolicy(str(args.rollout_policy), ModelOptions(device_map="cpu"), setting="rollout_policy")
+    return RolloutSource(policy, graph, lambda q, answer: 1.0 if is_correct(answer, gold.get(q.strip())) else -1.0,
+                         SamplingSettings(), temperature=args.rollout_temperature, seed=args.seed)
 
 
 def report_export(count) -> None:

@@ -142,7 +142,7 @@ def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
 # --------------------------------------------------------------------------- the benchmarks
 
 
-def read_json(path: str | Path) -> dict | None:
+def read_json_or_none(path: str | Path) -> dict | None:
     try:
         data = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -348,8 +348,8 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = ()) -> None:
     """The three outputs (and the claims as JSON next to the text)."""
     cells = read_cells(logs_dirs, rows, budgets)
-    bench = read_json(stepbench)
-    labels = {row.scheme: read_json(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
+    bench = read_json_or_none(stepbench)
+    labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
     found = comparisons(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))

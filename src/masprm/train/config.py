@@ -15,7 +15,7 @@ from masprm.checks import check_seed
 from masprm.config import arg
 from masprm.paths import PathText
 from masprm.errors import ConfigError
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, STEP_AGGS
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, TRAJ_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
@@ -67,7 +67,7 @@ class TrainConfig:
                                              "(default: on)")
     loss: str = arg("bce", choices=LOSSES, help="prm/orm loss (ppm always uses Bradley-Terry)")
     huber_beta: float = arg(0.1, help="transition point of --loss huber (default: 0.1)")
-    step_agg: str = arg("min", flags=("--agg",), choices=STEP_AGGS,
+    step_agg: str = arg("min", flags=("--agg",), choices=TRAJ_AGGS,
                         help="--mode traj (a transcript's aggregated step scores against its final outcome): "
                              "how the step scores are aggregated (default: min)")
     softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
@@ -162,7 +162,7 @@ class TrainConfig:
         if self.mode == "implicit" and not self.lora:
             raise ConfigError("mode implicit needs LoRA: its reference policy is the base model read with the "
                               "adapter disabled", setting="lora")
-        need(self.step_agg in STEP_AGGS, "step_agg", f"must be one of {', '.join(STEP_AGGS)}")
+        need(self.step_agg in TRAJ_AGGS, "step_agg", f"must be one of {', '.join(TRAJ_AGGS)}")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")
         if self.load_in_4bit and not self.lora:

@@ -111,13 +111,23 @@ def _check_record(where: str, rec: dict, mode: str, kind: str) -> None:
 
 
 def _dataset_rows(path: Path) -> list[dict] | None:
-    """The file's rows as ``datasets`` reads them; None when it cannot (Parquet: a DataError)."""
+    """The file's rows as ``datasets`` reads them; None when it cannot (Parquet: a DataError).
+
+    ``datasets`` is optional for JSON and JSONL: without it the project's own reader below reads them
+    (a training machine that lacks it, e.g. a GPU image without the package, still trains). Only
+    Parquet needs it, and says so in one line.
+    """
     import tempfile
 
-    import datasets
-    from datasets.utils import logging as datasets_logging
-
     parquet = path.suffix == PARQUET_SUFFIX
+    try:
+        import datasets
+        from datasets.utils import logging as datasets_logging
+    except ImportError:
+        if parquet:
+            raise _bad(f"{path}: reading Parquet needs the datasets package (pip install datasets), "
+                       "which does not import here; JSON and JSONL files need no extra package") from None
+        return None
     read = datasets.Dataset.from_parquet if parquet else datasets.Dataset.from_json
     bars_were_on = not datasets.are_progress_bars_disabled()
     verbosity = datasets_logging.get_verbosity()
