@@ -23,6 +23,7 @@ from transformers import GenerationConfig, PreTrainedTokenizerFast, Qwen2Config,
 from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.outputs import library_output
 from masprm.paths import PathText
 
 PAD_TOKEN = "<|endoftext|>"
@@ -188,8 +189,9 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
         model = random_qwen2(tokenizer, hidden_size=hidden_size, intermediate_size=intermediate_size,
                              num_layers=num_layers, num_heads=num_heads, num_kv_heads=num_kv_heads,
                              max_position_embeddings=max_position_embeddings)
-    model.save_pretrained(out, safe_serialization=True)
-    tokenizer.save_pretrained(out)
+    with library_output(out) as saving:   # new inodes, renamed into place once all are written
+        model.save_pretrained(saving, safe_serialization=True)
+        tokenizer.save_pretrained(saving)
     return out
 
 
