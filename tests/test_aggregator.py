@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.aggregate import (aggregate, columns, facts_of, format_table, model_work, parse_log, plot_results,
-                              plot_series, read_logs, row_cells, split_experiment, split_label, to_csv,
-                              uses_model_work)
+from masprm.eval.aggregate import (aggregate, columns, facts_of, format_table, model_work, parse_log, read_logs,
+                              row_cells, split_experiment, split_label, to_csv)
+from masprm.eval.budget_plot import plot_results, plot_series, uses_model_work
 from masprm.eval.methods import budget_label
 from masprm.eval.logs import render_log, stable_hash
 

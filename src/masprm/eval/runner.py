@@ -26,6 +26,7 @@ from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, checker_rec
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
+from masprm.eval.paired_conditions import Comparison, finisher
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
                               path_identity, progress_line, read_records, render_log, resumable_records, stable_hash,
@@ -324,21 +325,9 @@ def log_header(cond: Condition) -> list[str]:
             f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
 
 
-@dataclass(frozen=True)
-class Comparison:
-    """A paired comparison a condition's log and summary carry: it waits for its ``partner`` condition of the
-    same command, and its lines go before the status line (a log is final once it says COMPLETED)."""
-    partner: str    # the method compared with
-    key: str        # the summary key of its result
-    # (this condition's records, the partner's records, seed, the partner's log name) -> (result, log lines)
-    compare: Callable[[list[dict], list[dict], int, str], tuple[dict, list[str]]]
-
-
 def sorted_records(cond: Condition) -> list[dict]:
     """A condition's records by example index (a reused condition's from its records file)."""
-    if cond.reused:
-        return read_records(cond.files.records)
-    return [cond.records[i] for i in sorted(cond.records)]
+    return read_records(cond.files.records) if cond.reused else [cond.records[i] for i in sorted(cond.records)]
 
 
 def finish_condition(cond: Condition, paired: tuple[Comparison, Condition] | None = None) -> None:
@@ -371,11 +360,10 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
                    announce: Callable[[str], None] = print, cluster: Any = None,
                    comparisons: dict[str, Comparison] | None = None) -> list[Condition]:
     """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
-    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here.
-    A condition with a ``comparisons`` entry whose partner runs in the same command is written once both
-    have all their records, its comparison inside (a reused condition's files stay as they are)."""
+    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here,
+    a compared condition's once its partner is done (``masprm.eval.paired_conditions``)."""
     conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
-    finish = _finisher(conditions, comparisons or {})
+    finish = finisher(conditions, comparisons or {}, finish_condition)
     for cond in conditions:
         if cond.reused:
             announce(f"{cond.method}: already COMPLETED in {cond.files.log}, loading it")
@@ -409,23 +397,3 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
         if left[item.condition] == 0:
             finish(cond)
     return conditions
-
-
-def _finisher(conditions: list[Condition], comparisons: dict[str, Comparison]) -> Callable[[Condition], None]:
-    """``finish(cond)``, called once a condition has all its records: writes it, unless it waits for the
-    partner of its comparison, and then writes any condition that waited for it."""
-    by_method = {c.method: c for c in conditions}
-    waits = {c.method: comparisons[c.method] for c in conditions
-             if not c.reused and c.method in comparisons and comparisons[c.method].partner in by_method}
-    complete = {c.method for c in conditions if c.reused}
-
-    def finish(cond: Condition) -> None:
-        complete.add(cond.method)
-        for c in [cond, *(by_method[m] for m, w in waits.items() if w.partner == cond.method)]:
-            wait = waits.get(c.method)
-            if c.summary is None and c.method in complete and (wait is None or wait.partner in complete):
-                finish_condition(c, (wait, by_method[wait.partner]) if wait else None)
-    return finish
-
-
-# --------------------------------------------------------------------------- the printed table
