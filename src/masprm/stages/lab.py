@@ -10,7 +10,8 @@ exist), for every scorer of `LAB_SCORERS`:
   search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
              (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
 
-then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table),
+then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its
+facts in results/toy_lab.json),
 results/toy_lab_claims.txt (every scorer against the ORM and against the
 paper's MASPRM, paired bootstrap CIs) and results/toy_lab.png. The conditions
 without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
@@ -358,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("the report")
     from masprm.toy.lab_report import write_report
     write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
-                 seed=args.seed, notes=notes)
+                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"})
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 
