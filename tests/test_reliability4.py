@@ -841,3 +841,106 @@ def test_the_declared_difference_for_impossible_logs(tmp_path):
     assert round((0.5 + 0.9 + 3.75) / 3, 2) == 1.72                     # the original's mean
     assert row.seeds == [1, 2] and round(row.mean("pass@1"), 4) == 0.7   # ours: the possible values only
     assert skipped == [f"{EXP}_3 (its pass@1 value 3.75 is outside [0, 1])"]
+
+
+# --------------------------------------------------------------------------- class 1: a link at each depth of each output
+# The one rule (masprm.outputs.check_no_linked_folders, applied by check_output_dir and check_output_file):
+# no folder at or below the chosen output is a link. Each command's output gets a link at each depth: the
+# output itself (to a folder, or leading nowhere), a folder in it, a folder two levels down; for a file
+# output, a folder still to be made for it.
+
+def _inputs_of_every_command(root: Path) -> None:
+    import random
+
+    from helpers import ppm_record, write_jsonl, write_trees, gsm8k_tree
+
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "victim.txt").write_text("a file outside every output\n")
+    (root / "logs").mkdir()
+    (root / "logs" / f"{EXP}_1.txt").write_text(log_text())
+    write_jsonl(root / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(4)])
+    (root / "policy").mkdir()
+    (root / "policy" / "config.json").write_text("{}")
+    for name in ("prm", "orm"):
+        (root / "scorers" / name).mkdir(parents=True)
+    write_trees(root / "results" / "gsm8k_res_x", [gsm8k_tree()])
+
+
+FOLDER_OUTPUTS = {   # command -> (module, argv with OUT for its output folder, the output's flag)
+    "stage1": ("masprm.stages.trees", ["--out_root", "OUT", "--dataset", "gsm8k", "--n", "1"], "--out_root"),
+    "stage3": ("masprm.stages.train", ["--mode", "ppm", "--data_dir", "pairs.jsonl", "--model-id", "policy",
+                                        "--output-dir", "OUT", "--max-steps", "1", "--quiet"], "--output-dir"),
+    "stage4": ("masprm.stages.evaluate", ["--methods", "single_pass", "--dataset", "gsm8k", "--logs_dir", "OUT"],
+               "--logs_dir"),
+    "lab": ("masprm.stages.lab", [], "logs"),
+}
+FILE_OUTPUTS = {   # command -> (module, argv with OUT for its output file, the output's flag, the file's name)
+    "stage5": ("masprm.stages.aggregate", ["--logs_dir", "logs", "--out", "OUT"], "--out", "t.csv"),
+    "stepbench": ("masprm.toy.stepbench", ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir",
+                                           "scorers/orm", "--out", "OUT"], "--out", "report.json"),
+    "show_tree": ("masprm.stages.show_tree", ["results/gsm8k_res_x/0.json", "--out", "OUT"], "--out", "tree.png"),
+    "export": ("masprm.stages.export_scorer", ["scorers/prm", "--merged", "OUT"], "--merged", None),
+}
+# (where the link is, relative to the output; what it points to, relative to the link's folder)
+FOLDER_DEPTHS = [("", "elsewhere"), ("", "elsewhere/not_yet"), ("sub", "../elsewhere"), ("a/b", "../../elsewhere"),
+                 ("a/b", "../../elsewhere/not_yet")]
+
+
+def _place_link(root: Path, out: str, at: str, target: str) -> Path:
+    link = root / out / at if at else root / out
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return link
+
+
+@pytest.mark.parametrize("depth, target", FOLDER_DEPTHS, ids=lambda v: v or "itself")
+@pytest.mark.parametrize("command", sorted(FOLDER_OUTPUTS))
+def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch, capsys, command, depth, target):
+    module, argv, flag = FOLDER_OUTPUTS[command]
+    monkeypatch.chdir(tmp_path)
+    _inputs_of_every_command(tmp_path)
+    out = "out"
+    if command == "lab":   # the lab's output is its logs folder under the checkout: here, under tmp_path
+        import masprm.stages.lab as lab
+
+        monkeypatch.setattr(lab, "ROOT", tmp_path)
+        monkeypatch.setattr(lab, "Job", None)   # never starts a command should the check let it through
+        out = lab.LOGS
+    if not depth:
+        target = "../" * out.count("/") + target
+    _place_link(tmp_path, out, depth, target)
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    assert code == 2 and len(lines) == 1, lines
+    shown = f"{flag} {tmp_path / out if command == 'lab' else out}: {depth + ' ' if depth else ''}is a link to "
+    assert shown in lines[0] and "no folder at or below an output may be a link" in lines[0], lines[0]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("depth", ["new", "a/new"])
+@pytest.mark.parametrize("command", sorted(FILE_OUTPUTS))
+def test_a_link_where_a_folder_of_a_file_output_is_to_be_made_is_refused(tmp_path, monkeypatch, capsys, command,
+                                                                          depth):
+    module, argv, flag, name = FILE_OUTPUTS[command]
+    monkeypatch.chdir(tmp_path)
+    _inputs_of_every_command(tmp_path)
+    out = f"{depth}/{name}" if name else depth
+    link = _place_link(tmp_path, depth, "", "../" * depth.count("/") + "elsewhere/not_yet")
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{flag} {out}: " in lines[0] and f"is a link to {os.readlink(link)}" in lines[0], lines[0]
+    assert "no folder at or below an output may be a link" in lines[0], lines[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_link_to_a_file_below_an_output_is_allowed_and_never_written_through(tmp_path):
+    from masprm.io import atomic_write_text
+    from masprm.outputs import check_output_dir
+
+    (tmp_path / "out" / "a").mkdir(parents=True)
+    (tmp_path / "victim.txt").write_text("kept\n")
+    (tmp_path / "out" / "a" / "f.txt").symlink_to(tmp_path / "victim.txt")
+    check_output_dir(tmp_path / "out", "out_root")   # files are written as new inodes: the link is replaced
+    atomic_write_text(tmp_path / "out" / "a" / "f.txt", "new\n")
+    assert (tmp_path / "victim.txt").read_text() == "kept\n"
