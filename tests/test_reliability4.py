@@ -202,6 +202,23 @@ def test_a_closed_stdout_never_stops_a_run(tmp_path):
     assert (tmp_path / "t.csv").read_text().startswith("Experiment,Seeds")   # the work was done
 
 
+@pytest.mark.slow
+def test_a_closed_stdout_never_stops_a_verbose_stage1_run(tmp_path, tiny_model_dir):
+    """--verbose prints each tree's report as it is written; the reader gone (`| head -c 1`), stage 1 still
+    builds every tree. Unbuffered, every write meets the closed pipe at once, the first before any tree."""
+    from helpers import RUN_MCTS, stage1_args
+
+    args = stage1_args(tmp_path, tiny_model_dir, n=3) + ["--out_root", str(tmp_path / "results"), "--verbose"]
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run([sys.executable, str(RUN_MCTS), *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                          timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    os.close(write)
+    assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[-2000:]
+    [run] = (tmp_path / "results").iterdir()
+    assert sorted(p.name for p in run.glob("*.json")) == ["0.json", "1.json", "2.json"]
+
+
 # --------------------------------------------------------------------------- class 10: impossible logs
 
 @pytest.mark.parametrize("edit, problem", [
