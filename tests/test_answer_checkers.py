@@ -62,6 +62,20 @@ def test_the_flag_reaches_stage_1_and_stage_4_and_is_recorded_only_when_chosen(t
         evaluate.build_parser().parse_args(["--answer_checker", "sympy"])
 
 
+def test_math_verify_without_its_package_is_one_line_before_any_work(monkeypatch):
+    import importlib.util
+
+    from masprm.errors import ConfigError
+    from masprm.eval.settings import DataSettings
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "math_verify" else real(name, *a))
+    with pytest.raises(ConfigError, match=r"^answer_checker math_verify needs the math-verify package: pip install "
+                                          r"'masprm\[math\]'"):
+        DataSettings(answer_checker="math_verify")
+    DataSettings()   # the default needs nothing
+
+
 def test_stage_1_records_the_checker_in_its_run_settings_only_when_chosen():
     from masprm.models.options import ModelFlags
     from masprm.search.train_mcts import TreeSearchSettings

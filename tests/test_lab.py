@@ -79,7 +79,12 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     for option, value in zip(demo.SCORER_TRAINING[::2], demo.SCORER_TRAINING[1::2]):
         if option != "--quiet":
             assert flag(train.cmd, option) == [value]   # the demo's scorer settings
+    # the rows --calibrate is built for are calibrated (Platt scaling on held-out training questions), never
+    # trained over a folder (--overwrite) that holds no finished scorer
+    assert "--calibrate" in train.cmd and "--calibrate" in tasks["train_margin_pairs-ppm"].cmd
+    assert not any("--overwrite" in t.cmd for n, t in tasks.items() if n.startswith("train_"))
     traj = tasks["train_mc-traj-softmin"]
+    assert "--calibrate" not in traj.cmd   # not built for traj: its row stays uncalibrated
     assert traj.after == () and flag(traj.cmd, "--agg") == ["softmin"] and flag(traj.cmd, "--mode") == ["traj"]
     assert flag(traj.cmd, "--data_dir") == [f"results/prm_samples_{run}.jsonl"]
     assert "train_masprm-ppm" not in tasks and "train_mc-orm" not in tasks   # the demo trained them
@@ -122,6 +127,11 @@ def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
     folder = tmp_path / "checkpoints/toy-lab-advantage-prm"
     folder.mkdir(parents=True)
     (folder / "masprm_scorer.json").write_text(json.dumps({"status": "completed"}))
+    tasks, _, rows, done = plan(monkeypatch, tmp_path)
+    # finished but not calibrated: trained again over itself, with --calibrate
+    assert done == {"labels_advantage"}
+    assert "--calibrate" in tasks["train_advantage-prm"].cmd and "--overwrite" in tasks["train_advantage-prm"].cmd
+    (folder / "masprm_scorer.json").write_text(json.dumps({"status": "completed", "platt": {"a": 1.0, "b": 0.0}}))
     tasks, _, rows, done = plan(monkeypatch, tmp_path)
     assert done == {"labels_advantage", "train_advantage-prm"}
     (tmp_path / lab.STEPBENCH).write_text(json.dumps({"settings": {"scorers": {r.slug: r.folder for r in rows

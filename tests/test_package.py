@@ -61,7 +61,7 @@ def test_the_package_metadata_is_what_an_index_shows():
 
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["readme"] == "README.md" and project["authors"] and project["license"] == "MIT"
-    assert set(project["optional-dependencies"]) == {"gpu", "ray", "trl", "test", "vllm"}
+    assert set(project["optional-dependencies"]) == {"gpu", "ray", "trl", "math", "test", "vllm"}
     assert "Typing :: Typed" in project["classifiers"] and project["urls"]
     assert (REPO / "src" / "masprm" / "py.typed").is_file()
     assert "py.typed" in tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["package-data"][

@@ -19,6 +19,7 @@ from __future__ import annotations
 from typing import Callable
 
 from masprm.answers import is_correct, last_boxed, looks_like_letter_answer
+from masprm.errors import ConfigError
 from masprm.registry import Registry
 
 Checker = Callable[[str | None, str | float | int | None], bool]
@@ -29,6 +30,15 @@ DEFAULT_CHECKER = "original"
 CHECKER_HELP = ("how a final answer is graded: original (the original's rule, default) or math_verify (LaTeX "
                 "expressions compared by math-verify; letters, markers and tolerances as the original)")
 LATEX_MARKS = ("\\", "^", "{")   # an answer written in LaTeX (\sqrt, 10^3, \boxed{...}) is an expression
+
+
+def check_checker(name: str, setting: str = "answer_checker") -> None:
+    """Before any work: math_verify needs its package (the `math` extra), the others nothing."""
+    import importlib.util
+
+    if name == "math_verify" and importlib.util.find_spec("math_verify") is None:
+        raise ConfigError(f"{setting} math_verify needs the math-verify package: pip install 'masprm[math]' "
+                          "(or pip install math-verify)", setting=setting)
 
 
 def checker_record(name: str) -> dict[str, str]:

@@ -14,6 +14,7 @@ the head's logit z becomes a value in [-1, 1] (``logit_scale``). Pure Python: no
 from __future__ import annotations
 
 import json
+import math
 from pathlib import Path
 from typing import Any
 
@@ -104,6 +105,20 @@ def read_out_of(meta: dict[str, Any]) -> str:
         return meta["read_out"]
     bce = (meta.get("settings") or {}).get("loss", "bce") == "bce"
     return "sigmoid" if training_of(meta).get("objective") in BCE_OBJECTIVES and bce else "tanh"
+
+
+def platt_of(meta: dict[str, Any]) -> tuple[float, float] | None:
+    """The Platt scaling (a, b) ``--calibrate`` recorded (masprm.calibration), None for an uncalibrated scorer."""
+    platt = meta.get("platt")
+    if platt is None:
+        return None
+    try:
+        a, b = float(platt["a"]), float(platt["b"])
+    except (TypeError, KeyError, ValueError):
+        raise ModelError(f"{SCORER_META_FILE}: platt must hold numbers a and b, got {platt!r}") from None
+    if not (math.isfinite(a) and math.isfinite(b)):
+        raise ModelError(f"{SCORER_META_FILE}: platt must hold finite numbers a and b, got {platt!r}")
+    return a, b
 
 
 def logit_scale(meta: dict[str, Any]) -> float:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
-from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER, check_checker
 from masprm.checks import check_seeds
 from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
@@ -58,6 +58,7 @@ class DataSettings:
     def __post_init__(self) -> None:
         require_each(self, ("sample_n",), lambda v: v >= 1, AT_LEAST_ONE)
         check_seeds(self, ("seed", "seeds"))
+        check_checker(self.answer_checker)
 
     def selection_options(self, routing: str) -> dict:
         """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset

@@ -12,7 +12,8 @@ end of the text is kept, and the value is tanh of the logit at the last
 separator (or at the last token when there is none), times the folder's
 ``logit_scale``: a logit trained with BCE (prm, orm) is served as tanh(z / 2) =
 2 sigmoid(z) - 1, the value it was trained to predict (the original serves
-tanh(z); docs/differences.md). A trajectory-level scorer
+tanh(z); docs/differences.md), and a scorer trained with ``--calibrate`` applies the
+Platt scaling recorded in its metadata to that value (``masprm.calibration``). A trajectory-level scorer
 (``objective: traj`` in its metadata) values a text by its training aggregate
 instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 ``step_agg``) of the step probabilities at every separator that survives the cut.
@@ -34,8 +35,9 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
-from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, text_style,
-                                training_of)
+from masprm.calibration import calibrated_value
+from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, platt_of,
+                                text_style, training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.bidirectional import read_streams, two_streams
 from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
@@ -55,6 +57,7 @@ class HFScorer:
     pad_id: int
     batch_size: int = 16
     scale: float = 1.0    # the read-out's factor on the logit (scorer_meta.logit_scale)
+    platt: tuple[float, float] | None = None   # Platt scaling (a, b) fitted by --calibrate (scorer_meta.platt_of)
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
     last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
     setting: str = "prm_dir"   # the flag of the folder it came from, and the folder, for error lines
@@ -87,6 +90,8 @@ class HFScorer:
             for i, v in zip(rows, values):
                 scores[i] = v
         check_finite_outputs(scores, self.setting, self.source, "a value")   # never rank by NaN
+        if self.platt is not None:
+            scores = [calibrated_value(v, *self.platt) for v in scores]
         return scores
 
     def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
@@ -332,4 +337,4 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                           setting=setting, source=str(path),
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
-                    scale=logit_scale(meta), setting=setting, source=str(path))
+                    scale=logit_scale(meta), platt=platt_of(meta), setting=setting, source=str(path))

@@ -38,6 +38,8 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
 from masprm.stages.lab_estimate import estimate
+from masprm.scorer_meta import SCORER_META_FILE
+from masprm.train.config import CALIBRATED_MODES
 
 LOGS = "logs/toy_lab"
 OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
@@ -205,6 +207,14 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
     return found
 
 
+def scorer_calibrated(folder: Path) -> bool:
+    """The finished scorer in `folder` recorded the Platt scaling of --calibrate."""
+    try:
+        return "platt" in json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
 def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
     try:
         return json.loads(path.read_text(encoding="utf-8"))["settings"]["scorers"] == scorers
@@ -256,8 +266,13 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         if not s.demo_folder:
             after = (f"labels_{s.scheme}",) if s.own_labels else ()
             extra = ("--agg", s.agg) if s.agg else ()
+            completed, calibrate = demo.scorer_completed(ROOT / s.folder), s.objective in CALIBRATED_MODES
+            finished = completed and (not calibrate or scorer_calibrated(ROOT / s.folder))
+            # every row the trainer can calibrate is (docs/scorer_lab.md); a finished uncalibrated one is
+            # trained again over itself (same seed, same weights) so that it records its Platt scaling
+            extra += ("--calibrate",) * calibrate + ("--overwrite",) * (completed and not finished)
             add(Task(f"train_{s.slug}", demo.train_command(s.objective, s.data(run), s.folder, args.seed, extra),
-                     after), demo.scorer_completed(ROOT / s.folder))
+                     after), finished)
     if bench:
         for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
             out = f"{LABELBENCH}/{s.scheme}.json"

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
 
-from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER, checker_record
+from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKER, check_checker, checker_record
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_plain_name, check_seeds,
                            check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
@@ -66,6 +66,7 @@ class TreesArgs:
         require_each(self, ("n",), lambda v: v >= 1, "must be >= 1")
         check_seeds(self)
         check_plain_name(self.split, "split", "split name")   # it becomes part of the run folder's name
+        check_checker(self.answer_checker)
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, TRAJ_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
+CALIBRATED_MODES = ("prm", "orm", "ppm")   # the objectives whose eval predictions --calibrate can fit on
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
 
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
@@ -56,6 +57,9 @@ class TrainConfig:
     save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
     logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
     seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
+    calibrate: bool = arg(False, help="fit Platt scaling of the read-out on the eval split (held-out training "
+                                      "questions) and record it in masprm_scorer.json, which the scorer then "
+                                      "applies (prm, orm, ppm; default: off)")
     eval_split_by: str = arg("question", choices=EVAL_SPLITS,
                              help="hold out whole questions (default) or single records for checkpoint selection")
     max_length: int = arg(2048, help="tokens per text; the start is cut first")
@@ -131,6 +135,9 @@ class TrainConfig:
                 raise ConfigError(f"{setting} {rule}, got {getattr(self, setting)!r}", setting=setting)
 
         need(self.mode in MODES, "mode", f"must be one of {', '.join(MODES)}")
+        if self.calibrate and self.mode not in CALIBRATED_MODES:
+            raise ConfigError(f"calibrate is built for --mode {', '.join(CALIBRATED_MODES)} only, got --mode "
+                              f"{self.mode}", setting="calibrate")
         check_seed(self.seed)
         need(self.loss in LOSSES, "loss", f"must be one of {', '.join(LOSSES)}")
         for setting in ("epochs", "lr", "huber_beta", "lora_alpha", "lora_dropout"):

@@ -54,6 +54,9 @@ class Objective:
     heads: Callable[[Any], int] = field(default=lambda cfg: 1)   # a token scorer's value heads (ensemble: several)
     records_meta: Callable[[Sequence[dict]], dict] = field(default=lambda records: {})   # recorded, from the data
     choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
+    # --calibrate: the eval predictions and label_ids -> (served values, targets in [0, 1]) Platt scaling is fitted
+    # on (masprm.calibration); None: the objective cannot be calibrated yet (refused before training)
+    calibration_pairs: Callable[[Any, Any], tuple[list[float], list[float]]] | None = None
 
     def best(self, cfg: Any) -> tuple[str, bool]:
         """The eval metric that picks the model kept, and whether higher is better, under this config."""

@@ -99,7 +99,14 @@ def _eval(p) -> dict[str, float]:
     return pair_metrics(np.asarray(p.predictions))
 
 
+def _calibration_pairs(predictions, label_ids) -> tuple[list[float], list[float]]:
+    """The served values tanh(r) of each pair's preferred side (target 1) and of its other side (target 0)."""
+    rows = np.asarray(predictions, dtype=np.float64)
+    values = np.tanh(np.concatenate([rows[:, 0], rows[:, 1]]))
+    return values.tolist(), [1.0] * len(rows) + [0.0] * len(rows)
+
+
 PAIRWISE = Objective(
     name="pairwise", records="pairs", text_style="whole", build_examples=build_pair_examples, collator=PairCollator,
     trainer_cls=PairTrainer, compute_metrics=_eval, best_metric="loss", greater_is_better=False,
-    keep_dropout=True, sampling="random", usable=differing, choose_best=_best)
+    keep_dropout=True, sampling="random", usable=differing, choose_best=_best, calibration_pairs=_calibration_pairs)

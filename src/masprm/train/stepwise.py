@@ -128,6 +128,13 @@ def _eval(p) -> dict[str, float]:
     return regression_metrics(np.asarray(p.predictions), np.asarray(p.label_ids))
 
 
+def _calibration_pairs(predictions, label_ids) -> tuple[list[float], list[float]]:
+    """Each labelled step's served value and its target (v + 1) / 2, the padding left out."""
+    values, labels = np.asarray(predictions, dtype=np.float64), np.asarray(label_ids, dtype=np.float64)
+    kept = labels != PAD
+    return values[kept].tolist(), ((labels[kept] + 1) / 2).tolist()
+
+
 def stepwise_objective(name: str, *, train_on_last_step_only: bool) -> Objective:
     def build(records, encoder, sep, **kw):
         return build_step_examples(records, encoder, sep, last_only=train_on_last_step_only, **kw)
@@ -139,7 +146,7 @@ def stepwise_objective(name: str, *, train_on_last_step_only: bool) -> Objective
         name=name, records="steps", text_style="steps", build_examples=build, collator=StepCollator,
         trainer_cls=StepTrainer, compute_metrics=_eval, best_metric="pearson", greater_is_better=True,
         keep_dropout=False, sampling="group_by_length", trainer_kwargs=trainer_kwargs,
-        meta=lambda cfg: {"read_out": "sigmoid" if cfg.loss == "bce" else "tanh"})
+        meta=lambda cfg: {"read_out": "sigmoid" if cfg.loss == "bce" else "tanh"}, calibration_pairs=_calibration_pairs)
 
 
 STEPWISE = stepwise_objective("stepwise", train_on_last_step_only=False)

@@ -31,6 +31,7 @@ from masprm.log import get_logger
 from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.run_folder import announce_holder, locked_folder
+from masprm.calibration import fit_from_values
 from masprm.scorer_meta import SCORER_META_FILE, read_scorer_meta, write_scorer_meta
 from masprm.train.card import base_license, write_model_card
 from masprm.train.config import TrainConfig
@@ -349,6 +350,10 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                           setting="output_dir") from None
 
     metrics = trainer.evaluate()  # the best model, now loaded
+    platt = {}
+    if cfg.calibrate:   # on the eval split: held-out training questions, never the test split
+        found = trainer.predict(eval_examples)
+        platt = {"platt": fit_from_values(*objective.calibration_pairs(found.predictions, found.label_ids))}
     with library_output(out) as saving:   # each file a new inode, renamed into place when all are written
         trainer.save_model(str(saving))   # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
@@ -357,7 +362,8 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
                     train_examples=len(train_examples), eval_examples=len(eval_examples),
-                    best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id))
+                    best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id),
+                    **platt)
         write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
         if cfg.push_to_hub:
             push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
