@@ -582,9 +582,10 @@ def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
     import torch
 
     from masprm.errors import ModelOutputError
-    from masprm.models.policy import HFPolicy
+    from masprm.models.backends import load_policy
+    from masprm.models.options import ModelOptions
 
-    policy = HFPolicy(str(tiny_model_dir), setting="gen_model_id")
+    policy = load_policy(None, str(tiny_model_dir), ModelOptions(device_map="cpu"), setting="gen_model_id")
     with torch.no_grad():
         policy.model.get_output_embeddings().weight.fill_(float("nan"))
     messages = [{"role": "user", "content": "What is 3 + 4?"}]
@@ -593,6 +594,48 @@ def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
         policy.sample([messages], 2, temperature=0.7, max_new_tokens=4)
     with pytest.raises(ModelOutputError, match=r"the model gave nan as a completion's log-probability"):
         policy.logprob([(messages, "7")])
+
+
+def _nan_backend(model_id, options, flags, *, setting="model_id", max_batch_tokens=None):
+    """A backend's loader whose policy samples fine and gives one non-finite log-prob per call (as an
+    engine on a broken model would): the value after the model id, 'nan', 'inf' or '-inf'."""
+    from conftest import FakePolicy
+
+    from masprm.interfaces import LogProb
+
+    class Broken(FakePolicy):
+        def logprob(self, requests):
+            return [LogProb(-1.5, 3, 2)] + [LogProb(float(model_id.rsplit("/", 1)[1]), 3, 2)
+                                             for _ in requests[1:]]
+
+    policy = Broken(lambda messages, k, rng: "Answer: 7")
+    policy.engine = "the backend's own"
+    return policy
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_log_prob_from_any_backend_is_the_same_model_output_error(value):
+    """The check sits in the shared policy layer (load_policy), not in a backend: a backend that has none
+    (a fake one here, as vLLM's engine has none) still never lets a NaN or inf out."""
+    from masprm.errors import ModelOutputError
+    from masprm.models.backends import BACKENDS, Backend, BackendFlags, load_policy, register_backend
+    from masprm.models.options import ModelOptions
+
+    register_backend(Backend("nan_engine", f"{__name__}:_nan_backend", help="a broken engine"))
+    try:
+        policy = load_policy(BackendFlags(backend="nan_engine"), f"broken/{value}", ModelOptions(),
+                             setting="gen_model_id")
+    finally:
+        BACKENDS.unregister("nan_engine")
+    messages = [{"role": "user", "content": "What is 3 + 4?"}]
+    assert policy.sample([messages], 2, temperature=0.7, top_p=1.0, max_new_tokens=4)[0][0].text == "Answer: 7"
+    assert policy.engine == "the backend's own"   # the backend's attributes pass through
+    assert policy.logprob([(messages, "7")])[0].logprob == -1.5   # finite: returned as the backend gave it
+    with pytest.raises(ModelOutputError) as caught:
+        policy.logprob([(messages, "7"), (messages, "8")])
+    assert str(caught.value) == (f"gen_model_id broken/{value}: the model gave {value} as a completion's "
+                                 "log-probability (not a finite number); its weights or its precision are broken")
+    assert caught.value.setting == "gen_model_id"
 
 
 # --------------------------------------------------------------------------- classes 4 and 5: checked before loading
