@@ -33,7 +33,7 @@ from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
-from masprm.paired_stats import PairedResult, mde, paired_bootstrap
+from masprm.paired_stats import PairedResult, mde, two_level_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
@@ -110,10 +110,17 @@ def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) ->
     folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
     for row in rows:
         if folder and Path(folder).name == Path(row.folder).name:
+            seed = seed_suffix(row)   # a replica's cells are its row's at another training seed
             if settings.get("orm_leaf"):   # only the paper's MASPRM with ORM leaves has a row
-                return (ORM_LEAF, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
-            return row.slug, column
+                return (ORM_LEAF + seed, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
+            return row.slug + seed, column
     return None
+
+
+def seed_suffix(row: LabRow) -> str:
+    """"" for a row at the lab's --seed, "_s<S>" for its replica at training seed S (`LabScorer.key`)."""
+    seed = getattr(row, "train_seed", None)
+    return "" if seed is None else f"_s{seed}"
 
 
 def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
@@ -270,14 +277,25 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
-def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
-    """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
-    return paired_bootstrap(question_values(a), question_values(b), seed=seed)
+def paired(a: Sequence[Cell], b: Sequence[Cell], seed: int) -> PairedResult:
+    """pass@1 of A minus B per question (each the mean over its search seeds), a[s] and b[s] trained at one
+    training seed: the two-level bootstrap over training seeds and questions (with one training seed, exactly
+    the paired bootstrap over questions)."""
+    return two_level_bootstrap([question_values(c) for c in a], [question_values(c) for c in b], seed=seed)
+
+
+def seed_cells(cells: dict, slug: str, column: str, suffixes: Sequence[str]) -> list[Cell | None]:
+    """A row's cell in a column at each training seed; a reference row (no training) is the same at every seed."""
+    if slug in REFERENCE_ROWS:
+        return [cells.get((slug, column))] * len(suffixes)
+    return [cells.get((slug + suffix, column)) for suffix in suffixes]
 
 
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
-    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column,
-    with the family's Holm-adjusted p-values."""
+    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column, over the
+    training seeds both have (the lab's --seed among them), with the family's Holm-adjusted p-values."""
+    suffixes = list(dict.fromkeys(["", *map(seed_suffix, rows)]))   # the lab's --seed first
+    rows = [row for row in rows if not seed_suffix(row)]
     names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
     baselines = [row for row in rows if row.objective == "orm"] + \
                 [row for row in rows if row.scheme == "masprm" and row.objective == "ppm"]
@@ -287,12 +305,15 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabCompa
             for slug in names:
                 if slug == base.slug:
                     continue
-                a, b = cells.get((slug, column)), cells.get((base.slug, column))
-                result = paired(a, b, seed) if a and b else None
+                both = [(a, b) for a, b in zip(seed_cells(cells, slug, column, suffixes),
+                                               seed_cells(cells, base.slug, column, suffixes)) if a and b]
+                a = cells.get((slug, column))
+                result = paired(*zip(*both), seed) if a and cells.get((base.slug, column)) else None
                 if a is None and slug in {**EXTRA_ROWS, **REFERENCE_ROWS} and slug != LOGPROB:
                     continue   # a row the lab did not run (the oracles, --orm_leaf): no line
                 found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
-                                           result, tested=slug not in REFERENCE_ROWS))
+                                           result, tested=slug not in REFERENCE_ROWS,
+                                           train_seeds=len(both) if result else 0))
     adjust(found)
     return found
 
@@ -347,10 +368,11 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = ()) -> None:
     """The three outputs (and the claims as JSON next to the text)."""
-    cells = read_cells(logs_dirs, rows, budgets)
+    cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
+    found = comparisons(rows, cells, seed)
+    rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
-    found = comparisons(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))
     atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
