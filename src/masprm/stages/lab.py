@@ -29,7 +29,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, run_cli
@@ -38,6 +38,8 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
 from masprm.stages.lab_estimate import estimate
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, orm_of, scheme_records_path, seed_root,
+                                    seed_run_folder)
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.train.config import CALIBRATED_MODES
 
@@ -53,20 +55,7 @@ SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the la
 # the default lab: K = 8 rollouts for every scored prefix is many times a search's own sampling on 2 cores.
 SEARCH_ORACLES = ("sbs_oracle_step", "sbs_oracle_outcome", "mcts_oracle_step", "mcts_oracle_outcome")
 BON_ORACLES = ("bon_oracle_step", "bon_oracle_outcome")
-# Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
-# grown at the same seed; 42 is the demo's (its trees, its MASPRM and ORM), the others get their own trees
-# under results/train_seed_<S>/ and their own scorer folders (`LabScorer.replica`).
-TRAIN_SEEDS = (42, 7, 99)
-
-
-def seed_root(seed: int) -> str:
-    """Where a replica seed's trees and stage-2 files go (the demo's seed uses results/ itself)."""
-    return f"results/train_seed_{seed}"
-
-
-def seed_run_folder(seed: int | None) -> str:
-    """The stage-1 tree folder of a training seed (None: the demo's)."""
-    return demo.run_folder() if seed is None else f"{seed_root(seed)}/{Path(demo.run_folder()).name}"
+PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
 
 def budgets(args) -> dict:
@@ -74,95 +63,6 @@ def budgets(args) -> dict:
     b1, b2 = args.sbs_budget
     return {"sbs": {"b1": b1, "b2": b2}, "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN},
             "bon": {"bon_n": BON_N}}
-
-
-@dataclass(frozen=True)
-class LabScorer:
-    """One row of the lab: a label scheme trained with an objective (traj: with its step aggregation)."""
-
-    scheme: str
-    objective: str
-    agg: str | None = None
-    demo_folder: str | None = None   # the demo's scorer, trained by `make demo`
-    train_seed: int | None = None    # a replica's tree and training seed (None: the lab's --seed, the demo's trees)
-
-    @property
-    def slug(self) -> str:
-        return "-".join(p for p in (self.scheme, self.objective, self.agg) if p)
-
-    @property
-    def key(self) -> str:
-        """The row at its training seed: the slug, with _s<S> for a replica (task names, report cells)."""
-        return self.slug + (f"_s{self.train_seed}" if self.train_seed is not None else "")
-
-    def replica(self, seed: int) -> "LabScorer":
-        """The same row trained by the lab at another seed, on that seed's trees."""
-        return replace(self, demo_folder=None, train_seed=seed)
-
-    @property
-    def name(self) -> str:
-        """The row's name in tables and claims."""
-        return {"ppm": "MASPRM" if self.scheme == "masprm" else f"{self.scheme}+ppm", "orm": "ORM"}.get(
-            self.objective, f"{self.scheme}+{self.objective}" + (f"-{self.agg}" if self.agg else ""))
-
-    @property
-    def folder(self) -> str:
-        suffix = f"-s{self.train_seed}" if self.train_seed is not None else ""
-        return self.demo_folder or f"checkpoints/toy-lab-{self.slug}{suffix}"
-
-    @property
-    def outcome_only(self) -> bool:
-        """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj", "implicit", "gorm", "biprm")
-
-    @property
-    def finished_only(self) -> bool:
-        """Scores finished transcripts only (biprm): best-of-N with the last step's value, no step benchmark."""
-        return self.objective == "biprm"
-
-    @property
-    def own_labels(self) -> bool:
-        """Trains on a stage-2 file of its own scheme (`preprocess_data.py --labels`)."""
-        return self.scheme != "masprm" and not self.outcome_only   # the paper's pairs come with stage 2
-
-    @property
-    def root(self) -> str:
-        """The folder of its trees' stage-2 files."""
-        return "results" if self.train_seed is None else seed_root(self.train_seed)
-
-    def data(self, run: str) -> str:
-        """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
-        if self.scheme == "masprm":
-            return f"{self.root}/ppm_pairs_{run}.jsonl"
-        if self.outcome_only:
-            return f"{self.root}/prm_samples_{run}.jsonl"
-        return scheme_records_path(self.scheme, run, self.root)
-
-
-def scheme_records_path(scheme: str, run: str, root: str = "results") -> str:
-    """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
-    return f"{root}/labels_{scheme}_{run}.jsonl"
-
-
-# The issue's rows: the paper's MASPRM and the ORM from `make demo`, each label scheme with the objective
-# its records suit, and the trajectory-level objective with each aggregation on the prm samples.
-LAB_SCORERS = (
-    LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
-    LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
-    LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
-    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("majority_outcome", "ppm"),
-    *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
-    # issue 37: the related work's remaining methods, each on the records its source trains on
-    LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
-    LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
-    LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
-    LabScorer("first_error", "gprm"),   # the step label after each step
-    LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
-    LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
-    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
-    *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
-)
-PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
 
 def missing(scorer: LabScorer) -> str | None:
@@ -235,12 +135,6 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
         found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", orm_of(scorer).folder), "--orm_leaf"),
                       "min", logs))
     return found
-
-
-def orm_of(scorer: LabScorer) -> LabScorer:
-    """The ORM row trained at the same seed as `scorer`."""
-    orm = next(s for s in LAB_SCORERS if s.objective == "orm")
-    return orm if scorer.train_seed is None else orm.replica(scorer.train_seed)
 
 
 def scorer_calibrated(folder: Path) -> bool:
