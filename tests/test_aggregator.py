@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.aggregate import (aggregate, columns, facts_of, model_work, parse_log, plot_results, plot_series,
-                              read_logs, split_experiment, split_label, to_csv, uses_model_work)
+from masprm.eval.aggregate import (aggregate, columns, facts_of, format_table, model_work, parse_log, read_logs,
+                              row_cells, split_experiment, split_label, to_csv)
+from masprm.eval.budget_plot import plot_results, plot_series, uses_model_work
 from masprm.eval.methods import budget_label
 from masprm.eval.logs import render_log, stable_hash
 
@@ -159,14 +160,31 @@ def test_one_curve_per_method_sorted_by_work_with_budget_labels(budgets):
     assert [budget for *_, budget in series["voter_prm"]] == ["k=5", "k=10"]
 
 
-def test_the_plot_is_written_and_the_csv_does_not_change_with_sidecars(budgets, tmp_path):
+def test_the_plot_is_written_and_sidecars_add_only_the_method_and_budget_columns(budgets, tmp_path):
     rows, _ = aggregate(read_logs(budgets))
     out = tmp_path / "plots" / "aggregated_results.png"
     assert plot_results(rows, out) and out.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    table = list(csv.reader(to_csv(rows).splitlines()))
+    assert table[0][-2:] == ["Method", "Budget"]
+    assert sorted(tuple(r[-2:]) for r in table[1:]) == [("mcts_prm", "10 sims"), ("mcts_prm", "20 sims"),
+                                                        ("mcts_prm", "5 sims"), ("voter_prm", "k=10"),
+                                                        ("voter_prm", "k=5")]
+    assert format_table(rows).splitlines()[0].split()[-2:] == ["Method", "Budget"]   # the printed table too
     for sidecar in budgets.glob("*.json"):
         sidecar.unlink()
     bare, _ = aggregate(read_logs(budgets))
-    assert to_csv(bare) == to_csv(rows)
+    assert list(csv.reader(to_csv(bare).splitlines())) == [r[:-2] for r in table]   # the original's columns
+
+
+def test_method_and_budget_come_from_the_manifests_facts(tmp_path):
+    # a method no registry knows: only the manifest's facts (a voter family, its budget key) can name its budget
+    definition = {"method": "my_vote", "settings": {"voter_k": 7}, "data": {"dataset": "toy"}}
+    write_log(tmp_path, "toy_my_vote_ab12_policy_1", summary(0.5, 10.0), condition="My vote")
+    (tmp_path / "toy_my_vote_ab12_policy_1.manifest.json").write_text(json.dumps(
+        {"condition": "my_vote", "seed": 1, "definition": definition,
+         "facts": {"family": "voter", "budget_keys": ["voter_k"], "scorer_roles": [], "label": "My vote"}}))
+    (row,), _ = aggregate(read_logs(tmp_path))
+    assert row_cells(row, (), True)[-2:] == ["my_vote", "k=7"]
 
 
 def test_without_sidecars_the_plot_falls_back_to_generated_tokens_and_label_names(tmp_path):

@@ -9,7 +9,7 @@ import pytest
 from conftest import FakePolicy
 from masprm.data import Example, LoadedData
 from masprm.eval.logs import COMPLETED, LogFiles, log_status
-from masprm.eval.runner import ModelSpec, run_conditions
+from masprm.eval.runner import Comparison, ModelSpec, run_conditions
 from helpers import FakeScorer, chain_graph, prefers_good, respond, settings
 
 N = 4
@@ -34,12 +34,12 @@ class World:
         self.loaded.append(spec.model_id)
         return {"fake-policy": self.policy, "fake-prm": self.prm}[spec.model_id]
 
-    def run(self, tmp_path, methods, messages=None, **overrides):
+    def run(self, tmp_path, methods, messages=None, comparisons=None, **overrides):
         s = settings(**{"dataset": "chain", "split": "test", "gen_model_id": "fake-policy", "prm_dir": "fake-prm",
                         "seed": 14, "methods": methods, **overrides})
         announce = (messages.append if messages is not None else lambda m: None)
         return run_conditions(methods, s, chain_graph(), data(), SPECS, logs_dir=tmp_path, loader=self.loader,
-                              announce=announce)
+                              announce=announce, comparisons=comparisons)
 
 
 def test_conditions_write_named_logs_with_sidecars(tmp_path):
@@ -66,6 +66,39 @@ def test_conditions_write_named_logs_with_sidecars(tmp_path):
     text = by["sbs_prm"].files.log.read_text()
     assert "Accuracy (pass@1): 1.0000" in text and "Total Agent runs: 80" in text and "Total PRM calls: 80" in text
     assert "Mean PRM calls per example: 20.00" in text
+
+
+def test_a_compared_condition_waits_for_its_partner_and_its_log_is_final_at_completed(tmp_path):
+    calls = []
+
+    def compare(records, partner_records, seed, partner_log):
+        calls.append(partner_log)
+        result = {"indices": [r["index"] for r in records], "partner": [r["index"] for r in partner_records],
+                  "seed": seed}
+        return result, [f"Paired vs MASPRM (sbs_prm) over {len(partner_records)} questions"]
+
+    pairs = {"single_pass": Comparison("sbs_prm", "paired_test", compare)}
+    # single_pass's examples come first: it is written only once sbs_prm has all four records
+    by = {c.method: c for c in World().run(tmp_path, ["single_pass", "sbs_prm"], comparisons=pairs)}
+    owner, partner = by["single_pass"], by["sbs_prm"]
+    assert owner.files.log.read_text().splitlines()[-2:] == ["Paired vs MASPRM (sbs_prm) over 4 questions", COMPLETED]
+    partner_lines = partner.files.log.read_text().splitlines()
+    assert partner_lines[-1] == COMPLETED and not any(ln.startswith("Paired") for ln in partner_lines)
+    assert json.loads(owner.files.summary.read_text())["paired_test"] == {
+        "indices": [0, 1, 2, 3], "partner": [0, 1, 2, 3], "seed": 14}
+    assert calls == [partner.files.log.name]
+    # a rerun reuses both: no comparison, and no file of either is written again
+    before = {p: p.read_bytes() for p in tmp_path.glob("chain_*")}
+    again = World().run(tmp_path, ["single_pass", "sbs_prm"], comparisons=pairs)
+    assert all(c.reused for c in again) and calls == [partner.files.log.name]
+    assert {p: p.read_bytes() for p in tmp_path.glob("chain_*")} == before
+    # without its partner in the command a condition carries no comparison
+    (alone,) = World().run(tmp_path / "alone", ["single_pass"], comparisons=pairs)
+    assert "paired_test" not in alone.summary and alone.files.log.read_text().splitlines()[-1] == COMPLETED
+    # a partner reused from an earlier run is compared through its records file
+    World().run(tmp_path / "later", ["sbs_prm"])
+    by = {c.method: c for c in World().run(tmp_path / "later", ["single_pass", "sbs_prm"], comparisons=pairs)}
+    assert by["sbs_prm"].reused and by["single_pass"].summary["paired_test"]["partner"] == [0, 1, 2, 3]
 
 
 def test_fingerprint_ignores_the_seed_but_not_the_condition_settings(tmp_path):

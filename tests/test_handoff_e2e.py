@@ -61,17 +61,16 @@ def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model
     for mode, log in logs.items():
         lines = log.read_text().splitlines()
         end = lines.index("COMPLETED")
-        # the original's handoff lines, in its order, right before COMPLETED
+        assert lines[end + 1:] == []   # a log is final once it says COMPLETED
+        # handoff_prm's log carries the paired comparison last before COMPLETED (the original's follows it)
+        paired = lines[end - 4:end] if mode == "prm" else []
+        assert [ln.split(" ", 2)[:2] for ln in paired] == ([["T=8", "paired"], ["T=8", "McNemar"],
+                                                            ["T=12", "paired"], ["T=12", "McNemar"]] if paired else [])
+        end -= len(paired)
+        # the original's handoff lines, in its order, before them
         body = lines[end - len(ORIGINAL_LINES) - sum(ln.startswith("[extra]") for ln in lines):end]
         assert [ln for ln in body if not ln.startswith("[extra]")] and all(
             re.fullmatch(pat, ln) for pat, ln in zip(ORIGINAL_LINES, [b for b in body if not b.startswith("[extra]")]))
-        # handoff_prm's log carries the paired comparison after COMPLETED, as the original's does
-        tail = lines[end + 1:]
-        if mode == "prm":
-            assert [ln.split(" ", 2)[:2] for ln in tail] == [["T=8", "paired"], ["T=8", "McNemar"],
-                                                              ["T=12", "paired"], ["T=12", "McNemar"]]
-        else:
-            assert tail == []
         records = [json.loads(line) for line in log.with_suffix(".jsonl").read_text().splitlines()]
         assert [r["index"] for r in records] == [0, 1] and not any(r["error"] for r in records)
         for r in records:
@@ -97,11 +96,11 @@ def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model
     assert re.fullmatch(r"Condition +Hit@4 +Hit@8 +Hit@12 +Depth", table[0])
     assert all(re.fullmatch(r".*\S +\d\.\d{3} +\d\.\d{3} +\d\.\d{3} +\d\.\d\d", row) for row in table[1:4])
     assert re.search(r"^T=12 dynamic MASPRM \u2212 policy: \u0394=-?\d\.\d{3}, 95% CI \[", done.stdout, re.M)
-    # a second run finds every condition COMPLETED (the paired lines after COMPLETED included)
+    # a second run finds every condition COMPLETED and writes none of them again
     again = run_cli(*argv, cwd=tmp_path)
     assert again.returncode == 0 and again.stdout.count("already COMPLETED") == 3, again.stderr[-2000:]
     assert logs["prm"].read_text().count("T=12 McNemar exact") == 1
-    # the aggregator reads all three, handoff_prm's log with its trailing lines too
+    # the aggregator reads all three, handoff_prm's log with its paired lines too
     agg = subprocess.run([sys.executable, str(ROOT / "aggregator.py"), "--logs_dir", tmp_path / "logs",
                           "--out", tmp_path / "agg.csv", "--no_plot"], capture_output=True, text=True, timeout=120)
     assert agg.returncode == 0 and "skipped" not in agg.stdout, agg.stdout + agg.stderr

@@ -7,7 +7,7 @@ import re
 
 from conftest import FakePolicy
 from masprm.data import Example, LoadedData
-from masprm.eval.logs import log_status, set_trailer
+from masprm.eval.logs import log_status
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from helpers import REPO, stage_module
@@ -54,11 +54,9 @@ def test_a_crashed_example_is_a_miss_in_hit_at_t_and_the_log_has_the_original_li
         "PRM context tokens (median/p95): 0.0/0.0", "PRM truncation rate: 0.0000",
         "Action parse-failure rate: 0.0000", "Batched policy calls / proposals per example: 2.00/4.00"]
     assert lines[-1].startswith("FAILED")
-    # paired lines after the status line leave it readable, and replace earlier ones
-    set_trailer(cond.files.log, ["T=8 McNemar exact: policy-only=0, prm-only=1, p=1.000000"])
-    set_trailer(cond.files.log, ["T=8 McNemar exact: policy-only=2, prm-only=1, p=1.000000"])
-    text = cond.files.log.read_text()
-    assert log_status(cond.files.log) == "FAILED" and text.count("T=8 McNemar") == 1 and "only=2" in text
+    # the original's paired lines after the status line leave it readable
+    cond.files.log.write_text(cond.files.log.read_text() + "T=8 McNemar exact: policy-only=0, prm-only=1, p=1.0\n")
+    assert log_status(cond.files.log) == "FAILED"
 
 
 def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir, monkeypatch):

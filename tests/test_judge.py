@@ -181,9 +181,10 @@ def test_both_judge_methods_run_on_the_tiny_model_and_aggregate(tiny_model_dir, 
             assert u["judge_parse_failures"] == u["judge_calls"]
         assert "Judge parse-failure rate: 1.0000" in text
         assert ("Oracle Hit@k (k = 2): " in text) == (method == "pooled_judge")   # the pool metrics
-    # mcts_judge against mcts_prm on the same two questions: a trailer after COMPLETED and a summary entry
+    # mcts_judge against mcts_prm on the same two questions: lines before COMPLETED and a summary entry
+    # (mcts_judge runs first: it is written once mcts_prm is done)
     (judged,) = logs.glob("gsm8k_mcts_judge_*.txt")
-    assert judged.read_text().splitlines()[-1].startswith("Paired vs MASPRM (mcts_prm) McNemar exact: ")
+    assert judged.read_text().splitlines()[-2].startswith("Paired vs MASPRM (mcts_prm) McNemar exact: ")
     paired = json.loads(judged.with_suffix(".summary.json").read_text())["paired_vs_masprm"]
     assert paired["n_pairs"] == 2 and paired["reference"].startswith("gsm8k_mcts_prm_")
     assert "mcts_judge: Paired vs MASPRM (mcts_prm)" in done.stdout

@@ -63,7 +63,7 @@ def test_a_picture_replaces_a_planted_link_and_writes_through_no_temporary_name(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from masprm.eval.aggregate import save_png
+    from masprm.eval.budget_plot import save_png
 
     victim = tmp_path / "victim.txt"
     victim.write_text("precious\n")

@@ -202,6 +202,23 @@ def test_a_closed_stdout_never_stops_a_run(tmp_path):
     assert (tmp_path / "t.csv").read_text().startswith("Experiment,Seeds")   # the work was done
 
 
+@pytest.mark.slow
+def test_a_closed_stdout_never_stops_a_verbose_stage1_run(tmp_path, tiny_model_dir):
+    """--verbose prints each tree's report as it is written; the reader gone (`| head -c 1`), stage 1 still
+    builds every tree. Unbuffered, every write meets the closed pipe at once, the first before any tree."""
+    from helpers import RUN_MCTS, stage1_args
+
+    args = stage1_args(tmp_path, tiny_model_dir, n=3) + ["--out_root", str(tmp_path / "results"), "--verbose"]
+    read, write = os.pipe()
+    os.close(read)
+    proc = subprocess.run([sys.executable, str(RUN_MCTS), *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                          timeout=600, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    os.close(write)
+    assert proc.returncode == 0 and "Error" not in proc.stderr, proc.stderr[-2000:]
+    [run] = (tmp_path / "results").iterdir()
+    assert sorted(p.name for p in run.glob("*.json")) == ["0.json", "1.json", "2.json"]
+
+
 # --------------------------------------------------------------------------- class 10: impossible logs
 
 @pytest.mark.parametrize("edit, problem", [
@@ -565,9 +582,10 @@ def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
     import torch
 
     from masprm.errors import ModelOutputError
-    from masprm.models.policy import HFPolicy
+    from masprm.models.backends import load_policy
+    from masprm.models.options import ModelOptions
 
-    policy = HFPolicy(str(tiny_model_dir), setting="gen_model_id")
+    policy = load_policy(None, str(tiny_model_dir), ModelOptions(device_map="cpu"), setting="gen_model_id")
     with torch.no_grad():
         policy.model.get_output_embeddings().weight.fill_(float("nan"))
     messages = [{"role": "user", "content": "What is 3 + 4?"}]
@@ -576,6 +594,48 @@ def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
         policy.sample([messages], 2, temperature=0.7, max_new_tokens=4)
     with pytest.raises(ModelOutputError, match=r"the model gave nan as a completion's log-probability"):
         policy.logprob([(messages, "7")])
+
+
+def _nan_backend(model_id, options, flags, *, setting="model_id", max_batch_tokens=None):
+    """A backend's loader whose policy samples fine and gives one non-finite log-prob per call (as an
+    engine on a broken model would): the value after the model id, 'nan', 'inf' or '-inf'."""
+    from conftest import FakePolicy
+
+    from masprm.interfaces import LogProb
+
+    class Broken(FakePolicy):
+        def logprob(self, requests):
+            return [LogProb(-1.5, 3, 2)] + [LogProb(float(model_id.rsplit("/", 1)[1]), 3, 2)
+                                             for _ in requests[1:]]
+
+    policy = Broken(lambda messages, k, rng: "Answer: 7")
+    policy.engine = "the backend's own"
+    return policy
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_non_finite_log_prob_from_any_backend_is_the_same_model_output_error(value):
+    """The check sits in the shared policy layer (load_policy), not in a backend: a backend that has none
+    (a fake one here, as vLLM's engine has none) still never lets a NaN or inf out."""
+    from masprm.errors import ModelOutputError
+    from masprm.models.backends import BACKENDS, Backend, BackendFlags, load_policy, register_backend
+    from masprm.models.options import ModelOptions
+
+    register_backend(Backend("nan_engine", f"{__name__}:_nan_backend", help="a broken engine"))
+    try:
+        policy = load_policy(BackendFlags(backend="nan_engine"), f"broken/{value}", ModelOptions(),
+                             setting="gen_model_id")
+    finally:
+        BACKENDS.unregister("nan_engine")
+    messages = [{"role": "user", "content": "What is 3 + 4?"}]
+    assert policy.sample([messages], 2, temperature=0.7, top_p=1.0, max_new_tokens=4)[0][0].text == "Answer: 7"
+    assert policy.engine == "the backend's own"   # the backend's attributes pass through
+    assert policy.logprob([(messages, "7")])[0].logprob == -1.5   # finite: returned as the backend gave it
+    with pytest.raises(ModelOutputError) as caught:
+        policy.logprob([(messages, "7"), (messages, "8")])
+    assert str(caught.value) == (f"gen_model_id broken/{value}: the model gave {value} as a completion's "
+                                 "log-probability (not a finite number); its weights or its precision are broken")
+    assert caught.value.setting == "gen_model_id"
 
 
 # --------------------------------------------------------------------------- classes 4 and 5: checked before loading
@@ -841,3 +901,106 @@ def test_the_declared_difference_for_impossible_logs(tmp_path):
     assert round((0.5 + 0.9 + 3.75) / 3, 2) == 1.72                     # the original's mean
     assert row.seeds == [1, 2] and round(row.mean("pass@1"), 4) == 0.7   # ours: the possible values only
     assert skipped == [f"{EXP}_3 (its pass@1 value 3.75 is outside [0, 1])"]
+
+
+# --------------------------------------------------------------------------- class 1: a link at each depth of each output
+# The one rule (masprm.outputs.check_no_linked_folders, applied by check_output_dir and check_output_file):
+# no folder at or below the chosen output is a link. Each command's output gets a link at each depth: the
+# output itself (to a folder, or leading nowhere), a folder in it, a folder two levels down; for a file
+# output, a folder still to be made for it.
+
+def _inputs_of_every_command(root: Path) -> None:
+    import random
+
+    from helpers import ppm_record, write_jsonl, write_trees, gsm8k_tree
+
+    (root / "elsewhere").mkdir()
+    (root / "elsewhere" / "victim.txt").write_text("a file outside every output\n")
+    (root / "logs").mkdir()
+    (root / "logs" / f"{EXP}_1.txt").write_text(log_text())
+    write_jsonl(root / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(4)])
+    (root / "policy").mkdir()
+    (root / "policy" / "config.json").write_text("{}")
+    for name in ("prm", "orm"):
+        (root / "scorers" / name).mkdir(parents=True)
+    write_trees(root / "results" / "gsm8k_res_x", [gsm8k_tree()])
+
+
+FOLDER_OUTPUTS = {   # command -> (module, argv with OUT for its output folder, the output's flag)
+    "stage1": ("masprm.stages.trees", ["--out_root", "OUT", "--dataset", "gsm8k", "--n", "1"], "--out_root"),
+    "stage3": ("masprm.stages.train", ["--mode", "ppm", "--data_dir", "pairs.jsonl", "--model-id", "policy",
+                                        "--output-dir", "OUT", "--max-steps", "1", "--quiet"], "--output-dir"),
+    "stage4": ("masprm.stages.evaluate", ["--methods", "single_pass", "--dataset", "gsm8k", "--logs_dir", "OUT"],
+               "--logs_dir"),
+    "lab": ("masprm.stages.lab", [], "logs"),
+}
+FILE_OUTPUTS = {   # command -> (module, argv with OUT for its output file, the output's flag, the file's name)
+    "stage5": ("masprm.stages.aggregate", ["--logs_dir", "logs", "--out", "OUT"], "--out", "t.csv"),
+    "stepbench": ("masprm.toy.stepbench", ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir",
+                                           "scorers/orm", "--out", "OUT"], "--out", "report.json"),
+    "show_tree": ("masprm.stages.show_tree", ["results/gsm8k_res_x/0.json", "--out", "OUT"], "--out", "tree.png"),
+    "export": ("masprm.stages.export_scorer", ["scorers/prm", "--merged", "OUT"], "--merged", None),
+}
+# (where the link is, relative to the output; what it points to, relative to the link's folder)
+FOLDER_DEPTHS = [("", "elsewhere"), ("", "elsewhere/not_yet"), ("sub", "../elsewhere"), ("a/b", "../../elsewhere"),
+                 ("a/b", "../../elsewhere/not_yet")]
+
+
+def _place_link(root: Path, out: str, at: str, target: str) -> Path:
+    link = root / out / at if at else root / out
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(target)
+    return link
+
+
+@pytest.mark.parametrize("depth, target", FOLDER_DEPTHS, ids=lambda v: v or "itself")
+@pytest.mark.parametrize("command", sorted(FOLDER_OUTPUTS))
+def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch, capsys, command, depth, target):
+    module, argv, flag = FOLDER_OUTPUTS[command]
+    monkeypatch.chdir(tmp_path)
+    _inputs_of_every_command(tmp_path)
+    out = "out"
+    if command == "lab":   # the lab's output is its logs folder under the checkout: here, under tmp_path
+        import masprm.stages.lab as lab
+
+        monkeypatch.setattr(lab, "ROOT", tmp_path)
+        monkeypatch.setattr(lab, "Job", None)   # never starts a command should the check let it through
+        out = lab.LOGS
+    if not depth:
+        target = "../" * out.count("/") + target
+    _place_link(tmp_path, out, depth, target)
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    assert code == 2 and len(lines) == 1, lines
+    shown = f"{flag} {tmp_path / out if command == 'lab' else out}: {depth + ' ' if depth else ''}is a link to "
+    assert shown in lines[0] and "no folder at or below an output may be a link" in lines[0], lines[0]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("depth", ["new", "a/new"])
+@pytest.mark.parametrize("command", sorted(FILE_OUTPUTS))
+def test_a_link_where_a_folder_of_a_file_output_is_to_be_made_is_refused(tmp_path, monkeypatch, capsys, command,
+                                                                          depth):
+    module, argv, flag, name = FILE_OUTPUTS[command]
+    monkeypatch.chdir(tmp_path)
+    _inputs_of_every_command(tmp_path)
+    out = f"{depth}/{name}" if name else depth
+    link = _place_link(tmp_path, depth, "", "../" * depth.count("/") + "elsewhere/not_yet")
+    before = snapshot(tmp_path)
+    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    assert code == 2 and len(lines) == 1, lines
+    assert f"{flag} {out}: " in lines[0] and f"is a link to {os.readlink(link)}" in lines[0], lines[0]
+    assert "no folder at or below an output may be a link" in lines[0], lines[0]
+    assert snapshot(tmp_path) == before
+
+
+def test_a_link_to_a_file_below_an_output_is_allowed_and_never_written_through(tmp_path):
+    from masprm.io import atomic_write_text
+    from masprm.outputs import check_output_dir
+
+    (tmp_path / "out" / "a").mkdir(parents=True)
+    (tmp_path / "victim.txt").write_text("kept\n")
+    (tmp_path / "out" / "a" / "f.txt").symlink_to(tmp_path / "victim.txt")
+    check_output_dir(tmp_path / "out", "out_root")   # files are written as new inodes: the link is replaced
+    atomic_write_text(tmp_path / "out" / "a" / "f.txt", "new\n")
+    assert (tmp_path / "victim.txt").read_text() == "kept\n"

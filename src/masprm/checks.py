@@ -11,6 +11,7 @@ replaces the setting at the start of a message when more context helps.
   ``check_output_dir`` / ``check_output_file`` (a file where a folder goes, a
   folder where a file goes, a location that cannot be written, a location that
   is, or is inside, one of the run's inputs), ``check_csv_output``,
+  ``check_no_linked_folders`` (no folder at or below an output is a link),
   ``check_no_outside_links`` (a link that leads out of a folder a run owns),
   ``check_plain_name`` (a user's value that becomes part of a file name);
 - numbers every stage takes: ``check_seed`` (``check_seeds``: a settings class's seed fields);
@@ -33,8 +34,9 @@ from pathlib import Path
 
 from masprm.data import DATASETS
 from masprm.errors import ConfigError, DataError, ModelError, quoted
-from masprm.outputs import (check_csv_output, check_no_outside_links, check_outside_inputs,  # noqa: F401
-                            check_output_dir, check_output_file, check_plain_name)   # their home: masprm.outputs
+from masprm.outputs import (check_csv_output, check_no_linked_folders, check_no_outside_links,  # noqa: F401
+                            check_output_dir, check_output_file, check_outside_inputs,  # noqa: F401
+                            check_plain_name)   # their home: masprm.outputs
 from masprm.identity import file_identity  # noqa: F401 (its home: masprm.identity)
 from masprm.roles import ROLES
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder

@@ -6,6 +6,8 @@
 - ``check_outside_inputs``: an output inside a model, scorer or data location
   would change what the run reads (a base model's tokenizer files, the content a
   fingerprint is computed from);
+- ``check_no_linked_folders``: no folder at or below a chosen output is a symbolic link
+  (``check_output_dir`` and ``check_output_file`` apply it, so every command does);
 - ``check_no_outside_links``: a folder a run owns whole has no symbolic link
   that leads out of it (``masprm.run_folder.locked_folder`` calls it);
 - ``check_plain_name``: a user's value that becomes a file name component;
@@ -46,6 +48,8 @@ def _existing_ancestor(path: Path, setting: str, shown: str) -> Path:
     path = lexical_path(path)
     missing = []
     while path_status(path, setting, label=shown) is None and path != path.parent:
+        if os.path.islink(path):   # a dangling link where a folder is to be made: mkdir would go through it
+            raise _linked_folder(shown, setting, os.readlink(path), str(path) if missing else "")
         missing.append(path.name)
         path = path.parent
     # the names still to be made: one too long would fail only after the folders above it were made
@@ -71,22 +75,52 @@ def _check_can_hold(folder: Path, setting: str, shown: str) -> None:
 Inputs = Mapping[str, "str | os.PathLike | None"]   # setting -> a path the run reads (None, hub ids: skipped)
 
 
+def _linked_folder(shown: str, setting: str, target: str, below: str = "") -> ConfigError:
+    where = f"{below} is a link" if below else "is a link"
+    return ConfigError(f"{shown}: {where} to {target}; no folder at or below an output may be a link (the "
+                       "run would write into the link's target): remove the link or name its target",
+                       setting=setting)
+
+
+def check_no_linked_folders(path: str | os.PathLike, setting: str, shown: str | None = None) -> None:
+    """Neither `path` nor any folder below it (at any depth) is a symbolic link; a link below it that
+    does not lead to a regular file (a folder, nothing, a loop) counts as a folder.
+
+    The one rule for every output: a run writes folders as themselves, so a planted link never sends
+    trees, logs, caches or checkpoints into a folder the user did not name. Links to files are left:
+    every file is written as a new inode that replaces the link (``masprm.io``). Links above `path`
+    (the user's own layout, e.g. a home on another disk) are not looked at.
+    """
+    shown = shown or f"{setting} {path}"
+    path = lexical_path(path)
+    if os.path.islink(path):
+        raise _linked_folder(shown, setting, os.readlink(path))
+    if not os.path.isdir(path):
+        return
+    for here, dirs, files in os.walk(path, onerror=lambda err: None):   # links are listed, never followed
+        for name in sorted(dirs + files):
+            entry = os.path.join(here, name)
+            if os.path.islink(entry) and not os.path.isfile(entry):
+                raise _linked_folder(shown, setting, os.readlink(entry), os.path.relpath(entry, path))
+
+
 def check_output_dir(path: str | os.PathLike, setting: str, *, inputs: Inputs | None = None) -> Path:
-    """A folder the run will write into: not a file, writable (or creatable), and not one of `inputs`
-    nor inside one (``check_outside_inputs``)."""
+    """A folder the run will write into: not a file, writable (or creatable), no folder at or below it a
+    link (``check_no_linked_folders``), and not one of `inputs` nor inside one (``check_outside_inputs``)."""
     path = Path(path)
     st = path_status(path, setting)
     if st is not None and not stat.S_ISDIR(st.st_mode):
         raise ConfigError(f"{setting} {path}: is a file, not a folder", setting=setting)
     _check_can_hold(path, setting, f"{setting} {path}")
+    check_no_linked_folders(path, setting)
     check_outside_inputs(path, setting, inputs or {})
     return path
 
 
 def check_output_file(path: str | os.PathLike, setting: str, *, label: str | None = None,
                       inputs: Inputs | None = None) -> Path:
-    """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder,
-    not one of `inputs` nor inside an input folder."""
+    """A file the run will write (atomically, by renaming into place): not a folder, in a writable folder
+    (none of the folders still to be made for it a link), not one of `inputs` nor inside an input folder."""
     path = Path(path)
     shown = f"{label or setting} {path}"
     st = path_status(path, setting, label=label)

@@ -2,13 +2,15 @@
 
 An experiment id is a log's file name without `.txt` and without its trailing
 `_<seed>`; the logs of one experiment differ only in that seed. Only logs
-whose status line says COMPLETED count (handoff_prm's paired lines may follow
-it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
+whose status line says COMPLETED count (in the original's logs handoff_prm's
+paired lines follow it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
 standard deviation across seeds (0 for one seed), 4 decimals; missing values
 are `N/A`. Column names, row order (first appearance in the sorted file names)
-and CSV dialect are the original aggregator's, so its logs give its CSV.
+and CSV dialect are the original aggregator's, so its logs give its CSV; when
+some log has a manifest (this project's), two columns follow: Method and
+Budget, from the manifest's facts (a log without one: from its label).
 
-The plot reads more than the CSV: from a log's `.summary.json` sidecar its
+The plot (``masprm.eval.budget_plot``) reads more than the CSV: from a log's `.summary.json` sidecar its
 model work per finished example (policy tokens generated + scorer tokens read,
 the policy's log-prob scoring included), and from its `.manifest.json` the
 method and the facts its run recorded: the search family and its budget keys
@@ -33,7 +35,6 @@ from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
 from masprm.eval.pool_metrics import OPTIONAL_LINES   # columns only when a row has them
-from masprm.io import atomic_open
 from masprm.paths import matching_files
 
 _NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
@@ -71,13 +72,23 @@ def present_optional(rows: Sequence["Row"]) -> list[str]:
     return [k for k in OPTIONAL_LINES if any(row.values.get(k) for row in rows)]
 
 
-def columns(optional: Sequence[str] = ()) -> list[str]:
+# Columns after the original's when some row's condition is recorded in a manifest: its method and budget
+# (read from the manifest's facts), which the fingerprinted experiment name does not say.
+CONDITION_COLUMNS = ["Method", "Budget"]
+
+
+def columns(optional: Sequence[str] = (), conditions: bool = False) -> list[str]:
     cols = ["Experiment", "Seeds"]
     for key in [*metric_order(), *optional]:
         cols.append(f"{key}_mean")
         if key not in NO_STD:
             cols.append(f"{key}_std")
-    return cols
+    return cols + (CONDITION_COLUMNS if conditions else [])
+
+
+def has_recorded_conditions(rows: Sequence["Row"]) -> bool:
+    """True when some row's condition comes from a manifest (the original's logs have none: its columns)."""
+    return any(row.condition.recorded for row in rows)
 
 
 # --------------------------------------------------------------------------- what a condition is
@@ -125,6 +136,7 @@ class PlotCondition:
     budget: str = ""              # "10 sims", "3x5", "k=5", or the label's settings group
     series: str = ""              # experiments with equal series differ only in the budget
     settings: dict = field(default_factory=dict)   # the non-budget settings, to tell series apart
+    recorded: bool = False        # method and budget from a manifest (False: from the label)
 
 
 def condition_of(label: str, manifest: dict | None, summary: dict | None) -> PlotCondition:
@@ -140,7 +152,7 @@ def condition_of(label: str, manifest: dict | None, summary: dict | None) -> Plo
     from masprm.eval.methods import budget_label   # as in facts_of: the stats modules stay numpy-free
     others = {k: v for k, v in settings.items() if k not in facts.get("budget_keys", ())}
     series = json.dumps([method, {**definition, "settings": others}], sort_keys=True, default=str)
-    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others)
+    return PlotCondition(method, budget_label(facts, settings) or label_budget, series, others, recorded=True)
 
 
 # --------------------------------------------------------------------------- reading logs
@@ -278,123 +290,29 @@ def _fmt(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.4f}"
 
 
-def row_cells(row: Row, optional: Sequence[str] = ()) -> list[str]:
+def row_cells(row: Row, optional: Sequence[str] = (), conditions: bool = False) -> list[str]:
     cells = [row.experiment, str(len(row.seeds))]
     for key in [*metric_order(), *optional]:
         cells.append(_fmt(row.mean(key)))
         if key not in NO_STD:
             cells.append(_fmt(row.std(key)))
-    return cells
+    return cells + ([row.condition.method, row.condition.budget] if conditions else [])
 
 
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)   # the csv module's default dialect (CRLF rows), as the original wrote
-    optional = present_optional(rows)
-    writer.writerow(columns(optional))
+    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
+    writer.writerow(columns(optional, conditions))
     for row in rows:
-        writer.writerow(row_cells(row, optional))
+        writer.writerow(row_cells(row, optional, conditions))
     return buf.getvalue()
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    optional = present_optional(rows)
-    table = [columns(optional)] + [row_cells(r, optional) for r in rows]
+    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
+    table = [columns(optional, conditions)] + [row_cells(r, optional, conditions) for r in rows]
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     lines.insert(1, "-" * len(lines[0]))
     return "\n".join(lines)
-
-
-# --------------------------------------------------------------------------- the plot
-
-Point = tuple[float, float, float, str]    # (work, accuracy mean, accuracy std over seeds, budget)
-
-
-def uses_model_work(rows: Sequence[Row]) -> bool:
-    """True when every row with an accuracy has model work for every seed; else the plot uses generated
-    tokens for all rows, so that one axis never mixes the two."""
-    scored = [r for r in rows if r.mean("pass@1") is not None]
-    return bool(scored) and all(r.work_mean() is not None for r in scored)
-
-
-def plot_series(rows: Sequence[Row]) -> dict[str, list[Point]]:
-    """One curve per method: its experiments' points sorted by work (see `uses_model_work`).
-
-    Experiments join a curve when their manifests agree except in the method's
-    budget settings; a curve is named by its method, plus what tells it apart
-    where two curves share a method (`_curve_names`). Rows without an accuracy
-    or a work value are left out.
-    """
-    model = uses_model_work(rows)
-    curves: dict[str, list[tuple[Row, float]]] = {}
-    for row in rows:
-        x = row.work_mean() if model else row.mean("tokens")
-        if row.mean("pass@1") is not None and x is not None:
-            curves.setdefault(row.condition.series, []).append((row, x))
-    names = _curve_names([members[0][0] for members in curves.values()])
-    return {name: sorted((x, r.mean("pass@1"), r.std("pass@1"), r.condition.budget) for r, x in members)
-            for name, members in zip(names, curves.values())}
-
-
-def _curve_names(firsts: Sequence[Row]) -> list[str]:
-    """The method; where curves share one, plus the non-budget settings that differ between them, else
-    the condition label's name (it names the scorer folders); names still equal are numbered."""
-    names = []
-    for row in firsts:
-        cond = row.condition
-        same = [r.condition for r in firsts if r.condition.method == cond.method]
-        keys = sorted({k for c in same for k in c.settings}, key=str)
-        differ = [k for k in keys if len({json.dumps(c.settings.get(k), default=str) for c in same}) > 1]
-        if len(same) == 1:
-            names.append(cond.method)
-        elif differ:
-            names.append(f"{cond.method} ({', '.join(f'{k}={cond.settings.get(k)}' for k in differ)})")
-        else:
-            names.append(f"{cond.method} ({split_label(row.label)[0]})")
-    return [n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}" for i, n in enumerate(names)]
-
-
-def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
-    """Accuracy (mean ± std over seeds) against work, one line per method (`plot_series`); False if
-    nothing to draw. The PNG is written to a temporary file and renamed into place."""
-    series = plot_series(rows)
-    if not series:
-        return False
-    import matplotlib   # heavy: only when a plot is drawn
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    import matplotlib.ticker
-
-    fig, ax = plt.subplots(figsize=(8, 5.5))
-    for name, points in series.items():
-        xs, ys, errs, budgets = zip(*points)
-        ax.errorbar(xs, ys, yerr=errs, fmt="-o", capsize=3, markersize=4, label=name)
-        for x, y, budget in zip(xs, ys, budgets):
-            if budget:
-                ax.annotate(budget, (x, y), textcoords="offset points", xytext=(4, 4), fontsize=7)
-    if all(x > 0 for points in series.values() for x, *_ in points):
-        ax.set_xscale("log")   # budgets grow geometrically (5, 10, 20 simulations)
-        # plain numbers ("60", not "6x10^1"); minor ticks labelled only over a narrow range
-        ax.xaxis.set_major_formatter(matplotlib.ticker.LogFormatter())
-        ax.xaxis.set_minor_formatter(matplotlib.ticker.LogFormatter(labelOnlyBase=False, minor_thresholds=(2, 0.5)))
-    ax.set_xlabel("model work per example: policy tokens generated + scorer tokens read (mean)"
-                  if uses_model_work(rows) else "generated tokens per example (mean; summary sidecars missing)")
-    ax.set_ylabel("accuracy (pass@1), mean ± std over seeds")
-    ax.grid(alpha=0.3, which="both")
-    ax.legend(fontsize=8)
-    save_png(fig, out)
-    return True
-
-
-def save_png(fig, out: str | Path) -> None:
-    """Write a matplotlib figure as a PNG through a new temporary file renamed into place (a link planted
-    at the path is replaced, never written through), and close it."""
-    import matplotlib.pyplot as plt
-
-    fig.tight_layout()
-    try:
-        with atomic_open(out, "wb") as fh:
-            fig.savefig(fh, dpi=120, format="png")
-    finally:
-        plt.close(fig)

@@ -71,9 +71,10 @@ class LogFiles:
         return cls(Path(logs_dir) / f"{dataset}_{method}_{fingerprint}_{model_tag(model_id)}_{seed}")
 
 
-# Lines a finished log may carry after its status: handoff_prm's paired comparison with
-# handoff_policy ("T=8 paired ...", "T=8 McNemar ..."), written once both conditions are done,
-# after COMPLETED as in the original's logs.
+# Lines the original's finished logs carry after their status: handoff_prm's paired comparison with
+# handoff_policy ("T=8 paired ...", "T=8 McNemar ..."), appended once both conditions were done. This
+# project writes such lines before the status (a log is final once it says COMPLETED); reading still
+# looks past them, so the original's logs keep their status.
 _TRAILER = re.compile(r"^(T=\d+ |Paired vs MASPRM )")   # ... and a condition's paired lines (masprm.eval.vs_masprm)
 
 
@@ -92,14 +93,6 @@ def log_status(path: Path) -> str | None:
         return text_status(path.read_text(encoding="utf-8"))
     except OSError:
         return None
-
-
-def set_trailer(path: Path, lines: list[str]) -> None:
-    """Replace the trailer lines after a finished log's status with ``lines`` (atomically)."""
-    kept = path.read_text(encoding="utf-8").splitlines()
-    while kept and (not kept[-1].strip() or _TRAILER.match(kept[-1].strip())):
-        kept.pop()
-    atomic_write_text(path, "\n".join([*kept, *lines]) + "\n")
 
 
 def is_completed(files: LogFiles) -> bool:
@@ -159,8 +152,10 @@ def status_line(summary: dict) -> str:
     return f"{FAILED} ({errors} of {summary['n']} examples raised errors)" if errors else COMPLETED
 
 
-def render_log(header: list[str], progress: Iterable[str], summary: dict, report: Iterable[str] = ()) -> str:
-    return "\n".join([*header, *progress, *metric_lines(summary, report), status_line(summary)]) + "\n"
+def render_log(header: list[str], progress: Iterable[str], summary: dict, report: Iterable[str] = (),
+               closing: Iterable[str] = ()) -> str:
+    """The whole text log; ``closing`` lines (a paired comparison) come last before the status line."""
+    return "\n".join([*header, *progress, *metric_lines(summary, report), *closing, status_line(summary)]) + "\n"
 
 
 # --------------------------------------------------------------------------- writing and resuming

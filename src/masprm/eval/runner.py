@@ -26,10 +26,11 @@ from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, checker_rec
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
+from masprm.eval.paired_conditions import Comparison, finisher
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
-                              path_identity, progress_line, render_log, resumable_records, stable_hash, start_line,
-                              write_condition)
+                              path_identity, progress_line, read_records, render_log, resumable_records, stable_hash,
+                              start_line, write_condition)
 from masprm.eval.methods import METHODS, method_facts
 from masprm.eval.metrics import USAGE_KEYS, pass_at_k_hits, pass_candidates, summarize_records
 from masprm.graph import MASGraph
@@ -324,8 +325,13 @@ def log_header(cond: Condition) -> list[str]:
             f"[data] examples={selection['n']} skipped_no_gold={selection['skipped_no_gold']}"]
 
 
-def finish_condition(cond: Condition) -> None:
-    records = [cond.records[i] for i in sorted(cond.records)]
+def sorted_records(cond: Condition) -> list[dict]:
+    """A condition's records by example index (a reused condition's from its records file)."""
+    return read_records(cond.files.records) if cond.reused else [cond.records[i] for i in sorted(cond.records)]
+
+
+def finish_condition(cond: Condition, paired: tuple[Comparison, Condition] | None = None) -> None:
+    records = sorted_records(cond)
     every = log_every()   # a progress line after every LOG_EVERY examples, as the original writes them
     progress = [progress_line(summarize_records(records[:m]), m, cond.n) for m in range(every, cond.n + 1, every)]
     summary = summarize_records(records)
@@ -337,8 +343,13 @@ def finish_condition(cond: Condition) -> None:
                    manifest=cond.manifest_hash, log=cond.files.log.name,
                    status="FAILED" if summary["errors"] else "COMPLETED")
     report = method.report(summary) if method.report else []
-    write_condition(cond.files, render_log(log_header(cond), progress, summary, report), records, cond.manifest,
-                    summary)
+    closing = []
+    if paired:
+        comparison, partner = paired
+        summary[comparison.key], closing = comparison.compare(records, sorted_records(partner),
+                                                              cond.manifest["seed"], partner.files.log.name)
+    write_condition(cond.files, render_log(log_header(cond), progress, summary, report, closing), records,
+                    cond.manifest, summary)
     cond.summary = summary
 
 
@@ -346,10 +357,13 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
                    specs: dict[str, ModelSpec], *, logs_dir: str | Path = "logs", workers: int | None = 1,
                    use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
-                   announce: Callable[[str], None] = print, cluster: Any = None) -> list[Condition]:
+                   announce: Callable[[str], None] = print, cluster: Any = None,
+                   comparisons: dict[str, Comparison] | None = None) -> list[Condition]:
     """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
-    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here."""
+    from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here,
+    a compared condition's once its partner is done (``masprm.eval.paired_conditions``)."""
     conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
+    finish = finisher(conditions, comparisons or {}, finish_condition)
     for cond in conditions:
         if cond.reused:
             announce(f"{cond.method}: already COMPLETED in {cond.files.log}, loading it")
@@ -363,7 +377,7 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
     left = Counter(it.condition for it in items)
     for k, cond in enumerate(pending):
         if left[k] == 0:
-            finish_condition(cond)
+            finish(cond)
     worker_specs, folders = for_workers(specs)
     setup = partial(WorkerModels, worker_specs, loader)
     batch_size = settings.engine.search_batch_size
@@ -381,8 +395,5 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
             cond.log.progress(progress_line(summarize_records(list(cond.records.values())),
                                             len(cond.records), cond.n))
         if left[item.condition] == 0:
-            finish_condition(cond)
+            finish(cond)
     return conditions
-
-
-# --------------------------------------------------------------------------- the printed table

@@ -20,7 +20,7 @@ from masprm.paired_stats import paired_accuracy
 
 VS_MASPRM = {**dict.fromkeys(("voter_plain", "voter_logprob", "voter_orm", "pooled_judge"), "voter_prm"),
              **dict.fromkeys(("bon_logprob", "bon_orm"), "bon_prm"), "mcts_judge": "mcts_prm"}
-LINE_START = "Paired vs MASPRM "   # the log trailer's lines start so (masprm.eval.logs reads them as a trailer)
+LINE_START = "Paired vs MASPRM "   # its log lines start so (masprm.eval.logs looks past them)
 
 
 def correct_by_question(records: Sequence[dict]) -> dict[Any, bool]:
@@ -42,7 +42,7 @@ def compare_with_masprm(records: Sequence[dict], masprm_records: Sequence[dict],
 
 
 def vs_masprm_lines(reference: str, result: dict) -> list[str]:
-    """The text-log trailer of a compared condition (after COMPLETED)."""
+    """The compared condition's text-log lines (just before its status line)."""
     return [f"{LINE_START}({reference}) accuracy delta (95% bootstrap CI over {result['n_pairs']} questions): "
             f"{result['delta']:.4f} [{result['ci_low']:.4f}, {result['ci_high']:.4f}]",
             f"{LINE_START}({reference}) McNemar exact: this-only={result['only_this']}, "

@@ -125,7 +125,7 @@ def compare_handoff_conditions(records_by_method: dict[str, Sequence[dict]], *, 
 
 
 def paired_log_lines(result: dict) -> list[str]:
-    """The original's paired lines, which follow COMPLETED in handoff_prm's text log."""
+    """The original's paired lines in handoff_prm's text log (just before its status; the original's follow it)."""
     lines = []
     for t in PAIRED_TURNS:
         lines += [f"T={t} paired dynamic PRM-policy accuracy delta (95% bootstrap CI): "

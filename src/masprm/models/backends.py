@@ -116,9 +116,39 @@ def check_backend(flags: BackendFlags | None, model_id: str, options: Any, setti
         _function(check)(model_id, options, flags, setting)
 
 
+class CheckedPolicy:
+    """A backend's policy as every caller gets it: no NaN or inf log-prob leaves it, whichever backend
+    computed it (one ``ModelOutputError`` naming the setting, as a scorer's NaN is). Checked here, once,
+    so a new backend cannot forget it; everything else is the backend's own (attributes pass through)."""
+
+    def __init__(self, policy: Any, setting: str, model_id: str):
+        self.policy, self.setting, self.model_id = policy, setting, model_id
+
+    def reseed(self, seed: int) -> None:
+        self.policy.reseed(seed)
+
+    def sample(self, prompts, n, **kwargs):
+        return self.policy.sample(prompts, n, **kwargs)
+
+    def logprob(self, requests):
+        from masprm.models.model_checks import check_finite_outputs
+
+        results = self.policy.logprob(requests)
+        check_finite_outputs((r.logprob for r in results), self.setting, self.model_id,
+                             "a completion's log-probability")
+        return results
+
+    def __getattr__(self, name: str) -> Any:   # the backend's own attributes (its model, tokenizer, engine)
+        if name == "policy":   # not yet set (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.policy, name)
+
+
 def load_policy(flags: BackendFlags | None, model_id: str, options: Any, setting: str = "model_id",
-                max_batch_tokens: int | None = None) -> Any:
-    """The policy ``flags`` names on ``model_id`` (``options``: `masprm.models.loading.ModelOptions`)."""
+                max_batch_tokens: int | None = None) -> CheckedPolicy:
+    """The policy ``flags`` names on ``model_id`` (``options``: `masprm.models.loading.ModelOptions`),
+    its outputs checked (``CheckedPolicy``)."""
     flags = flags or BackendFlags()
-    return _function(BACKENDS[flags.backend].load)(model_id, options, flags, setting=setting,
-                                                    max_batch_tokens=max_batch_tokens)
+    policy = _function(BACKENDS[flags.backend].load)(model_id, options, flags, setting=setting,
+                                                      max_batch_tokens=max_batch_tokens)
+    return CheckedPolicy(policy, setting, model_id)

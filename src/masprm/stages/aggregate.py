@@ -12,7 +12,8 @@ line per method through its budgets, next to the CSV (`aggregated_results.png`).
 from dataclasses import dataclass
 from pathlib import Path
 
-from masprm.eval.aggregate import aggregate, format_table, plot_results, read_logs, to_csv
+from masprm.eval.aggregate import aggregate, format_table, read_logs, to_csv
+from masprm.eval.budget_plot import plot_results
 from masprm.checks import check_csv_output, check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args

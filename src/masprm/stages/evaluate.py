@@ -25,17 +25,16 @@ from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
-from masprm.eval.logs import log_every, read_records, set_trailer
+from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS, settings_classes
 from masprm.eval.metrics import results_table
-from masprm.eval.runner import ModelSpec, run_conditions
-from masprm.eval.vs_masprm import compare_with_masprm, configured_pairs, vs_masprm_lines
+from masprm.eval.runner import Comparison, ModelSpec, run_conditions
+from masprm.eval.vs_masprm import VS_MASPRM, compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
 from masprm.graph import load_mas_config
 from masprm.handoff.methods import format_paired_comparison, paired_comparison, paired_log_lines, prefix_table
 from masprm.handoff.settings import (GSM8K_HANDOFF_CONFIG, HANDOFF_CONFIG, HANDOFF_DATASET, HANDOFF_FLAGS,
                                      HANDOFF_SAMPLE_N, HandoffPRMSettings, check_team)
-from masprm.io import atomic_write_json
 from masprm.models.backends import BackendFlags, check_backend
 from masprm.models.model_checks import check_policy
 from masprm.models.scorer_checks import check_scorer_fits
@@ -229,10 +228,29 @@ def scorer_base(record: ScorerFolder, base: str | None, role: ModelRole) -> str 
 # --------------------------------------------------------------------------- main
 
 
+def handoff_vs_policy(records: list[dict], policy_records: list[dict], seed: int, policy_log: str):
+    """handoff_prm's paired comparison with handoff_policy (the original's T=8 and T=12 lines)."""
+    result = paired_comparison(policy_records, records, seed=seed)
+    return {"baseline": policy_log, **result}, paired_log_lines(result)
+
+
+def vs_masprm(reference: str):
+    """A condition's paired comparison with ``reference``, the MASPRM-guided method of its family."""
+    def compare(records: list[dict], reference_records: list[dict], seed: int, reference_log: str):
+        result = compare_with_masprm(records, reference_records, seed=seed)
+        return {"reference": reference_log, **result}, vs_masprm_lines(reference, result)
+    return compare
+
+
+# The paired comparisons a condition's log and summary carry when its partner runs in the same command.
+COMPARISONS = {"handoff_prm": Comparison("handoff_policy", "paired_comparison", handoff_vs_policy),
+               **{method: Comparison(reference, "paired_vs_masprm", vs_masprm(reference))
+                  for method, reference in VS_MASPRM.items()}}
+
+
 def handoff_report(conditions: list) -> None:
     """The printed prefix table of the handoff conditions and, when both handoff_policy and
-    handoff_prm ran, their paired comparison on the same examples: printed, kept in handoff_prm's summary
-    and written after COMPLETED in its text log, as the original does."""
+    handoff_prm ran, their paired comparison on the same examples (kept in handoff_prm's summary and log)."""
     handoff = [c for c in conditions if METHODS[c.method].routing == "handoff"]
     if not handoff:
         return
@@ -241,15 +259,9 @@ def handoff_report(conditions: list) -> None:
     table = prefix_table(list(zip(names, (c.summary for c in handoff))), max(map(len, names)) + 2)
     log.info("\n".join(table), extra=RESULT)
     by_method = {c.method: c for c in handoff}
-    if not {"handoff_policy", "handoff_prm"} <= set(by_method):
-        return
-    policy, prm = by_method["handoff_policy"], by_method["handoff_prm"]
-    result = paired_comparison(read_records(policy.files.records), read_records(prm.files.records),
-                               seed=policy.manifest["seed"])
-    prm.summary["paired_comparison"] = {"baseline": policy.files.log.name, **result}
-    atomic_write_json(prm.files.summary, prm.summary)
-    set_trailer(prm.files.log, paired_log_lines(result))
-    log.info("\n".join(format_paired_comparison(result)), extra=RESULT)
+    if {"handoff_policy", "handoff_prm"} <= set(by_method) and "paired_comparison" in by_method["handoff_prm"].summary:
+        log.info("\n".join(format_paired_comparison(by_method["handoff_prm"].summary["paired_comparison"])),
+                 extra=RESULT)
 
 
 def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = None):
@@ -270,18 +282,13 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
 
 
 def masprm_comparisons(conditions: list) -> None:
-    """Each configured pair (``masprm.eval.vs_masprm``) whose two conditions ran: the condition against the
-    MASPRM-guided one of its family, printed, kept in its summary and written after COMPLETED in its log."""
+    """Prints each configured pair (``masprm.eval.vs_masprm``) whose two conditions ran: the condition against
+    the MASPRM-guided one of its family (kept in its summary and log)."""
     by_method = {c.method: c for c in conditions}
     for method, reference in configured_pairs(list(by_method)):
-        this, masprm = by_method[method], by_method[reference]
-        result = compare_with_masprm(read_records(this.files.records), read_records(masprm.files.records),
-                                     seed=this.manifest["seed"])
-        this.summary["paired_vs_masprm"] = {"reference": masprm.files.log.name, **result}
-        atomic_write_json(this.files.summary, this.summary)
-        lines = vs_masprm_lines(reference, result)
-        set_trailer(this.files.log, lines)
-        print("\n".join(f"{method}: {line}" for line in lines))
+        result = by_method[method].summary.get("paired_vs_masprm")
+        if result:
+            print("\n".join(f"{method}: {line}" for line in vs_masprm_lines(reference, result)))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -312,7 +319,8 @@ def main(argv: list[str] | None = None) -> int:
                  f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/", extra=RESULT)
         conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
                                     workers=workers, use_ray=on_cluster or workers > 1,
-                                    num_gpus_per_worker=gpus_per_worker, cluster=run.cluster)
+                                    num_gpus_per_worker=gpus_per_worker, cluster=run.cluster,
+                                    comparisons=COMPARISONS)
         log.info(results_table(conditions), extra=RESULT)
         for c in conditions:
             log.info(f"  {c.method}: {c.files.log}", extra=RESULT)

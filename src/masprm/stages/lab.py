@@ -33,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, run_cli
-from masprm.checks import check_output_file, check_seeds
+from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
@@ -314,6 +314,7 @@ def main(argv: list[str] | None = None) -> int:
 
     for path in (REPORT, CLAIMS, PLOT):   # the report's files: a folder in their place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
+    check_output_dir(ROOT / LOGS, "logs")   # its commands' logs and outputs: never written through a link
     started = time.time()
     stage("the demo's trees, pairs and scorers (skipped where they exist)")
     Job(prepare.build, threads=None, env={"PYTHONPATH": "src"}).wait()

@@ -238,10 +238,11 @@ def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph)
             gold[str(tree["node_text"]).strip()] = (tree.get("meta") or {}).get("gold")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue   # a bad tree file is counted and named when it is labelled
+    from masprm.models.backends import load_policy
     from masprm.models.options import ModelOptions
-    from masprm.models.policy import HFPolicy   # imports torch: only once the flags are checked
 
-    policy = HFPolicy(str(args.rollout_policy), ModelOptions(device_map="cpu"), setting="rollout_policy")
+    # the hf backend, imported (with torch) only once the flags are checked
+    policy = load_policy(None, str(args.rollout_policy), ModelOptions(device_map="cpu"), setting="rollout_policy")
     return RolloutSource(policy, graph, lambda q, answer: 1.0 if is_correct(answer, gold.get(q.strip())) else -1.0,
                          SamplingSettings(), temperature=args.rollout_temperature, seed=args.seed)
 

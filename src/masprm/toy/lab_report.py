@@ -32,7 +32,8 @@ from pathlib import Path
 from typing import Any, Iterable, Protocol, Sequence
 
 from masprm.answers import is_correct
-from masprm.eval.aggregate import facts_of, model_work, save_png, split_experiment
+from masprm.eval.aggregate import facts_of, model_work, split_experiment
+from masprm.eval.budget_plot import save_png
 from masprm.paired_stats import PairedResult, mde, two_level_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
