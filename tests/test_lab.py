@@ -33,10 +33,21 @@ def test_dry_run_lists_every_scheme_and_method():
     for agg in ("min", "softmin", "prod", "mean"):
         assert f"#   mc + traj ({agg})" in out or f"lab: mc+traj-{agg}" in out
     for scheme, objective in NEW_ROWS:   # issue 37's rows
-        assert f"#   {scheme} + {objective} -> " in out, (scheme, objective)
+        assert f"#   {scheme} + {objective}, training seed 42 -> " in out, (scheme, objective)
+    # every row at the three training seeds fixed in docs/scorer_lab.md: the demo's (42) and two replicas with
+    # their own trees, stage-2 files and scorer folders
+    for scheme, objective in [("masprm", "ppm"), ("mc", "orm"), ("mc", "prm"), *NEW_ROWS]:
+        for seed in (42, 7, 99):
+            assert f"#   {scheme} + {objective}, training seed {seed} -> " in out, (scheme, objective, seed)
+    assert f"training seed 7 -> checkpoints/toy-lab-masprm-ppm-s7   [MASPRM]" in out
+    assert f"training seed 42 -> {demo.PPM_DIR}   [MASPRM]" in out
     for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley"):   # listed, left out
         assert f"lab: {scheme}+prm: label scheme {scheme!r} needs fresh policy samples" in out, scheme
-    assert out.count("--labels first_error") == 1   # one labels command, however many objectives train on it
+    # one labels command per seed, however many objectives train on it
+    assert out.count("--labels first_error") == 3
+    for seed in (7, 99):
+        assert out.count(f"--seed {seed} ") == 1 + out.count(f"--seed {seed} --resume")   # its trees, its trainings
+        assert f"--out_root results/train_seed_{seed}" in out
     commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
     evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]
     assert set(METHODS) <= {m for c in evals for m in flag(c, "--methods")}
@@ -53,7 +64,8 @@ def plan(monkeypatch, tmp_path, **args):
     monkeypatch.setattr(lab, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
-                                                           "sbs_budget": [2, 3], **args}))
+                                                           "sbs_budget": [2, 3], "train_seeds": [42], "n_train": demo.N_TRAIN,
+                                                           **args}))
     return {t.name: t for t in tasks}, notes, rows, done
 
 
@@ -120,6 +132,36 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows if not r.finished_only]
 
 
+def test_a_replica_seed_grows_its_trees_and_trains_every_row_on_them(monkeypatch, tmp_path):
+    tasks, _, rows, done = plan(monkeypatch, tmp_path, train_seeds=[42, 7])
+    run = Path(demo.run_folder()).name
+    assert len(rows) == 2 * len(lab.LAB_SCORERS) and not done
+    trees = tasks["trees_s7"].cmd
+    assert flag(trees, "--seed") == ["7"] and flag(trees, "--out_root") == ["results/train_seed_7"]
+    stage2 = tasks["stage2_s7"]
+    assert stage2.after == ("trees_s7",) and flag(stage2.cmd, "--input") == [f"results/train_seed_7/{run}"]
+    labels = tasks["labels_first_error_s7"]
+    assert labels.after == ("trees_s7",) and flag(labels.cmd, "--input") == [f"results/train_seed_7/{run}"]
+    # the demo's two scorers too, at seed 7, on seed 7's pairs and samples, in folders of their own
+    ppm = tasks["train_masprm-ppm_s7"]
+    assert ppm.after == ("stage2_s7",) and flag(ppm.cmd, "--seed") == ["7"]
+    assert flag(ppm.cmd, "--data_dir") == [f"results/train_seed_7/ppm_pairs_{run}.jsonl"]
+    assert flag(ppm.cmd, "--output-dir") == ["checkpoints/toy-lab-masprm-ppm-s7"]
+    assert flag(tasks["train_first_error-prm_s7"].cmd, "--data_dir") == \
+        [f"results/train_seed_7/labels_first_error_{run}.jsonl"]
+    assert tasks["train_first_error-prm_s7"].after == ("labels_first_error_s7",)
+    # its searches in the lab's folder, never the demo's; the ORM leaf of its own seed
+    assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for n, t in tasks.items() if n.endswith("_s7") or "_s7_" in n
+               if n.startswith("eval_"))
+    leaf = tasks["eval_masprm-ppm_s7_ormleaf"]
+    assert flag(leaf.cmd, "--orm_dir") == ["checkpoints/toy-lab-mc-orm-s7"]
+    assert leaf.after == ("train_masprm-ppm_s7", "train_mc-orm_s7")
+    assert flag(tasks["eval_mc-orm_s7_search"].cmd, "--methods") == ["mcts_orm"]
+    # the step and label benchmarks stay on the demo's seed
+    assert "masprm-ppm=checkpoints/toy-lab-masprm-ppm-s7" not in tasks["stepbench"].cmd
+    assert not any(n.startswith("labelbench_") and n.endswith("_s7") for n in tasks)
+
+
 def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
     run = Path(demo.run_folder()).name
     (tmp_path / "results").mkdir()
@@ -150,7 +192,7 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
             f"{scorer.name}: label scheme {scorer.scheme!r} is not registered"
 
     monkeypatch.setattr(lab, "missing", missing)
-    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5]))
+    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42]))
     assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
     assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}

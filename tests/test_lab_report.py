@@ -229,3 +229,31 @@ def test_headroom_recovered_against_the_step_oracle(logs):
                                                                           "over the ORM") for line in lines)
     assert any(line.startswith("  MASPRM (MCTS): +0% [") for line in lines)
     assert not any("(SBS)" in line for line in lines)   # no step oracle under SBS
+
+
+def test_rows_trained_at_several_seeds_are_compared_by_the_two_level_bootstrap(logs, tmp_path):
+    from masprm.paired_stats import two_level_bootstrap
+
+    rows = [*ROWS, *(row.replica(7) for row in ROWS)]
+    lab_logs = logs[1]
+    for seed in (14, 24):   # training seed 7 under MCTS: mc+prm right on q0 and q1, its ORM never
+        write_log(lab_logs, "MCTS", "prm", "checkpoints/toy-lab-mc-prm-s7", seed, [1, 1, 0, 0], fingerprint="g1")
+        write_log(lab_logs, "MCTS", "orm", "checkpoints/toy-lab-mc-orm-s7", seed, [0, 0, 0, 0], fingerprint="g2")
+    cells = lab_report.read_cells(logs, rows, BUDGETS)
+    assert ("mc-prm_s7", "MCTS") in cells and ("mc-orm_s7", "MCTS") in cells
+    found = {c.name: c for c in lab_report.comparisons(rows, cells, seed=0)}
+    claim = found["mc+prm vs ORM (MCTS)"]
+    # per question a - b: seed 42 (-1, 0, 0, 0) (the fixture), seed 7 (1, 1, 0, 0): the mean over both seeds
+    # and the four questions is (-1 + 2) / 8 = +12.5 points; seed 42 alone says -25
+    assert claim.result.mean_diff == pytest.approx(0.125) and claim.result.n_seeds == 2 and claim.train_seeds == 2
+    per_seed_a = [{"q0": 0.0, "q1": 0.0, "q2": 0.0, "q3": 0.0}, {"q0": 1.0, "q1": 1.0, "q2": 0.0, "q3": 0.0}]
+    per_seed_b = [{"q0": 1.0, "q1": 0.0, "q2": 0.0, "q3": 0.0}, {"q0": 0.0, "q1": 0.0, "q2": 0.0, "q3": 0.0}]
+    assert claim.result == two_level_bootstrap(per_seed_a, per_seed_b, seed=0)
+    assert claim.lab_line().endswith("; 2 training seeds")
+    # a row without its replica's runs stays at one seed: the MASPRM (no seed-7 log) against the ORM
+    assert found["MASPRM vs ORM (MCTS)"].train_seeds == 1
+    # the table keeps one line per row (the lab's --seed); the replicas feed the claims only
+    lab_report.write_report(rows, logs, tmp_path / "none.json", tmp_path, tmp_path / "t.md", tmp_path / "c.txt",
+                            tmp_path / "p.png", budgets=BUDGETS, seed=0)
+    assert (tmp_path / "t.md").read_text().count("| mc+prm |") == 1
+    assert "mc+prm vs ORM (MCTS): +12.5 points" in (tmp_path / "c.txt").read_text()

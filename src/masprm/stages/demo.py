@@ -77,9 +77,10 @@ def run_folder() -> str:
                                         TEMPERATURE, TOP_P, CONFIG)
 
 
-def trees_done(n_train: int, seed: int) -> bool:
-    """Stage 1 has its trees, made with this seed (run_mcts.py itself refuses to mix two seeds)."""
-    trees = sorted((ROOT / run_folder()).glob("*.json"))
+def trees_done(n_train: int, seed: int, folder: str | None = None) -> bool:
+    """Stage 1 has its trees in `folder` (default: the demo's), made with this seed (run_mcts.py itself refuses
+    to mix two seeds)."""
+    trees = sorted((ROOT / (folder or run_folder())).glob("*.json"))
     if len(trees) < n_train:
         return False
     try:

@@ -39,6 +39,8 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
 from masprm.stages.lab_estimate import estimate
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, orm_of, scheme_records_path, seed_root,
+                                    seed_run_folder)
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.train.config import CALIBRATED_MODES
 
@@ -54,6 +56,7 @@ SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the la
 # the default lab: K = 8 rollouts for every scored prefix is many times a search's own sampling on 2 cores.
 SEARCH_ORACLES = ("sbs_oracle_step", "sbs_oracle_outcome", "mcts_oracle_step", "mcts_oracle_outcome")
 BON_ORACLES = ("bon_oracle_step", "bon_oracle_outcome")
+PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
 
 def budgets(args) -> dict:
@@ -61,79 +64,6 @@ def budgets(args) -> dict:
     b1, b2 = args.sbs_budget
     return {"sbs": {"b1": b1, "b2": b2}, "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN},
             "bon": {"bon_n": BON_N}}
-
-
-@dataclass(frozen=True)
-class LabScorer:
-    """One row of the lab: a label scheme trained with an objective (traj: with its step aggregation)."""
-
-    scheme: str
-    objective: str
-    agg: str | None = None
-    demo_folder: str | None = None   # the demo's scorer, trained by `make demo`
-
-    @property
-    def slug(self) -> str:
-        return "-".join(p for p in (self.scheme, self.objective, self.agg) if p)
-
-    @property
-    def name(self) -> str:
-        """The row's name in tables and claims."""
-        return {"ppm": "MASPRM" if self.scheme == "masprm" else f"{self.scheme}+ppm", "orm": "ORM"}.get(
-            self.objective, f"{self.scheme}+{self.objective}" + (f"-{self.agg}" if self.agg else ""))
-
-    @property
-    def folder(self) -> str:
-        return self.demo_folder or f"checkpoints/toy-lab-{self.slug}"
-
-    @property
-    def outcome_only(self) -> bool:
-        """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj", "implicit", "gorm", "biprm")
-
-    @property
-    def finished_only(self) -> bool:
-        """Scores finished transcripts only (biprm): best-of-N with the last step's value, no step benchmark."""
-        return self.objective == "biprm"
-
-    @property
-    def own_labels(self) -> bool:
-        """Trains on a stage-2 file of its own scheme (`preprocess_data.py --labels`)."""
-        return not self.demo_folder and not self.outcome_only
-
-    def data(self, run: str) -> str:
-        """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
-        if self.scheme == "masprm" and self.demo_folder:
-            return f"results/ppm_pairs_{run}.jsonl"
-        if self.outcome_only:
-            return f"results/prm_samples_{run}.jsonl"
-        return scheme_records_path(self.scheme, run)
-
-
-def scheme_records_path(scheme: str, run: str) -> str:
-    """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
-    return f"results/labels_{scheme}_{run}.jsonl"
-
-
-# The issue's rows: the paper's MASPRM and the ORM from `make demo`, each label scheme with the objective
-# its records suit, and the trajectory-level objective with each aggregation on the prm samples.
-LAB_SCORERS = (
-    LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
-    LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
-    LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
-    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("majority_outcome", "ppm"),
-    *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
-    # issue 37: the related work's remaining methods, each on the records its source trains on
-    LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
-    LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
-    LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
-    LabScorer("first_error", "gprm"),   # the step label after each step
-    LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
-    LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
-    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
-    *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
-)
-PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
 
 
 def missing(scorer: LabScorer) -> str | None:
@@ -202,9 +132,9 @@ def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list
         found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder), "--allow_scorer_kind_mismatch"),
                       "min", LOGS))
     if scorer is not None and (scorer.scheme, scorer.objective) == ("masprm", "ppm"):
-        # the paper's headline configuration: the MASPRM guides MCTS, the demo's ORM values the leaves
-        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", demo.ORM_DIR), "--orm_leaf"), "min",
-                      logs))
+        # the paper's headline configuration: the MASPRM guides MCTS, the ORM of its seed values the leaves
+        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", orm_of(scorer).folder), "--orm_leaf"),
+                      "min", logs))
     return found
 
 
@@ -228,6 +158,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     run = Path(demo.run_folder()).name
     notes = [line for line in map(missing, LAB_SCORERS) if line]
     rows = [s for s in LAB_SCORERS if not missing(s)]
+    replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows]
     bench = labelbench_available()
     if not bench:
         notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
@@ -241,38 +172,46 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             done.add(task.name)
 
     def evaluations(scorer: LabScorer | None) -> list[Task]:
-        key = scorer.slug if scorer else "no_scorer"
-        trained = (f"train_{scorer.slug}",) if scorer and not scorer.demo_folder else ()
+        key = scorer.key if scorer else "no_scorer"
+        trained = (f"train_{scorer.key}",) if scorer and not scorer.demo_folder else ()
         found = []
         for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args)):
+            if suffix == "_ormleaf" and not orm_of(scorer).demo_folder:
+                trained += (f"train_{orm_of(scorer).key}",)
             # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
             drawn = ("eval_no_scorer",) if methods[0].startswith("bon_") and (scorer or suffix) else ()
             found.append(Task(f"eval_{key}{suffix}", demo.evaluation_command(
                 args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs), trained + drawn))
         return found
 
-    first, *later = [t for s in [None, *rows] for t in evaluations(s)]
+    first, *later = [t for s in [None, *rows, *replicas] for t in evaluations(s)]
     add(first)   # first: it draws the best-of-N samples every scorer reads back
-    label_objective: dict[str, str] = {}   # one labels command per scheme, however many objectives train on it
-    for s in rows:
+    for seed in dict.fromkeys(s.train_seed for s in replicas):   # a replica seed's own trees and stage 2
+        add(*replica_trees(args, seed))
+        add(*replica_stage2(seed))
+    label_objective: dict[tuple[str, int | None], str] = {}   # one labels command per scheme and seed
+    for s in [*rows, *replicas]:
         if s.own_labels:
-            label_objective.setdefault(s.scheme, s.objective)
-    for scheme, objective in label_objective.items():
+            label_objective.setdefault((s.scheme, s.train_seed), s.objective)
+    for (scheme, seed), objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
-        out = scheme_records_path(scheme, run)
-        add(Task(f"labels_{scheme}", [*stage_command("preprocess"), "--input", demo.run_folder(), "--labels",
-                                      scheme, "--target-nodes", str(demo.TARGET_NODES), *flags, "--view", "full",
-                                      "--config", demo.CONFIG]), (ROOT / out).is_file())
-    for s in rows:
+        out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed))
+        add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed),
+                                             "--labels", scheme, "--target-nodes", str(demo.TARGET_NODES), *flags,
+                                             "--view", "full", "--config", demo.CONFIG],
+                 () if seed is None else (f"trees_s{seed}",)), (ROOT / out).is_file())
+    for s in [*rows, *replicas]:
         if not s.demo_folder:
-            after = (f"labels_{s.scheme}",) if s.own_labels else ()
+            after = (labels_task(s.scheme, s.train_seed),) if s.own_labels else \
+                () if s.train_seed is None else (f"stage2_s{s.train_seed}",)
             extra = ("--agg", s.agg) if s.agg else ()
             completed, calibrate = demo.scorer_completed(ROOT / s.folder), s.objective in CALIBRATED_MODES
             finished = completed and (not calibrate or scorer_calibrated(ROOT / s.folder))
             # every row the trainer can calibrate is (docs/scorer_lab.md); a finished uncalibrated one is
             # trained again over itself (same seed, same weights) so that it records its Platt scaling
             extra += ("--calibrate",) * calibrate + ("--overwrite",) * (completed and not finished)
-            add(Task(f"train_{s.slug}", demo.train_command(s.objective, s.data(run), s.folder, args.seed, extra),
+            seed = args.seed if s.train_seed is None else s.train_seed
+            add(Task(f"train_{s.key}", demo.train_command(s.objective, s.data(run), s.folder, seed, extra),
                      after), finished)
     if bench:
         for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
@@ -282,14 +221,35 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
                      (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
     for task in later:
         add(task)
-    stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix
+    stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix (seed --seed)
     scorers = {s.slug: s.folder for s in stepwise}
     add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
                            *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
                            "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
              tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
         stepbench_done(ROOT / STEPBENCH, scorers))
-    return tasks, notes, rows, done
+    return tasks, notes, [*rows, *replicas], done
+
+
+def labels_task(scheme: str, seed: int | None) -> str:
+    return f"labels_{scheme}" + (f"_s{seed}" if seed is not None else "")
+
+
+def replica_trees(args, seed: int) -> tuple[Task, bool]:
+    """Stage 1 at a replica seed: the demo's tree search with that seed, under results/train_seed_<S>/."""
+    cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train)).trees
+    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed)]), \
+        demo.trees_done(args.n_train, seed, seed_run_folder(seed))
+
+
+def replica_stage2(seed: int) -> tuple[Task, bool]:
+    """Stage 2 at a replica seed: the demo's pairs and PRM samples of that seed's trees."""
+    cmd = demo.commands(demo.DemoArgs(seed=seed)).pairs
+    at = cmd.index("--input") + 1
+    run = Path(demo.run_folder()).name
+    outputs = [ROOT / seed_root(seed) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
+    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed), *cmd[at + 1:]], (f"trees_s{seed}",)), \
+        all(path.is_file() for path in outputs)
 
 
 # --------------------------------------------------------------------------- running
@@ -304,6 +264,9 @@ class LabArgs:
     jobs: int = arg(2, flags=("--jobs",), help="commands run side by side, one thread each (default 2)")
     dry_run: bool = arg(False, flags=("--dry_run",), help="print the plan without running it")
     seed: int = arg(42, flags=("--seed",), help="seed of the scorers' training and the step benchmark")
+    train_seeds: list[int] = arg(flags=("--train_seeds",), nargs="+", default_factory=lambda: list(TRAIN_SEEDS),
+                                 help="tree and training seeds every row is trained at (default 42 7 99, fixed in "
+                                      "docs/scorer_lab.md); --seed is the demo's, the others get their own trees")
     n_train: int = arg(demo.N_TRAIN, flags=("--n_train",), help="train questions of the demo's trees")
     sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
                                 default_factory=lambda: list(SBS_BUDGET),
@@ -315,7 +278,9 @@ class LabArgs:
 
     def __post_init__(self) -> None:
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
-        check_seeds(self, ("seed", "seeds"))
+        check_seeds(self, ("seed", "seeds", "train_seeds"))
+        require(self.seed in self.train_seeds, "train_seeds",
+                f"train_seeds must include --seed {self.seed} (the demo's trees and scorers), got {self.train_seeds}")
         require(min(self.sbs_budget) >= 1, "sbs_budget",
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
 
@@ -336,7 +301,9 @@ def main(argv: list[str] | None = None) -> int:
         print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
               "command waits for")
         for s in rows:
-            print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''} -> {s.folder}   [{s.name}]")
+            seed = args.seed if s.train_seed is None else s.train_seed
+            print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
+                  f"{s.folder}   [{s.name}]")
         for task in tasks:
             waits = f"   [after {', '.join(task.after)}]" if task.after else ""
             print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")

@@ -17,7 +17,10 @@ from masprm.stages.jobs import Task
 # CPU seconds of one command (training, labels, benchmarks) or of one condition at one seed (searches).
 SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, "stepbench_scorer": 5.5,
            "single_pass": 8.0, "sbs_3x5": 64.0, "sbs_2x3": 34.0, "mcts": 47.0,
-           "bon_draw": 71.0, "bon_min": 25.0, "bon_last": 14.0}
+           "bon_draw": 71.0, "bon_min": 25.0, "bon_last": 14.0,
+           # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
+           # here; its stage 2 as the demo's (a second)
+           "trees": 380.0, "stage2": 1.0}
 
 
 def last_value(cmd: Sequence[str], name: str) -> str | None:
@@ -55,7 +58,7 @@ def condition_seconds(method: str, cmd: Sequence[str]) -> float:
 
 def task_seconds(task: Task, demo_logs: str) -> float:
     kind = task.name.partition("_")[0]
-    if kind in ("train", "labels", "labelbench"):
+    if kind in ("train", "labels", "labelbench", "trees", "stage2"):
         return SECONDS[kind]
     if task.name == "stepbench":
         return SECONDS["stepbench"] + SECONDS["stepbench_scorer"] * task.cmd.count("--scorer")

@@ -40,6 +40,7 @@ def comparison_name(row: str, base: str, column: str) -> str:
 class LabComparison(Comparison):
     tested: bool = True     # False: a reference row (the policy log-prob), shown but outside the Holm family
     adjusted_p: float | None = None   # Holm-adjusted p over the family (None: the primary, or not tested)
+    train_seeds: int = 1    # training seeds the two-level bootstrap resampled (1: the paired bootstrap)
 
     @property
     def primary(self) -> bool:
@@ -67,6 +68,8 @@ class LabComparison(Comparison):
             elif eq.not_better:
                 parts.append(f"not better by more than {100 * EQUIVALENCE_MARGIN:g} points")
         parts.append(f"MDE {100 * mde(self.result.se):.1f}")
+        if self.train_seeds > 1:
+            parts.append(f"{self.train_seeds} training seeds")
         return "; ".join(parts)
 
 
@@ -80,7 +83,9 @@ def adjust(found: Sequence[LabComparison]) -> None:
 def claims_text(found: Sequence[LabComparison]) -> str:
     family = sum(1 for c in found if c.adjusted_p is not None)
     lines = ["Every scorer against the ORM and against the paper's MASPRM: the paired difference in pass@1 per "
-             "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0.",
+             "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0. A line that says 'N "
+             "training seeds' pairs the rows seed by seed (tree and training seed) and resamples the seeds too "
+             "(two-level bootstrap: the CI includes the training variance).",
              f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict "
              f"after Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
              "policy log-prob is a reference row. Where a comparison does not hold: \"not better by more than "

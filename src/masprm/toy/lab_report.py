@@ -37,7 +37,7 @@ from typing import Any, Iterable, Protocol, Sequence
 from masprm.answers import is_correct
 from masprm.eval.aggregate import facts_of, model_work, split_experiment
 from masprm.eval.budget_plot import save_png
-from masprm.paired_stats import PairedResult, mde, paired_bootstrap
+from masprm.paired_stats import PairedResult, mde, two_level_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
@@ -114,10 +114,17 @@ def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) ->
     folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
     for row in rows:
         if folder and Path(folder).name == Path(row.folder).name:
+            seed = seed_suffix(row)   # a replica's cells are its row's at another training seed
             if settings.get("orm_leaf"):   # only the paper's MASPRM with ORM leaves has a row
-                return (ORM_LEAF, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
-            return row.slug, column
+                return (ORM_LEAF + seed, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
+            return row.slug + seed, column
     return None
+
+
+def seed_suffix(row: LabRow) -> str:
+    """"" for a row at the lab's --seed, "_s<S>" for its replica at training seed S (`LabScorer.key`)."""
+    seed = getattr(row, "train_seed", None)
+    return "" if seed is None else f"_s{seed}"
 
 
 def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
@@ -204,11 +211,10 @@ def _misses(cell: Cell | None) -> str:
 
 def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
                   labelbench: dict[str, dict | None]) -> tuple[list[str], list[dict]]:
-    """The table's header and its rows as facts: each row's ``cells`` by column, and per pass@1 column the
-    logs folder its numbers were read from (``logs``)."""
+    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``)."""
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
-            "step ECE", "step AUC R / P",
-            *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
+            "step ECE", "step AUC R / P", *(f"{c} pass@1 %" for c in COLUMNS),
+            "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
@@ -219,13 +225,9 @@ def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
     entries = [e for e in entries if e[4] is not None or e[1] == LOGPROB or any((e[1], c) in cells for c in COLUMNS)]
     records = []
     for name, slug, scheme, objective, row in entries:
-        if row is None:
-            labels = "–"
-        elif row.outcome_only:
-            labels = "outcome only"
-        else:
-            aucs = label_aucs(labelbench.get(row.scheme))
-            labels = " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–"
+        aucs = label_aucs(labelbench.get(row.scheme)) if row is not None and not row.outcome_only else {}
+        labels = ("–" if row is None else "outcome only" if row.outcome_only
+                  else " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–")
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
         samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
@@ -285,14 +287,25 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 # --------------------------------------------------------------------------- claims
 
 
-def paired(a: Cell, b: Cell, seed: int) -> PairedResult:
-    """pass@1 of A minus B per question (each the mean over its seeds), bootstrapped over questions."""
-    return paired_bootstrap(question_values(a), question_values(b), seed=seed)
+def paired(a: Sequence[Cell], b: Sequence[Cell], seed: int) -> PairedResult:
+    """pass@1 of A minus B per question (each the mean over its search seeds), a[s] and b[s] trained at one
+    training seed: the two-level bootstrap over training seeds and questions (with one training seed, exactly
+    the paired bootstrap over questions)."""
+    return two_level_bootstrap([question_values(c) for c in a], [question_values(c) for c in b], seed=seed)
+
+
+def seed_cells(cells: dict, slug: str, column: str, suffixes: Sequence[str]) -> list[Cell | None]:
+    """A row's cell in a column at each training seed; a reference row (no training) is the same at every seed."""
+    if slug in REFERENCE_ROWS:
+        return [cells.get((slug, column))] * len(suffixes)
+    return [cells.get((slug + suffix, column)) for suffix in suffixes]
 
 
 def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
-    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column,
-    with the family's Holm-adjusted p-values."""
+    """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column, over the
+    training seeds both have (the lab's --seed among them), with the family's Holm-adjusted p-values."""
+    suffixes = list(dict.fromkeys(["", *map(seed_suffix, rows)]))   # the lab's --seed first
+    rows = [row for row in rows if not seed_suffix(row)]
     names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
     baselines = [row for row in rows if row.objective == "orm"] + \
                 [row for row in rows if row.scheme == "masprm" and row.objective == "ppm"]
@@ -302,12 +315,15 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabCompa
             for slug in names:
                 if slug == base.slug:
                     continue
-                a, b = cells.get((slug, column)), cells.get((base.slug, column))
-                result = paired(a, b, seed) if a and b else None
+                both = [(a, b) for a, b in zip(seed_cells(cells, slug, column, suffixes),
+                                               seed_cells(cells, base.slug, column, suffixes)) if a and b]
+                a = cells.get((slug, column))
+                result = paired(*zip(*both), seed) if a and cells.get((base.slug, column)) else None
                 if a is None and slug in {**EXTRA_ROWS, **REFERENCE_ROWS} and slug != LOGPROB:
                     continue   # a row the lab did not run (the oracles, --orm_leaf): no line
                 found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
-                                           result, tested=slug not in REFERENCE_ROWS))
+                                           result, tested=slug not in REFERENCE_ROWS,
+                                           train_seeds=len(both) if result else 0))
     adjust(found)
     return found
 
@@ -364,10 +380,11 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                  made_by: dict[str, str] | None = None) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text."""
-    cells = read_cells(logs_dirs, rows, budgets)
+    cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
+    found = comparisons(rows, cells, seed)
+    rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
-    found = comparisons(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))
     head, records = table_records(rows, cells, bench, labels)

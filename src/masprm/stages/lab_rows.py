@@ -1,0 +1,122 @@
+"""The scorer lab's rows: a label scheme trained with an objective, at the lab's --seed or a replica seed.
+
+`make lab` (`masprm.stages.lab`) trains, benchmarks and searches with each `LabScorer`
+of `LAB_SCORERS`, at every training seed of `TRAIN_SEEDS`; a replica seed grows its
+own trees (`seed_run_folder`) and writes its scorers into folders of their own.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from masprm.stages import demo
+
+# Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
+# grown at the same seed; 42 is the demo's (its trees, its MASPRM and ORM), the others get their own trees
+# under results/train_seed_<S>/ and their own scorer folders (`LabScorer.replica`).
+TRAIN_SEEDS = (42, 7, 99)
+
+
+def seed_root(seed: int) -> str:
+    """Where a replica seed's trees and stage-2 files go (the demo's seed uses results/ itself)."""
+    return f"results/train_seed_{seed}"
+
+
+def seed_run_folder(seed: int | None) -> str:
+    """The stage-1 tree folder of a training seed (None: the demo's)."""
+    return demo.run_folder() if seed is None else f"{seed_root(seed)}/{Path(demo.run_folder()).name}"
+
+
+@dataclass(frozen=True)
+class LabScorer:
+    """One row of the lab: a label scheme trained with an objective (traj: with its step aggregation)."""
+
+    scheme: str
+    objective: str
+    agg: str | None = None
+    demo_folder: str | None = None   # the demo's scorer, trained by `make demo`
+    train_seed: int | None = None    # a replica's tree and training seed (None: the lab's --seed, the demo's trees)
+
+    @property
+    def slug(self) -> str:
+        return "-".join(p for p in (self.scheme, self.objective, self.agg) if p)
+
+    @property
+    def key(self) -> str:
+        """The row at its training seed: the slug, with _s<S> for a replica (task names, report cells)."""
+        return self.slug + (f"_s{self.train_seed}" if self.train_seed is not None else "")
+
+    def replica(self, seed: int) -> "LabScorer":
+        """The same row trained by the lab at another seed, on that seed's trees."""
+        return replace(self, demo_folder=None, train_seed=seed)
+
+    @property
+    def name(self) -> str:
+        """The row's name in tables and claims."""
+        return {"ppm": "MASPRM" if self.scheme == "masprm" else f"{self.scheme}+ppm", "orm": "ORM"}.get(
+            self.objective, f"{self.scheme}+{self.objective}" + (f"-{self.agg}" if self.agg else ""))
+
+    @property
+    def folder(self) -> str:
+        suffix = f"-s{self.train_seed}" if self.train_seed is not None else ""
+        return self.demo_folder or f"checkpoints/toy-lab-{self.slug}{suffix}"
+
+    @property
+    def outcome_only(self) -> bool:
+        """Trained on final correctness alone (no step labels: no label quality to measure)."""
+        return self.objective in ("orm", "traj", "implicit", "gorm", "biprm")
+
+    @property
+    def finished_only(self) -> bool:
+        """Scores finished transcripts only (biprm): best-of-N with the last step's value, no step benchmark."""
+        return self.objective == "biprm"
+
+    @property
+    def own_labels(self) -> bool:
+        """Trains on a stage-2 file of its own scheme (`preprocess_data.py --labels`)."""
+        return self.scheme != "masprm" and not self.outcome_only   # the paper's pairs come with stage 2
+
+    @property
+    def root(self) -> str:
+        """The folder of its trees' stage-2 files."""
+        return "results" if self.train_seed is None else seed_root(self.train_seed)
+
+    def data(self, run: str) -> str:
+        """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
+        if self.scheme == "masprm":
+            return f"{self.root}/ppm_pairs_{run}.jsonl"
+        if self.outcome_only:
+            return f"{self.root}/prm_samples_{run}.jsonl"
+        return scheme_records_path(self.scheme, run, self.root)
+
+
+def scheme_records_path(scheme: str, run: str, root: str = "results") -> str:
+    """Where `preprocess_data.py --labels NAME` writes a scheme's records (LAB_INTERFACE.md)."""
+    return f"{root}/labels_{scheme}_{run}.jsonl"
+
+
+# The issue's rows: the paper's MASPRM and the ORM from `make demo`, each label scheme with the objective
+# its records suit, and the trajectory-level objective with each aggregation on the prm samples.
+LAB_SCORERS = (
+    LabScorer("masprm", "ppm", demo_folder=demo.PPM_DIR),
+    LabScorer("mc", "orm", demo_folder=demo.ORM_DIR),
+    LabScorer("mc", "prm"), LabScorer("first_error", "prm"), LabScorer("advantage", "prm"),
+    LabScorer("margin_pairs", "ppm"), LabScorer("balanced_pairs", "ppm"), LabScorer("majority_outcome", "ppm"),
+    *(LabScorer("mc", "traj", agg) for agg in ("min", "softmin", "prod", "mean")),
+    # issue 37: the related work's remaining methods, each on the records its source trains on
+    LabScorer("first_error", "pqm"),    # PQM ranks the steps around the outcome-derived first error
+    LabScorer("mc", "implicit"),        # PRIME: trained on final correctness alone, like traj
+    LabScorer("mc", "gorm"),            # Multi-RM's generative verifiers: the outcome after a transcript,
+    LabScorer("first_error", "gprm"),   # the step label after each step
+    LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
+    LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
+    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
+    *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
+)
+
+
+def orm_of(scorer: LabScorer) -> LabScorer:
+    """The ORM row trained at the same seed as `scorer`."""
+    orm = next(s for s in LAB_SCORERS if s.objective == "orm")
+    return orm if scorer.train_seed is None else orm.replica(scorer.train_seed)
