@@ -29,7 +29,8 @@ from masprm.eval.settings import EvalSettings
 from masprm.search.engine import drive
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings
+from masprm.eval.tree_runner import TreeJob
+from masprm.search.train_mcts import TreeSearchSettings
 from masprm.train import TrainConfig
 from masprm.tree_schema import action_text, tree_node
 

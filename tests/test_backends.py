@@ -73,7 +73,7 @@ def test_every_backends_module_is_on_the_evaluations_code_path():
 
 def test_a_stage_1_folder_of_one_backend_refuses_a_run_of_another(tmp_path):
     from masprm.run_folder import check_or_record_settings
-    from masprm.search.train_mcts import tree_path
+    from masprm.eval.tree_runner import tree_path
 
     folder = tmp_path / "run"
     folder.mkdir()
