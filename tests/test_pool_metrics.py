@@ -47,6 +47,16 @@ def test_undefined_values_are_none_and_a_none_score_ranks_lowest():
     assert pool_summary([{"error": None, "metrics": {}, "extra": {}}], is_correct) == {}
 
 
+def test_labels_the_run_stored_win_over_the_default_checker():
+    # A run with --answer_checker math_verify stores its own verdicts: "\\sqrt{8}" is right for gold
+    # "2\\sqrt{2}" there, which the default rule would call wrong; the pool metrics must use the run's.
+    rec = record(["\\sqrt{8}", "3"], [0.4, 0.9], "2\\sqrt{2}", False)
+    assert pool_summary([rec], is_correct)["oracle_hit_at_k"] == 0.0
+    rec["extra"]["pool"]["correct"] = [True, False]
+    s = pool_summary([rec], is_correct)
+    assert (s["oracle_hit_at_k"], s["accuracy_given_solvable"], s["candidate_auc_per_question"]) == (1.0, 0.0, 0.0)
+
+
 def test_judge_counts():
     records = [{"error": None, "metrics": {"judge_calls": 2, "judge_parse_failures": 1}},
                {"error": None, "metrics": {"judge_calls": 1, "judge_parse_failures": 0}},

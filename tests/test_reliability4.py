@@ -512,3 +512,16 @@ def test_a_link_to_a_file_below_an_output_is_allowed_and_never_written_through(t
     check_output_dir(tmp_path / "out", "out_root")   # files are written as new inodes: the link is replaced
     atomic_write_text(tmp_path / "out" / "a" / "f.txt", "new\n")
     assert (tmp_path / "victim.txt").read_text() == "kept\n"
+
+
+def test_a_library_writer_never_takes_over_a_temporary_folder_it_did_not_make(tmp_path, monkeypatch):
+    from masprm.errors import ConfigError
+    from masprm.outputs import library_output
+
+    monkeypatch.setattr("masprm.outputs.secrets.token_hex", lambda n: "same")
+    (tmp_path / ".save.same.tmp").mkdir()                      # another writer's, by every name tried
+    (tmp_path / ".save.same.tmp" / "theirs.bin").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="no new temporary folder could be made there"):
+        with library_output(tmp_path):
+            pass
+    assert (tmp_path / ".save.same.tmp" / "theirs.bin").read_bytes() == b"x"

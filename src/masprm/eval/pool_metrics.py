@@ -72,7 +72,8 @@ def pool_summary(records: Sequence[dict], is_correct: Callable[[str, str | None]
     per_question, all_scores, all_labels, sizes = [], [], [], []
     for r in pooled:
         pool = r["extra"][POOL_KEY]
-        labels = [bool(is_correct(a, r.get("gold"))) for a in pool["answers"]]
+        # Labelled by the run's own --answer_checker when it ran (the runner stores them); else `is_correct`.
+        labels = pool.get("correct") or [bool(is_correct(a, r.get("gold"))) for a in pool["answers"]]
         sizes.append(len(labels))
         if any(labels):
             solvable += 1

@@ -317,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
               "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
         return 0
 
-    for path in (REPORT, CLAIMS, PLOT):   # the report's files: a folder in their place fails now, not in an hour
+    report_files = (REPORT, Path(REPORT).with_suffix(".json"), CLAIMS, Path(CLAIMS).with_suffix(".json"), PLOT)
+    for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
     check_output_dir(ROOT / LOGS, "logs")   # its commands' logs and outputs: never written through a link
     started = time.time()
