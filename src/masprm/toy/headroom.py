@@ -8,7 +8,8 @@ split. Every condition runs the world's policy on the same questions with the re
 `masprm.search.oracles` (no trained model):
 
 - (a) the process oracle (``oracle_step``) against the outcome oracle (``oracle_outcome``) under MCTS
-  at the demo's budget (10 simulations, 3 children) and under SBS 3x5; and best-of-N with the outcome
+  at the demo's budget and settings (10 simulations, 3 children, c_uct 2, temperature 0.7) and under
+  SBS 3x5 (temperature 0.7); and best-of-N with the outcome
   oracle at the agent samples the process oracle's MCTS used (N = its mean agent samples per question
   over the team's size, rounded): gate >= 8 points;
 - (b) MCTS guided by an oracle restricted to the first half of the team (the first ``n // 2`` agents)
@@ -51,6 +52,7 @@ from masprm.toy.worlds import WORLDS
 log = get_logger(__name__)
 HALVES = ("first", "second")
 GATES = {"a_mcts": 0.08, "a_sbs": 0.08, "b": 0.05, "c": 0.7, "d": 0.5}
+TEMPERATURE = 0.7   # the demo's sampling temperature of MCTS, SBS and single passes (masprm.stages.demo)
 
 
 def restricted_oracle(base: str, n_agents: int, half: str) -> Callable[[str, Sequence[str]], list[bool]]:
@@ -87,7 +89,8 @@ class Condition:
 
 
 def conditions(world: str, sims: int, b1: int, b2: int) -> list[Condition]:
-    mcts, sbs = MCTSSettings(n_simulations=sims), SBSSettings(b1=b1, b2=b2)
+    mcts = MCTSSettings(n_simulations=sims, max_children=3, c_uct=2.0, mcts_temperature=TEMPERATURE)
+    sbs = SBSSettings(b1=b1, b2=b2, sbs_temperature=TEMPERATURE)
     out = []
     for label, method, oracle in (("mcts_step", "mcts_oracle_step", world), ("mcts_outcome", "mcts_oracle_outcome", None),
                                   ("sbs_step", "sbs_oracle_step", world), ("sbs_outcome", "sbs_oracle_outcome", None),
@@ -183,10 +186,11 @@ def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any]
         log.info("headroom: %s on %d questions", cond.label, len(examples))
         runs[cond.label] = run_condition(models, graph, cond, examples, seed, batch_size)
     bon_n = max(1, round(sum(r["agent_runs"] for r in runs["mcts_step"]) / len(examples) / graph.n_agents))
-    bon = METHODS["bon_oracle_outcome"].settings_for({BoNSettings: BoNSettings(bon_n=bon_n)})
+    bon = METHODS["bon_oracle_outcome"].settings_for({BoNSettings: BoNSettings(bon_n=bon_n,
+                                                                                 sbs_temperature=TEMPERATURE)})
     runs["bon_outcome"] = run_condition(models, graph, Condition("bon_outcome", "bon_oracle_outcome", bon),
                                         examples, seed, batch_size)
-    groups = first_agent_groups(models, graph, examples, seed, MCTSSettings().mcts_temperature, batch_size)
+    groups = first_agent_groups(models, graph, examples, seed, TEMPERATURE, batch_size)
     return {"world": world, "questions": len(examples), "seed": seed, "simulations": sims, "sbs": [b1, b2],
             "bon_n": bon_n, **gates(runs, groups, graph.n_agents, sims)}
 
