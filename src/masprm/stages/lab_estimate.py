@@ -21,6 +21,15 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
            # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
            # here; its stage 2 as the demo's (a second)
            "trees": 380.0, "stage2": 1.0}
+# A rollout-based scheme's stage 2 on a seed's 400 trees (K = 8, `--rollout-policy` on one thread): extrapolated
+# from its CPU seconds measured on 10 and 40 of the demo's trees (docs/scorer_lab.md, "Time budget").
+ROLLOUT_LABELS = {"mc_rollouts": 0.0, "first_error_search": 0.0, "step_consistency": 0.0, "shapley": 0.0,
+                  "mc_rollouts_uniform": 0.0, "mc_rollouts_active": 0.0}
+
+
+def rollout_label_seconds(scheme: str) -> float:
+    """A rollout-based scheme's stage 2 on the demo's trees (an unmeasured one: the costliest measured)."""
+    return ROLLOUT_LABELS.get(scheme, max(ROLLOUT_LABELS.values()))
 
 
 def last_value(cmd: Sequence[str], name: str) -> str | None:
@@ -58,6 +67,8 @@ def condition_seconds(method: str, cmd: Sequence[str]) -> float:
 
 def task_seconds(task: Task, demo_logs: str) -> float:
     kind = task.name.partition("_")[0]
+    if kind == "labels" and "--rollout-policy" in task.cmd:
+        return rollout_label_seconds(last_value(task.cmd, "--labels"))
     if kind in ("train", "labels", "labelbench", "trees", "stage2"):
         return SECONDS[kind]
     if task.name == "stepbench":
