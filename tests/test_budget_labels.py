@@ -16,8 +16,7 @@ from masprm.labels.scheme import LabelContext
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 
-from conftest import FakePolicy
-from helpers import GSM8K, gsm8k_tree
+from helpers import GSM8K, gsm8k_tree, scripted_team
 
 
 def test_even_split_gives_the_remainder_to_the_first_nodes():
@@ -41,18 +40,9 @@ def test_ranked_split_ranks_by_spread_ties_to_the_first_and_spends_the_budget_ex
 
 
 def scripted():
-    """Fresh messages: Planner 'plan X'; Solver 'solve B' after plan B, else 'solve A'; Verifier 'Answer: 4'
-    (right) after solve A, else 'Answer: 7' (wrong). So every completion through solve A succeeds, none through
-    plan B or solve B does."""
-    def respond(messages, k, rng):
-        who, seen = messages[0]["content"], messages[-1]["content"]
-        if who == "You are the Planner.":
-            return "plan X"
-        if who == "You are the Solver.":
-            return "solve B" if "plan B" in seen else "solve A"
-        return "Answer: 4" if "solve A" in seen else "Answer: 7"
-
-    return FakePolicy(respond)
+    """Fresh messages as `scripted_team`'s; the Verifier answers 4 (right) after solve A, else 7 (wrong). So every
+    completion through solve A succeeds, none through plan B or solve B does."""
+    return scripted_team(lambda seen: "Answer: 4" if "solve A" in seen else "Answer: 7")
 
 
 class ScriptedSpreads:
