@@ -10,6 +10,10 @@ exist), for every scorer of `LAB_SCORERS`:
   search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
              (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
 
+Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's
+seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
+scorers searched with like the demo's seed's; the claims pair the rows seed by seed (two-level bootstrap).
+
 then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table),
 results/toy_lab_claims.txt (every scorer against the ORM and against the
 paper's MASPRM, paired bootstrap CIs) and results/toy_lab.png. The conditions
