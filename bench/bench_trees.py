@@ -23,7 +23,8 @@ from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.graph import MASGraph, load_mas_config
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees, tree_path
+from masprm.eval.tree_runner import TreeJob, run_trees, tree_path
+from masprm.search.train_mcts import TreeSearchSettings
 
 REPO = Path(__file__).resolve().parents[1]
 TEAM = {  # the gsm8k team's shape (configs/gsm8k.yaml), used when configs/gsm8k.yaml is not there

@@ -9,9 +9,11 @@ running the stage CLIs on small local data.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib
 import importlib.util
 import json
+import os
 import random
 from typing import Any
 import subprocess
@@ -29,7 +31,8 @@ from masprm.eval.settings import EvalSettings
 from masprm.search.engine import drive
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings
+from masprm.eval.tree_runner import TreeJob
+from masprm.search.train_mcts import TreeSearchSettings
 from masprm.train import TrainConfig
 from masprm.tree_schema import action_text, tree_node
 
@@ -407,6 +410,37 @@ def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") ->
         run_cli(stage_module(script).main)
     captured = capsys.readouterr()
     return exit_info.value.code, captured.out, captured.err
+
+
+def run_module(monkeypatch, capsys, module: str, argv: list[str]) -> tuple[int, list[str], str]:
+    """(exit code, stderr lines, stdout) of a command's main run through run_cli in this process."""
+    from masprm.cli import run_cli
+
+    monkeypatch.setattr(sys, "argv", [module.rsplit(".", 1)[-1] + ".py", *argv])
+    try:
+        run_cli(importlib.import_module(module).main)
+        code = 0
+    except SystemExit as done:
+        code = done.code if isinstance(done.code, int) else 1
+    captured = capsys.readouterr()
+    return code, [ln for ln in captured.err.splitlines() if ln.strip()], captured.out
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every entry under `root`: a file's content hash and mode, a folder (a new empty one counts too),
+    a link's target; "nothing outside, nothing lost" compares two of these."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        key = p.relative_to(root).as_posix()
+        if p.is_symlink():
+            out[key] = f"-> {os.readlink(p)}"
+        elif p.is_dir():
+            out[key] = "folder"
+        elif p.is_file():
+            out[key] = hashlib.sha1(p.read_bytes()).hexdigest() + oct(p.stat().st_mode & 0o777)
+        else:
+            out[key] = "special"   # a FIFO: never read
+    return out
 
 
 # --------------------------------------------------------------------------- Ray workers

@@ -231,3 +231,22 @@ def test_model_work_counts_finished_examples_only():
     assert model_work(done) == 100.0
     assert model_work({**done, "errors": 12}) is None and model_work(None) is None
     assert model_work({"n": 3, "errors": 0, "tokens_mean": 5.0}) is None   # an older summary: no token totals
+
+
+def test_scorer_calls_line_is_read_first_and_the_originals_line_alone_still_aggregates():
+    text = render_log(["=== START mcts_prm | dataset=gsm8k | N=50 | manifest=abc ==="], [], summary(0.5, 100.0, 6.5))
+    assert "Total PRM calls: 325\nTotal scorer calls: 325\n" in text
+    assert "Mean PRM calls per example: 6.50\nMean scorer calls per example: 6.50\n" in text
+    both = parse_log(f"{EXP}_14", text)
+    old_only = parse_log(f"{EXP}_14", "\n".join(ln for ln in text.splitlines() if "scorer calls" not in ln))
+    assert both.metrics["prm_calls"] == old_only.metrics["prm_calls"] == 6.5
+    assert both.problem is None and old_only.problem is None
+    # both there: the line named after what it counts wins
+    moved = text.replace("Mean scorer calls per example: 6.50", "Mean scorer calls per example: 7.25")
+    assert parse_log(f"{EXP}_14", moved).metrics["prm_calls"] == 7.25
+    # each spelling is checked: a bad value in the original's line still keeps the log out
+    bad = text.replace("Mean PRM calls per example: 6.50", "Mean PRM calls per example: -1.00")
+    assert parse_log(f"{EXP}_14", bad).problem == "its prm_calls value -1 is outside [0, inf]"
+    twice = text.replace("Mean scorer calls per example: 6.50",
+                         "Mean scorer calls per example: 6.50\nMean scorer calls per example: 6.50")
+    assert parse_log(f"{EXP}_14", twice).problem == "its prm_calls line is written 2 times"

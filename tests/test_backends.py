@@ -73,7 +73,7 @@ def test_every_backends_module_is_on_the_evaluations_code_path():
 
 def test_a_stage_1_folder_of_one_backend_refuses_a_run_of_another(tmp_path):
     from masprm.run_folder import check_or_record_settings
-    from masprm.search.train_mcts import tree_path
+    from masprm.eval.tree_runner import tree_path
 
     folder = tmp_path / "run"
     folder.mkdir()
@@ -160,3 +160,13 @@ def test_stage_1_runs_a_registered_backend_and_records_it(scripted_backend, tiny
     assert sorted(p.name for p in folder.glob("*.json")) == ["0.json", "1.json"]
     with pytest.raises(ConfigError, match="`backend` was 'scripted', now 'hf'"):
         trees.main(argv)   # the default backend may not resume the scripted run's trees
+
+
+@pytest.mark.parametrize("text, problem", [("{", "not valid JSON"), ("[1, 2]", "not a JSON object")])
+def test_a_broken_config_is_one_line_before_vllm_loads(tmp_path, text, problem):
+    from masprm.errors import MasprmError
+    from masprm.models.vllm_policy import head_size
+
+    (tmp_path / "config.json").write_text(text, encoding="utf-8")
+    with pytest.raises(MasprmError, match=f"^{tmp_path / 'config.json'}: {problem}"):
+        head_size(str(tmp_path))

@@ -9,7 +9,6 @@ checks that catch these inputs all run before any model is loaded.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import shutil
@@ -22,7 +21,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import GSM8K, gsm8k_tree, stage_module
+from helpers import GSM8K, gsm8k_tree, snapshot, stage_module
 
 pytestmark = pytest.mark.slow   # its workspace is built by running stage 1 on a model
 
@@ -85,16 +84,6 @@ def invoke(monkeypatch, capsys, cli: str, argv: list[str]) -> tuple[int, list[st
     err = capsys.readouterr().err
     lines = [ln for ln in err.splitlines() if ln.strip()] + [f"warning: {w.message}" for w in shown]
     return code, lines
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every file's content hash, every folder and every link's target: a new empty folder counts too."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        key = p.relative_to(root).as_posix()
-        out[key] = (f"-> {os.readlink(p)}" if p.is_symlink() else "folder" if p.is_dir()
-                    else hashlib.sha1(p.read_bytes()).hexdigest() if p.is_file() else "special")   # a FIFO: never read
-    return out
 
 
 # --------------------------------------------------------------------------- the workspace

@@ -11,7 +11,8 @@ from masprm.data import Example, LoadedData
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
+from masprm.eval.tree_runner import TreeJob, run_trees
+from masprm.search.train_mcts import TreeSearchSettings
 from helpers import FakeScorer, chain_graph, prefers_good, ray_ships, settings
 
 TEAM = MASGraph.from_dict({

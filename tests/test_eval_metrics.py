@@ -59,7 +59,9 @@ def test_log_text_has_the_spec_lines_and_status():
     assert lines[0] == "Accuracy (pass@1): 0.5000"
     assert lines[1:10] == [f"Pass@{k}: 0.5000" for k in range(2, 11)]
     assert lines[10] == "Tokens: 15.0 ± 5.0 (2 examples)"
-    assert lines[11:] == ["Total PRM calls: 10", "Total Agent runs: 4", "Mean PRM calls per example: 5.00",
+    # the original's "PRM calls" lines (they count every scorer call), each beside the line that says so
+    assert lines[11:] == ["Total PRM calls: 10", "Total scorer calls: 10", "Total Agent runs: 4",
+                          "Mean PRM calls per example: 5.00", "Mean scorer calls per example: 5.00",
                           "Mean Agent runs per example: 2.00"]
     # The original's progress line: p@1..p@10, then totals and means so far.
     assert progress_line(s, 2, 2) == ("[progress] 2/2 acc=0.5000 "

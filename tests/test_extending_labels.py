@@ -9,7 +9,7 @@ from masprm.config import arg
 from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.scheme import LabelContext, step_records
 from masprm.stages import preprocess as preprocess_data
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 from helpers import gsm8k_tree, write_trees
 
@@ -24,7 +24,7 @@ class OutcomeSettings:
 
 def outcome_records(tree: Tree, ctx: LabelContext) -> list[dict]:
     """Every step labelled with its path's final outcome, times --outcome-scale."""
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         ctx.notes["paths"] += 1
         return [ctx.settings.outcome_scale * path[-1].value] * len(path)
 

@@ -157,6 +157,33 @@ def test_write_report_writes_the_three_outputs(logs, tmp_path):
     assert ("mc+prm", "MCTS", 1200.0, 0.0, 0.0) in points and len(points) == 7
 
 
+def test_the_tables_facts_say_which_command_made_each_cell_and_the_readme_marks_the_demos(logs, tmp_path, capsys):
+    from masprm.toy.report import DEMO_NOTE, main as report
+    out = tmp_path / "results"
+    lab_report.write_report(ROWS, logs, out / "none.json", out / "labelbench", out / "toy_lab.md",
+                            out / "toy_lab_claims.txt", out / "toy_lab.png", budgets=BUDGETS, seed=0,
+                            made_by={str(logs[0]): "make demo", str(logs[1]): "make lab"})
+    facts = json.loads((out / "toy_lab.json").read_text())
+    by_slug = {row["slug"]: row for row in facts["rows"]}
+    # the MASPRM's SBS and MCTS are the demo's conditions; the ORM's and the log-prob's BoN the lab's
+    assert by_slug["masprm-ppm"]["logs"] == {"SBS pass@1 %": str(logs[0]), "MCTS pass@1 %": str(logs[0])}
+    assert by_slug["mc-orm"]["logs"] == {"SBS pass@1 %": str(logs[1]), "MCTS pass@1 %": str(logs[1])}
+    assert by_slug["logprob"]["logs"] == {"BoN min pass@1 %": str(logs[1])}
+    markdown = (out / "toy_lab.md").read_text().splitlines()   # the same cells as the Markdown table
+    assert all("| " + " | ".join(row["cells"][c] for c in facts["columns"]) + " |" in markdown
+               for row in facts["rows"])
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "README.md").write_text("<!-- report: lab-summary -->\n<!-- /report -->\n")
+    assert report(["--docs", str(tmp_path / "docs"), "--results", str(out), "--logs_dir", str(tmp_path / "x")]) == 0
+    assert "read the table of" not in capsys.readouterr().out   # the facts, not the Markdown
+    lines = (tmp_path / "README.md").read_text().splitlines()
+    masprm = next(ln for ln in lines if ln.startswith("| MASPRM |")).split(" | ")
+    orm = next(ln for ln in lines if ln.startswith("| ORM |")).split(" | ")
+    assert [c.endswith(" †") for c in masprm[4:7]] == [True, True, False]   # SBS, MCTS: the demo's; BoN: none
+    assert not any(c.endswith("†") for c in orm) and not masprm[7].endswith("†")   # the ORM's MCTS is the lab's
+    assert lines[1].startswith(f"| {DEMO_NOTE} |")
+
+
 def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():
     def place(method, settings, models=None):
         return lab_report.condition_place({"condition": method, "definition": {"settings": settings,

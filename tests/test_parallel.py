@@ -17,7 +17,8 @@ from masprm.graph import MASGraph
 from masprm import parallel
 from masprm.cluster import ClusterSettings, runtime_env
 from masprm.parallel import map_examples
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
+from masprm.eval.tree_runner import TreeJob, run_trees
+from masprm.search.train_mcts import TreeSearchSettings
 
 ITEMS = list(range(8))
 

@@ -8,7 +8,7 @@ import pytest
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import aggregate, parse_log, to_csv
-from masprm.eval.pool_metrics import judge_summary, pool_report_lines, pool_summary, rank_auc
+from masprm.eval.pool_metrics import judge_summary, pool_report_lines, pool_summary, rank_auc, with_pool_verdicts
 
 
 def test_rank_auc_counts_pairs_and_splits_ties():
@@ -45,6 +45,24 @@ def test_undefined_values_are_none_and_a_none_score_ranks_lowest():
     s = pool_summary([record(["7", "5"], [None, 0.0], "7", False)], is_correct)   # -inf below 0.0: AUC 0
     assert s["candidate_auc_per_question"] == 0.0
     assert pool_summary([{"error": None, "metrics": {}, "extra": {}}], is_correct) == {}
+
+
+def test_labels_the_run_stored_win_over_the_default_checker():
+    # A run with --answer_checker math_verify stores its own verdicts: "\\sqrt{8}" is right for gold
+    # "2\\sqrt{2}" there, which the default rule would call wrong; the pool metrics must use the run's.
+    rec = record(["\\sqrt{8}", "3"], [0.4, 0.9], "2\\sqrt{2}", False)
+    assert pool_summary([rec], is_correct)["oracle_hit_at_k"] == 0.0
+    rec["extra"]["pool"]["correct"] = [True, False]
+    s = pool_summary([rec], is_correct)
+    assert (s["oracle_hit_at_k"], s["accuracy_given_solvable"], s["candidate_auc_per_question"]) == (1.0, 0.0, 0.0)
+
+
+def test_the_runner_stores_each_pass_s_verdict_by_the_checker_it_is_given():
+    always_right = lambda answer, gold: True   # a checker unlike the default rule
+    extra = {"pool": {"answers": ["5", "7"], "scores": [0.1, 0.2]}, "other": 1}
+    assert with_pool_verdicts(extra, always_right, "7")["pool"]["correct"] == [True, True]
+    assert with_pool_verdicts(extra, is_correct, "7")["pool"]["correct"] == [False, True]
+    assert with_pool_verdicts({"other": 1}, is_correct, "7") == {"other": 1}   # no pool: unchanged
 
 
 def test_judge_counts():

@@ -162,6 +162,7 @@ def test_stage1_trees_go_through_in_both_views(tmp_path, monkeypatch, fake_polic
     """Trees from stage 1's own writer (a scripted policy on the shipped DyLAN config) preprocess without
     errors, and every local-view prompt is an inbox the policy was actually shown with that output."""
     train_mcts = pytest.importorskip("masprm.search.train_mcts")
+    tree_runner = pytest.importorskip("masprm.eval.tree_runner")
     config = REPO / "configs" / "gsm8k_dylan.yaml"
     if not config.is_file():
         pytest.skip("configs/gsm8k_dylan.yaml is not there")
@@ -185,10 +186,10 @@ def test_stage1_trees_go_through_in_both_views(tmp_path, monkeypatch, fake_polic
             self.idx, self.question, self.gold, self.meta = idx, f"What is {idx} + {4 - idx}?", "4", {}
 
     run = tmp_path / "results" / "gsm8k_dylan_res_train_fake_r8_c4_cand2_t0p7_p0p95"
-    job = train_mcts.TreeJob(graph, train_mcts.TreeSearchSettings(n_rollouts=24, n_candidates=2), str(run), 7,
+    job = tree_runner.TreeJob(graph, train_mcts.TreeSearchSettings(n_rollouts=24, n_candidates=2), str(run), 7,
                              {"dataset": "gsm8k", "split": "train", "config": str(config), "model": "fake"},
                              plot=False, grade=lambda pred, gold: pred.strip().endswith(gold))
-    written, failed = train_mcts.run_trees(job, lambda: fake_policy(respond), [Ex(i) for i in range(4)],
+    written, failed = tree_runner.run_trees(job, lambda: fake_policy(respond), [Ex(i) for i in range(4)],
                                            log=lambda s: None)
     assert written == 4 and not failed
 

@@ -35,7 +35,8 @@ PURE = {
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.scorer_meta": HEAVY,
-    "masprm.search.train_mcts": HEAVY,  # stage 1's search, resume and worker plumbing
+    "masprm.search.train_mcts": HEAVY,  # stage 1's search
+    "masprm.eval.tree_runner": HEAVY,   # stage 1's resume and worker plumbing
     "masprm.search.beam": HEAVY,
     "masprm.search.vote": HEAVY,
     "masprm.search.mcts": HEAVY,

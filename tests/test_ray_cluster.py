@@ -25,7 +25,7 @@ from masprm.cluster import PACKAGE_DIR, ClusterSettings
 from masprm.data import Example
 from masprm.errors import ConfigError
 from masprm.parallel import map_examples
-from masprm.search.train_mcts import run_trees
+from masprm.eval.tree_runner import run_trees
 
 ray = pytest.importorskip("ray")
 pytestmark = pytest.mark.slow

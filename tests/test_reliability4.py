@@ -1,4 +1,5 @@
-"""Reliability round 4 (issue 44), one principle per class, in the shared core every command uses.
+"""Reliability round 4 (issue 44): paths, outputs, logs and the command line, one principle per class,
+in the shared core every command uses.
 
 - paths: "" refused at parse time by the path argument type; every OSError of a named path
   (a name too long, a loop of links, a FIFO where a file goes) one line naming the flag, exit 2;
@@ -6,21 +7,20 @@
   write new inodes; only this run's files get the umask's mode;
 - logs: the aggregator counts a log only when each metric appears once, finite and in range, and
   its name carries a seed; anything else is named on stderr and left out of its row;
-- state read back (checkpoints, caches) is checked: a broken one is set aside and rebuilt;
 - a reader of stdout that goes away (`| head -c 1`) never stops a run.
 
-Each command runs in this process through ``run_cli`` (as its script calls it), or as a subprocess
-where stdout itself is under test; "nothing outside, nothing lost" is checked by hashing the folders.
+Models, trees and state read back are in test_reliability4_models.py. Each command runs in this
+process through ``run_cli`` (as its script calls it), or as a subprocess where stdout itself is under
+test; "nothing outside, nothing lost" is checked by hashing the folders.
 """
+
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import subprocess
 import sys
-import zipfile
 from pathlib import Path
 
 import pytest
@@ -28,41 +28,10 @@ import pytest
 from masprm.eval.aggregate import aggregate, read_logs
 from masprm.eval.logs import render_log
 
+from helpers import run_module, snapshot
+
 REPO = Path(__file__).resolve().parents[1]
 EXP = "gsm8k_single_pass_0123abcd45_tiny"
-
-
-def snapshot(root: Path) -> dict[str, str]:
-    """Every entry under `root`: a file's content hash and inode mode, a folder, a link's target."""
-    out = {}
-    for p in sorted(root.rglob("*")):
-        key = p.relative_to(root).as_posix()
-        if p.is_symlink():
-            out[key] = f"-> {os.readlink(p)}"
-        elif p.is_dir():
-            out[key] = "folder"
-        elif p.is_file():
-            out[key] = hashlib.sha1(p.read_bytes()).hexdigest() + oct(p.stat().st_mode & 0o777)
-        else:
-            out[key] = "special"
-    return out
-
-
-def run(monkeypatch, capsys, module: str, argv: list[str]) -> tuple[int, list[str], str]:
-    """(exit code, stderr lines, stdout) of a command's main run through run_cli in this process."""
-    import importlib
-
-    from masprm.cli import run_cli
-
-    main = importlib.import_module(module).main
-    monkeypatch.setattr(sys, "argv", [module.rsplit(".", 1)[-1] + ".py", *argv])
-    try:
-        run_cli(main)
-        code = 0
-    except SystemExit as done:
-        code = done.code if isinstance(done.code, int) else 1
-    captured = capsys.readouterr()
-    return code, [ln for ln in captured.err.splitlines() if ln.strip()], captured.out
 
 
 def summary(acc=0.5, tokens=100.0):
@@ -90,7 +59,7 @@ def log_text(**kw) -> str:
 ])
 def test_an_empty_path_is_refused_at_parse_time(tmp_path, monkeypatch, capsys, module, argv, flag):
     monkeypatch.chdir(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, module, argv)
+    code, lines, _ = run_module(monkeypatch, capsys, module, argv)
     assert code == 2 and len(lines) == 1, lines
     assert f"argument {flag}" in lines[0] and "an empty path ('" in lines[0], lines[0]
     assert list(tmp_path.iterdir()) == []
@@ -126,7 +95,7 @@ def test_an_os_error_on_a_named_path_is_one_line_naming_the_flag(tmp_path, monke
     if module == "masprm.stages.trees":
         argv += ["--dataset", "gsm8k", "--n", "1"]
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, module, argv)
+    code, lines, _ = run_module(monkeypatch, capsys, module, argv)
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].endswith(expected), lines[0]
     assert snapshot(tmp_path) == before
@@ -141,7 +110,7 @@ def test_a_fifo_a_folder_or_a_dangling_link_among_the_logs_is_named_never_opened
     os.mkfifo(logs / f"{EXP}_3.txt")             # a reader would wait on it forever
     (logs / f"{EXP}_4.txt").mkdir()
     (logs / f"{EXP}_5.txt").symlink_to("nowhere")
-    code, lines, out = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
+    code, lines, out = run_module(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
     assert code == 0
     assert lines == [f"skipped 3 log(s) that cannot be counted: {EXP}_3 (a named pipe); {EXP}_4 (a folder); "
                      f"{EXP}_5 (no such file or folder)"]
@@ -256,7 +225,7 @@ def test_the_aggregator_command_names_impossible_logs_on_stderr(tmp_path, monkey
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / f"{EXP}_1.txt").write_text(log_text())
     (tmp_path / "logs" / f"{EXP}_2.txt").write_text(log_text().replace("Pass@5: 0.5000", "Pass@5: 7"))
-    code, lines, out = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
+    code, lines, out = run_module(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs", "--no_plot"])
     assert code == 0 and lines == [f"skipped 1 log(s) that cannot be counted: {EXP}_2 "
                                    "(its pass@5 value 7 is outside [0, 1])"]
     assert f"{EXP},1," in (tmp_path / "aggregated_results.csv").read_text()
@@ -267,7 +236,7 @@ def test_only_impossible_logs_is_one_line_exit_2(tmp_path, monkeypatch, capsys):
     (tmp_path / "logs").mkdir()
     (tmp_path / "logs" / f"{EXP}_2.txt").write_text(log_text().replace("Pass@5: 0.5000", "Pass@5: 7"))
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs"])
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.aggregate", ["--logs_dir", "logs"])
     assert code == 2 and lines == [f"aggregate.py: error: --logs_dir logs: no COMPLETED logs (*.txt); 1 cannot be "
                                    f"counted: {EXP}_2 (its pass@5 value 7 is outside [0, 1]); nothing written"]
     assert snapshot(tmp_path) == before
@@ -346,145 +315,6 @@ def test_a_failed_library_write_changes_nothing(tmp_path):
     assert snapshot(tmp_path) == before
 
 
-# --------------------------------------------------------------------------- class 11: state read back
-
-def _checkpoint(folder: Path, step: int) -> Path:
-    import torch
-    from safetensors.torch import save_file
-
-    ck = folder / f"checkpoint-{step}"
-    ck.mkdir(parents=True)
-    (ck / "trainer_state.json").write_text(json.dumps({"global_step": step}))
-    save_file({"w": torch.zeros(2, 2)}, str(ck / "adapter_model.safetensors"))
-    for name in ("optimizer.pt", "scheduler.pt", "rng_state.pth"):
-        torch.save({"step": step}, ck / name)
-    return ck
-
-
-@pytest.mark.parametrize("name, damage, reason", [
-    ("optimizer.pt", lambda p: p.write_bytes(p.read_bytes()[: len(p.read_bytes()) // 2]), "optimizer.pt"),
-    ("rng_state.pth", lambda p: p.write_bytes(os.urandom(300)), "rng_state.pth"),
-    ("scheduler.pt", lambda p: p.write_bytes(b""), "scheduler.pt"),
-    ("trainer_state.json", lambda p: p.write_text('{"global_step": 2'), "trainer_state.json is cut short"),
-])
-def test_a_corrupt_checkpoint_file_sets_the_checkpoint_aside(tmp_path, name, damage, reason):
-    from masprm.train.checkpoints import resume_checkpoint
-
-    _checkpoint(tmp_path, 1)
-    damage(_checkpoint(tmp_path, 2) / name)
-    said = []
-    assert resume_checkpoint(tmp_path, said.append) == tmp_path / "checkpoint-1"
-    assert (tmp_path / "incomplete-checkpoint-2" / name).exists() and reason in said[0]
-
-
-@pytest.mark.parametrize("stored", [
-    {"examples": {"input_ids": [1]}, "skipped": 0},
-    {"examples": [[1, 2, 3]], "skipped": 0},
-    {"examples": [{"input_ids": [{"x": 1}]}], "skipped": 0},
-    {"examples": [{"input_ids": [1]}], "skipped": -1},
-    {"examples": [], "skipped": 0},
-    ["not", "a", "cache"],
-])
-def test_a_cache_of_the_wrong_structure_is_rebuilt(stored):
-    from masprm.train.cache import _well_formed
-
-    assert not _well_formed(stored)
-    assert _well_formed({"examples": [{"text": "a", "input_ids": [1, 2], "positions": [1], "targets": [0.5],
-                                      "pos_has_sep": True, "weight": 1.0}], "skipped": 0})
-
-
-def test_torch_files_are_zip_archives():
-    """The checkpoint check relies on torch.save writing a zip archive (torch >= 1.6)."""
-    import io
-
-    import torch
-
-    buf = io.BytesIO()
-    torch.save({"a": 1}, buf)
-    assert zipfile.is_zipfile(io.BytesIO(buf.getvalue()))
-
-
-# --------------------------------------------------------------------------- classes 8 and 9: trees and text
-
-def _tree(**root_changes) -> dict:
-    from helpers import gsm8k_tree
-
-    tree = gsm8k_tree()
-    tree["children"][0].update(root_changes)
-    if tree["children"][0].get("q_mean") == "drop":
-        del tree["children"][0]["q_mean"]
-    return tree
-
-
-@pytest.mark.parametrize("change, problem", [
-    ({"q_mean": 5.0}, "root/0: 'q_mean' is 5, outside [-1, 1]"),
-    ({"q_mean": -1.5}, "root/0: 'q_mean' is -1.5, outside [-1, 1]"),
-    ({"q_mean": "drop", "q_sum": 9.0, "visits": 3}, "root/0: 'q_sum / visits' is 3, outside [-1, 1]"),
-    ({"visits": -2}, "root/0: 'visits' must be a whole number >= 0, got -2"),
-    ({"visits": 1.5}, "root/0: 'visits' must be a whole number >= 0, got 1.5"),
-    ({"node_text": ["a", "list"]}, "root/0: 'node_text' must be a string, got list"),
-    ({"action_text": 3}, "root/0: 'action_text' must be a string, got int"),
-    ({"steps": ["ok", 2]}, "root/0: 'steps' must be a list of strings"),
-])
-def test_one_tree_reader_checks_values_for_every_consumer(tmp_path, change, problem):
-    from masprm.errors import TreeError
-    from masprm.tree_schema import check_search_tree, read_tree
-
-    tree = _tree(**change)
-    (tmp_path / "0.json").write_text(json.dumps(tree))
-    with pytest.raises(TreeError) as stage2:           # stage 2's reader
-        read_tree(tmp_path / "0.json", "0.json")
-    with pytest.raises(TreeError) as show:             # show_tree's and the plots' check
-        check_search_tree(tree, "0.json")
-    assert str(stage2.value) == f"0.json: {problem}" and str(show.value) == f"0.json: {problem}"
-
-
-def test_show_tree_refuses_a_list_as_node_text_in_one_line(tmp_path, monkeypatch, capsys):
-    monkeypatch.chdir(tmp_path)
-    (tmp_path / "0.json").write_text(json.dumps(_tree(node_text=["a"])))
-    before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.show_tree", ["0.json", "--text"])
-    assert code == 2 and lines == ["show_tree.py: error: 0.json: root/0: 'node_text' must be a string, got list"]
-    assert snapshot(tmp_path) == before
-
-
-def test_the_demo_trees_values_pass(tmp_path):
-    """Values at the edges of the range are accepted: +-1, 0 visits, null texts."""
-    from masprm.tree_schema import check_search_tree
-
-    check_search_tree(_tree(q_mean=-1.0, visits=0, final_answer=None), "t")
-    check_search_tree(_tree(q_mean="drop", q_sum=-3.0, visits=3), "t")
-
-
-@pytest.mark.parametrize("reader", ["tree", "jsonl", "json", "records"])
-def test_a_lone_surrogate_is_refused_naming_file_and_line(tmp_path, reader):
-    from masprm.errors import DataError, TreeError
-    from masprm.io import iter_jsonl, read_json
-    from masprm.train.data import load_records
-    from masprm.tree_schema import read_tree_json
-
-    good = '{"prompt": "p", "completions": ["a \\ud83d\\ude00 b"], "labels": [1.0]}'   # a valid pair: an emoji
-    bad = '{"prompt": "p", "completions": ["a \\ud800 b"], "labels": [1.0]}'
-    if reader == "tree":
-        path = tmp_path / "0.json"
-        path.write_text('{"visits": 1,\n "node_text": "q \\ud83d\\ude00",\n "children": [],\n'
-                        ' "meta": "\\udc00 alone"}')
-        with pytest.raises(TreeError, match=r"^0.json:4: a string holds a lone surrogate \(\\udc00\)"):
-            read_tree_json(path, "0.json")
-        return
-    path = tmp_path / ("d.json" if reader == "json" else "d.jsonl")
-    path.write_text(f"[{good},\n{bad}]\n" if reader == "json" else f"{good}\n{good}\n{bad}\n")
-    line = 2 if reader == "json" else 3
-    expected = rf"^{path}:{line}: a string holds a lone surrogate \(\\ud800\), which cannot be written as UTF-8"
-    with pytest.raises(DataError, match=expected if reader != "records" else r"lone surrogate"):
-        if reader == "json":
-            read_json(path)
-        elif reader == "jsonl":
-            list(iter_jsonl(path))
-        else:
-            load_records(path, "prm")
-
-
 # --------------------------------------------------------------------------- classes 12 and 13
 
 @pytest.mark.parametrize("out", ["policy/report.json", "scorers/prm/report.json", "policy"])
@@ -495,7 +325,7 @@ def test_the_step_benchmark_never_writes_into_a_folder_it_reads(tmp_path, monkey
     (tmp_path / "scorers" / "prm").mkdir(parents=True)
     (tmp_path / "scorers" / "orm").mkdir(parents=True)
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.stepbench",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.stepbench",
                          ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir", "scorers/orm", "--out", out])
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith(f"stepbench.py: error: --out {out}: "), lines[0]
@@ -515,7 +345,7 @@ def test_report_refuses_missing_folders_and_a_check_that_compared_nothing(tmp_pa
     (tmp_path / "results").mkdir()
     (tmp_path / "docs" / "a.md").write_text("<!-- report: stepbench -->\nold\n<!-- /report -->\n")
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, "masprm.toy.report", argv)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.report", argv)
     assert code == 2 and lines == [f"report.py: error: {line}"]
     assert snapshot(tmp_path) == before
 
@@ -526,266 +356,11 @@ def test_export_refuses_an_unfinished_scorer(tmp_path, monkeypatch, capsys):
     (tmp_path / "scorer" / "adapter_config.json").write_text("{}")
     (tmp_path / "scorer" / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "training"}))
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, "masprm.stages.export_scorer", ["scorer", "--merged", "merged"])
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.export_scorer", ["scorer", "--merged", "merged"])
     assert code == 2 and lines == ["export_scorer.py: error: scorer scorer: its training did not finish "
                                    "(masprm_scorer.json says status 'training'); finish it with --resume before "
                                    "exporting it"]
     assert snapshot(tmp_path) == before
-
-
-# --------------------------------------------------------------------------- class 6: no NaN leaves a model
-
-class _NanModel:
-    """A token-classification model whose every logit is NaN (weights that overflowed)."""
-
-    def __init__(self, value=float("nan")):
-        import torch
-
-        self.value, self.weight = value, torch.zeros(1)
-
-    def parameters(self):
-        return iter([self.weight])
-
-    def __call__(self, input_ids, attention_mask):
-        import types
-
-        import torch
-
-        return types.SimpleNamespace(logits=torch.full((*input_ids.shape, 1), self.value))
-
-
-class _Encoder:
-    sep_id, tokenizer = 5, None
-
-    def encode(self, texts):
-        return [[1, 2, 5] for _ in texts]
-
-
-@pytest.mark.parametrize("kind", ["HFScorer", "TrajScorer"])
-def test_a_scorer_giving_nan_stops_the_condition_in_one_error_naming_its_flag(tmp_path, kind):
-    from test_eval_runner import World
-
-    from masprm.errors import ModelOutputError
-    from masprm.eval.logs import log_status
-    from masprm.models import scorer as scorers
-
-    world = World()
-    world.prm = getattr(scorers, kind)(_NanModel(), _Encoder(), "\n", pad_id=0, setting="prm_dir", source="fake-prm")
-    with pytest.raises(ModelOutputError) as caught:
-        world.run(tmp_path, ["sbs_prm"])
-    assert str(caught.value) == ("prm_dir fake-prm: the model gave nan as a value (not a finite number); its weights "
-                                 "or its precision are broken") and caught.value.setting == "prm_dir"
-    assert all(log_status(p) != "COMPLETED" for p in tmp_path.glob("*.txt"))   # never a finished condition
-
-
-def test_a_policy_giving_nan_logits_raises_naming_its_flag(tiny_model_dir):
-    import torch
-
-    from masprm.errors import ModelOutputError
-    from masprm.models.backends import load_policy
-    from masprm.models.options import ModelOptions
-
-    policy = load_policy(None, str(tiny_model_dir), ModelOptions(device_map="cpu"), setting="gen_model_id")
-    with torch.no_grad():
-        policy.model.get_output_embeddings().weight.fill_(float("nan"))
-    messages = [{"role": "user", "content": "What is 3 + 4?"}]
-    with pytest.raises(ModelOutputError, match=rf"^gen_model_id {tiny_model_dir}: the model gave nan as logits "
-                                               r"\(new token 1\) \(not a finite number\)"):
-        policy.sample([messages], 2, temperature=0.7, max_new_tokens=4)
-    with pytest.raises(ModelOutputError, match=r"the model gave nan as a completion's log-probability"):
-        policy.logprob([(messages, "7")])
-
-
-def _nan_backend(model_id, options, flags, *, setting="model_id", max_batch_tokens=None):
-    """A backend's loader whose policy samples fine and gives one non-finite log-prob per call (as an
-    engine on a broken model would): the value after the model id, 'nan', 'inf' or '-inf'."""
-    from conftest import FakePolicy
-
-    from masprm.interfaces import LogProb
-
-    class Broken(FakePolicy):
-        def logprob(self, requests):
-            return [LogProb(-1.5, 3, 2)] + [LogProb(float(model_id.rsplit("/", 1)[1]), 3, 2)
-                                             for _ in requests[1:]]
-
-    policy = Broken(lambda messages, k, rng: "Answer: 7")
-    policy.engine = "the backend's own"
-    return policy
-
-
-@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
-def test_a_non_finite_log_prob_from_any_backend_is_the_same_model_output_error(value):
-    """The check sits in the shared policy layer (load_policy), not in a backend: a backend that has none
-    (a fake one here, as vLLM's engine has none) still never lets a NaN or inf out."""
-    from masprm.errors import ModelOutputError
-    from masprm.models.backends import BACKENDS, Backend, BackendFlags, load_policy, register_backend
-    from masprm.models.options import ModelOptions
-
-    register_backend(Backend("nan_engine", f"{__name__}:_nan_backend", help="a broken engine"))
-    try:
-        policy = load_policy(BackendFlags(backend="nan_engine"), f"broken/{value}", ModelOptions(),
-                             setting="gen_model_id")
-    finally:
-        BACKENDS.unregister("nan_engine")
-    messages = [{"role": "user", "content": "What is 3 + 4?"}]
-    assert policy.sample([messages], 2, temperature=0.7, top_p=1.0, max_new_tokens=4)[0][0].text == "Answer: 7"
-    assert policy.engine == "the backend's own"   # the backend's attributes pass through
-    assert policy.logprob([(messages, "7")])[0].logprob == -1.5   # finite: returned as the backend gave it
-    with pytest.raises(ModelOutputError) as caught:
-        policy.logprob([(messages, "7"), (messages, "8")])
-    assert str(caught.value) == (f"gen_model_id broken/{value}: the model gave {value} as a completion's "
-                                 "log-probability (not a finite number); its weights or its precision are broken")
-    assert caught.value.setting == "gen_model_id"
-
-
-# --------------------------------------------------------------------------- classes 4 and 5: checked before loading
-
-def _policy_copy(tiny_model_dir, tmp_path, edit_generation=None, edit_config=None) -> str:
-    import shutil
-
-    folder = tmp_path / "policy"
-    shutil.copytree(tiny_model_dir, folder)
-    for name, edit in (("generation_config.json", edit_generation), ("config.json", edit_config)):
-        if edit is not None:
-            path = folder / name
-            data = json.loads(path.read_text()) if path.is_file() else {}
-            text = edit(data)
-            path.write_text(text if isinstance(text, str) else json.dumps(data))
-    return str(folder)
-
-
-@pytest.mark.parametrize("edit, problem", [
-    (lambda d: '{"eos_token_id": 1,', "generation_config.json cannot be read ("),
-    (lambda d: "[1, 2]", "generation_config.json must hold a JSON object"),
-    (lambda d: d.update(repetition_penalty=-1.2), "generation_config.json: repetition_penalty must be a number > 0, "
-                                                  "got -1.2"),
-    (lambda d: d.update(top_p=1.5), "generation_config.json: top_p must be a number in (0, 1], got 1.5"),
-    (lambda d: d.update(top_k="many"), "generation_config.json: top_k must be a number >= 0, got 'many'"),
-    (lambda d: d.update(eos_token_id=[3, 70000]), "the EOS token id 70000 is outside the vocabulary (0..511), so "
-                                                  "no message could end"),
-])
-def test_a_policy_s_generation_files_are_checked_before_it_loads(tiny_model_dir, tmp_path, edit, problem):
-    from masprm.errors import ModelError
-    from masprm.models.model_checks import check_model_serves
-
-    folder = _policy_copy(tiny_model_dir, tmp_path, edit_generation=edit)
-    with pytest.raises(ModelError) as caught:
-        check_model_serves(folder, "model_id", chat=True)
-    assert str(caught.value).startswith(f"model_id {folder}: {problem}"), str(caught.value)
-
-
-def test_a_system_prompt_or_question_longer_than_the_context_is_refused_before_loading(tiny_model_dir, tmp_path):
-    from transformers import AutoTokenizer
-
-    from masprm.errors import ConfigError, DataError
-    from masprm.models.model_checks import check_questions_fit
-
-    folder = _policy_copy(tiny_model_dir, tmp_path, edit_config=lambda d: d.update(max_position_embeddings=64))
-    tokenizer = AutoTokenizer.from_pretrained(folder)
-    prompt, question = "Solve it step by step. " * 4, "How many apples are there? " * 4
-    p, q = (len(tokenizer(t, add_special_tokens=False)["input_ids"]) for t in (prompt, question))
-    assert p < 64 and q < 64 <= p + q   # each fits alone, not together
-    check_questions_fit(folder, "model_id", [question], where="data.jsonl")   # alone it fits
-    with pytest.raises(DataError) as caught:
-        check_questions_fit(folder, "model_id", ["2 + 2?", question], where="data.jsonl", prompts=[prompt, "Hi."])
-    assert str(caught.value) == (f"data.jsonl: example 1: the question is {q} tokens (with the longest system prompt, "
-                                 f"{p + q}), more than the context of {folder} (64 tokens)")
-    with pytest.raises(ConfigError, match=r"^mas_config: a system prompt is \d+ tokens, more than the context"):
-        check_questions_fit(folder, "model_id", ["2 + 2?"], where="data.jsonl", prompts=[prompt * 3])
-
-
-def test_stage3_refuses_records_longer_than_the_base_model_s_context(tiny_model_dir, tmp_path):
-    import types
-
-    from masprm.errors import ConfigError
-    from masprm.train.trainer import _check_fits_context
-
-    folder = _policy_copy(tiny_model_dir, tmp_path, edit_config=lambda d: d.update(max_position_embeddings=64))
-    cfg = types.SimpleNamespace(model_id=folder, trust_remote_code=False, max_length=100)
-    _check_fits_context(cfg, [{"pos_ids": [1] * 64, "neg_ids": [1] * 10}])   # up to the context: fine
-    with pytest.raises(ConfigError) as caught:
-        _check_fits_context(cfg, [{"pos_ids": [1] * 65, "neg_ids": [1] * 10}])
-    assert str(caught.value) == (f"max_length 100: the records are up to 65 tokens at this length, more than the "
-                                 f"context of {folder} (64 tokens); pass `max_length` 64 or less")
-    assert caught.value.setting == "max_length"
-
-
-# --------------------------------------------------------------------------- class 7: a scorer folder checked whole
-
-def _scorer(folder: Path, base: Path, adapter: dict | None = None, meta: dict | None = None, lora=None) -> Path:
-    import torch
-    from safetensors.torch import save_file
-
-    folder.mkdir(parents=True)
-    (folder / "adapter_config.json").write_text(json.dumps(
-        {"base_model_name_or_path": str(base), "peft_type": "LORA", "r": 2, **(adapter or {})}))
-    (folder / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed", **(meta or {})}))
-    save_file({k: torch.zeros(*v) for k, v in (lora or {"w": (1,)}).items()}, str(folder / "adapter_model.safetensors"))
-    return folder
-
-
-@pytest.mark.parametrize("adapter, meta, lora, problem", [
-    ({"r": "8"}, None, None, "adapter_config.json: r must be a whole number >= 1, got '8'"),
-    ({"r": 0}, None, None, "adapter_config.json: r must be a whole number >= 1, got 0"),
-    ({"lora_alpha": -16}, None, None, "adapter_config.json: lora_alpha must be a number > 0, got -16"),
-    ({"lora_dropout": 1.5}, None, None, "adapter_config.json: lora_dropout must be a number in [0, 1), got 1.5"),
-    ({"target_modules": 7}, None, None, "adapter_config.json: target_modules must be a module name or a list of "
-                                        "them, got 7"),
-    (None, {"max_length": -5}, None, "masprm_scorer.json: max_length must be a whole number >= 2, got -5"),
-    (None, {"max_prompt_length": "long"}, None, "masprm_scorer.json: max_prompt_length must be a whole number >= 0, "
-                                                "got 'long'"),
-    (None, None, {"base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight": (2, 32)},
-     "the adapter does not fit base model {base}: base_model.model.model.layers.0.self_attn.q_proj.lora_A.weight "
-     "is [2, 32], the base's model.layers.0.self_attn.q_proj needs [2, 64]"),
-    (None, None, {"base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight": (64, 4)},
-     "the adapter does not fit base model {base}: base_model.model.model.layers.0.self_attn.q_proj.lora_B.weight "
-     "is [64, 4], the base's model.layers.0.self_attn.q_proj needs [64, 2]"),
-    (None, None, {"base_model.model.model.layers.9.mlp.up_proj.lora_A.weight": (2, 64)},
-     "the adapter adapts model.layers.9.mlp.up_proj, which base model {base} does not have"),
-])
-def test_a_scorer_folder_is_checked_whole_before_any_model_loads(tiny_model_dir, tmp_path, adapter, meta, lora,
-                                                                   problem):
-    from masprm.errors import ModelError
-    from masprm.models.model_checks import weight_shapes
-    from masprm.models.scorer_checks import check_scorer_fits
-    from masprm.scorer_folder import read_scorer_folder
-
-    base = Path(tiny_model_dir)
-    assert weight_shapes(base, "s", "s")["model.layers.0.self_attn.q_proj.weight"] == (64, 64)   # the sizes used
-    folder = _scorer(tmp_path / "scorer", base, adapter, meta, lora)
-    with pytest.raises(ModelError) as caught:
-        check_scorer_fits(read_scorer_folder(folder), "prm_dir", str(base))
-    assert str(caught.value).startswith(f"prm_dir {folder}: {problem.format(base=base)}"), str(caught.value)
-
-
-def test_a_fitting_adapter_passes(tiny_model_dir, tmp_path):
-    from masprm.models.scorer_checks import check_scorer_fits
-    from masprm.scorer_folder import read_scorer_folder
-
-    lora = "base_model.model.model.layers.{}.self_attn.{}.lora_{}.weight"
-    shapes = {lora.format(i, m, "A"): (2, 64) for i in (0, 1) for m in ("q_proj", "v_proj")}
-    shapes.update({lora.format(0, "q_proj", "B"): (64, 2), "base_model.model.score.modules_to_save.weight": (1, 64)})
-    folder = _scorer(tmp_path / "scorer", Path(tiny_model_dir), {"lora_alpha": 16, "target_modules": ["q_proj"]},
-                     {"max_length": 512}, shapes)
-    check_scorer_fits(read_scorer_folder(folder), "prm_dir", str(tiny_model_dir))
-
-
-@pytest.mark.slow
-def test_a_scorer_stage3_trained_passes_the_whole_folder_check_and_holds_only_new_files(tmp_path_factory,
-                                                                                          tiny_model_dir):
-    from helpers import trained_adapter
-
-    from masprm.io import process_umask
-    from masprm.models.scorer_checks import check_scorer_fits
-    from masprm.scorer_folder import read_scorer_folder
-
-    folder = trained_adapter(tmp_path_factory, tiny_model_dir)
-    record = read_scorer_folder(folder)
-    check_scorer_fits(record, "prm_dir", str(tiny_model_dir))
-    assert record.meta["status"] == "completed" and record.adapter["r"] == 4
-    assert not list(folder.glob(".save.*"))                                  # the temporary folder is gone
-    mode = 0o666 & ~process_umask()
-    assert (folder / "adapter_model.safetensors").stat().st_mode & 0o777 == mode   # written private, then the umask's
 
 
 # --------------------------------------------------------------------------- minor: what a killed or refused run leaves
@@ -824,73 +399,6 @@ def test_a_run_refused_in_a_folder_it_created_leaves_no_folder(tmp_path):
 
 
 @pytest.mark.slow
-def test_a_finished_scorer_is_unchanged_until_a_new_run_over_it_finishes(tmp_path, tiny_model_dir):
-    """Its record stays "completed" and its weights stay byte for byte while a new run (--overwrite) trains
-    into the folder; a run that dies half way leaves the finished scorer as it was."""
-    import random
-
-    from transformers import TrainerCallback
-
-    from helpers import config, ppm_record, write_jsonl
-    from masprm.train.trainer import train_scorer
-
-    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
-    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=2, eval_steps=1, save_steps=1)
-    out = Path(cfg.output_dir)
-    train_scorer(cfg)
-    import shutil
-
-    for checkpoint in out.glob("checkpoint-*"):   # a finished scorer as shared: its checkpoints removed
-        shutil.rmtree(checkpoint)
-    finished = {p.name: p.read_bytes() for p in out.iterdir() if p.is_file()}
-    assert json.loads(finished["masprm_scorer.json"])["status"] == "completed"
-
-    class Dies(TrainerCallback):
-        def on_step_end(self, args, state, control, **kwargs):
-            assert json.loads((out / "masprm_scorer.json").read_text())["status"] == "completed"
-            raise KeyboardInterrupt("killed half way")
-
-    import dataclasses
-
-    with pytest.raises(KeyboardInterrupt):
-        train_scorer(dataclasses.replace(cfg, overwrite=True, seed=1), callbacks=[Dies()])
-    assert {p.name: p.read_bytes() for p in out.iterdir() if p.is_file() and p.name in finished} == finished
-
-
-@pytest.mark.slow
-def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tiny_model_dir):
-    """A checkpoint file that is a complete zip but holds a pickle the weights-only loader refuses (here the RNG
-    state) cannot be told without loading it: the resume stops in one ConfigError naming the checkpoint."""
-    import dataclasses
-    import datetime
-    import random
-
-    import torch
-    from transformers import TrainerCallback
-
-    from helpers import config, ppm_record, write_jsonl
-    from masprm.errors import ConfigError
-    from masprm.train.trainer import train_scorer
-
-    data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
-    cfg = config(tmp_path, data, tiny_model_dir, "ppm", max_steps=3, eval_steps=1, save_steps=1)
-    out = Path(cfg.output_dir)
-
-    class Dies(TrainerCallback):
-        def on_save(self, args, state, control, **kwargs):
-            raise KeyboardInterrupt("killed after the first checkpoint")
-
-    with pytest.raises(KeyboardInterrupt):
-        train_scorer(cfg, callbacks=[Dies()])
-    [checkpoint] = out.glob("checkpoint-*")
-    [rng] = checkpoint.glob("rng_state*.pth")
-    torch.save({"when": datetime.datetime(2024, 1, 1)}, rng)   # a zip archive, but not only tensors
-    with pytest.raises(ConfigError) as caught:
-        train_scorer(dataclasses.replace(cfg, resume=True))
-    assert str(caught.value).startswith(f"output_dir {out}: {checkpoint.name} holds a file torch refuses to load (")
-    assert str(caught.value).endswith("move that checkpoint aside and resume again")
-
-
 def test_the_declared_difference_for_impossible_logs(tmp_path):
     """docs/differences.md: the original averaged 0.5, 0.9 and 3.75 to 1.72; the impossible log is left out."""
     for seed, acc in ((1, 0.5), (2, 0.9), (3, 0.5)):
@@ -970,7 +478,7 @@ def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch
         target = "../" * out.count("/") + target
     _place_link(tmp_path, out, depth, target)
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    code, lines, _ = run_module(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
     assert code == 2 and len(lines) == 1, lines
     shown = f"{flag} {tmp_path / out if command == 'lab' else out}: {depth + ' ' if depth else ''}is a link to "
     assert shown in lines[0] and "no folder at or below an output may be a link" in lines[0], lines[0]
@@ -987,7 +495,7 @@ def test_a_link_where_a_folder_of_a_file_output_is_to_be_made_is_refused(tmp_pat
     out = f"{depth}/{name}" if name else depth
     link = _place_link(tmp_path, depth, "", "../" * depth.count("/") + "elsewhere/not_yet")
     before = snapshot(tmp_path)
-    code, lines, _ = run(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
+    code, lines, _ = run_module(monkeypatch, capsys, module, [out if a == "OUT" else a for a in argv])
     assert code == 2 and len(lines) == 1, lines
     assert f"{flag} {out}: " in lines[0] and f"is a link to {os.readlink(link)}" in lines[0], lines[0]
     assert "no folder at or below an output may be a link" in lines[0], lines[0]
@@ -1004,3 +512,16 @@ def test_a_link_to_a_file_below_an_output_is_allowed_and_never_written_through(t
     check_output_dir(tmp_path / "out", "out_root")   # files are written as new inodes: the link is replaced
     atomic_write_text(tmp_path / "out" / "a" / "f.txt", "new\n")
     assert (tmp_path / "victim.txt").read_text() == "kept\n"
+
+
+def test_a_library_writer_never_takes_over_a_temporary_folder_it_did_not_make(tmp_path, monkeypatch):
+    from masprm.errors import ConfigError
+    from masprm.outputs import library_output
+
+    monkeypatch.setattr("masprm.outputs.secrets.token_hex", lambda n: "same")
+    (tmp_path / ".save.same.tmp").mkdir()                      # another writer's, by every name tried
+    (tmp_path / ".save.same.tmp" / "theirs.bin").write_bytes(b"x")
+    with pytest.raises(ConfigError, match="no new temporary folder could be made there"):
+        with library_output(tmp_path):
+            pass
+    assert (tmp_path / ".save.same.tmp" / "theirs.bin").read_bytes() == b"x"

@@ -13,7 +13,7 @@ import pytest
 
 from masprm.errors import ConfigError
 from masprm.run_folder import LOCK_FILE, SETTINGS_FILE, check_or_record_settings, locked_folder
-from masprm.search.train_mcts import run_trees
+from masprm.eval.tree_runner import run_trees
 from helpers import EXAMPLES, SMOKE, STAGE1_ROWS, call_main, make_job, random_team
 
 REPO = Path(__file__).resolve().parents[1]

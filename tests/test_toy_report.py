@@ -3,7 +3,7 @@
 import json
 
 from masprm.eval.aggregate import PlotCondition, Row
-from masprm.toy.report import demo_table, fill_blocks, main, stepbench_table
+from masprm.toy.report import DEMO_NOTE, demo_table, fill_blocks, main, stepbench_table
 
 
 def row(method: str, budget: str, pass1: list[float], pass5: list[float], tokens: list[float], work: list[float]):
@@ -74,7 +74,39 @@ def test_the_lab_table_is_copied_without_its_own_title(tmp_path):
     assert doc.read_text() == "## Results\n<!-- report: lab-table -->\nintro\n\n| a |\n|---|\n| 1 |\n<!-- /report -->\n"
 
 
-def test_the_readme_summary_keeps_a_few_lab_columns_and_adds_the_mcts_difference_to_the_orm(tmp_path):
+def test_the_readme_summary_marks_the_cells_make_demo_made_from_the_labs_facts(tmp_path, capsys):
+    docs, results = tmp_path / "docs", tmp_path / "results"
+    docs.mkdir()
+    results.mkdir()
+    (results / "toy_lab.md").write_text("# Lab\n\nnot read when the facts are there\n")
+    columns = ["scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %",
+               "BoN min pass@1 %"]
+    cells = {"MASPRM": ["MASPRM", "0.74", "0.21", "0.48", "40.1 ± 2.0", "35.3 ± 1.2", "32.9 ± 2.5"],
+             "ORM": ["ORM", "outcome only", "0.56", "0.52", "42.9 ± 1.5", "37.6 ± 2.7", "46.4 ± 1.0"],
+             "mc+prm": ["mc+prm", "0.68", "0.64", "0.73", "43.1 ± 1.5", "36.8 ± 1.6", "47.1 ± 1.9"]}
+    demo, lab = "logs/toy_demo", "logs/toy_lab"
+    logs = {"MASPRM": {"SBS pass@1 %": demo, "MCTS pass@1 %": demo, "BoN min pass@1 %": lab},
+            "ORM": {"SBS pass@1 %": demo, "MCTS pass@1 %": demo, "BoN min pass@1 %": lab},
+            "mc+prm": {"SBS pass@1 %": lab, "MCTS pass@1 %": lab, "BoN min pass@1 %": lab}}
+    (results / "toy_lab.json").write_text(json.dumps({
+        "columns": columns, "made_by": {demo: "make demo", lab: "make lab"},
+        "rows": [{"slug": k, "cells": dict(zip(columns, v)), "logs": logs[k]} for k, v in cells.items()]}))
+    (results / "toy_lab_claims.json").write_text(json.dumps([
+        {"name": "MASPRM vs ORM (MCTS)", "result": {"mean_diff": -0.024, "ci_low": -0.057, "ci_high": 0.008}},
+        {"name": "mc+prm vs ORM (MCTS)", "result": {"mean_diff": -0.00833, "ci_low": -0.04167, "ci_high": 0.025}}]))
+    (tmp_path / "README.md").write_text("<!-- report: lab-summary -->\n<!-- /report -->\n")
+    assert main(["--docs", str(docs), "--results", str(results), "--logs_dir", str(tmp_path / "nologs")]) == 0
+    lines = (tmp_path / "README.md").read_text().splitlines()
+    assert lines[1].startswith(f"| {DEMO_NOTE} | label AUC")   # the first header says what † means
+    assert lines[3:6] == [
+        # the MASPRM's and the ORM's SBS and MCTS are the demo's, and so is the difference of their MCTS cells
+        "| MASPRM | 0.74 | 0.21 | 0.48 | 40.1 ± 2.0 † | 35.3 ± 1.2 † | 32.9 ± 2.5 | -2.4 [-5.7, +0.8] † |",
+        "| ORM | outcome only | 0.56 | 0.52 | 42.9 ± 1.5 † | 37.6 ± 2.7 † | 46.4 ± 1.0 | – |",
+        "| mc+prm | 0.68 | 0.64 | 0.73 | 43.1 ± 1.5 | 36.8 ± 1.6 | 47.1 ± 1.9 | -0.8 [-4.2, +2.5] |"]
+    assert "read the table of" not in capsys.readouterr().out
+
+
+def test_the_readme_summary_keeps_a_few_lab_columns_and_adds_the_mcts_difference_to_the_orm(tmp_path, capsys):
     docs, results = tmp_path / "docs", tmp_path / "results"
     docs.mkdir()
     results.mkdir()
@@ -96,3 +128,5 @@ def test_the_readme_summary_keeps_a_few_lab_columns_and_adds_the_mcts_difference
         "| ORM | outcome only | 0.56 | 0.52 / 0.50 | 44.0 ± 0.6 | 37.6 ± 2.7 | 46.4 ± 1.0 | – |\n"
         "| mc+prm | 0.68 / 0.62 / 0.87 / 0.99 | 0.64 | 0.73 / 0.71 | 41.4 ± 1.3 | 36.8 ± 1.6 | 47.1 ± 1.9 | -0.8 [-4.2, +2.5] |\n"
         "<!-- /report -->\nend\n")
+    # a results folder from before the table's facts: its Markdown table, unmarked, and a note saying so
+    assert f"report: lab-summary: no {results / 'toy_lab.json'}" in capsys.readouterr().out

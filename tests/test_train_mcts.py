@@ -10,7 +10,8 @@ import pytest
 from masprm.data import Example
 from masprm.graph import MASGraph
 from masprm.search.engine import LoadedModels, drive
-from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, TreeSearchSettings, run_trees, tree_search
+from masprm.eval.tree_runner import run_trees
+from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, TreeSearchSettings, tree_search
 
 from helpers import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
 

@@ -245,11 +245,6 @@ def _scorer_folder(folder: str | os.PathLike | ScorerFolder) -> ScorerFolder:
     return folder if isinstance(folder, ScorerFolder) else read_scorer_folder(folder)
 
 
-def recorded_base_model(folder: str | os.PathLike | ScorerFolder) -> str | None:
-    """The base model a scorer folder's adapter names (the folder's own, else its newest checkpoint's), or None."""
-    return _scorer_folder(folder).adapter_base
-
-
 def check_scorer_folder(folder: str | os.PathLike | ScorerFolder, setting: str, *, base_model_id: str | None = None,
                         base_setting: str = "prm_base_model_id", allow_unfinished: bool = False) -> str | None:
     """A trained scorer folder that will load: finished (unless allowed), adapter, weights, base model.

@@ -249,6 +249,9 @@ def library_output(folder: str | os.PathLike) -> Iterator[Path]:
             break
         except FileExistsError:
             continue
+    else:   # never take over a folder another writer made: it would be filled and removed below
+        raise ConfigError(f"{folder}: no new temporary folder could be made there (100 names taken)",
+                          setting="output")
     try:
         yield tmp
         honour_umask(tmp)   # everything in it is this run's

@@ -15,7 +15,7 @@ A node is a JSON object with these keys, in this order (``tree_node`` writes the
 
 The root also carries ``meta`` (the example's index, gold answer, the run's settings).
 A node's value is its ``q_mean``, or ``q_sum / visits`` when ``q_mean`` is missing.
-``read_tree`` / ``parse_tree`` read a file into light ``Step`` nodes for stage 2,
+``read_tree`` / ``parse_tree`` read a file into light ``TreeStep`` nodes for stage 2,
 checking every key they use and every node's values (``check_node_values``: visits >= 0,
 values in [-1, 1], texts strings); ``read_tree_json`` refuses a string UTF-8 cannot hold. Pure Python: no torch import.
 """
@@ -164,7 +164,7 @@ def read_tree_json(path: str | Path, name: str | None = None) -> Any:
 
 
 @dataclass(eq=False, slots=True)
-class Step:
+class TreeStep:
     """One tree node as preprocessing needs it."""
 
     text: str                 # node_text, stripped: what the records carry
@@ -173,7 +173,7 @@ class Step:
     visits: int
     agent: int | None         # from action_text "[agent i] ..."; None at the root
     inbox: str                # local view: the user content this node's agent saw ("" otherwise)
-    children: list["Step"] = field(default_factory=list)
+    children: list["TreeStep"] = field(default_factory=list)
     answer: str | None = None  # final_answer at a terminal node (self-consistency labels vote with it)
 
 
@@ -181,13 +181,13 @@ class Step:
 class Tree:
     name: str
     question: str
-    root: Step
+    root: TreeStep
     off_config: list[str] = field(default_factory=list)  # local view: subtrees skipped, and why
 
 
 def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state: Any,
-                agent: int | None, inbox: str, off_config: list[str]) -> Step:
-    """Build the Step for ``d`` and, recursively, its children.
+                agent: int | None, inbox: str, off_config: list[str]) -> TreeStep:
+    """Build the TreeStep for ``d`` and, recursively, its children.
 
     With a graph (local view) ``state`` is the routing state after this
     node's decision; each child's agent must be the one the graph runs next.
@@ -201,7 +201,7 @@ def _parse_node(d: Any, where: str, question: str, graph: MASGraph | None, state
         children_raw = []
     if not isinstance(children_raw, list):
         raise TreeError(f"{where}: 'children' must be a list")
-    step = Step(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
+    step = TreeStep(text="", value=node_value(d, where), is_terminal=bool(d.get("is_terminal", False)),
                 visits=node_visits(d, where), agent=agent, inbox=inbox,
                 answer=d.get("final_answer") if isinstance(d.get("final_answer"), str) else None)
     for k, c in enumerate(children_raw):

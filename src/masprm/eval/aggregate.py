@@ -47,10 +47,17 @@ METRIC_LINES = {
     "prm_calls": r"Mean PRM calls per example:",
     "agent_runs": r"Mean Agent runs per example:",
 }
+# This project's logs also name a line after what it counts (every scorer call, ORM too) beside the
+# original's "PRM calls" line, which stays for the original's aggregator; when both are there the
+# new one is read, and a log with only the original's line still aggregates.
+NEW_METRIC_LINES = {"prm_calls": r"Mean scorer calls per example:"}
 NO_STD = {"pass@3", "pass@5"}
 _OPTIONAL = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in OPTIONAL_LINES.items()}
-_PATTERNS = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in METRIC_LINES.items()}
-_LINES = {k: re.compile(rf"^{label}", re.MULTILINE) for k, label in METRIC_LINES.items()}
+# per metric, its lines' spellings, the preferred first
+_SPELLINGS = {k: [s for s in (NEW_METRIC_LINES.get(k), label) if s] for k, label in METRIC_LINES.items()}
+_PATTERNS = {k: [re.compile(rf"^{s}\s*{_NUMBER}", re.MULTILINE) for s in spellings]
+             for k, spellings in _SPELLINGS.items()}
+_LINES = {k: [re.compile(rf"^{s}", re.MULTILINE) for s in spellings] for k, spellings in _SPELLINGS.items()}
 # What a metric can be: a rate in [0, 1], or a count per example (>= 0). A log with a value outside
 # its range, a metric line written twice, or none for pass@1 is not counted (`log_problem`).
 METRIC_RANGES = {k: (0.0, 1.0) if k.startswith("pass@") else (0.0, math.inf) for k in METRIC_LINES}
@@ -180,28 +187,38 @@ def log_problem(text: str, seed: int | None) -> str | None:
     exactly once), each value a finite number in its range (``METRIC_RANGES``), a seed in the name."""
     if seed is None:
         return "its name carries no seed (_<seed> before .txt)"
-    for key, line in _LINES.items():
-        count = len(line.findall(text))
-        if count > 1:
-            return f"its {key} line is written {count} times"
-        if count == 0 and key in REQUIRED_METRICS:
+    for key, lines in _LINES.items():
+        counts = [len(line.findall(text)) for line in lines]
+        if max(counts) > 1:
+            return f"its {key} line is written {max(counts)} times"
+        if max(counts) == 0 and key in REQUIRED_METRICS:
             return f"it has no {key} line"
-        if count == 0:
-            continue
-        found = _PATTERNS[key].search(text)
-        value = float(found.group(1)) if found else math.nan
-        low, high = METRIC_RANGES[key]
-        if not math.isfinite(value):
-            return f"its {key} value is not a number"
-        if not low <= value <= high:
-            return f"its {key} value {value:g} is outside [{low:g}, {high:g}]"
+        for count, pattern in zip(counts, _PATTERNS[key]):   # every spelling present is checked
+            if count == 0:
+                continue
+            found = pattern.search(text)
+            value = float(found.group(1)) if found else math.nan
+            low, high = METRIC_RANGES[key]
+            if not math.isfinite(value):
+                return f"its {key} value is not a number"
+            if not low <= value <= high:
+                return f"its {key} value {value:g} is outside [{low:g}, {high:g}]"
+    return None
+
+
+def metric_value(key: str, text: str) -> float | None:
+    """A metric of METRIC_LINES read from a log's text: its preferred spelling's line, else the original's."""
+    for pattern in _PATTERNS[key]:
+        if m := pattern.search(text):
+            return float(m.group(1))
     return None
 
 
 def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict | None = None) -> ParsedLog:
     """A log's text, with its manifest and summary sidecars where they exist."""
     status = text_status(text)
-    metrics = {k: float(m.group(1)) for k, pat in {**_PATTERNS, **_OPTIONAL}.items() if (m := pat.search(text))}
+    metrics = {k: v for k in METRIC_LINES if (v := metric_value(k, text)) is not None}
+    metrics.update({k: float(m.group(1)) for k, pat in _OPTIONAL.items() if (m := pat.search(text))})
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
     label = start.group(1) if start else experiment

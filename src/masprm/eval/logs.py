@@ -136,9 +136,11 @@ def metric_lines(summary: dict, report: Iterable[str] = ()) -> list[str]:
     lines += [f"Pass@{k}: {summary[f'pass@{k}']:.4f}" for k in range(2, 11)]
     lines += [
         f"Tokens: {summary['tokens_mean']:.1f} ± {summary['tokens_std']:.1f} ({summary['tokens_n']} examples)",
-        f"Total PRM calls: {summary['scorer_calls_total']}",
+        f"Total PRM calls: {summary['scorer_calls_total']}",   # the original's name: it counts ORM calls too
+        f"Total scorer calls: {summary['scorer_calls_total']}",
         f"Total Agent runs: {summary['agent_runs_total']}",
         f"Mean PRM calls per example: {summary['prm_calls_mean']:.2f}",
+        f"Mean scorer calls per example: {summary['prm_calls_mean']:.2f}",
         f"Mean Agent runs per example: {summary['agent_runs_mean']:.2f}",
         *report,
     ]

@@ -63,6 +63,14 @@ def rank_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
     return (positive_ranks - pos * (pos + 1) / 2) / (pos * neg)
 
 
+def with_pool_verdicts(extra: dict, is_correct: Callable[[str, str | None], bool], gold: str | None) -> dict:
+    """A record's extra with each pooled pass judged by the run's own checker (the one pass@k used)."""
+    if POOL_KEY not in extra:
+        return extra
+    pool = extra[POOL_KEY]
+    return {**extra, POOL_KEY: {**pool, "correct": [bool(is_correct(a, gold)) for a in pool["answers"]]}}
+
+
 def pool_summary(records: Sequence[dict], is_correct: Callable[[str, str | None], bool]) -> dict:
     """The pool metrics of a condition's records (module docstring); {} when no record has a pool."""
     pooled = [r for r in records if not r.get("error") and POOL_KEY in (r.get("extra") or {})]
@@ -72,7 +80,8 @@ def pool_summary(records: Sequence[dict], is_correct: Callable[[str, str | None]
     per_question, all_scores, all_labels, sizes = [], [], [], []
     for r in pooled:
         pool = r["extra"][POOL_KEY]
-        labels = [bool(is_correct(a, r.get("gold"))) for a in pool["answers"]]
+        # Labelled by the run's own --answer_checker when it ran (the runner stores them); else `is_correct`.
+        labels = pool.get("correct") or [bool(is_correct(a, r.get("gold"))) for a in pool["answers"]]
         sizes.append(len(labels))
         if any(labels):
             solvable += 1

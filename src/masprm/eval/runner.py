@@ -27,6 +27,7 @@ from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
 from masprm.eval.paired_conditions import Comparison, finisher
+from masprm.eval.pool_metrics import with_pool_verdicts
 from masprm.eval.settings import EvalSettings
 from masprm.eval.logs import (LogFiles, PartialLog, code_version, is_completed, log_every, manifest_hash_of,
                               path_identity, progress_line, read_records, render_log, resumable_records, stable_hash,
@@ -166,15 +167,15 @@ def example_search(models: WorkerModels, item: WorkItem, *, seed: int, graph: MA
     except Exception as err:  # one bad example must not stop the condition
         return {**record, "prediction": None, "correct": False, "candidates": [],
                 "metrics": ctx.usage.as_dict(), "extra": {}, "error": describe_error(err)}
-    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold,
-                          is_correct=ANSWER_CHECKERS[item.answer_checker])
+    checker = ANSWER_CHECKERS[item.answer_checker]
+    hits = pass_at_k_hits(result.prediction, result.candidates, ex.gold, is_correct=checker)
     metrics = {**{f"pass@{k}": h for k, h in enumerate(hits, start=1)}, **ctx.usage.as_dict()}
     # Every final answer the search generated, returned or not (sorted: the misses split reads it).
     generated = {"generated_answers": sorted(set(ctx.finished))} if ctx.finished else {}
     # The record keeps the list pass@k was computed over, as the original's records do.
     return {**record, "prediction": result.prediction, "correct": bool(hits[0]),
             "candidates": pass_candidates(result.prediction, result.candidates), "metrics": metrics,
-            "extra": {**result.extra, **generated}, "error": None}
+            "extra": {**with_pool_verdicts(result.extra, checker, ex.gold), **generated}, "error": None}
 
 
 def served_models(models: WorkerModels, roles: Sequence[str]) -> LoadedModels:

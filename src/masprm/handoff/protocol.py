@@ -34,10 +34,6 @@ def role_key(name: str) -> str:
     return " ".join(str(name).split()).casefold()
 
 
-def is_final(recipient: str) -> bool:
-    return role_key(recipient) == role_key(FINAL)
-
-
 class ParseError(ValueError):
     """A proposal that breaks the routed-turn contract; the message says how."""
 

@@ -19,7 +19,7 @@ from masprm.search.expand import LOGPROB_AGGS, aggregate_logprob
 from masprm.state_text import DEFAULT_SEPARATOR
 
 TokenCounter = Callable[[str], int]
-Step = Generator[Any, Any, list[float]]   # yields model requests (masprm.search.engine)
+ProposalScoring = Generator[Any, Any, list[float]]   # yields model requests (masprm.search.engine)
 # A proposal is one step, so avg_step would only repeat sum: the handoff offers the other two.
 TURN_LOGPROB_AGGS = tuple(a for a in LOGPROB_AGGS if a != "avg_step")
 
@@ -81,7 +81,7 @@ def prm_selector(ctx: Any, limit: int) -> Selector:
     """
     scorer = ctx.scorer("handoff_masprm")
 
-    def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
+    def select(run: HandoffRun, proposals: list[Proposal]) -> ProposalScoring:
         texts = [prm_text(run.question, [*run.turns, p.turn], count_tokens=scorer.count_tokens, limit=limit,
                           sep=scorer.separator)
                  for p in proposals]
@@ -97,7 +97,7 @@ def logprob_selector(ctx: Any, agg: str) -> Selector:
     if agg not in TURN_LOGPROB_AGGS:
         raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(TURN_LOGPROB_AGGS)})")
 
-    def select(run: HandoffRun, proposals: list[Proposal]) -> Step:
+    def select(run: HandoffRun, proposals: list[Proposal]) -> ProposalScoring:
         lps = yield from ctx.logprob([(p.messages, p.text) for p in proposals])
         return [aggregate_logprob([lp], agg) for lp in lps]
 

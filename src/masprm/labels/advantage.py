@@ -12,10 +12,10 @@ samples' paths. Pure Python.
 from __future__ import annotations
 
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
-def advantage(step: Step, parent: Step) -> float | None:
+def advantage(step: TreeStep, parent: TreeStep) -> float | None:
     """(value - mean visited sibling value) / 2; None when no sibling was visited."""
     others = [c.value for c in parent.children if c is not step and c.visits > 0 and c.value is not None]
     if not others:
@@ -24,7 +24,7 @@ def advantage(step: Step, parent: Step) -> float | None:
 
 
 def advantage_records(tree: Tree, ctx: LabelContext) -> list[dict]:
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         labels = []
         for parent, step in zip([root] + path[:-1], path):
             a = advantage(step, parent)

@@ -16,7 +16,7 @@ from masprm.config import arg
 from masprm.errors import ConfigError
 from masprm.labels.mining import PM1_TOLERANCE
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
 @dataclass
@@ -30,7 +30,7 @@ class FirstErrorSettings:
                               setting="first_error_threshold")
 
 
-def first_error_labels(path: list[Step], threshold: float) -> list[float]:
+def first_error_labels(path: list[TreeStep], threshold: float) -> list[float]:
     """+1 before the first step whose value is <= threshold, -1 on it, nothing after; all +1 without one."""
     for i, step in enumerate(path):
         if step.value <= threshold + PM1_TOLERANCE:
@@ -39,7 +39,7 @@ def first_error_labels(path: list[Step], threshold: float) -> list[float]:
 
 
 def first_error_records(tree: Tree, ctx: LabelContext) -> list[dict]:
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         labels = first_error_labels(path, ctx.settings.first_error_threshold)
         ctx.notes["no_error_paths" if labels[-1] > 0 else f"first_error_at_step_{len(labels) - 1}"] += 1
         return labels

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from masprm.config import arg, require_each
 from masprm.labels.rollouts import success_rates
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
 @dataclass
@@ -44,7 +44,7 @@ def binary_search_first_error(n: int, succeeds) -> int:
 def first_error_search_records(tree: Tree, ctx: LabelContext) -> list[dict]:
     k = ctx.settings.search_rollouts
 
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         def succeeds(i: int) -> bool:
             ctx.notes["probes"] += 1
             return success_rates(ctx, "first_error_search", tree, path, [i], k)[i] > 0

@@ -41,7 +41,7 @@ from typing import Callable, Sequence
 
 from masprm.answers import answers_equal
 from masprm.labels.scheme import LabelContext, LabelScheme, mined_pairs, walk
-from masprm.tree_schema import MAX_JSON_CHILDREN, Step, Tree
+from masprm.tree_schema import MAX_JSON_CHILDREN, TreeStep, Tree
 
 EXACT_TOL = 1e-6   # stored q_mean is q_sum / visits of integer sums: a back-up reproduces it to rounding
 
@@ -60,11 +60,11 @@ def majority_answer(answers: Sequence[str | None]) -> str | None:
     return max(groups, key=lambda g: g[1])[0] if groups else None   # max keeps the first of equal counts
 
 
-def _stored_sum(step: Step) -> float:
+def _stored_sum(step: TreeStep) -> float:
     return (step.value or 0.0) * step.visits
 
 
-def back_up(node: Step, reward: Callable[[Step], float], sums: dict[int, float]) -> float:
+def back_up(node: TreeStep, reward: Callable[[TreeStep], float], sums: dict[int, float]) -> float:
     """The node's q_sum with every terminal t below it worth ``reward(t)`` per visit (see the module docstring).
 
     Fills ``sums`` (id(node) -> q_sum) for the node and its descendants.
@@ -91,10 +91,10 @@ def relabel(tree: Tree, notes: Counter) -> None:
 
     agrees = {a: majority is not None and answers_equal(a, majority) for a in {t.answer for t in terminals} if a}
 
-    def consistent(t: Step) -> float:
+    def consistent(t: TreeStep) -> float:
         return 1.0 if agrees.get(t.answer) else -1.0
 
-    def stored(t: Step) -> float:
+    def stored(t: TreeStep) -> float:
         return t.value if t.value is not None else -1.0
 
     gold_sums: dict[int, float] = {}

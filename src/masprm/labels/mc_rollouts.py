@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from masprm.config import arg, require_each
 from masprm.labels.rollouts import success_rates
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
 @dataclass
@@ -33,7 +33,7 @@ class McRolloutsSettings:
 def mc_rollout_records(tree: Tree, ctx: LabelContext) -> list[dict]:
     s = ctx.settings
 
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         rates = success_rates(ctx, "mc_rollouts", tree, path, range(len(path)), s.mc_rollouts)
         return [(1.0 if rates[i] > 0 else -1.0) if s.mc_hard else 2 * rates[i] - 1 for i in range(len(path))]
 

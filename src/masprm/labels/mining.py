@@ -1,6 +1,6 @@
 """Stage 2 core: search trees -> PRM samples and Bradley-Terry (PPM) pairs.
 
-A stage-1 tree (the format of ``masprm.tree_schema``) is read into light ``Step`` nodes, one tree at a
+A stage-1 tree (the format of ``masprm.tree_schema``) is read into light ``TreeStep`` nodes, one tree at a
 time, and turned into two kinds of training records:
 
 - PRM samples: root-to-node paths whose last node is a graded terminal
@@ -29,7 +29,7 @@ from masprm.graph import MASGraph
 from masprm.labels.pairs import (MIN_MARGIN, PairRule, dedupe_key, meta_target, ppm_pairs, ppm_texts,  # noqa: F401
                                  split_sizes, unique_candidates)   # (re-exported: the pair miner lives there)
 from masprm.state_text import VIEWS
-from masprm.tree_schema import Step, Tree, TreeError, parse_tree, read_tree  # noqa: F401  (re-exported)
+from masprm.tree_schema import TreeStep, Tree, TreeError, parse_tree, read_tree  # noqa: F401  (re-exported)
 
 PRM_ROOT_WINDOW = (-0.7, 0.7)   # PRM samples come only from trees whose root is undecided
 PM1_TOLERANCE = 1e-6            # a graded leaf has value ±1 within this
@@ -42,7 +42,7 @@ def in_window(value: float | None, window: tuple[float, float]) -> bool:
 # --------------------------------------------------------------------------- PRM samples
 
 
-def candidate_paths(root: Step, target_nodes: int) -> Iterator[list[Step]]:
+def candidate_paths(root: TreeStep, target_nodes: int) -> Iterator[list[TreeStep]]:
     """Steps (root excluded) of each candidate path, depth-first in stored order.
 
     ``target_nodes > 0``: every root-to-node path of exactly that many nodes
@@ -51,7 +51,7 @@ def candidate_paths(root: Step, target_nodes: int) -> Iterator[list[Step]]:
     fixed = target_nodes > 0
     if target_nodes == 1:
         raise ValueError("target_nodes = 1 is the root alone: use N >= 2, or N <= 0 for variable depth")
-    stack: list[tuple[Step, list[Step]]] = [(root, [])]
+    stack: list[tuple[TreeStep, list[TreeStep]]] = [(root, [])]
     while stack:
         node, path = stack.pop()
         if fixed and len(path) + 1 == target_nodes:
@@ -64,7 +64,7 @@ def candidate_paths(root: Step, target_nodes: int) -> Iterator[list[Step]]:
             stack.append((child, path + [child]))
 
 
-def is_graded(path: list[Step]) -> bool:
+def is_graded(path: list[TreeStep]) -> bool:
     """A usable PRM path: a terminal last node with value ±1, every step with text and a value."""
     last = path[-1]
     if not (last.is_terminal and last.value is not None
@@ -77,10 +77,10 @@ def clamp(x: float) -> float:
     return max(-1.0, min(1.0, x))
 
 
-PathLabeller = Callable[[Step, list[Step]], list[float]]   # (root, a graded path) -> labels of its first steps
+PathLabeller = Callable[[TreeStep, list[TreeStep]], list[float]]   # (root, a graded path) -> labels of its first steps
 
 
-def mc_labels(root: Step, path: list[Step]) -> list[float]:
+def mc_labels(root: TreeStep, path: list[TreeStep]) -> list[float]:
     """The paper's PRM labels: every step's Monte Carlo value (its node's q_mean)."""
     return [clamp(s.value) for s in path]
 

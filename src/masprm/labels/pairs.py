@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from masprm.state_text import DEFAULT_SEPARATOR, join_steps
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 MIN_MARGIN = 1e-9               # a pair needs pos_value > neg_value + MIN_MARGIN (strictly better)
 
@@ -43,10 +43,10 @@ def split_sizes(n: int, pos_topk: int, neg_topk: int) -> tuple[int, int]:
     return k_pos, k_neg
 
 
-def unique_candidates(children: Sequence[Step]) -> list[Step]:
+def unique_candidates(children: Sequence[TreeStep]) -> list[TreeStep]:
     """Children with text and a value, one per whitespace-normalised text (the highest value
     wins; the first stored wins a tie), sorted by value ascending (stable)."""
-    best: dict[str, Step] = {}
+    best: dict[str, TreeStep] = {}
     for c in children:
         if not c.text or c.value is None:
             continue
@@ -79,7 +79,7 @@ class PairRule:
     def full(self, taken: int) -> bool:
         return self.per_step_cap is not None and taken >= self.per_step_cap
 
-    def keeps(self, pos: Step, neg: Step) -> bool:
+    def keeps(self, pos: TreeStep, neg: TreeStep) -> bool:
         """The rStar-Math filters (both off in the paper's rule)."""
         if self.require_outcome and not (reaches(pos, correct=True) and reaches(neg, correct=False)):
             return False
@@ -89,7 +89,7 @@ class PairRule:
 PAPER_RULE = PairRule()
 
 
-def reaches(node: Step, correct: bool) -> bool:
+def reaches(node: TreeStep, correct: bool) -> bool:
     """Whether a written terminal at or below ``node`` is graded correct (value > 0) or wrong (value < 0)."""
     if node.is_terminal:
         return node.value is not None and (node.value > 0 if correct else node.value < 0)
@@ -123,7 +123,7 @@ def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_to
     out: list[dict] = []
     seen: set[bytes] = set()  # the same pair can recur under siblings with equal texts
     per_step: Counter[int] = Counter()
-    stack: list[tuple[Step, list[Step]]] = [(tree.root, [])]
+    stack: list[tuple[TreeStep, list[TreeStep]]] = [(tree.root, [])]
     while stack and len(out) < max_pairs:
         node, prefix = stack.pop()
         depth = len(prefix)
@@ -159,7 +159,7 @@ def ppm_pairs(tree: Tree, *, target_nodes: int, view: str, pos_topk: int, neg_to
     return out
 
 
-def _pair_record(tree: Tree, node: Step, prefix: list[Step], pos: Step, neg: Step, depth: int,
+def _pair_record(tree: Tree, node: TreeStep, prefix: list[TreeStep], pos: TreeStep, neg: TreeStep, depth: int,
                  target_nodes: int, final: bool, view: str) -> dict:
     meta = {"step_index": depth, "shared_prefix_len": depth, "target_nodes": meta_target(target_nodes),
             "parent_visits": node.visits, "pos_q": pos.value, "neg_q": neg.value,

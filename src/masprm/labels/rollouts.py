@@ -13,7 +13,7 @@ from typing import Protocol, Sequence
 
 from masprm.errors import ConfigError
 from masprm.labels.scheme import LabelContext
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
 class Completer(Protocol):
@@ -32,13 +32,13 @@ def source(ctx: LabelContext, scheme: str, what: str = "completions of each step
     return ctx.rollouts
 
 
-def prefixes(path: Sequence[Step]) -> list[list[tuple[int, str]]]:
+def prefixes(path: Sequence[TreeStep]) -> list[list[tuple[int, str]]]:
     """The messages up to and including each step of a path."""
     messages = [(s.agent, s.text) for s in path]
     return [messages[:i + 1] for i in range(len(messages))]
 
 
-def success_rates(ctx: LabelContext, scheme: str, tree: Tree, path: Sequence[Step], steps: Sequence[int],
+def success_rates(ctx: LabelContext, scheme: str, tree: Tree, path: Sequence[TreeStep], steps: Sequence[int],
                   k: int) -> dict[int, float]:
     """For each step index asked, the share of k completions of its prefix graded correct (> 0). The last
     step of a finished path is its own outcome: nothing is left to complete."""

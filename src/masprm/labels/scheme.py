@@ -28,7 +28,7 @@ from masprm.labels.mining import (PRM_ROOT_WINDOW, Counts, Options, OutputCounts
                                   _prm_key, prm_records)
 from masprm.labels.pairs import PAPER_RULE, PairRule, ppm_pairs
 from masprm.registry import Registry
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 RECORD_KINDS = ("steps", "pairs")
 
@@ -80,7 +80,7 @@ def mined_pairs(tree: Tree, ctx: LabelContext, rule: PairRule = PAPER_RULE) -> l
                      neg_topk=o.ppm_neg_topk, max_pairs=o.ppm_max_pairs, rule=rule)
 
 
-def walk(node: Step):
+def walk(node: TreeStep):
     """The node and its descendants, depth-first in stored order."""
     yield node
     for child in node.children:

@@ -37,7 +37,7 @@ from typing import Callable, Protocol, Sequence
 from masprm.config import arg, require_each
 from masprm.labels.rollouts import source
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 EXACT_MAX_AGENTS = 6
 
@@ -127,7 +127,7 @@ def shapley_records(tree: Tree, ctx: LabelContext) -> list[dict]:
     rng = random.Random(f"{ctx.settings.shapley_seed}:{tree.name}")
     found: list[dict] = []
 
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         messages = [(s.agent, s.text) for s in path]
         credits, baseline = transcript_credits(replayer, tree.question, messages, path[-1].value, ctx.settings,
                                                rng)

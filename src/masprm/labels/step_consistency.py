@@ -21,7 +21,7 @@ from masprm.labels.majority_outcome import majority_answer
 from masprm.labels.mining import candidate_paths, is_graded
 from masprm.labels.rollouts import prefixes, source
 from masprm.labels.scheme import LabelContext, LabelScheme, step_records
-from masprm.tree_schema import Step, Tree
+from masprm.tree_schema import TreeStep, Tree
 
 
 @dataclass
@@ -48,7 +48,7 @@ def step_consistency_records(tree: Tree, ctx: LabelContext) -> list[dict]:
     def agrees(found: list[str]) -> float:
         return sum(majority is not None and answers_equal(a, majority) for a in found) / len(found)
 
-    def label(root: Step, path: list[Step]) -> list[float]:
+    def label(root: TreeStep, path: list[TreeStep]) -> list[float]:
         return [2 * agrees(answers[tuple(p)]) - 1 for p in prefixes(path)]
 
     return step_records(tree, ctx, label)

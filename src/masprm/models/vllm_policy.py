@@ -29,7 +29,6 @@ Importing this module imports neither torch nor vLLM.
 from __future__ import annotations
 
 import importlib.util
-import json
 import random
 import sys
 from pathlib import Path
@@ -37,6 +36,7 @@ from typing import Any, Sequence
 
 from masprm.errors import ConfigError, ModelError
 from masprm.interfaces import LogProb, Messages
+from masprm.io import read_json
 from masprm.models.chat import ChatTokens, sampling_warps, stream_seed
 
 DEFAULT_MEMORY_SHARE = 0.9   # vLLM's own default share of a GPU's memory
@@ -51,7 +51,9 @@ def head_size(model_id: str) -> int | None:
     path = Path(model_id) / "config.json"
     if not path.is_file():
         return None
-    config = json.loads(path.read_text(encoding="utf-8"))
+    config = read_json(path)   # a broken config.json: one line naming it, not a traceback
+    if not isinstance(config, dict):
+        raise ModelError(f"{path}: not a JSON object")
     config = config.get("text_config", config)
     if config.get("head_dim"):
         return int(config["head_dim"])

@@ -13,7 +13,7 @@ from typing import Any
 
 from masprm.graph import RoutingState
 from masprm.search.context import SearchContext, SearchResult
-from masprm.search.expand import Candidate, Step, propose
+from masprm.search.expand import Candidate, SearchStep, propose
 from masprm.search.scorer_kinds import score_candidates
 
 
@@ -25,7 +25,7 @@ class Beam:
 
 
 def beam_search(ctx: SearchContext, beams: list[Beam], *, width: int, branching: int,
-                scorer: str | None, temperature: float) -> Step:
+                scorer: str | None, temperature: float) -> SearchStep:
     """Decide the agents in topological order, `branching` candidates per beam, keep `width`.
 
     Beams for which the agent is not runnable are carried forward with their
@@ -55,7 +55,7 @@ def beam_search(ctx: SearchContext, beams: list[Beam], *, width: int, branching:
     return beams
 
 
-def sbs(ctx: SearchContext, example: Any, *, width: int, branching: int, scorer: str | None) -> Step:
+def sbs(ctx: SearchContext, example: Any, *, width: int, branching: int, scorer: str | None) -> SearchStep:
     start = Beam(ctx.graph.start(example.question))
     beams = yield from beam_search(ctx, [start], width=width, branching=branching, scorer=scorer,
                         temperature=ctx.settings.sbs_temperature)
@@ -63,10 +63,10 @@ def sbs(ctx: SearchContext, example: Any, *, width: int, branching: int, scorer:
     return SearchResult(answers[0], answers, {"beam_scores": [b.score for b in beams]})
 
 
-def single_pass(ctx: SearchContext, example: Any) -> Step:
+def single_pass(ctx: SearchContext, example: Any) -> SearchStep:
     """One pass through the graph: each agent decided once from a single sample, no scorer."""
     return (yield from sbs(ctx, example, width=1, branching=1, scorer=None))
 
 
-def sbs_family(ctx: SearchContext, example: Any, kind: str) -> Step:
+def sbs_family(ctx: SearchContext, example: Any, kind: str) -> SearchStep:
     return (yield from sbs(ctx, example, width=ctx.settings.b1, branching=ctx.settings.b2, scorer=kind))

@@ -25,7 +25,7 @@ from dataclasses import replace
 from typing import Any, Sequence
 
 from masprm.search.context import SearchContext, SearchResult
-from masprm.search.expand import Step
+from masprm.search.expand import SearchStep
 from masprm.search.samples import sample_passes
 from masprm.search.scorer_kinds import SCORER_KINDS, aggregate_steps
 from masprm.search.vote import group_answers
@@ -43,7 +43,7 @@ def rank_transcripts(answers: Sequence[str], scores: Sequence[float]) -> list[in
     return sorted(range(len(answers)), key=key, reverse=True)
 
 
-def best_of_n(ctx: SearchContext, example: Any, kind: str) -> Step:
+def best_of_n(ctx: SearchContext, example: Any, kind: str) -> SearchStep:
     s = ctx.settings
     runs = yield from sample_passes(ctx, example, s.bon_n)
     scorer = SCORER_KINDS[kind]

@@ -21,7 +21,7 @@ from masprm.state_text import state_text
 if TYPE_CHECKING:   # the context is only named in annotations; training MCTS runs without it
     from masprm.search.context import SearchContext
 
-Step = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
+SearchStep = Generator[Any, Any, Any]   # a search step: yields model requests (masprm.search.engine)
 LOGPROB_AGGS = ("sum", "avg_token", "avg_step")   # how a path's log-prob is aggregated (aggregate_logprob)
 
 
@@ -49,7 +49,7 @@ def token_cap(graph: MASGraph, agent: int, cap: int | None) -> int:
 
 
 def propose(ctx: SearchContext, states: Sequence[RoutingState], agent: int, n: int, *,
-            temperature: float) -> Step:
+            temperature: float) -> SearchStep:
     """n candidates of `agent` for each state, from one batched policy call."""
     prompts = [s.messages(agent) for s in states]
     sampled = yield from ctx.sample(prompts, n, temperature=temperature, top_p=ctx.settings.top_p,
@@ -85,7 +85,7 @@ def aggregate_logprob(steps: Sequence[LogProb], agg: str) -> float:
     raise ValueError(f"unknown log-prob aggregation {agg!r} (expected one of {', '.join(LOGPROB_AGGS)})")
 
 
-def ensure_logprobs(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+def ensure_logprobs(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
     """Fill in missing log-probs with one batched call."""
     missing = [c for c in cands if c.logprob is None]
     if missing:
@@ -104,14 +104,14 @@ def softmax(values: Sequence[float]) -> list[float]:
 # --------------------------------------------------------------------------- scoring
 
 
-def masprm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> Step:
+def masprm_values(ctx: SearchContext, states: Sequence[RoutingState], agents: Sequence[int | None]) -> SearchStep:
     """MASPRM value of each state (in --view_mode, for the agent that last spoke), one forward."""
     sep = ctx.scorer("masprm").separator
     view = ctx.settings.view_mode
     return (yield from ctx.score("masprm", [state_text(s, view, a, sep) for s, a in zip(states, agents)]))
 
 
-def orm_values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
+def orm_values(ctx: SearchContext, states: Sequence[RoutingState]) -> SearchStep:
     """ORM value of each finished state in --view_mode (local: the last decided agent's view), one forward."""
     sep = ctx.scorer("orm").separator
     return (yield from ctx.score("orm", [state_text(s, ctx.settings.view_mode, None, sep) for s in states]))

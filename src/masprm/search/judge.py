@@ -29,7 +29,7 @@ import re
 from typing import TYPE_CHECKING, Any, Sequence
 
 from masprm.search.engine import JUDGE_ROLE
-from masprm.search.expand import Step
+from masprm.search.expand import SearchStep
 from masprm.search.scorer_kinds import ScorerKind, spoken_trail, tanh_log_prob
 
 if TYPE_CHECKING:
@@ -137,7 +137,7 @@ def _steps_of(trail: Sequence[Candidate]) -> list[tuple[str, str]]:
     return [(c.state.graph.agents[c.agent].name, c.text) for c in trail]
 
 
-def pool_log_weights(ctx: SearchContext, beams: list[Beam]) -> Step:
+def pool_log_weights(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     """The runs' log-weights from one listwise call over the pool (module docstring)."""
     question = beams[0].state.question if beams else ""
     attempts = [_steps_of(spoken_trail(b)) for b in beams]
@@ -149,7 +149,7 @@ def pool_log_weights(ctx: SearchContext, beams: list[Beam]) -> Step:
     return [tanh_log_prob(sum(row) / len(row)) for row in credits]
 
 
-def expansion_scores(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+def expansion_scores(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
     """Each candidate's ``score`` from one listwise call over the expansion (module docstring)."""
     if not cands:
         return
@@ -166,7 +166,7 @@ def expansion_scores(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
         c.score = s
 
 
-def _leaf_cached(ctx: SearchContext, path: list[Node]) -> Step:
+def _leaf_cached(ctx: SearchContext, path: list[Node]) -> SearchStep:
     return path[-1].info.get("score", 0.0)
     yield  # asks no model: the value came with the child
 

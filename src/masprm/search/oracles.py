@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 from masprm.answers import is_correct
 from masprm.registry import Registry
 from masprm.search.beam import Beam, beam_search
-from masprm.search.expand import Candidate, Step
+from masprm.search.expand import Candidate, SearchStep
 from masprm.search.scorer_kinds import ScorerKind, register_scorer_kind
 
 if TYPE_CHECKING:
@@ -58,7 +58,7 @@ def step_value(ctx: SearchContext, state: RoutingState) -> float:
     return 1.0 if all(right) else -1.0
 
 
-def true_values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
+def true_values(ctx: SearchContext, states: Sequence[RoutingState]) -> SearchStep:
     """2 p̂ − 1 per state, p̂ from K single passes of the team from it; each prefix rolled out once."""
     s = ctx.settings
     memo = ctx.memo.setdefault("true_value", {})
@@ -87,18 +87,18 @@ def true_values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
 # --------------------------------------------------------------------------- the kinds, from a value rule
 
 
-def _kind(name: str, values: Callable[[SearchContext, Sequence[RoutingState]], Step]) -> ScorerKind:
+def _kind(name: str, values: Callable[[SearchContext, Sequence[RoutingState]], SearchStep]) -> ScorerKind:
     """A scorer kind that values states alone: a step is the state it leads to, a leaf its own state."""
 
-    def step(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+    def step(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
         for c, v in zip(cands, (yield from values(ctx, [c.state for c in cands]))):
             c.score = v
 
-    def leaf(ctx: SearchContext, path: list[Node]) -> Step:
+    def leaf(ctx: SearchContext, path: list[Node]) -> SearchStep:
         [v] = yield from values(ctx, [path[-1].state])
         return v
 
-    def steps(ctx: SearchContext, runs: list[Beam]) -> Step:
+    def steps(ctx: SearchContext, runs: list[Beam]) -> SearchStep:
         flat = yield from values(ctx, [c.state for b in runs for c in b.trail])
         it = iter(flat)
         return [[next(it) for _ in b.trail] for b in runs]
@@ -106,8 +106,8 @@ def _kind(name: str, values: Callable[[SearchContext, Sequence[RoutingState]], S
     return register_scorer_kind(ScorerKind(name, step, leaf, steps=steps))
 
 
-def _each(rule: Callable[[SearchContext, RoutingState], float]) -> Callable[..., Step]:
-    def values(ctx: SearchContext, states: Sequence[RoutingState]) -> Step:
+def _each(rule: Callable[[SearchContext, RoutingState], float]) -> Callable[..., SearchStep]:
+    def values(ctx: SearchContext, states: Sequence[RoutingState]) -> SearchStep:
         return [rule(ctx, st) for st in states]
         yield  # asks no model
     return values

@@ -26,13 +26,13 @@ from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import Policy, Usage
 from masprm.search.context import SearchContext
 from masprm.search.engine import RequestKeys, drive
-from masprm.search.expand import Step, propose
+from masprm.search.expand import SearchStep, propose
 
 Message = tuple[int, str]   # (agent, text) as the transcript recorded it
 
 
 def replay(ctx: SearchContext, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]],
-           temperature: float) -> Step:
+           temperature: float) -> SearchStep:
     """One replay per entry of ``keeps``: the messages of the agents in it kept, every other one sampled
     afresh from the replay's own state at its turn. Returns the final state of each replay, in order."""
     states = [ctx.graph.start(question) for _ in keeps]
@@ -49,7 +49,7 @@ def replay(ctx: SearchContext, question: str, messages: Sequence[Message], keeps
 
 
 def complete(ctx: SearchContext, question: str, prefixes: Sequence[Sequence[Message]], k: int,
-             temperature: float) -> Step:
+             temperature: float) -> SearchStep:
     """``k`` fresh completions of every prefix: its recorded messages kept, every agent still to speak
     sampled (the agents due at one turn from one policy call each). Returns the final states, k per prefix."""
     states = [ctx.graph.replay(question, list(p)) for p in prefixes for _ in range(k)]

@@ -24,7 +24,7 @@ from masprm.interfaces import Generation
 from masprm.io import atomic_write_json
 from masprm.search.beam import Beam, beam_search
 from masprm.search.context import SearchContext
-from masprm.search.expand import Candidate, Step
+from masprm.search.expand import Candidate, SearchStep
 
 STORE_VERSION = 1
 
@@ -90,7 +90,7 @@ def _replay(ctx: SearchContext, question: str, entry: dict) -> list[Beam]:
     return runs
 
 
-def sample_passes(ctx: SearchContext, example: Any, k: int) -> Step:
+def sample_passes(ctx: SearchContext, example: Any, k: int) -> SearchStep:
     """k single passes through the team at --sbs_temperature, advanced together; read from the
     context's store when it has them, else sampled (and stored)."""
     s = ctx.settings

@@ -32,7 +32,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from masprm.registry import Registry
-from masprm.search.expand import (Candidate, Step, aggregate_logprob, ensure_logprobs, orm_values,
+from masprm.search.expand import (Candidate, SearchStep, aggregate_logprob, ensure_logprobs, orm_values,
                                   masprm_values)
 
 if TYPE_CHECKING:
@@ -60,11 +60,11 @@ class ScorerKind:
     """One way to score trajectories, as one record: what the search families ask of it."""
 
     name: str
-    step: Callable[..., Step] | None = None
-    leaf: Callable[..., Step] | None = None
-    weight: Callable[..., Step] | None = None
+    step: Callable[..., SearchStep] | None = None
+    leaf: Callable[..., SearchStep] | None = None
+    weight: Callable[..., SearchStep] | None = None
     needs: tuple[str, ...] = ()
-    steps: Callable[..., Step] | None = None     # (ctx, runs) -> per run, the value after each step
+    steps: Callable[..., SearchStep] | None = None     # (ctx, runs) -> per run, the value after each step
     log_prob: Callable[[float], float] = tanh_log_prob   # a step value as a log-probability (prod)
 
 
@@ -115,7 +115,7 @@ def aggregate_steps(values: Sequence[float], agg: str, log_prob: Callable[[float
     raise ValueError(f"unknown step aggregation {agg!r} (expected one of {', '.join(STEP_AGGS)})")
 
 
-def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) -> Step:
+def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) -> SearchStep:
     """Set `score` on every candidate with one batched call of the `kind` scorer."""
     if cands:
         yield from SCORER_KINDS[kind].step(ctx, cands)
@@ -124,13 +124,13 @@ def score_candidates(ctx: SearchContext, kind: str, cands: Sequence[Candidate]) 
 # --------------------------------------------------------------------------- the MASPRM
 
 
-def _score_masprm(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+def _score_masprm(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
     values = yield from masprm_values(ctx, [c.state for c in cands], [c.agent for c in cands])
     for c, v in zip(cands, values):
         c.score = v
 
 
-def _leaf_masprm(ctx: SearchContext, path: list[Node]) -> Step:
+def _leaf_masprm(ctx: SearchContext, path: list[Node]) -> SearchStep:
     if ctx.settings.orm_leaf:   # --orm_leaf: the PRM guides the search, the ORM values its leaves
         return (yield from _leaf_orm(ctx, path))
     return path[-1].info.get("score", 0.0)
@@ -142,17 +142,17 @@ def _per_run(trails: Sequence[Sequence[Candidate]], flat: Sequence[float]) -> li
     return [[next(values) for _ in trail] for trail in trails]
 
 
-def _masprm_step_values(ctx: SearchContext, trails: Sequence[Sequence[Candidate]]) -> Step:
+def _masprm_step_values(ctx: SearchContext, trails: Sequence[Sequence[Candidate]]) -> SearchStep:
     # One forward over every step of every run: the value of the state after each step.
     steps = [c for trail in trails for c in trail]
     return _per_run(trails, (yield from masprm_values(ctx, [c.state for c in steps], [c.agent for c in steps])))
 
 
-def _steps_masprm(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _steps_masprm(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     return (yield from _masprm_step_values(ctx, [b.trail for b in beams]))
 
 
-def _log_weights_masprm(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _log_weights_masprm(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     # The product of max(1e-6, (v + 1) / 2) over the run's spoken steps.
     trails = [spoken_trail(b) for b in beams]
     return [sum(map(tanh_log_prob, values)) for values in (yield from _masprm_step_values(ctx, trails))]
@@ -161,24 +161,24 @@ def _log_weights_masprm(ctx: SearchContext, beams: list[Beam]) -> Step:
 # --------------------------------------------------------------------------- the policy's log-prob
 
 
-def _score_logprob(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+def _score_logprob(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
     yield from ensure_logprobs(ctx, cands)
     for c in cands:
         c.score = aggregate_logprob([c.logprob], ctx.settings.logprob_agg)
 
 
-def _leaf_logprob(ctx: SearchContext, path: list[Node]) -> Step:
+def _leaf_logprob(ctx: SearchContext, path: list[Node]) -> SearchStep:
     # Every node of a log-prob tree got its step log-prob when it was created.
     return aggregate_logprob([n.info["logprob"] for n in path[1:]], ctx.settings.logprob_agg)
     yield  # asks no model
 
 
-def _steps_logprob(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _steps_logprob(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     yield from ensure_logprobs(ctx, [c for b in beams for c in b.trail])
     return [[aggregate_logprob([c.logprob], ctx.settings.logprob_agg) for c in b.trail] for b in beams]
 
 
-def _log_weights_logprob(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _log_weights_logprob(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     trails = [spoken_trail(b) for b in beams]
     yield from ensure_logprobs(ctx, [c for trail in trails for c in trail])
     return [aggregate_logprob([c.logprob for c in trail], ctx.settings.logprob_agg) for trail in trails]
@@ -187,7 +187,7 @@ def _log_weights_logprob(ctx: SearchContext, beams: list[Beam]) -> Step:
 # --------------------------------------------------------------------------- the ORM
 
 
-def _score_zero(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
+def _score_zero(ctx: SearchContext, cands: Sequence[Candidate]) -> SearchStep:
     # The ORM only judges finished transcripts; intermediate steps start neutral.
     for c in cands:
         c.score = 0.0
@@ -195,20 +195,20 @@ def _score_zero(ctx: SearchContext, cands: Sequence[Candidate]) -> Step:
     yield  # a search step that asks no model
 
 
-def _leaf_orm(ctx: SearchContext, path: list[Node]) -> Step:
+def _leaf_orm(ctx: SearchContext, path: list[Node]) -> SearchStep:
     leaf = path[-1]
     if "orm" not in leaf.info:   # a terminal leaf is revisited; score it once
         [leaf.info["orm"]] = yield from orm_values(ctx, [leaf.state])
     return leaf.info["orm"]
 
 
-def _steps_orm(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _steps_orm(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     # The ORM's value of each prefix state, as it values a finished one (one forward for all).
     steps = [c for b in beams for c in b.trail]
     return _per_run([b.trail for b in beams], (yield from orm_values(ctx, [c.state for c in steps])))
 
 
-def _log_weights_orm(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _log_weights_orm(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     values = yield from orm_values(ctx, [spoken_state(b) for b in beams])
     return [-math.log1p(math.exp(-v)) for v in values]   # log sigmoid
 
@@ -216,7 +216,7 @@ def _log_weights_orm(ctx: SearchContext, beams: list[Beam]) -> Step:
 # --------------------------------------------------------------------------- no scorer
 
 
-def _log_weights_plain(ctx: SearchContext, beams: list[Beam]) -> Step:
+def _log_weights_plain(ctx: SearchContext, beams: list[Beam]) -> SearchStep:
     return [0.0] * len(beams)
     yield  # asks no model
 

@@ -13,7 +13,7 @@ from typing import Any, Callable, Sequence
 
 from masprm.answers import answers_equal
 from masprm.search.context import SearchContext, SearchResult
-from masprm.search.expand import Step
+from masprm.search.expand import SearchStep
 from masprm.search.samples import sample_passes
 from masprm.search.scorer_kinds import SCORER_KINDS
 
@@ -59,7 +59,7 @@ def vote(answers: Sequence[str], log_weights: Sequence[float],
     return shortest(groups[best]), groups
 
 
-def voter_family(ctx: SearchContext, example: Any, kind: str) -> Step:
+def voter_family(ctx: SearchContext, example: Any, kind: str) -> SearchStep:
     runs = yield from sample_passes(ctx, example, ctx.settings.voter_k)
     answers = [b.state.final_answer() for b in runs]
     weights = yield from SCORER_KINDS[kind].weight(ctx, runs)

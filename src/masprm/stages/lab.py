@@ -14,7 +14,8 @@ Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_S
 seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
 scorers searched with like the demo's seed's; the claims pair the rows seed by seed (two-level bootstrap).
 
-then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table),
+then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its
+facts in results/toy_lab.json),
 results/toy_lab_claims.txt (every scorer against the ORM and against the
 paper's MASPRM, paired bootstrap CIs) and results/toy_lab.png. The conditions
 without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
@@ -316,7 +317,8 @@ def main(argv: list[str] | None = None) -> int:
               "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
         return 0
 
-    for path in (REPORT, CLAIMS, PLOT):   # the report's files: a folder in their place fails now, not in an hour
+    report_files = (REPORT, Path(REPORT).with_suffix(".json"), CLAIMS, Path(CLAIMS).with_suffix(".json"), PLOT)
+    for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
     check_output_dir(ROOT / LOGS, "logs")   # its commands' logs and outputs: never written through a link
     started = time.time()
@@ -330,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("the report")
     from masprm.toy.lab_report import write_report
     write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
-                 seed=args.seed, notes=notes)
+                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"})
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 

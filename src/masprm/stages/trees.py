@@ -34,7 +34,8 @@ from masprm.parallel import check_gpu_share
 from masprm.run_folder import (announce_holder, check_or_record_settings, default_config_path, locked_folder,
                                run_folder_name)
 from masprm.search.engine import EngineSettings
-from masprm.search.train_mcts import TreeJob, TreeSearchSettings, run_trees
+from masprm.eval.tree_runner import TreeJob, run_trees
+from masprm.search.train_mcts import TreeSearchSettings
 from masprm.log import RESULT, get_logger
 
 log = get_logger(__name__)

@@ -2,7 +2,10 @@
 
     write_report(rows, ["logs/toy_demo", "logs/toy_lab"], "results/toy_lab_stepbench.json",
                  "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt",
-                 "results/toy_lab.png", budgets={"sbs": {"b1": 2, "b2": 3}, ...})
+                 "results/toy_lab.png", budgets={"sbs": {"b1": 2, "b2": 3}, ...},
+                 made_by={"logs/toy_demo": "make demo", "logs/toy_lab": "make lab"})
+
+The table's facts go to results/toy_lab.json beside its Markdown (what ``make report`` reads).
 
 A row is a trained scorer (``rows``: objects with ``name``, ``slug``,
 ``scheme``, ``objective``, ``folder``, ``outcome_only``; `masprm.stages.lab.LabScorer`),
@@ -206,34 +209,40 @@ def _misses(cell: Cell | None) -> str:
     return " / ".join(share) + (f" (+{cell.misses['unknown']} unknown)" if cell.misses.get("unknown") else "")
 
 
-def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
-                labelbench: dict[str, dict | None]) -> list[str]:
+def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
+                  labelbench: dict[str, dict | None]) -> tuple[list[str], list[dict]]:
+    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``)."""
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
-            "step ECE", "step AUC R / P",
-            *(f"{c} pass@1 %" for c in COLUMNS), "model work / question: " + " / ".join(COLUMNS),
+            "step ECE", "step AUC R / P", *(f"{c} pass@1 %" for c in COLUMNS),
+            "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
             "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
     entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
                for row in rows] + [(EXTRA_ROWS[ORM_LEAF], ORM_LEAF, "masprm", "ppm + orm leaves", None)] + \
               [(name, slug, "–", "–", None) for slug, name in REFERENCE_ROWS.items()]
     # a row without any cell (the reference scorers not run, no --orm_leaf log) is left out
     entries = [e for e in entries if e[4] is not None or e[1] == LOGPROB or any((e[1], c) in cells for c in COLUMNS)]
+    records = []
     for name, slug, scheme, objective, row in entries:
-        if row is None:
-            labels = "–"
-        elif row.outcome_only:
-            labels = "outcome only"
-        else:
-            aucs = label_aucs(labelbench.get(row.scheme))
-            labels = " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–"
+        aucs = label_aucs(labelbench.get(row.scheme)) if row is not None and not row.outcome_only else {}
+        labels = ("–" if row is None else "outcome only" if row.outcome_only
+                  else " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–")
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
         samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
-        lines.append("| " + " | ".join([name, scheme, objective, labels, *step_cells(stepbench, slug),
-                                         *map(_accuracy, mine), work, samples, " · ".join(map(_misses, mine))]) + " |")
-    return lines
+        values = [name, scheme, objective, labels, *step_cells(stepbench, slug), *map(_accuracy, mine), work,
+                  samples, " · ".join(map(_misses, mine))]
+        records.append({"slug": slug, "cells": dict(zip(head, values)),
+                        "logs": {f"{c} pass@1 %": str(cell.folder) for c, cell in zip(COLUMNS, mine) if cell}})
+    return head, records
+
+
+def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
+                labelbench: dict[str, dict | None]) -> list[str]:
+    head, records = table_records(rows, cells, stepbench, labelbench)
+    return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
+            *("| " + " | ".join(r["cells"][h] for h in head) + " |" for r in records)]
 
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
@@ -367,8 +376,10 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
 
 def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
-                 budgets: Budgets, seed: int = 42, notes: Iterable[str] = ()) -> None:
-    """The three outputs (and the claims as JSON next to the text)."""
+                 budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
+                 made_by: dict[str, str] | None = None) -> None:
+    """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
+    writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text."""
     cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
     found = comparisons(rows, cells, seed)
     rows = [row for row in rows if not seed_suffix(row)]
@@ -376,6 +387,10 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found)))
+    head, records = table_records(rows, cells, bench, labels)
+    atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
+        {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()}},
+        ensure_ascii=False, indent=1) + "\n")
     atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,

@@ -16,7 +16,9 @@ The blocks (`BLOCKS`) and where they come from:
     stepbench     results/toy_stepbench.json (python -m masprm.toy.stepbench)
     lab-table     results/toy_lab.md (make lab)
     lab-claims    results/toy_lab_claims.txt (make lab)
-    lab-summary   results/toy_lab.md and toy_lab_claims.json (make lab): a few columns, for the README
+    lab-summary   results/toy_lab.json (the lab table's facts) and toy_lab_claims.json (make lab): a few
+                  columns for the README, the cells `make demo` made marked †; a results folder from
+                  before toy_lab.json: the table of results/toy_lab.md, unmarked (with a note)
 
 The docs are `--docs`/*.md and the README.md beside that folder.
 
@@ -123,6 +125,10 @@ SUMMARY_COLUMNS = ("scorer", "label AUC R / P / S / V", "step F1", "step AUC R /
 SUMMARY_CLAIM = ("ORM", "MCTS", "MCTS vs ORM, points [95% CI]")   # baseline, column, the summary's header
 
 
+DEMO_MARK = " †"   # after a cell whose numbers `make demo` wrote (the lab reads the demo's own conditions)
+DEMO_NOTE = "scorer (†: from `make demo`, the rest from `make lab`)"   # the first header when a cell is marked
+
+
 def markdown_rows(text: str) -> list[dict[str, str]]:
     """The rows of the first Markdown table in `text`, each as {header: cell}."""
     lines = [line.strip() for line in text.splitlines() if line.strip().startswith("|")]
@@ -132,18 +138,44 @@ def markdown_rows(text: str) -> list[dict[str, str]]:
     return [dict(zip(cells[0], row)) for row in cells[2:]]
 
 
+def lab_rows(table: Path) -> list[tuple[dict[str, str], dict[str, str]]]:
+    """The lab table's rows: (cells by column, the command that made each pass@1 cell), from the facts the lab
+    writes beside its Markdown (toy_lab.json); a results folder from before those facts: its Markdown table,
+    with no command known."""
+    facts_file = table.with_suffix(".json")
+    if not facts_file.exists():
+        print(f"report: lab-summary: no {facts_file} (results from before it was written): read the table of "
+              f"{table}, its cells unmarked")
+        return [(row, {}) for row in markdown_rows(table.read_text(encoding="utf-8"))]
+    facts = json.loads(facts_file.read_text(encoding="utf-8"))
+    made_by = facts.get("made_by") or {}
+    return [(row["cells"], {col: made_by.get(folder, "") for col, folder in row["logs"].items()})
+            for row in facts["rows"]]
+
+
 def lab_summary(table: Path, claims: Path) -> str:
-    """A few columns of the lab's table, with each scorer's paired difference to the ORM under MCTS."""
+    """A few columns of the lab's table, with each scorer's paired difference to the ORM under MCTS; a cell
+    made by `make demo` (its pass@1, or a difference between two such) is marked, the first header says so."""
     found = json.loads(claims.read_text(encoding="utf-8")) if claims.exists() else []
     by_name = {c["name"]: c["result"] for c in found}
     base, column, title = SUMMARY_CLAIM
-    lines = ["| " + " | ".join((*SUMMARY_COLUMNS, title)) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|"]
-    for row in markdown_rows(table.read_text(encoding="utf-8")):
-        r = by_name.get(comparison_name(row.get("scorer", ""), base, column))
+    rows = lab_rows(table)
+    column_key = f"{column} pass@1 %"
+    base_by = next((by for cells, by in rows if cells.get("scorer") == base), {}).get(column_key)
+    lines, marked = [], False
+    for cells, by in rows:
+        r = by_name.get(comparison_name(cells.get("scorer", ""), base, column))
         diff = (f"{100 * r['mean_diff']:+.1f} [{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]"
                 if r else "–")
-        lines.append("| " + " | ".join([*(row.get(c, "–") for c in SUMMARY_COLUMNS), diff]) + " |")
-    return "\n".join(lines)
+        demo = {c for c in SUMMARY_COLUMNS if by.get(c) == "make demo"}
+        if r and by.get(column_key) == base_by == "make demo":
+            demo.add(title)
+        marked = marked or bool(demo)
+        row = [*(cells.get(c, "–") for c in SUMMARY_COLUMNS), diff]
+        lines.append("| " + " | ".join(v + (DEMO_MARK if c in demo else "") for c, v in zip((*SUMMARY_COLUMNS, title), row))
+                     + " |")
+    head = [DEMO_NOTE if marked else SUMMARY_COLUMNS[0], *SUMMARY_COLUMNS[1:], title]
+    return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|", *lines])
 
 
 def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]:

@@ -59,7 +59,7 @@ from masprm.models import backends
 from masprm.models.options import ModelOptions
 from masprm.paired_stats import bootstrap_ci
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
-from masprm.search.expand import Step, ensure_logprobs, propose
+from masprm.search.expand import SearchStep, ensure_logprobs, propose
 from masprm.search.oracles import outcome_value, step_value
 from masprm.search.settings import SamplingSettings, ViewSettings, combined_settings
 from masprm.state_text import state_text
@@ -129,7 +129,7 @@ def scorer_folders(args: StepBenchArgs) -> dict[str, str]:
 # --------------------------------------------------------------------------- sampling
 
 
-def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature: float) -> Step:
+def transcripts(ctx: SearchContext, problem: Problem, samples: int, temperature: float) -> SearchStep:
     """`samples` passes through the team, each step's state and its mean log-prob per token (batched calls)."""
     graph = ctx.graph
     states = [graph.start(problem.question)] * samples

@@ -52,7 +52,7 @@ _EQUATION = re.compile(r"(-?\d+)\s*([-+*/])\s*(-?\d+)\s*=\s*(-?\d+)")
 _PLAN = re.compile(r"\s*(-?\d+)((?:\s*[-+*/]\s*-?\d+)*)\s*")
 _PLAN_OP = re.compile(r"([-+*/])\s*(-?\d+)")
 
-Step = tuple[int, str, int, int]   # (total before, op symbol, operand, total after)
+Equation = tuple[int, str, int, int]   # (total before, op symbol, operand, total after)
 
 
 @dataclass(frozen=True)
@@ -98,7 +98,7 @@ def final_answer(text: str) -> int | None:
     return int(found[-1]) if found else None
 
 
-def equations(text: str) -> list[Step]:
+def equations(text: str) -> list[Equation]:
     """Every ``a<op>n=b`` the message writes, in order."""
     return [(int(a), op, int(n), int(b)) for a, op, n, b in _EQUATION.findall(text or "")]
 
@@ -111,7 +111,7 @@ def parse_plan(text: str) -> tuple[int, tuple[tuple[str, int], ...]] | None:
     return int(m.group(1)), tuple((op, int(n)) for op, n in _PLAN_OP.findall(m.group(2)))
 
 
-def _holds(step: Step) -> bool:
+def _holds(step: Equation) -> bool:
     """Is ``a op n = b`` true under the task's arithmetic (integer division; by zero never holds)?"""
     a, op, n, b = step
     if op == "/" and n == 0:
