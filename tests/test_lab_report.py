@@ -9,7 +9,7 @@ import pytest
 
 from helpers import write_stage4_log
 from masprm.stages.lab import LabScorer
-from masprm.toy import lab_report
+from masprm.toy import lab_cells, lab_report
 
 ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
         LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
@@ -186,9 +186,9 @@ def test_the_tables_facts_say_which_command_made_each_cell_and_the_readme_marks_
 
 def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():
     def place(method, settings, models=None):
-        return lab_report.condition_place({"condition": method, "definition": {"settings": settings,
-                                                                              "models": models or {}}},
-                                          ROWS, BUDGETS)
+        return lab_cells.condition_place({"condition": method, "definition": {"settings": settings,
+                                                                             "models": models or {}}},
+                                         ROWS, BUDGETS)
     mcts = {"n_simulations": 10, "max_children": 3}
     leaf = {"masprm": {"id": "checkpoints/toy-ppm"}, "orm": {"id": "checkpoints/toy-orm"}}
     # the MASPRM's MCTS with the ORM on its leaves is not the MASPRM's MCTS cell
