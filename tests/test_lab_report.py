@@ -229,6 +229,23 @@ def test_headroom_recovered_against_the_step_oracle(logs):
                                                                           "over the ORM") for line in lines)
     assert any(line.startswith("  MASPRM (MCTS): +0% [") for line in lines)
     assert not any("(SBS)" in line for line in lines)   # no step oracle under SBS
+    # the table's column: per resample mc+prm's ratio is -k / (4 - k), k the draws of q0 (k = 4 leaves no room
+    # and is left out): k = 3 (12/255 of the kept resamples, above 2.5%) gives the lower end -300%, k = 0
+    # (81/255) the upper end 0
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
+    rooms = lab_report.headrooms(ROWS, cells, seed=0)
+    assert set(rooms) == {"MCTS"} and set(rooms["MCTS"]) == {"masprm-ppm", "mc-prm"}   # the ORM is the base
+    head, records = lab_report.table_records(ROWS, cells, None, {}, rooms)
+    column = {r["slug"]: r["cells"]["headroom recovered %: SBS / MCTS / BoN min / BoN last"] for r in records}
+    assert column["mc-prm"] == "– / -33 [-300, +0] / – / –"
+    assert column["masprm-ppm"] == "– / +0 [+0, +0] / – / –"
+    assert column["mc-orm"] == column["logprob"] == column["oracle_step"] == "– / – / – / –"
+    # no headroom: an ORM as good as the step oracle under MCTS leaves the cells "no headroom"
+    for seed in (14, 24):
+        write_log(logs[1], "MCTS", "orm", "checkpoints/toy-orm", seed, [1, 1, 1, 1], fingerprint="f8")
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
+    _, records = lab_report.table_records(ROWS, cells, None, {}, lab_report.headrooms(ROWS, cells, seed=0))
+    assert records[2]["cells"]["headroom recovered %: SBS / MCTS / BoN min / BoN last"] == "– / no headroom / – / –"
 
 
 def test_rows_trained_at_several_seeds_are_compared_by_the_two_level_bootstrap(logs, tmp_path):

@@ -25,13 +25,15 @@ from typing import Iterable, Sequence
 
 from masprm.eval.budget_plot import save_png
 from masprm.io import atomic_write_text
-from masprm.paired_stats import mde
+from masprm.paired_stats import Headroom, mde
 from masprm.toy.lab_cells import (SINGLE_PASS, Budgets, Cell, LabRow, accuracy_text,
                                   paired, read_cells, seed_suffix)
 from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
-                                   claims_text, comparison_name, headroom_lines, power_lines)
+                                   claims_text, comparison_name, headroom_lines, headroom_text, headrooms,
+                                   power_lines)
 
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
+Headrooms = dict[str, dict[str, Headroom | None]]   # column -> row slug -> its headroom recovered
 
 
 # --------------------------------------------------------------------------- the benchmarks
@@ -85,14 +87,16 @@ def _misses(cell: Cell | None) -> str:
     return " / ".join(share) + (f" (+{cell.misses['unknown']} unknown)" if cell.misses.get("unknown") else "")
 
 
-def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
-                  labelbench: dict[str, dict | None]) -> tuple[list[str], list[dict]]:
-    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``)."""
+def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
+                  headroom: Headrooms | None = None) -> tuple[list[str], list[dict]]:
+    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``);
+    ``headroom``: `lab_claims.headrooms` of the same cells (its column; none computed: every cell "–")."""
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
             "step ECE", "step AUC R / P", *(f"{c} pass@1 %" for c in COLUMNS),
             "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
-            "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
+            "misses % never generated / not chosen: " + " · ".join(COLUMNS),
+            "headroom recovered %: " + " / ".join(COLUMNS)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
     entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
                for row in rows] + [(EXTRA_ROWS[ORM_LEAF], ORM_LEAF, "masprm", "ppm + orm leaves", None)] + \
@@ -107,26 +111,29 @@ def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
         samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
+        room = " / ".join(headroom_text(headroom[c][slug]) if slug in (headroom or {}).get(c, {}) else "–"
+                          for c in COLUMNS)
         values = [name, scheme, objective, labels, *step_cells(stepbench, slug), *map(accuracy_text, mine), work,
-                  samples, " · ".join(map(_misses, mine))]
+                  samples, " · ".join(map(_misses, mine)), room]
         records.append({"slug": slug, "cells": dict(zip(head, values)),
                         "logs": {f"{c} pass@1 %": str(cell.folder) for c, cell in zip(COLUMNS, mine) if cell}})
     return head, records
 
 
-def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
-                labelbench: dict[str, dict | None]) -> list[str]:
-    head, records = table_records(rows, cells, stepbench, labelbench)
+def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
+                headroom: Headrooms | None = None) -> list[str]:
+    head, records = table_records(rows, cells, stepbench, labelbench, headroom)
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *("| " + " | ".join(r["cells"][h] for h in head) + " |" for r in records)]
 
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = ()) -> str:
+                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = (), *,
+                headroom: Headrooms | None = None, sweep: Sequence[str] = ()) -> str:
     lines = ["# The scorer lab (toy world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
              "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
-             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench), ""]
+             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench, headroom), ""]
     if single_pass is not None:
         lines.append(f"Single pass, no scorer: {accuracy_text(single_pass)} %.")
     lines += [
@@ -148,6 +155,9 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "- misses: the share (%) of question-seeds the search missed although a right final answer was never "
         "among those it generated (never generated), and although one was (not chosen: it returned another); "
         "with pass@1 they add up to 100.",
+        "- headroom recovered: (row − ORM) / (step oracle − ORM) in pass@1 per question under the same search, in %, "
+        "with its 95% bootstrap CI (the ratio per resample); \"no headroom\" where the step oracle's gain over the "
+        "ORM has a CI reaching 0, – where the step oracle or the ORM did not run.",
     ]
     lines += list(power)
     ranked = [(row.name, ((stepbench or {}).get("scorers") or {}).get(row.slug, {}).get("outcome_auc"))
@@ -157,7 +167,7 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
                      "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it): "
                      + ", ".join(f"{name} {_num(v)}" for name, v in ranked if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *sweep]) + "\n"
 
 
 # --------------------------------------------------------------------------- claims
@@ -254,13 +264,15 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
+    rooms = headrooms(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
-                                          list(notes), power_lines(found)))
-    head, records = table_records(rows, cells, bench, labels)
+                                          list(notes), power_lines(found), headroom=rooms))
+    head, records = table_records(rows, cells, bench, labels, rooms)
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
         {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()}},
         ensure_ascii=False, indent=1) + "\n")
-    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
+    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in
+                                                       headroom_lines(rows, cells, seed, rooms)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,
           "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,
