@@ -163,6 +163,18 @@ def test_a_token_the_tokenizer_lacks_is_one_line(folders, tiny_model_dir):
                            ScorerFormatFlags(scorer_format=["causal_lm_good_bad"], good_token="<good>"), ROLES["masprm"])
     with pytest.raises(ModelError, match="good_token '<good>' is not a token"):
         load_scorer(folders["lm"], record=record)
+    # "s" is a token of its own, but "apple" + "s" is the one token "apples": the value would be read elsewhere
+    record = choose_format(read_scorer_folder(folders["lm"]),
+                           ScorerFormatFlags(scorer_format=["causal_lm_good_bad"], step_tag="s"), ROLES["masprm"])
+    scorer = load_scorer(folders["lm"], record=record)
+    tokenizer = AutoTokenizer.from_pretrained(folders["lm"])
+    good, bad = tokenizer.convert_tokens_to_ids(["+", "-"])
+    last = by_hand(AutoModelForCausalLM.from_pretrained(folders["lm"]).eval(), tokenizer, "Tom has 3 apples")[-1]
+    # a plain string is no transcript: it is read at its last token, whatever the tag
+    assert scorer.score_batch(["Tom has 3 apples"]) == pytest.approx([two_way(last[good].item(), last[bad].item())],
+                                                                     abs=1e-6)
+    with pytest.raises(ModelError, match=r"the step tag 's' does not survive tokenisation .* pass `step_tag`"):
+        scorer.score_batch([StepText("Tom has 3", [" apple"])])
 
 
 def test_unknown_or_contradicted_formats_are_refused_before_anything_loads(folders):
@@ -176,6 +188,21 @@ def test_unknown_or_contradicted_formats_are_refused_before_anything_loads(folde
     with pytest.raises(ModelError, match=r"^scorer_format orm=step_tag_classifier: `orm_dir` .*reward holds a "
                                          r"trl_reward scorer \(config.json: Qwen2ForSequenceClassification"):
         choose_format(read_scorer_folder(folders["reward"]), flags, ROLES["orm"], "orm_dir")
+
+
+def test_each_role_takes_the_formats_that_serve_it(folders):
+    from masprm.checks import check_scorer_role
+
+    tag, reward = read_scorer_folder(folders["tag"]), read_scorer_folder(folders["reward"])
+    check_scorer_role(tag, "masprm", "prm_dir")            # a PRM values partial transcripts
+    check_scorer_role(tag, "handoff_masprm", "handoff_prm_dir")
+    check_scorer_role(reward, "orm", "orm_dir")            # a reward model values finished ones
+    with pytest.raises(ModelError, match=r"^orm_dir .*: holds a step-tag classifier PRM \(scorer format "
+                                         r"step_tag_classifier\), a process scorer, read at every step, but the orm "
+                                         r"role needs a --mode orm scorer; pass `allow_scorer_kind_mismatch`"):
+        check_scorer_role(tag, "orm", "orm_dir")
+    check_scorer_role(tag, "orm", "orm_dir", allow_any=True)
+    check_scorer_role(reward, "masprm", "prm_dir", allow_any=True)
 
 
 @pytest.mark.parametrize("argv, line", [
