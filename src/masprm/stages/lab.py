@@ -9,6 +9,8 @@ exist), for every scorer of `LAB_SCORERS`:
   steps      error localisation, one run for all      (python -m masprm.toy.stepbench --scorer ...)
   search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
              (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
+  sweep      the compute-matched sweep: per budget of agent samples (4 8 12 24), best-of-N + ORM and SBS / MCTS
+             with the demo's MASPRM and ORM at the settings matched on the train questions (compute_match.SWEEP)
 
 Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's
 seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
@@ -46,6 +48,7 @@ from masprm.stages.lab_estimate import estimate
 from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, orm_of, scheme_records_path, seed_root,
                                     seed_run_folder)
 from masprm.scorer_meta import SCORER_META_FILE
+from masprm.toy.compute_match import SWEEP, plan_lines
 from masprm.train.config import CALIBRATED_MODES
 
 LOGS = "logs/toy_lab"
@@ -232,7 +235,36 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
                            "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
              tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
         stepbench_done(ROOT / STEPBENCH, scorers))
+    for task in sweep_tasks(args):   # last: the compute-matched sweep (evaluation commands skip what is COMPLETED)
+        add(task)
     return tasks, notes, [*rows, *replicas], done
+
+
+def sweep_tasks(args) -> list[Task]:
+    """The compute-matched sweep (docs/scorer_lab.md; `compute_match.SWEEP`): per budget, one evaluation command per
+    scorer with its conditions at their matched settings (none where no setting fits), in the lab's logs
+    folder: the MASPRM's SBS and MCTS; the ORM's MCTS and best-of-N + ORM; the ORM valuing SBS's prefixes."""
+    masprm = next(s for s in LAB_SCORERS if (s.scheme, s.objective) == ("masprm", "ppm"))
+    orm = orm_of(masprm)
+    sample = ("--sample_n", str(args.sample_n)) if args.sample_n else ()
+    found = []
+    for budget, plan in SWEEP.items():
+        commands = {masprm.slug: (role_flags("prm", masprm.folder), [("sbs", "masprm"), ("mcts", "masprm")]),
+                    orm.slug: (role_flags("orm", orm.folder), [("mcts", "orm"), ("bon", "orm")]),
+                    f"{orm.slug}_sbs": ((*role_flags("prm", orm.folder), "--allow_scorer_kind_mismatch"),
+                                        [("sbs", "orm")])}
+        for name, (flags, conditions) in commands.items():
+            methods, settings = [], []
+            for family, row in conditions:
+                setting = plan[(family, row)]
+                if setting is not None:   # the ORM runs as itself, except under SBS (prefixes, the MASPRM's role)
+                    kind = "orm" if row == "orm" and family != "sbs" else "prm"
+                    methods.append(f"{family}_{kind}")
+                    settings += [x for k, v in setting.items() for x in (f"--{k}", str(v))]
+            if methods:
+                found.append(Task(f"sweep_{budget}_{name}", demo.evaluation_command(
+                    args.seeds, methods, flags, (*settings, *sample), logs_dir=LOGS)))
+    return found
 
 
 def labels_task(scheme: str, seed: int | None) -> str:
@@ -308,7 +340,11 @@ def main(argv: list[str] | None = None) -> int:
             seed = args.seed if s.train_seed is None else s.train_seed
             print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
                   f"{s.folder}   [{s.name}]")
+        first_sweep = next((task.name for task in tasks if task.name.startswith("sweep_")), None)
         for task in tasks:
+            if task.name == first_sweep:
+                print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
+                print("\n".join(f"#   {line}" for line in plan_lines(SWEEP)))
             waits = f"   [after {', '.join(task.after)}]" if task.after else ""
             print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
         print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
@@ -332,7 +368,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("the report")
     from masprm.toy.lab_report import write_report
     write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
-                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"})
+                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"}, sweep=SWEEP)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 
