@@ -252,7 +252,9 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     assert "lab: x+prm: label scheme 'x' is not registered" in out and "finished: output already there" in out
     report = (tmp_path / lab.REPORT).read_text()
     assert "| MASPRM | masprm | ppm |" in report and "- not run: x+prm" in report
-    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2   # 2 rows x 4 searches x 2
+    # 2 rows x 4 searches x 2 baselines, and the sweep's 11 comparisons (SBS with either scorer at each of the 4
+    # budgets, the ORM's MCTS at 12 and 24, the MASPRM's at 24), none run here
+    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2 + 11
 
 
 TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each scorer's MCTS has its own count
