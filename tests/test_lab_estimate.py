@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.stages.lab_estimate import SECONDS, schedule, task_seconds
+from masprm.stages.lab_estimate import SECONDS, rollout_label_seconds, schedule, task_seconds
 
 
 def test_the_schedule_by_hand():
@@ -51,3 +51,13 @@ def test_the_sweeps_other_settings_are_costed_in_proportion():
     assert seconds == pytest.approx(3 * (64 * 12 / 50 + 47 * 9 / 10 + 71 * 3 / 8))
     # at the measured settings nothing changes: 3 x 5, 10 simulations, N = 8 reading the passes back (last: 14 s)
     assert task_seconds(evaluation("--bon_n", "8", "--step_agg", "last"), "logs/toy_demo") == 3 * (64 + 47 + 14)
+
+
+def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
+    def labels(scheme, *rollout):
+        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout, "--view", "full"])
+    policy = ("--rollout-policy", "artifacts/toy/policy", "--seed", "7")
+    assert task_seconds(labels("mc_rollouts", *policy), "logs/toy_demo") == 430.0
+    assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
+    assert rollout_label_seconds("not_measured_yet") == 3477.0
+    assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
