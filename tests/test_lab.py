@@ -154,17 +154,18 @@ def test_the_rollout_rows_are_planned_only_with_their_flag_and_change_no_other_c
     # every command of the plan without the flag is the same with it, but the step benchmark's list of scorers
     assert {n: t for n, t in without.items() if n != "stepbench"} == \
         {n: t for n, t in with_rows.items() if n in without and n != "stepbench"}
-    assert set(with_rows) - set(without) == {f"{kind}_{s}-prm{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")
-                                             for kind in ("train", "eval")} | \
-        {f"eval_{s}-prm{seed}{suffix}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7") for suffix in ("_last", "_search")} | \
-        {f"labels_{s}{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")} | {f"labelbench_{s}" for s in ROLLOUT_SCHEMES}
+    per_seed = ("train_{}-prm", "eval_{}-prm", "eval_{}-prm_last", "eval_{}-prm_search", "labels_{}")
+    added = {name.format(s) + seed if name.startswith("labels") else name.format(s).replace("-prm", f"-prm{seed}")
+             for s in ROLLOUT_SCHEMES for seed in ("", "_s7") for name in per_seed}
+    assert set(with_rows) - set(without) == added | {f"labelbench_{s}" for s in ROLLOUT_SCHEMES}
     for scheme in ROLLOUT_SCHEMES:   # the demo's policy, seeded by the row's training seed
         for seed, name in (("42", f"labels_{scheme}"), ("7", f"labels_{scheme}_s7")):
             cmd = with_rows[name].cmd
             assert flag(cmd, "--rollout-policy") == [demo.POLICY] and flag(cmd, "--seed") == [seed]
         assert with_rows[f"train_{scheme}-prm"].after == (f"labels_{scheme}",)
     # the active scheme ranks by the ensemble row of its seed, trained first
-    for name, seed, after in (("labels_mc_rollouts_active", "", ()), ("labels_mc_rollouts_active_s7", "-s7", ("trees_s7",))):
+    for name, seed, after in (("labels_mc_rollouts_active", "", ()),
+                              ("labels_mc_rollouts_active_s7", "-s7", ("trees_s7",))):
         assert flag(with_rows[name].cmd, "--rollout-ensemble") == [f"checkpoints/toy-lab-mc-ensemble{seed}"]
         assert with_rows[name].after == (*after, f"train_mc-ensemble{seed.replace('-', '_')}")
     assert "--rollout-ensemble" not in with_rows["labels_mc_rollouts_uniform"].cmd

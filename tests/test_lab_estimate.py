@@ -55,7 +55,8 @@ def test_the_sweeps_other_settings_are_costed_in_proportion():
 
 def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
     def labels(scheme, *rollout):
-        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout, "--view", "full"])
+        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout,
+                                         "--view", "full"])
     policy = ("--rollout-policy", "artifacts/toy/policy", "--seed", "7")
     assert task_seconds(labels("mc_rollouts", *policy), "logs/toy_demo") == 430.0
     assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
