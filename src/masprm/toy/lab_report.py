@@ -7,21 +7,16 @@
 
 The table's facts go to results/toy_lab.json beside its Markdown (what ``make report`` reads).
 
-A row is a trained scorer (``rows``: objects with ``name``, ``slug``,
-``scheme``, ``objective``, ``folder``, ``outcome_only``; `masprm.stages.lab.LabScorer`),
-plus the policy's log-prob (the conditions without a scorer). The stage-4
-logs (of several folders: the demo's holds the SBS and MCTS conditions the
-lab shares with it) are matched to rows by the scorer folder their manifest
-names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``), at
-the lab's budgets (``budgets``: the settings each family's conditions must
-have); where a place has logs of several experiments, the newest wins. A cell holds, over the
-seeds: pass@1 mean ± sample std, model work per question (policy tokens
-generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N
-counts its N samples' generation in every condition, also where the samples
-were read back from the store), and the misses split
-(`masprm.eval.metrics.split_misses`). Claims: every row against the ORM and
-against the paper's MASPRM in each column, the paired difference in pass@1
-per question (mean over seeds) with a 95% bootstrap CI over questions and
+A row is a trained scorer (``rows``: objects with ``name``, ``slug``, ``scheme``, ``objective``, ``folder``,
+``outcome_only``; `masprm.stages.lab.LabScorer`), plus the policy's log-prob (the conditions without a scorer). The
+stage-4 logs (of several folders: the demo's holds the SBS and MCTS conditions the lab shares with it) are matched
+to rows by the scorer folder their manifest names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``),
+at the lab's budgets (``budgets``: the settings each family's conditions must have); where a place has logs of
+several experiments, the newest wins. A cell holds, over the seeds: pass@1 mean ± sample std, model work per
+question (policy tokens generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N counts its N
+samples' generation in every condition, also where the samples were read back from the store), and the misses split
+(`masprm.eval.metrics.split_misses`). Claims: every row against the ORM and against the paper's MASPRM in each
+column, the paired difference in pass@1 per question (mean over seeds) with a 95% bootstrap CI over questions and
 the claims report's verdict words (`masprm.toy.claims.Comparison`).
 Pure Python (matplotlib only to draw the plot).
 """
@@ -41,6 +36,7 @@ from masprm.paired_stats import PairedResult, mde, two_level_bootstrap
 from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
 from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
+from masprm.scorer_meta import held_out_auc
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
                                    claims_text, comparison_name, headroom_lines, power_lines, question_values)
@@ -274,12 +270,15 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "with pass@1 they add up to 100.",
     ]
     lines += list(power)
-    ranked = [(row.name, ((stepbench or {}).get("scorers") or {}).get(row.slug, {}).get("outcome_auc"))
-              for row in rows]
-    if any(v is not None for _, v in ranked):
-        lines.append("- outcome AUC: each scorer's value of a finished transcript against its final correctness, "
-                     "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it): "
-                     + ", ".join(f"{name} {_num(v)}" for name, v in ranked if v is not None) + ".")
+    bench = (stepbench or {}).get("scorers") or {}
+    for what, found in (("outcome AUC: each scorer's value of a finished transcript against its final correctness, "
+                         "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it)",
+                         [(row.name, bench.get(row.slug, {}).get("outcome_auc")) for row in rows]),
+                        ("held-out outcome AUC: the same for each trajectory-level scorer on the finished transcripts "
+                         "of its eval split, questions held out of its training (the calibration split; its kept "
+                         "checkpoint has the highest)", [(row.name, held_out_auc(row.folder)) for row in rows])):
+        if any(v is not None for _, v in found):
+            lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
     return "\n".join(lines) + "\n"
 

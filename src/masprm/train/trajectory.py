@@ -26,6 +26,7 @@ import torch
 from masprm.models.step_agg import log_aggregate
 from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
+from masprm.step_metrics import auc
 from masprm.train.data import record_group
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
@@ -72,18 +73,20 @@ class TrajTrainer(ScorerTrainer):
 
 
 def outcome_metrics(p) -> dict[str, float]:
-    """Accuracy of A > 1/2 and the Brier score, against the outcomes."""
+    """Accuracy of A > 1/2, the Brier score and the outcome AUC (A as a ranker of the held-out transcripts;
+    0.5 when one class is missing), against the outcomes."""
     score = np.asarray(p.predictions, dtype=np.float64).ravel()
     outcome = np.asarray(p.label_ids, dtype=np.float64).ravel()
     if not score.size:
-        return {"accuracy": 0.0, "brier": 0.0}
+        return {"accuracy": 0.0, "brier": 0.0, "auc": 0.5}
+    ranked = auc(score.tolist(), (outcome > 0.5).astype(int).tolist())
     return {"accuracy": float(np.mean((score > 0.5) == (outcome > 0.5))),
-            "brier": float(np.mean((score - outcome) ** 2))}
+            "brier": float(np.mean((score - outcome) ** 2)), "auc": 0.5 if ranked is None else ranked}
 
 
 TRAJECTORY = Objective(
     name="trajectory", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
-    trainer_cls=TrajTrainer, compute_metrics=outcome_metrics, best_metric="loss", greater_is_better=False,
+    trainer_cls=TrajTrainer, compute_metrics=outcome_metrics, best_metric="auc", greater_is_better=True,
     keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"agg": cfg.step_agg, "temperature": cfg.softmin_temperature},
     meta=lambda cfg: {"step_agg": cfg.step_agg, "softmin_temperature": cfg.softmin_temperature})
