@@ -103,6 +103,23 @@ def gsm8k_tree(root_q=0.2):
                              visits=6))
 
 
+def scripted_team(verify):
+    """A scripted policy for GSM8K's team on `gsm8k_tree`'s question: a fresh Reader writes 'fresh reading', a
+    Planner 'plan X', a Solver 'solve B' after plan B and 'solve A' otherwise; the Verifier answers
+    `verify(what it was shown)`."""
+    from conftest import FakePolicy
+
+    def respond(messages, k, rng):
+        who, seen = messages[0]["content"], messages[-1]["content"]
+        if who == "You are the Planner.":
+            return "plan X"
+        if who == "You are the Solver.":
+            return "solve B" if "plan B" in seen else "solve A"
+        return verify(seen) if who == "You are the Verifier." else "fresh reading"
+
+    return FakePolicy(respond)
+
+
 def dylan_tree():
     """Variable depth: the judge agrees (3 steps, terminal) or disagrees (5 steps)."""
     return root(0.0, node(0, "A says 3", 0.0,

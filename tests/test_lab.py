@@ -41,8 +41,11 @@ def test_dry_run_lists_every_scheme_and_method():
             assert f"#   {scheme} + {objective}, training seed {seed} -> " in out, (scheme, objective, seed)
     assert f"training seed 7 -> checkpoints/toy-lab-masprm-ppm-s7   [MASPRM]" in out
     assert f"training seed 42 -> {demo.PPM_DIR}   [MASPRM]" in out
-    for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley"):   # listed, left out
+    for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley", "mc_rollouts_uniform",
+                   "mc_rollouts_active"):   # listed, left out
         assert f"lab: {scheme}+prm: label scheme {scheme!r} needs fresh policy samples" in out, scheme
+        assert "CPU minutes per training seed); row left out (add --rollout_rows)" in out
+    assert "--rollout-policy" not in out and "fresh policy samples in stage 2" not in out
     # one labels command per seed, however many objectives train on it
     assert out.count("--labels first_error") == 3
     for seed in (7, 99):
@@ -65,7 +68,7 @@ def plan(monkeypatch, tmp_path, **args):
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
                                                            "sbs_budget": [2, 3], "train_seeds": [42], "n_train": demo.N_TRAIN,
-                                                           **args}))
+                                                           "rollout_rows": True, **args}))
     return {t.name: t for t in tasks}, notes, rows, done
 
 
@@ -132,6 +135,35 @@ def test_every_scorer_is_trained_benchmarked_and_searched_after_what_it_needs(mo
     assert [c for c in bench.cmd if "=" in c] == [f"{r.slug}={r.folder}" for r in rows if not r.finished_only]
 
 
+ROLLOUT_SCHEMES = ("mc_rollouts", "first_error_search", "step_consistency", "shapley", "mc_rollouts_uniform",
+                   "mc_rollouts_active")
+
+
+def test_the_rollout_rows_are_planned_only_with_their_flag_and_change_no_other_command(monkeypatch, tmp_path):
+    with_rows, notes, rows, _ = plan(monkeypatch, tmp_path, train_seeds=[42, 7])
+    without, notes_without, rows_without, _ = plan(monkeypatch, tmp_path, train_seeds=[42, 7], rollout_rows=False)
+    assert not notes and {r.scheme for r in rows} - {r.scheme for r in rows_without} == set(ROLLOUT_SCHEMES)
+    assert [n.split(":")[0] for n in notes_without] == [f"{s}+prm" for s in ROLLOUT_SCHEMES]
+    # every command of the plan without the flag is the same with it, but the step benchmark's list of scorers
+    assert {n: t for n, t in without.items() if n != "stepbench"} == \
+        {n: t for n, t in with_rows.items() if n in without and n != "stepbench"}
+    assert set(with_rows) - set(without) == {f"{kind}_{s}-prm{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")
+                                             for kind in ("train", "eval")} | \
+        {f"eval_{s}-prm{seed}{suffix}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7") for suffix in ("_last", "_search")} | \
+        {f"labels_{s}{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")} | {f"labelbench_{s}" for s in ROLLOUT_SCHEMES}
+    for scheme in ROLLOUT_SCHEMES:   # the demo's policy, seeded by the row's training seed
+        for seed, name in (("42", f"labels_{scheme}"), ("7", f"labels_{scheme}_s7")):
+            cmd = with_rows[name].cmd
+            assert flag(cmd, "--rollout-policy") == [demo.POLICY] and flag(cmd, "--seed") == [seed]
+        assert with_rows[f"train_{scheme}-prm"].after == (f"labels_{scheme}",)
+    # the active scheme ranks by the ensemble row of its seed, trained first
+    for name, seed, after in (("labels_mc_rollouts_active", "", ()), ("labels_mc_rollouts_active_s7", "-s7", ("trees_s7",))):
+        assert flag(with_rows[name].cmd, "--rollout-ensemble") == [f"checkpoints/toy-lab-mc-ensemble{seed}"]
+        assert with_rows[name].after == (*after, f"train_mc-ensemble{seed.replace('-', '_')}")
+    assert "--rollout-ensemble" not in with_rows["labels_mc_rollouts_uniform"].cmd
+    assert not any("--rollout-policy" in with_rows[n].cmd for n in ("labels_first_error", "labels_first_error_s7"))
+
+
 def test_a_replica_seed_grows_its_trees_and_trains_every_row_on_them(monkeypatch, tmp_path):
     tasks, _, rows, done = plan(monkeypatch, tmp_path, train_seeds=[42, 7])
     run = Path(demo.run_folder()).name
@@ -192,7 +224,8 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
             f"{scorer.name}: label scheme {scorer.scheme!r} is not registered"
 
     monkeypatch.setattr(lab, "missing", missing)
-    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42]))
+    tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42],
+                                                     rollout_rows=True))
     assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
     assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.stages.lab_estimate import SECONDS, schedule, task_seconds
+from masprm.stages.lab_estimate import SECONDS, rollout_label_seconds, schedule, task_seconds
 
 
 def test_the_schedule_by_hand():
@@ -37,3 +37,13 @@ def test_each_command_costs_its_conditions_times_its_seeds():
     assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo") == SECONDS["train"] == 224.0
     bench = Task("stepbench", ["python", "-m", "stepbench", "--scorer", "a=x", "--scorer", "b=y"])
     assert task_seconds(bench, "logs/toy_demo") == 39.0 + 2 * 5.5
+
+
+def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
+    def labels(scheme, *rollout):
+        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout, "--view", "full"])
+    policy = ("--rollout-policy", "artifacts/toy/policy", "--seed", "7")
+    assert task_seconds(labels("mc_rollouts", *policy), "logs/toy_demo") == 430.0
+    assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
+    assert rollout_label_seconds("not_measured_yet") == 3477.0
+    assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second

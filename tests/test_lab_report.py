@@ -9,7 +9,7 @@ import pytest
 
 from helpers import write_stage4_log
 from masprm.stages.lab import LabScorer
-from masprm.toy import lab_report
+from masprm.toy import lab_cells, lab_report
 
 ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
         LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
@@ -186,9 +186,9 @@ def test_the_tables_facts_say_which_command_made_each_cell_and_the_readme_marks_
 
 def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():
     def place(method, settings, models=None):
-        return lab_report.condition_place({"condition": method, "definition": {"settings": settings,
-                                                                              "models": models or {}}},
-                                          ROWS, BUDGETS)
+        return lab_cells.condition_place({"condition": method, "definition": {"settings": settings,
+                                                                             "models": models or {}}},
+                                         ROWS, BUDGETS)
     mcts = {"n_simulations": 10, "max_children": 3}
     leaf = {"masprm": {"id": "checkpoints/toy-ppm"}, "orm": {"id": "checkpoints/toy-orm"}}
     # the MASPRM's MCTS with the ORM on its leaves is not the MASPRM's MCTS cell
@@ -229,6 +229,23 @@ def test_headroom_recovered_against_the_step_oracle(logs):
                                                                           "over the ORM") for line in lines)
     assert any(line.startswith("  MASPRM (MCTS): +0% [") for line in lines)
     assert not any("(SBS)" in line for line in lines)   # no step oracle under SBS
+    # the table's column: per resample mc+prm's ratio is -k / (4 - k), k the draws of q0 (k = 4 leaves no room
+    # and is left out): k = 3 (12/255 of the kept resamples, above 2.5%) gives the lower end -300%, k = 0
+    # (81/255) the upper end 0
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
+    rooms = lab_report.headrooms(ROWS, cells, seed=0)
+    assert set(rooms) == {"MCTS"} and set(rooms["MCTS"]) == {"masprm-ppm", "mc-prm"}   # the ORM is the base
+    head, records = lab_report.table_records(ROWS, cells, None, {}, rooms)
+    column = {r["slug"]: r["cells"]["headroom recovered %: SBS / MCTS / BoN min / BoN last"] for r in records}
+    assert column["mc-prm"] == "– / -33 [-300, +0] / – / –"
+    assert column["masprm-ppm"] == "– / +0 [+0, +0] / – / –"
+    assert column["mc-orm"] == column["logprob"] == column["oracle_step"] == "– / – / – / –"
+    # no headroom: an ORM as good as the step oracle under MCTS leaves the cells "no headroom"
+    for seed in (14, 24):
+        write_log(logs[1], "MCTS", "orm", "checkpoints/toy-orm", seed, [1, 1, 1, 1], fingerprint="f8")
+    cells = lab_report.read_cells(logs, ROWS, BUDGETS)
+    _, records = lab_report.table_records(ROWS, cells, None, {}, lab_report.headrooms(ROWS, cells, seed=0))
+    assert records[2]["cells"]["headroom recovered %: SBS / MCTS / BoN min / BoN last"] == "– / no headroom / – / –"
 
 
 def test_rows_trained_at_several_seeds_are_compared_by_the_two_level_bootstrap(logs, tmp_path):

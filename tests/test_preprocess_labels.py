@@ -90,6 +90,18 @@ def test_the_local_view_has_its_own_file_name(workdir):
     (["--labels", "mc", "--rollout-policy", "x"], "--rollout-policy is read only by the rollout-based label "
                                                   "schemes, not by --labels mc"),
     (["--rollout-policy", "x"], "--rollout-policy is read only by the rollout-based label schemes (add --labels"),
+    (["--rollout-ensemble", "x"], "--rollout-ensemble is read only by the rollout-based label schemes (add --labels"),
+    (["--labels", "mc_rollouts_active", "--rollout-policy", "x"],
+     "--labels mc_rollouts_active ranks prefixes by an ensemble's spread: give --rollout-ensemble FOLDER"),
+    (["--labels", "mc_rollouts_uniform", "--rollout-policy", "x", "--rollout-ensemble", "y"],
+     "--rollout-ensemble is read only by --labels mc_rollouts_active, not by --labels mc_rollouts_uniform"),
+    # --rollout-budget belongs to both budgeted schemes; --active-rollouts to the active one only
+    (["--labels", "mc_rollouts_uniform", "--rollout-policy", "x", "--active-rollouts", "3"],
+     "--active-rollouts is a setting of --labels mc_rollouts_active, not of --labels mc_rollouts_uniform"),
+    (["--rollout-budget", "8"], "--rollout-budget is a setting of --labels mc_rollouts_active and --labels "
+                                "mc_rollouts_uniform (add --labels NAME)"),
+    (["--labels", "mc_rollouts_active", "--rollout-policy", "x", "--rollout-ensemble", "y", "--rollout-budget", "-1"],
+     "rollout_budget must be at least 0, got -1"),
 ])
 def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
     with pytest.raises(MasprmError) as err:
@@ -113,3 +125,24 @@ def test_a_rollout_scheme_samples_from_the_policy_and_reports_its_cost(workdir, 
     first = path.read_bytes()
     preprocess_data.main(argv)   # the same seed samples the same texts
     assert path.read_bytes() == first
+
+
+@pytest.mark.slow
+def test_the_budgeted_schemes_spend_the_budget_and_the_same_seed_gives_the_same_file(workdir, tiny_model_dir,
+                                                                                      tmp_path, capsys):
+    from helpers import train_tiny
+
+    (tmp_path / "ens").mkdir()
+    ensemble = train_tiny(tmp_path / "ens", tiny_model_dir, "ensemble", 8, ensemble_heads=3).output_dir
+    for name, extra in (("mc_rollouts_uniform", []), ("mc_rollouts_active", ["--rollout-ensemble", str(ensemble)])):
+        argv = ["--input", f"results/{RUN}", "--labels", name, "--rollout-budget", "7", "--rollout-policy",
+                str(tiny_model_dir), "--seed", "3", *extra]
+        preprocess_data.main(argv)
+        out = capsys.readouterr().out
+        # two trees in the window (root values 0.2 and 0.1), five open prefixes and 7 completions each
+        assert "prefixes=10 rollouts=14" in out and f"[preprocess][labels {name}] policy cost: " in out
+        path = workdir / "results" / f"labels_{name}_{RUN}.jsonl"
+        first = path.read_bytes()
+        assert all(r["meta"]["label_scheme"] == name for r in read_jsonl(path))
+        preprocess_data.main(argv)
+        assert path.read_bytes() == first

@@ -17,26 +17,15 @@ from masprm.labels.step_consistency import StepConsistencySettings
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 
-from conftest import FakePolicy
-from helpers import GSM8K, gsm8k_tree
+from helpers import GSM8K, gsm8k_tree, scripted_team
 
 
 def scripted():
     """A fresh Planner writes 'plan X'; a fresh Solver 'solve B' after plan B, else 'solve A'; a Verifier
     after 'solve A' answers 4 and 5 in turn (one of each per prefix with K = 2), after anything else 7."""
     verdicts = iter(range(10**6))
-
-    def respond(messages, k, rng):
-        who, seen = messages[0]["content"], messages[-1]["content"]
-        if who == "You are the Planner.":
-            return "plan X"
-        if who == "You are the Solver.":
-            return "solve B" if "plan B" in seen else "solve A"
-        if who == "You are the Verifier.":
-            return ("Answer: 4", "Answer: 5")[next(verdicts) % 2] if "solve A" in seen else "Answer: 7"
-        return "fresh reading"
-
-    return FakePolicy(respond)
+    return scripted_team(lambda seen: ("Answer: 4", "Answer: 5")[next(verdicts) % 2] if "solve A" in seen
+                         else "Answer: 7")
 
 
 def labels_of(name, settings):

@@ -40,6 +40,7 @@ from masprm.outputs import (check_csv_output, check_no_linked_folders, check_no_
 from masprm.identity import file_identity  # noqa: F401 (its home: masprm.identity)
 from masprm.roles import ROLES
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_formats import OWN, choose_format, role_problem
 from masprm.scorer_meta import SCORER_META_FILE
 
 SEED_MAX = 2**32 - 1   # numpy's (and transformers' set_seed's) largest seed
@@ -308,7 +309,9 @@ def check_scorer_role(folder: str | os.PathLike | ScorerFolder, role: str, setti
     record = _scorer_folder(folder)
     if allow_any or not record.path.is_dir() or record.meta_error or record.target is None:
         return
-    problem = scorer_kind_problem(record.meta if record.own_meta else {}, role, is_adapter=record.is_adapter)
+    record = choose_format(record, setting=setting)   # the detected one, unless stage 4 named it already
+    problem = (role_problem(record, ROLES[role]) if record.scorer_format != OWN and role in ROLES else
+               scorer_kind_problem(record.meta if record.own_meta else {}, role, is_adapter=record.is_adapter))
     if problem:
         raise ModelError(f"{setting} {record.path}: {problem}; pass `{KIND_OVERRIDE}` to use it anyway",
                          setting=setting)
@@ -332,8 +335,8 @@ def scorer_kind_problem(meta: dict, role: str, *, is_adapter: bool) -> str | Non
     if mode is None:
         if is_adapter or meta:
             return None
-        return (f"holds a plain model (no {SCORER_META_FILE}, no adapter), not a trained scorer: "
-                "its score head would be untrained")
+        return (f"holds a plain model (no {SCORER_META_FILE}, no adapter; a public PRM's format is named with "
+                "`scorer_format`), not a trained scorer: its score head would be untrained")
     if mode not in wanted:
         return (f"holds a scorer trained with --mode {mode} ({SCORER_META_FILE}), but the {role} role needs "
                 f"--mode {' or '.join(wanted)}")

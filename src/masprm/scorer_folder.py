@@ -6,6 +6,8 @@
     folder.adapter         # adapter_config.json of the target (None: a full model, or nothing to load)
     folder.base_model      # the base the adapter names (else the record's base_model_id), or None
     folder.training        # what it was trained as (masprm.scorer_meta.training_of)
+    folder.config          # config.json of the target (None: an adapter folder, or unreadable)
+    folder.scorer_format   # how it is read (masprm.scorer_formats), once chosen; None until then
 
 Stage 4 reads each scorer folder it uses once and carries the record to the
 checks (``masprm.checks.check_scorer_folder`` / ``check_scorer_role``), the
@@ -14,8 +16,10 @@ condition label (``masprm.eval.naming``), the manifest and the loader
 ``masprm_scorer.json`` or ``adapter_config.json`` again. The reader never
 refuses a folder: a file that does not parse is kept as ``meta_error`` /
 ``adapter_error`` for ``check_scorer_folder`` to report, so a check that only
-looks (the role check) can pass over it. A scorer format that stores its
-record differently reads into the same ``ScorerFolder``.
+looks (the role check) can pass over it. A public scorer (a TRL reward model,
+a step-tag PRM) reads into the same ``ScorerFolder``: its ``config.json`` says
+what it is, and ``masprm.scorer_formats.choose_format`` records the format it
+is read in (named or detected) with that format's options.
 
 The record is found in the folder, else in the target checkpoint, else in the
 run folder above the named one (a ``checkpoint-N`` named directly). Pure Python:
@@ -27,7 +31,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +75,9 @@ class ScorerFolder:
     adapter: dict[str, Any] | None   # the target's adapter_config.json; None without one (or unreadable)
     meta_error: str | None = None    # why masprm_scorer.json could not be read ("is not valid JSON (...)")
     adapter_error: str | None = None
+    config: dict[str, Any] | None = None   # the target's config.json (a full model's architecture and labels)
+    scorer_format: str | None = None       # the format it is read in (None: not chosen yet)
+    format_options: dict[str, Any] = field(default_factory=dict)   # that format's settings (step tag, tokens)
 
     @property
     def target(self) -> Path | None:
@@ -103,8 +110,7 @@ class ScorerFolder:
 
     def at(self, path: str | os.PathLike) -> "ScorerFolder":
         """The same record for the folder seen from elsewhere (a Ray worker's absolute path)."""
-        return ScorerFolder(Path(path), self.checkpoint, self.meta, self.own_meta, self.adapter, self.meta_error,
-                            self.adapter_error)
+        return replace(self, path=Path(path))
 
 
 def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
@@ -143,4 +149,5 @@ def read_scorer_folder(path: str | os.PathLike) -> ScorerFolder:
     adapter, adapter_error = None, None
     if (target / ADAPTER_CONFIG).is_file():
         adapter, adapter_error = _read_object(target / ADAPTER_CONFIG)
-    return ScorerFolder(folder, checkpoint, meta, own, adapter, meta_error, adapter_error)
+    config = _read_object(target / MODEL_CONFIG)[0] if (target / MODEL_CONFIG).is_file() else None
+    return ScorerFolder(folder, checkpoint, meta, own, adapter, meta_error, adapter_error, config)

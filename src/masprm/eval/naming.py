@@ -6,7 +6,8 @@ the condition reads, so a table row says what ran. A scorer trained other
 than today's (the paper's pairs with ppm, the PRM samples with prm or orm)
 also names its label scheme, objective and aggregation (``masprm_scorer.json``)
 when its folder's name does not: ``[prm: my-scorer (first_error+prm)]``, but
-``[prm: toy-traj-min]``. Log file names keep the method and the fingerprint;
+``[prm: toy-traj-min]``; a public scorer names its format (``masprm.scorer_formats``):
+``[orm: my-rm (trl_reward)]``. Log file names keep the method and the fingerprint;
 the label is for people.
 """
 
@@ -17,6 +18,7 @@ from typing import Any, Mapping, Sequence
 
 from masprm.roles import ROLES
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_formats import OWN
 from masprm.scorer_meta import PAPER_TRAININGS, default_label_scheme, training_tag
 
 HANDOFF_NAMES = {
@@ -73,6 +75,8 @@ def scorer_name(folder: str | ScorerFolder) -> str:
     """
     record = folder if isinstance(folder, ScorerFolder) else read_scorer_folder(folder)
     name = record.path.name
+    if record.scorer_format not in (None, OWN):   # a public scorer: its format says how it was read
+        return f"{name} ({record.scorer_format})"
     training = record.training
     if not training or (training["label_scheme"], training["objective"]) in PAPER_TRAININGS:
         return name

@@ -38,6 +38,7 @@ from masprm.graph import MASGraph
 from masprm.io import read_json
 from masprm.models.backends import identity as backend_identity, load_policy
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_formats import scorer_identity
 from masprm.parallel import describe_error, map_examples
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, RequestKeys, run_batched
@@ -73,7 +74,7 @@ _LOADED: dict[tuple, Any] = {}   # this process's models, kept while a condition
 
 def _model_key(spec: ModelSpec) -> tuple:
     return (spec.model_type, spec.model_id, spec.base_model_id, repr(spec.options), spec.max_length,
-            spec.max_batch_tokens, repr(spec.backend))
+            spec.max_batch_tokens, repr(spec.backend), spec.scorer and repr(scorer_identity(spec.scorer)))
 
 
 def load_model(spec: ModelSpec) -> Any:
@@ -229,7 +230,6 @@ class Condition:
         return manifest_hash_of(self.manifest)
 
 
-
 def _model_identity(spec: ModelSpec) -> dict:
     identity = {"id": spec.model_id, "base": spec.base_model_id, "content": path_identity(spec.model_id, model=True),
                 "base_content": path_identity(spec.base_model_id, model=True),
@@ -243,9 +243,9 @@ def _model_identity(spec: ModelSpec) -> dict:
 
 
 def _scorer_training(spec: ModelSpec) -> dict:
-    """A scorer's label scheme and objective (also in its folder's content hash), said in the manifest."""
-    training = (spec.scorer or read_scorer_folder(spec.model_id)).training if spec.model_type == "scorer" else {}
-    return {"training": training} if training else {}
+    """A scorer's label scheme and objective (also in its folder's content hash) and a format other than the
+    project's own with its options (``masprm.scorer_formats``), said in the manifest."""
+    return scorer_identity(spec.scorer or read_scorer_folder(spec.model_id)) if spec.model_type == "scorer" else {}
 
 
 def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, data: Any,

@@ -22,6 +22,7 @@ from masprm.eval.methods import METHODS, Method, settings_classes
 from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
 from masprm.roles import DEFAULT_POLICY, ROLES, role_flags_class
+from masprm.scorer_formats import ScorerFormatFlags
 from masprm.search.engine import EngineSettings
 from masprm.search.settings import AT_LEAST_ONE
 
@@ -90,13 +91,15 @@ class ModelSettings:
         default_factory=lambda: {r.name: r.default_folder for r in ROLES.values()})
     bases: Mapping[str, str | None] = field(
         default_factory=lambda: {r.name: r.default_base for r in ROLES.values()})
+    formats: ScorerFormatFlags = field(default_factory=ScorerFormatFlags)   # --scorer_format and its tokens
 
     @classmethod
     def from_args(cls, namespace: Any) -> "ModelSettings":
-        """The settings from the parsed flags, each role's two flags included."""
+        """The settings from the parsed flags, each role's two flags and the format flags included."""
         flags = config_from_args(role_flags_class(), namespace)
         return config_from_args(cls, namespace, folders={r.name: getattr(flags, r.dir_setting) for r in ROLES.values()},
-                                bases={r.name: getattr(flags, r.base_setting) for r in ROLES.values()})
+                                bases={r.name: getattr(flags, r.base_setting) for r in ROLES.values()},
+                                formats=config_from_args(ScorerFormatFlags, namespace))
 
     def scorer_folders(self) -> dict[str, str | None]:
         """Scorer role -> its folder (None: not given)."""

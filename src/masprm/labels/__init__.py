@@ -21,5 +21,7 @@ LABEL_SCHEMES.register_lazy("shapley", "masprm.labels.shapley:SCHEME")
 LABEL_SCHEMES.register_lazy("mc_rollouts", "masprm.labels.mc_rollouts:SCHEME")
 LABEL_SCHEMES.register_lazy("first_error_search", "masprm.labels.first_error_search:SCHEME")
 LABEL_SCHEMES.register_lazy("step_consistency", "masprm.labels.step_consistency:SCHEME")
+LABEL_SCHEMES.register_lazy("mc_rollouts_uniform", "masprm.labels.mc_budget:UNIFORM")
+LABEL_SCHEMES.register_lazy("mc_rollouts_active", "masprm.labels.mc_budget:ACTIVE")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]

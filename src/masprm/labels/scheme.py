@@ -42,6 +42,7 @@ class LabelContext:
     counts: Counts = field(default_factory=Counts)
     notes: Counter = field(default_factory=Counter)   # scheme-specific numbers for the summary line
     rollouts: Any = None              # fresh policy samples for the schemes that need them (masprm.labels.shapley)
+    spreads: Any = None               # an ensemble scorer's spread per prefix (masprm.labels.mc_budget)
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,7 @@ class LabelScheme:
     source: str = ""                                      # what it is and where it comes from (one line)
     report: Callable[[Counter], str] | None = None        # the notes as the summary shows them
     needs_rollouts: bool = False                          # needs fresh policy samples (LabelContext.rollouts)
+    needs_spreads: bool = False                           # needs an ensemble scorer (LabelContext.spreads)
 
     def __post_init__(self) -> None:
         if self.kind not in RECORD_KINDS:

@@ -35,6 +35,7 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_formats import OWN, choose_format
 from masprm.calibration import calibrated_value
 from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, platt_of,
                                 text_style, training_of)
@@ -272,11 +273,14 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     CUDA, fp32 on CPU; `options.load_in_4bit` quantises on CPU too.
     `max_length=None` is the training run's --max-length (2048 if unknown).
     `setting` names the scorer's setting (its folder's flag) in error messages.
-    `record` is the folder as stage 4 already read it (``masprm.scorer_folder``); None reads it here.
+    `record` is the folder as stage 4 already read it (``masprm.scorer_folder``), in the format it chose;
+    None reads it here and reads it in the format it shows (``masprm.scorer_formats``). A public format
+    loads through ``masprm.models.public_scorers``.
     """
     if options is None:
         options = scorer_options(ModelOptions())
     record = record.at(Path(path).expanduser()) if record is not None else read_scorer_folder(path)
+    record = choose_format(record, setting=setting)
     folder = resolve_scorer_folder(path, setting, record)
     if record.meta_error:
         raise ModelError(f"{setting} {path}: {record.meta_error}", setting=setting)
@@ -286,12 +290,13 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     has_tokenizer = (folder / "tokenizer_config.json").is_file()
     tokenizer = load_tokenizer(str(folder) if has_tokenizer else base, options.trust_remote_code,
                                padding_side="right", setting=setting)
+    if record.scorer_format != OWN:
+        from masprm.models.public_scorers import public_scorer   # its scorers build on the ones above
+        return public_scorer(record, base, tokenizer, options, max_length, batch_size, setting=setting,
+                             source=str(path))
     separator = meta.get("separator", DEFAULT_SEPARATOR)
     sep_id = separator_token_id(tokenizer, separator)  # already there when the tokenizer was saved with it
 
-    device = resolve_device(options.device_map)
-    quantized = options.load_in_4bit
-    place = (device.index or 0) if device.type == "cuda" else "cpu"
     training = training_of(meta)
     implicit = training.get("objective") == "implicit"
     causal = training.get("objective") in CAUSAL_LM_OBJECTIVES
@@ -300,21 +305,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                          "model without it), and the folder holds a full model", setting=setting)
     heads = {} if causal else {"heads": 2 if training.get("objective") == "biprm" else
                                int(meta.get("ensemble_heads", 1))}
-    model = (load_causal_lm if causal else load_token_scorer)(
-        base, n_tokens=len(tokenizer), load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
-        device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
-        pad_token_id=tokenizer.pad_token_id, setting=setting, **heads)
-    if is_adapter:
-        fit_embeddings_to_adapter(model, folder, len(tokenizer), setting)   # either embedding convention
-        try:
-            with peft_alias_warning_silenced():
-                model = PeftModel.from_pretrained(model, str(folder))
-        except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
-            raise ModelError(f"{setting} {folder}: the adapter does not fit base model {base}: "
-                             f"{first_line(err)}", setting=setting) from None
-    if not quantized:
-        model.to(device)
-    model.eval()
+    model = load_weights(load_causal_lm if causal else load_token_scorer, record, base, options, len(tokenizer),
+                         pad_token_id=tokenizer.pad_token_id, setting=setting, **heads)
     # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).
     style = text_style(meta, folder, setting)
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
@@ -338,3 +330,27 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                     scale=logit_scale(meta), platt=platt_of(meta), setting=setting, source=str(path))
+
+
+def load_weights(loader, record: ScorerFolder, base: str, options: ModelOptions, n_tokens: int | None, *,
+                 setting: str, n_tokenizer: int | None = None, **kwargs):
+    """The scorer's model on its device in eval mode: ``loader`` (``masprm.models.token_scorer``) on ``base``,
+    its embeddings resized to ``n_tokens`` (None: as saved), and the folder's adapter on top."""
+    device = resolve_device(options.device_map)
+    quantized = options.load_in_4bit
+    place = (device.index or 0) if device.type == "cuda" else "cpu"
+    model = loader(base, n_tokens=n_tokens, load_in_4bit=quantized, dtype=choose_dtype(device, options.dtype),
+                   device_map={"": place}, attn_impl=options.attn_impl, trust_remote_code=options.trust_remote_code,
+                   setting=setting, **kwargs)
+    if record.is_adapter:
+        folder = record.target
+        fit_embeddings_to_adapter(model, folder, n_tokenizer or n_tokens or 0, setting)   # either embedding convention
+        try:
+            with peft_alias_warning_silenced():
+                model = PeftModel.from_pretrained(model, str(folder))
+        except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
+            raise ModelError(f"{setting} {folder}: the adapter does not fit base model {base}: "
+                             f"{first_line(err)}", setting=setting) from None
+    if not quantized:
+        model.to(device)
+    return model.eval()

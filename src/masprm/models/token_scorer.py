@@ -15,7 +15,8 @@ from contextlib import contextmanager
 from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM, AutoModelForTokenClassification, BitsAndBytesConfig
+from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoModelForTokenClassification,
+                          BitsAndBytesConfig)
 from transformers.utils import logging as hf_logging
 
 from masprm.errors import ConfigError, ModelError, first_line
@@ -100,6 +101,19 @@ def load_causal_lm(source: str, **kwargs):
     """The base LM with its own head (`AutoModelForCausalLM`), loaded as `load_token_scorer` loads a scorer:
     the scorers that read the LM's token probabilities (``--mode implicit``)."""
     return _load_model(AutoModelForCausalLM, "a causal language model", {}, source, **kwargs)
+
+
+# the transformers head a public scorer format names (masprm.scorer_formats.ScorerFormat.model)
+HEADS = {"sequence_classification": (AutoModelForSequenceClassification, "a sequence-classification model"),
+         "token_classification": (AutoModelForTokenClassification, "a token-classification model"),
+         "causal_lm": (AutoModelForCausalLM, "a causal language model")}
+
+
+def load_head_model(head: str, num_labels: int | None, source: str, **kwargs):
+    """`source` with the head ``head`` (a key of HEADS) of ``num_labels`` outputs (None: the LM's own),
+    loaded as `load_token_scorer` loads a scorer."""
+    auto_class, what = HEADS[head]
+    return _load_model(auto_class, what, {"num_labels": num_labels} if num_labels else {}, source, **kwargs)
 
 
 def _load_model(auto_class, what: str, extra: dict[str, Any], source: str, *, n_tokens: int | None = None,

@@ -41,6 +41,7 @@ from masprm.models.scorer_checks import check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
+from masprm.scorer_formats import ScorerFormatFlags, choose_format
 from masprm.search.engine import EngineSettings
 from masprm.search.judge import JUDGE_ROLE
 from masprm.search.settings import ORMLeafSettings, ViewSettings
@@ -54,7 +55,7 @@ def groups() -> Groups:
     the classes every registered method declares, so a new method's settings are flags at once)."""
     elsewhere = {ViewSettings, *HANDOFF_FLAGS}
     return (("data", (DataSettings,)),
-            ("models", (ModelSettings, role_flags_class(), ViewSettings)),
+            ("models", (ModelSettings, role_flags_class(), ScorerFormatFlags, ViewSettings)),
             ("model loading", (ModelFlags,)),
             ("generation backend", (BackendFlags,)),
             ("search", tuple(c for c in settings_classes() if c not in elsewhere)),
@@ -101,11 +102,12 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
 
 
 def read_scorers(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder]:
-    """Each scorer folder a method of the run reads, by role: read once here, carried to the checks,
-    the condition labels, the manifests and the loader (``masprm.scorer_folder``)."""
+    """Each scorer folder a method of the run reads, by role, in its format (named or detected): read once
+    here, carried to the checks, the condition labels, the manifests and the loader (``masprm.scorer_folder``)."""
     needed = {role for m in run.methods for role in settings.roles(m)}
-    return {role: read_scorer_folder(folder) for role, folder in settings.models.scorer_folders().items()
-            if folder and role in needed}
+    formats = settings.models.formats
+    return {role: choose_format(read_scorer_folder(folder), formats, ROLES[role], ROLES[role].dir_setting)
+            for role, folder in settings.models.scorer_folders().items() if folder and role in needed}
 
 
 def check_scorer_roles(run: RunSettings, settings: EvalSettings, scorers: dict[str, ScorerFolder]) -> None:
@@ -175,6 +177,7 @@ def resolve_workers(flag: int | None, gpus: int | None = None, *,
 def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec]:
     """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
     from masprm.models.loading import scorer_options   # the loaders import torch: after the flags are checked
+    from masprm.models.public_scorers import check_format_tokens
 
     options = settings.loading.options()
     models = settings.models
@@ -191,6 +194,7 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
                                    allow_unfinished=run.allow_unfinished_scorer)
         check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
+        check_format_tokens(record, base or record.base_model, scoring, info.dir_setting)   # a public PRM's tokens
         if note:
             log.info(with_flags(note))
         if base != bases[role]:

@@ -26,7 +26,9 @@ pinned numerics. Outputs that exist are skipped (label files, finished
 scorers, benchmark reports); evaluation commands skip their COMPLETED
 conditions themselves; an interrupted lab continues where it stopped. A
 scheme or objective that is not registered is reported in one line and its
-row left out.
+row left out, and so is a row whose labels sample the policy afresh
+(`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` then
+prints their stage 2's cost).
 """
 
 from __future__ import annotations
@@ -42,9 +44,9 @@ from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
-from masprm.stages.lab_estimate import estimate
-from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, orm_of, scheme_records_path, seed_root,
-                                    seed_run_folder)
+from masprm.stages.lab_estimate import SECONDS, estimate, rollout_label_seconds, task_seconds
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, scheme_records_path,
+                                    seed_root, seed_run_folder)
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.train.config import CALIBRATED_MODES
 
@@ -83,10 +85,23 @@ def missing(scorer: LabScorer) -> str | None:
             return f"{scorer.name}: masprm.labels has no LABEL_SCHEMES registry; row left out"
         if scorer.scheme not in LABEL_SCHEMES:
             return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
-        if getattr(LABEL_SCHEMES[scorer.scheme], "needs_rollouts", False):
-            return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples, not yet costed "
-                    "against the lab's time budget; row left out")
     return None
+
+
+def needs_rollouts(scheme: str) -> bool:
+    """The scheme's stage 2 samples from the policy (`--rollout-policy`): a cost the lab plans only when asked."""
+    from masprm.labels import LABEL_SCHEMES
+    return scheme in LABEL_SCHEMES and getattr(LABEL_SCHEMES[scheme], "needs_rollouts", False)
+
+
+def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
+    """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
+    why = missing(scorer)
+    if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
+        minutes = rollout_label_seconds(scorer.scheme) / 60
+        return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
+                f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
+    return why
 
 
 def labelbench_available() -> bool:
@@ -160,8 +175,8 @@ def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
 def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks."""
     run = Path(demo.run_folder()).name
-    notes = [line for line in map(missing, LAB_SCORERS) if line]
-    rows = [s for s in LAB_SCORERS if not missing(s)]
+    notes = [line for line in (left_out(s, args.rollout_rows) for s in LAB_SCORERS) if line]
+    rows = [s for s in LAB_SCORERS if not left_out(s, args.rollout_rows)]
     replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows]
     bench = labelbench_available()
     if not bench:
@@ -199,11 +214,12 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             label_objective.setdefault((s.scheme, s.train_seed), s.objective)
     for (scheme, seed), objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
+        rollout, waits = rollout_inputs(scheme, seed, args)
         out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed))
         add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed),
                                              "--labels", scheme, "--target-nodes", str(demo.TARGET_NODES), *flags,
-                                             "--view", "full", "--config", demo.CONFIG],
-                 () if seed is None else (f"trees_s{seed}",)), (ROOT / out).is_file())
+                                             *rollout, "--view", "full", "--config", demo.CONFIG],
+                 (() if seed is None else (f"trees_s{seed}",)) + waits), (ROOT / out).is_file())
     for s in [*rows, *replicas]:
         if not s.demo_folder:
             after = (labels_task(s.scheme, s.train_seed),) if s.own_labels else \
@@ -233,6 +249,19 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
              tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
         stepbench_done(ROOT / STEPBENCH, scorers))
     return tasks, notes, [*rows, *replicas], done
+
+
+def rollout_inputs(scheme: str, seed: int | None, args) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The stage-2 flags of a scheme that samples the policy, and the tasks they wait for: the demo's policy
+    seeded by the row's training seed; for the active scheme also the ensemble row of that seed, trained first."""
+    if not needs_rollouts(scheme):
+        return (), ()
+    flags = ("--rollout-policy", demo.POLICY, "--seed", str(args.seed if seed is None else seed))
+    from masprm.labels import LABEL_SCHEMES
+    if not getattr(LABEL_SCHEMES[scheme], "needs_spreads", False):
+        return flags, ()
+    ensemble = ensemble_of(seed)
+    return (*flags, "--rollout-ensemble", ensemble.folder), (f"train_{ensemble.key}",)
 
 
 def labels_task(scheme: str, seed: int | None) -> str:
@@ -279,6 +308,9 @@ class LabArgs:
                                      "minutes shorter)")
     sample_n: int | None = arg(None, flags=("--sample_n",),
                                help="evaluate the first N test questions only (a quick look; default: all 240)")
+    rollout_rows: bool = arg(False, flags=("--rollout_rows",),
+                             help="also the rows whose labels sample the policy afresh (mc_rollouts, "
+                                  "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
 
     def __post_init__(self) -> None:
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
@@ -315,6 +347,12 @@ def main(argv: list[str] | None = None) -> int:
         cpu, wall = estimate(tasks, done, args.jobs, demo.LOGS)
         print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
               "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
+        fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
+        if fresh:   # the policy cost the tree-derived schemes do not pay (their stage 2: about a second)
+            print(f"# of which the rollout rows' fresh policy samples in stage 2: "
+                  f"{sum(task_seconds(t, demo.LOGS) for t in fresh) / 60:.0f} CPU minutes ("
+                  + ", ".join(f"{t.name} {task_seconds(t, demo.LOGS) / 60:.0f}" for t in fresh)
+                  + f"; a tree-derived scheme's: {SECONDS['labels']:.0f} s)")
         return 0
 
     report_files = (REPORT, Path(REPORT).with_suffix(".json"), CLAIMS, Path(CLAIMS).with_suffix(".json"), PLOT)

@@ -21,6 +21,16 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
            # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
            # here; its stage 2 as the demo's (a second)
            "trees": 380.0, "stage2": 1.0}
+# A rollout-based scheme's stage 2 on a seed's 400 trees (its default K or budget, `--rollout-policy` on one
+# thread): 7 s of start-up plus its CPU seconds on 40 of the demo's trees (10 for shapley) beyond the start-up,
+# scaled by the trees in the root window, 347 of 400 against 36 of 40 (9 of 10); docs/scorer_lab.md, "Time budget".
+ROLLOUT_LABELS = {"mc_rollouts": 430.0, "first_error_search": 333.0, "step_consistency": 516.0, "shapley": 3477.0,
+                  "mc_rollouts_uniform": 158.0, "mc_rollouts_active": 113.0}
+
+
+def rollout_label_seconds(scheme: str) -> float:
+    """A rollout-based scheme's stage 2 on the demo's trees (an unmeasured one: the costliest measured)."""
+    return ROLLOUT_LABELS.get(scheme, max(ROLLOUT_LABELS.values()))
 
 
 def last_value(cmd: Sequence[str], name: str) -> str | None:
@@ -58,6 +68,8 @@ def condition_seconds(method: str, cmd: Sequence[str]) -> float:
 
 def task_seconds(task: Task, demo_logs: str) -> float:
     kind = task.name.partition("_")[0]
+    if kind == "labels" and "--rollout-policy" in task.cmd:
+        return rollout_label_seconds(last_value(task.cmd, "--labels"))
     if kind in ("train", "labels", "labelbench", "trees", "stage2"):
         return SECONDS[kind]
     if task.name == "stepbench":

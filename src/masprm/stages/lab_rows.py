@@ -111,12 +111,24 @@ LAB_SCORERS = (
     LabScorer("first_error", "gprm"),   # the step label after each step
     LabScorer("mc", "ensemble"),        # ActPRM's heads, trained where they disagree on the Monte Carlo labels
     LabScorer("mc", "biprm"),           # BiPRM: a re-ranker of finished transcripts (best-of-N, last step only)
-    # the rollout-based schemes: listed, and left out in one line each until stage 2 loads a policy
+    # the rollout-based schemes: their stage 2 samples the policy afresh; planned only with --rollout_rows
     *(LabScorer(scheme, "prm") for scheme in ("mc_rollouts", "first_error_search", "step_consistency", "shapley")),
+    # ActPRM's active estimation against its uniform control, one rollout budget (the ensemble row ranks)
+    LabScorer("mc_rollouts_uniform", "prm"), LabScorer("mc_rollouts_active", "prm"),
 )
+
+
+def row_at(objective: str, seed: int | None) -> LabScorer:
+    """The row of `objective` (the first, in LAB_SCORERS) trained at `seed` (None: the lab's --seed)."""
+    row = next(s for s in LAB_SCORERS if s.objective == objective)
+    return row if seed is None else row.replica(seed)
 
 
 def orm_of(scorer: LabScorer) -> LabScorer:
     """The ORM row trained at the same seed as `scorer`."""
-    orm = next(s for s in LAB_SCORERS if s.objective == "orm")
-    return orm if scorer.train_seed is None else orm.replica(scorer.train_seed)
+    return row_at("orm", scorer.train_seed)
+
+
+def ensemble_of(seed: int | None) -> LabScorer:
+    """The ensemble row (`mc + ensemble`) at a training seed: its heads' spread ranks mc_rollouts_active's prefixes."""
+    return row_at("ensemble", seed)

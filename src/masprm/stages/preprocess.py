@@ -32,6 +32,7 @@ from masprm.labels.scheme import LabelRunner
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 from masprm.answers import is_correct
+from masprm.state_text import join_steps
 from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
 from masprm.outputs import lexical_path
 from masprm.paths import path_status
@@ -54,10 +55,13 @@ class Inputs:
     seed: int = arg(42, help="seed of the rollout-based label schemes' fresh samples; everything else stage 2 "
                              "writes is deterministic and uses no randomness")
     rollout_policy: Path | None = arg(None, help="the policy model folder the rollout-based label schemes "
-                                                 "(mc_rollouts, first_error_search, step_consistency, shapley) "
+                                                 "(mc_rollouts, first_error_search, step_consistency, shapley, "
+                                                 "mc_rollouts_uniform, mc_rollouts_active) "
                                                  "sample from, with the team of --config")
     rollout_temperature: float = arg(0.7, help="sampling temperature of those fresh samples (default 0.7, "
                                                "stage 1's)")
+    rollout_ensemble: Path | None = arg(None, help="a trained ensemble scorer folder (--mode ensemble) whose heads' "
+                                                   "spread ranks the prefixes of --labels mc_rollouts_active")
     labels: str | None = arg(None, help="write one label scheme's records instead of the PRM samples and pairs: "
                                         "results/labels_<NAME>[_local]_<run>.jsonl (schemes: "
                                         + ", ".join(LABEL_SCHEMES.names()) + "; their own flags below)")
@@ -75,10 +79,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     add_config_args(ap, Inputs, only=["input"])
     add_config_args(ap, Options)
     add_config_args(ap, Inputs, skip=["input"])
+    added: set[str] = set()   # a flag several schemes share (--rollout-budget) is added once
     for name, scheme in LABEL_SCHEMES.items():   # each scheme's own flags; None = not given (its default applies)
         if scheme.settings is not None:
-            add_config_args(ap.add_argument_group(f"--labels {name}"), scheme.settings,
-                            defaults={f.name: None for f in flag_fields(scheme.settings)})
+            fields = [f.name for f in flag_fields(scheme.settings)]
+            add_config_args(ap.add_argument_group(f"--labels {name}"), scheme.settings, skip=added & set(fields),
+                            defaults={f: None for f in fields if f not in added})
+            added.update(fields)
     args = ap.parse_args(argv)
     config_from_args(Inputs, args)   # its checks
     if args.labels is not None:
@@ -90,9 +97,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
               f"--labels {args.labels} needs fresh policy samples: give --rollout-policy FOLDER (the team's policy)")
         check(needs or args.rollout_policy is None,
               f"--rollout-policy is read only by the rollout-based label schemes, not by --labels {args.labels}")
+        spreads = LABEL_SCHEMES[args.labels].needs_spreads
+        check(not spreads or args.rollout_ensemble is not None,
+              f"--labels {args.labels} ranks prefixes by an ensemble's spread: give --rollout-ensemble FOLDER "
+              "(a scorer trained with --mode ensemble)")
+        check(spreads or args.rollout_ensemble is None,
+              f"--rollout-ensemble is read only by --labels mc_rollouts_active, not by --labels {args.labels}")
     else:
-        check(args.rollout_policy is None, "--rollout-policy is read only by the rollout-based label schemes "
-                                           "(add --labels NAME)")
+        check(args.rollout_policy is None and args.rollout_ensemble is None,
+              f"--rollout-{'policy' if args.rollout_policy else 'ensemble'} is read only by the rollout-based "
+              "label schemes (add --labels NAME)")
     args.scheme_settings = scheme_settings(args)
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
@@ -105,16 +119,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def scheme_settings(args: argparse.Namespace) -> Any:
     """The chosen scheme's settings from its flags; a flag of another scheme is a usage error."""
     chosen, settings = args.labels, None
+    own = {f.name for f in flag_fields(LABEL_SCHEMES[chosen].settings)} \
+        if chosen and LABEL_SCHEMES[chosen].settings else set()
     for name, scheme in LABEL_SCHEMES.items():
         if scheme.settings is None:
             continue
         given = {f.name: getattr(args, f.name) for f in flag_fields(scheme.settings)
-                 if getattr(args, f.name) is not None}
+                 if getattr(args, f.name) is not None and (name == chosen or f.name not in own)}
         if name == chosen:
             settings = scheme.settings(**given)
         elif given:
-            flag = flag_names(scheme.settings, next(iter(given)))[0]
-            raise UsageError(f"{flag} is a setting of --labels {name}"
+            field = next(iter(given))
+            owners = [n for n, sc in LABEL_SCHEMES.items() if sc.settings and field in {f.name for f in
+                                                                                       flag_fields(sc.settings)}]
+            raise UsageError(f"{flag_names(scheme.settings, field)[0]} is a setting of --labels "
+                             + " and --labels ".join(owners)
                              + (f", not of --labels {chosen}" if chosen else " (add --labels NAME)"))
     return settings
 
@@ -217,6 +236,7 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
         log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
     source = rollout_source(args, files, graph) if scheme.needs_rollouts else None
     runner.ctx.rollouts = source
+    runner.ctx.spreads = ensemble_spreads(args.rollout_ensemble) if scheme.needs_spreads else None
     stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
     log.info(runner.summary(path), extra=RESULT)
     if source is not None:   # the policy cost the tree-derived schemes do not pay
@@ -245,6 +265,29 @@ def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph)
     policy = load_policy(None, str(args.rollout_policy), ModelOptions(device_map="cpu"), setting="rollout_policy")
     return RolloutSource(policy, graph, lambda q, answer: 1.0 if is_correct(answer, gold.get(q.strip())) else -1.0,
                          SamplingSettings(), temperature=args.rollout_temperature, seed=args.seed)
+
+
+@dataclass
+class EnsembleSpreads:
+    """The spread of an ensemble scorer's heads on each prefix (``masprm.labels.mc_budget.Spreads``)."""
+
+    scorer: Any
+
+    def spreads(self, question: str, prefixes) -> list[float]:
+        self.scorer.score_batch([join_steps(question, [text for _, text in p], self.scorer.separator)
+                                 for p in prefixes])
+        return list(self.scorer.last_spread)
+
+
+def ensemble_spreads(folder: Path) -> EnsembleSpreads:
+    """--rollout-ensemble: the scorer, on the CPU; one line when it is not an ensemble."""
+    from masprm.models.options import ModelOptions
+    from masprm.models.scorer import EnsembleScorer, load_scorer
+
+    scorer = load_scorer(folder, options=ModelOptions(device_map="cpu"), setting="rollout_ensemble")
+    check(isinstance(scorer, EnsembleScorer), f"--rollout-ensemble: {folder} is not an ensemble scorer (trained "
+                                              "with --mode ensemble); its heads' spread ranks the prefixes")
+    return EnsembleSpreads(scorer)
 
 
 def report_export(count) -> None:

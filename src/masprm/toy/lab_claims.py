@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Sequence
 
 from masprm.eval.bootstrap import load_condition, per_question
-from masprm.paired_stats import adjusted_verdict, headroom_bootstrap, holm, mde, tost
+from masprm.paired_stats import Headroom, adjusted_verdict, headroom_bootstrap, holm, mde, tost
 from masprm.toy.claims import Comparison
 
 COLUMNS = ("SBS", "MCTS", "BoN min", "BoN last")
@@ -116,29 +116,43 @@ def question_values(cell: Any) -> dict[str, float]:
     return per_question(load_condition(cell.folder, cell.experiment))
 
 
-def headroom_lines(rows: Sequence[Any], cells: dict, seed: int) -> list[str]:
-    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI."""
+def headrooms(rows: Sequence[Any], cells: dict, seed: int) -> dict[str, dict[str, Headroom | None]]:
+    """Per search column where the ORM and the step oracle ran, per learned row with a cell there (the ORM
+    aside, the MASPRM with ORM leaves included): the share of the step oracle's gain over the ORM it recovers,
+    with its CI; None where that gain has a CI reaching 0 (nothing to recover)."""
     orm = next((row.slug for row in rows if row.objective == "orm"), None)
-    names = {row.slug: row.name for row in rows if row.slug != orm} | EXTRA_ROWS
-    lines = []
+    learned = [row.slug for row in rows if row.slug != orm] + list(EXTRA_ROWS)
+    found: dict[str, dict[str, Headroom | None]] = {}
     for column in COLUMNS:
         base, ceiling = cells.get((orm, column)), cells.get(("oracle_step", column))
         if base is None or ceiling is None:
             continue
-        first = None
-        for slug, name in names.items():
-            if (slug, column) not in cells:
-                continue
-            h = headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
-                                   question_values(ceiling), seed=seed)
-            if h is None:
-                first = first or (f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a "
-                                  f"CI reaching 0")
-                continue
-            lines.append(f"  {name} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, {100 * h.ci_high:+.0f}%] "
-                         f"of the step oracle's {100 * h.gap.mean_diff:+.1f} points over the ORM")
-        if first:
-            lines.append(first)
+        found[column] = {slug: headroom_bootstrap(question_values(cells[(slug, column)]), question_values(base),
+                                                  question_values(ceiling), seed=seed)
+                         for slug in learned if (slug, column) in cells}
+    return found
+
+
+def headroom_text(h: Headroom | None) -> str:
+    """A table cell: the share recovered in % with its 95% CI; "no headroom" where there is none to recover."""
+    return "no headroom" if h is None else f"{100 * h.share:+.0f} [{100 * h.ci_low:+.0f}, {100 * h.ci_high:+.0f}]"
+
+
+def headroom_lines(rows: Sequence[Any], cells: dict, seed: int,
+                   found: dict[str, dict[str, Headroom | None]] | None = None) -> list[str]:
+    """Per learned row and search: the share of the step oracle's gain over the ORM it recovers, with its CI
+    (``found``: `headrooms` of the same cells, when already computed)."""
+    names = {row.slug: row.name for row in rows} | EXTRA_ROWS
+    lines = []
+    for column, by_row in (headrooms(rows, cells, seed) if found is None else found).items():
+        for slug, h in by_row.items():
+            if h is not None:
+                lines.append(f"  {names[slug]} ({column}): {100 * h.share:+.0f}% [{100 * h.ci_low:+.0f}%, "
+                             f"{100 * h.ci_high:+.0f}%] of the step oracle's {100 * h.gap.mean_diff:+.1f} points "
+                             "over the ORM")
+        if any(h is None for h in by_row.values()):
+            lines.append(f"  {column}: no headroom to recover: the step oracle's gain over the ORM has a CI "
+                         "reaching 0")
     if not lines:
         return []
     return ["", "headroom recovered: (row - ORM) / (step oracle - ORM) in pass@1 per question, 95% bootstrap CI "

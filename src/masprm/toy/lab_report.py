@@ -1,4 +1,4 @@
-"""The scorer lab's report: one table, the paired claims, and accuracy against model work.
+"""The scorer lab's report: one table, the paired claims, the compute-matched sweep, and accuracy against model work.
 
     write_report(rows, ["logs/toy_demo", "logs/toy_lab"], "results/toy_lab_stepbench.json",
                  "results/toy_lab_labelbench", "results/toy_lab.md", "results/toy_lab_claims.txt",
@@ -7,143 +7,34 @@
 
 The table's facts go to results/toy_lab.json beside its Markdown (what ``make report`` reads).
 
-A row is a trained scorer (``rows``: objects with ``name``, ``slug``, ``scheme``, ``objective``, ``folder``,
-``outcome_only``; `masprm.stages.lab.LabScorer`), plus the policy's log-prob (the conditions without a scorer). The
-stage-4 logs (of several folders: the demo's holds the SBS and MCTS conditions the lab shares with it) are matched
-to rows by the scorer folder their manifest names and to columns by method (SBS, MCTS, best-of-N per ``step_agg``),
-at the lab's budgets (``budgets``: the settings each family's conditions must have); where a place has logs of
-several experiments, the newest wins. A cell holds, over the seeds: pass@1 mean ± sample std, model work per
-question (policy tokens generated + scorer tokens read, `masprm.eval.aggregate.model_work`; best-of-N counts its N
-samples' generation in every condition, also where the samples were read back from the store), and the misses split
-(`masprm.eval.metrics.split_misses`). Claims: every row against the ORM and against the paper's MASPRM in each
-column, the paired difference in pass@1 per question (mean over seeds) with a 95% bootstrap CI over questions and
-the claims report's verdict words (`masprm.toy.claims.Comparison`).
+The cells (`masprm.toy.lab_cells`): each row's conditions over the seeds, by column (SBS, MCTS,
+best-of-N per ``step_agg``) at the lab's budgets; best-of-N counts its N samples' generation in every
+condition, also where the samples were read back from the store. The table adds each learned row's
+headroom recovered against the step oracle. Claims: every row against the ORM and against the paper's
+MASPRM in each column, the paired difference in pass@1 per question (mean over seeds) with a 95%
+bootstrap CI over questions and the claims report's verdict words (`masprm.toy.claims.Comparison`),
+then the compute-matched sweep's comparisons (`masprm.toy.lab_sweep`), all under one Holm family.
 Pure Python (matplotlib only to draw the plot).
 """
 
 from __future__ import annotations
 
 import json
-import statistics
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Protocol, Sequence
+from typing import Iterable, Sequence
 
-from masprm.answers import is_correct
-from masprm.eval.aggregate import facts_of, model_work, split_experiment
 from masprm.eval.budget_plot import save_png
-from masprm.paired_stats import PairedResult, mde, two_level_bootstrap
-from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
-from masprm.eval.metrics import split_misses
 from masprm.io import atomic_write_text
+from masprm.paired_stats import Headroom, mde
 from masprm.scorer_meta import held_out_auc
-from masprm.search.scorer_kinds import SCORER_KINDS
+from masprm.toy.lab_cells import (SINGLE_PASS, Budgets, Cell, LabRow, accuracy_text,
+                                  paired, read_cells, seed_suffix)
 from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
-                                   claims_text, comparison_name, headroom_lines, power_lines, question_values)
+                                   claims_text, comparison_name, headroom_lines, headroom_text, headrooms,
+                                   power_lines)
 
-FAMILY_COLUMNS = {"sbs": "SBS", "mcts": "MCTS", "bon": "BoN"}   # search family -> its column
-SINGLE_PASS = "single pass"  # its column outside the table (a line under it)
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
-Budgets = dict[str, dict[str, Any]]   # search family -> the settings a tabulated condition has
-
-
-class LabRow(Protocol):
-    name: str
-    slug: str
-    scheme: str
-    objective: str
-    folder: str
-    outcome_only: bool
-
-
-@dataclass
-class Cell:
-    """One row's condition in one column, over its seeds."""
-
-    experiment: str
-    folder: Path                      # the logs folder it was read from
-    seeds: list[int] = field(default_factory=list)
-    accuracy: list[float] = field(default_factory=list)
-    work: list[float | None] = field(default_factory=list)
-    samples: list[float | None] = field(default_factory=list)   # agent samples (policy runs) per question
-    misses: dict[str, int] = field(default_factory=dict)
-    mtime: float = 0.0
-
-    def add(self, seed: int, summary: dict, records: list[dict], mtime: float) -> None:
-        self.seeds.append(seed)
-        self.accuracy.append(summary["pass@1"])
-        self.work.append(model_work(summary))
-        self.samples.append(summary.get("agent_runs_mean"))
-        for kind, n in split_misses(records, is_correct).items():
-            self.misses[kind] = self.misses.get(kind, 0) + n
-        self.mtime = max(self.mtime, mtime)
-
-    def mean_std(self) -> tuple[float, float]:
-        return statistics.fmean(self.accuracy), statistics.stdev(self.accuracy) if len(self.accuracy) > 1 else 0.0
-
-    def work_mean(self) -> float | None:
-        return statistics.fmean(self.work) if self.work and None not in self.work else None
-
-    def samples_mean(self) -> float | None:
-        return statistics.fmean(self.samples) if self.samples and None not in self.samples else None
-
-
-def condition_place(manifest: dict, rows: Sequence[LabRow], budgets: Budgets) -> tuple[str, str] | None:
-    """(row slug or LOGPROB, column) of a logged condition; None for one the lab does not tabulate (another
-    method, another budget, another scorer)."""
-    method = manifest.get("condition") or ""
-    if method == "single_pass":
-        return LOGPROB, SINGLE_PASS
-    definition = manifest.get("definition") or {}
-    settings = definition.get("settings") or {}
-    facts = facts_of(manifest, method)   # family and scorer kind as the run recorded them
-    family, kind = facts.get("family"), facts.get("scorer_kind")
-    if family not in FAMILY_COLUMNS or any(settings.get(k) != v for k, v in budgets.get(family, {}).items()):
-        return None
-    column = FAMILY_COLUMNS[family]
-    if family == "bon":
-        column = f"BoN {settings.get('step_agg')}"
-    if kind in REFERENCE_ROWS:
-        return kind, column
-    needs = SCORER_KINDS[kind].needs if kind in SCORER_KINDS else ()
-    role = needs[0] if needs else None
-    folder = ((definition.get("models") or {}).get(role) or {}).get("id") if role else None
-    for row in rows:
-        if folder and Path(folder).name == Path(row.folder).name:
-            seed = seed_suffix(row)   # a replica's cells are its row's at another training seed
-            if settings.get("orm_leaf"):   # only the paper's MASPRM with ORM leaves has a row
-                return (ORM_LEAF + seed, column) if (row.scheme, row.objective) == ("masprm", "ppm") else None
-            return row.slug + seed, column
-    return None
-
-
-def seed_suffix(row: LabRow) -> str:
-    """"" for a row at the lab's --seed, "_s<S>" for its replica at training seed S (`LabScorer.key`)."""
-    seed = getattr(row, "train_seed", None)
-    return "" if seed is None else f"_s{seed}"
-
-
-def read_cells(logs_dirs: Sequence[str | Path], rows: Sequence[LabRow],
-               budgets: Budgets) -> dict[tuple[str, str], Cell]:
-    """Every COMPLETED condition of the logs folders in its (row, column); the newest experiment wins."""
-    experiments: dict[tuple[Path, str], tuple[tuple[str, str], Cell]] = {}
-    for folder in map(Path, logs_dirs):
-        for log in sorted(folder.glob("*.txt")):
-            experiment, seed = split_experiment(log.stem)
-            files = LogFiles(log.with_name(log.stem))
-            if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
-                continue
-            place = condition_place(json.loads(files.manifest.read_text(encoding="utf-8")), rows, budgets)
-            if place is None or not files.summary.is_file():
-                continue
-            summary = json.loads(files.summary.read_text(encoding="utf-8"))
-            _, cell = experiments.setdefault((folder, experiment), (place, Cell(experiment, folder)))
-            cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
-    cells: dict[tuple[str, str], Cell] = {}
-    for place, cell in experiments.values():
-        if place not in cells or cells[place].mtime < cell.mtime:
-            cells[place] = cell
-    return cells
+Headrooms = dict[str, dict[str, Headroom | None]]   # column -> row slug -> its headroom recovered
 
 
 # --------------------------------------------------------------------------- the benchmarks
@@ -189,14 +80,6 @@ def step_cells(stepbench: dict | None, slug: str) -> list[str]:
 # --------------------------------------------------------------------------- the table
 
 
-def _accuracy(cell: Cell | None) -> str:
-    if cell is None:
-        return "–"
-    mean, std = cell.mean_std()
-    n = len(cell.seeds)
-    return f"{100 * mean:.1f} ± {100 * std:.1f}" + (f" ({n} seed{'s' if n > 1 else ''})" if n != 3 else "")
-
-
 def _misses(cell: Cell | None) -> str:
     if cell is None:
         return "–"
@@ -205,14 +88,16 @@ def _misses(cell: Cell | None) -> str:
     return " / ".join(share) + (f" (+{cell.misses['unknown']} unknown)" if cell.misses.get("unknown") else "")
 
 
-def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
-                  labelbench: dict[str, dict | None]) -> tuple[list[str], list[dict]]:
-    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``)."""
+def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
+                  headroom: Headrooms | None = None) -> tuple[list[str], list[dict]]:
+    """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``);
+    ``headroom``: `lab_claims.headrooms` of the same cells (its column; none computed: every cell "–")."""
     head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
             "step ECE", "step AUC R / P", *(f"{c} pass@1 %" for c in COLUMNS),
             "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
-            "misses % never generated / not chosen: " + " · ".join(COLUMNS)]
+            "misses % never generated / not chosen: " + " · ".join(COLUMNS),
+            "headroom recovered %: " + " / ".join(COLUMNS)]
     # a row trained on final correctness alone has no step labels of a scheme: its signal is the outcome
     entries = [(row.name, row.slug, "outcome" if row.outcome_only else row.scheme, row.objective, row)
                for row in rows] + [(EXTRA_ROWS[ORM_LEAF], ORM_LEAF, "masprm", "ppm + orm leaves", None)] + \
@@ -227,28 +112,31 @@ def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
         samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
-        values = [name, scheme, objective, labels, *step_cells(stepbench, slug), *map(_accuracy, mine), work,
-                  samples, " · ".join(map(_misses, mine))]
+        room = " / ".join(headroom_text(headroom[c][slug]) if slug in (headroom or {}).get(c, {}) else "–"
+                          for c in COLUMNS)
+        values = [name, scheme, objective, labels, *step_cells(stepbench, slug), *map(accuracy_text, mine), work,
+                  samples, " · ".join(map(_misses, mine)), room]
         records.append({"slug": slug, "cells": dict(zip(head, values)),
                         "logs": {f"{c} pass@1 %": str(cell.folder) for c, cell in zip(COLUMNS, mine) if cell}})
     return head, records
 
 
-def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None,
-                labelbench: dict[str, dict | None]) -> list[str]:
-    head, records = table_records(rows, cells, stepbench, labelbench)
+def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
+                headroom: Headrooms | None = None) -> list[str]:
+    head, records = table_records(rows, cells, stepbench, labelbench, headroom)
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *("| " + " | ".join(r["cells"][h] for h in head) + " |" for r in records)]
 
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = ()) -> str:
+                single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = (), *,
+                headroom: Headrooms | None = None, sweep: Sequence[str] = ()) -> str:
     lines = ["# The scorer lab (toy world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
              "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
-             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench), ""]
+             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench, headroom), ""]
     if single_pass is not None:
-        lines.append(f"Single pass, no scorer: {_accuracy(single_pass)} %.")
+        lines.append(f"Single pass, no scorer: {accuracy_text(single_pass)} %.")
     lines += [
         "",
         "- label AUC: the label value against the world's step truth, per agent (Reader / Planner / Solver / "
@@ -268,6 +156,9 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "- misses: the share (%) of question-seeds the search missed although a right final answer was never "
         "among those it generated (never generated), and although one was (not chosen: it returned another); "
         "with pass@1 they add up to 100.",
+        "- headroom recovered: (row − ORM) / (step oracle − ORM) in pass@1 per question under the same search, in %, "
+        "with its 95% bootstrap CI (the ratio per resample); \"no headroom\" where the step oracle's gain over the "
+        "ORM has a CI reaching 0, – where the step oracle or the ORM did not run.",
     ]
     lines += list(power)
     bench = (stepbench or {}).get("scorers") or {}
@@ -280,17 +171,10 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         if any(v is not None for _, v in found):
             lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+    return "\n".join([*lines, *sweep]) + "\n"
 
 
 # --------------------------------------------------------------------------- claims
-
-
-def paired(a: Sequence[Cell], b: Sequence[Cell], seed: int) -> PairedResult:
-    """pass@1 of A minus B per question (each the mean over its search seeds), a[s] and b[s] trained at one
-    training seed: the two-level bootstrap over training seeds and questions (with one training seed, exactly
-    the paired bootstrap over questions)."""
-    return two_level_bootstrap([question_values(c) for c in a], [question_values(c) for c in b], seed=seed)
 
 
 def seed_cells(cells: dict, slug: str, column: str, suffixes: Sequence[str]) -> list[Cell | None]:
@@ -384,13 +268,15 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
+    rooms = headrooms(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
-                                          list(notes), power_lines(found)))
-    head, records = table_records(rows, cells, bench, labels)
+                                          list(notes), power_lines(found), headroom=rooms))
+    head, records = table_records(rows, cells, bench, labels, rooms)
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
         {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()}},
         ensure_ascii=False, indent=1) + "\n")
-    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in headroom_lines(rows, cells, seed)))
+    atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in
+                                                       headroom_lines(rows, cells, seed, rooms)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(
         [{"claim": c.claim, "name": c.name, "verdict": c.verdict, "line": c.lab_line(), "primary": c.primary,
           "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,
