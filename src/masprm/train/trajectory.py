@@ -12,8 +12,12 @@ aggregate over its steps so far (``masprm.models.scorer``), so SBS, MCTS and
 the voters use it unchanged.
 
 Texts are tokenised as the stepwise objectives do (prompt and steps apart,
-each step followed by the separator). The model kept has the lowest eval
-loss; every dropout is off and batches are grouped by length.
+each step followed by the separator). The model kept ranks the eval split's
+finished transcripts best (the highest outcome AUC, what best-of-N asks of
+it): in the toy world no checkpoint's eval loss beats the constant base-rate
+prediction, so the lowest loss kept the checkpoint nearest that constant,
+whatever its ranking (docs/scorer_lab.md, "Trajectory rows"). Every dropout
+is off and batches are grouped by length.
 """
 
 from __future__ import annotations
