@@ -26,6 +26,7 @@ from typing import Iterable, Sequence
 from masprm.eval.budget_plot import save_png
 from masprm.io import atomic_write_text
 from masprm.paired_stats import Headroom, mde
+from masprm.scorer_meta import held_out_auc
 from masprm.toy.lab_cells import (SINGLE_PASS, Budgets, Cell, LabRow, accuracy_text,
                                   paired, read_cells, seed_suffix)
 from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
@@ -161,12 +162,15 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "ORM has a CI reaching 0, – where the step oracle or the ORM did not run.",
     ]
     lines += list(power)
-    ranked = [(row.name, ((stepbench or {}).get("scorers") or {}).get(row.slug, {}).get("outcome_auc"))
-              for row in rows]
-    if any(v is not None for _, v in ranked):
-        lines.append("- outcome AUC: each scorer's value of a finished transcript against its final correctness, "
-                     "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it): "
-                     + ", ".join(f"{name} {_num(v)}" for name, v in ranked if v is not None) + ".")
+    bench = (stepbench or {}).get("scorers") or {}
+    for what, found in (("outcome AUC: each scorer's value of a finished transcript against its final correctness, "
+                         "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it)",
+                         [(row.name, bench.get(row.slug, {}).get("outcome_auc")) for row in rows]),
+                        ("held-out outcome AUC: the same for each trajectory-level scorer on the finished transcripts "
+                         "of its eval split, questions held out of its training (the calibration split; its kept "
+                         "checkpoint has the highest)", [(row.name, held_out_auc(row.folder)) for row in rows])):
+        if any(v is not None for _, v in found):
+            lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
     return "\n".join([*lines, *sweep]) + "\n"
 
