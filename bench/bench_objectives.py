@@ -7,6 +7,9 @@ the ratio old / new (above 1: the new path is faster):
     implicit train   `--mode implicit` trained for --epochs epochs on --records step records, pi_ref's
                      log-probs re-run on every batch (old) or read once per record (new); the whole
                      run (loading, tokenising, saving included), its training loop, and its loss alone (forwards)
+    verdict read     gORM/gPRM's P(yes), P(no) of every record's transcript in batches of 16, with answers
+                     of one token each (the first tokens of " yes" and " no": the tiny tokenizer splits
+                     them): a row per answer (old) or one row per transcript (new)
 
     python bench/bench_objectives.py [--threads N] [--records R] [--epochs E] [--repeats K]
 """
@@ -20,6 +23,11 @@ import tempfile
 import torch
 
 import masprm.train.implicit as implicit
+from masprm.models.generative_verifier import (answer_ids, answer_log_probs, answer_rows, question_ids,
+                                               question_tokens, verdict_log_probs, verdict_rows)
+from masprm.models.loading import load_tokenizer
+from masprm.models.text_encoder import TextEncoder
+from masprm.models.token_scorer import load_causal_lm, separator_token_id
 from masprm.cli import ArgumentParser, run_cli
 from masprm.models.tiny import build_tiny_model
 from masprm.train import TrainConfig, train_scorer
@@ -54,16 +62,19 @@ def trainer(mode: str, folder: pathlib.Path, model: pathlib.Path, data: pathlib.
     runs = itertools.count()
 
     def train():
-        result = train_scorer(TrainConfig(mode=mode, data_file=str(data), output_dir=str(folder / f"{mode}_{next(runs)}"),
-                                 model_id=str(model), epochs=epochs, train_batch_size=8, grad_accum=1, lora_r=8,
-                                 lora_dropout=0.0, eval_steps=10_000, progress=False, seed=0))
-        loops.append(next(log["train_runtime"] for log in result.trainer.state.log_history if "train_runtime" in log))
+        out = folder / f"{mode}_{next(runs)}"
+        result = train_scorer(TrainConfig(mode=mode, data_file=str(data), output_dir=str(out), model_id=str(model),
+                                          epochs=epochs, train_batch_size=8, grad_accum=1, lora_r=8, lora_dropout=0.0,
+                                          eval_steps=10_000, progress=False, seed=0))
+        history = result.trainer.state.log_history
+        loops.append(next(log["train_runtime"] for log in history if "train_runtime" in log))
         return result
     return train
 
 
-def implicit_train(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path, args) -> list[tuple[float, float]]:
-    """(old, new) seconds of the whole run, of its training loop, and of the loss alone (the forwards, no
+def implicit_train(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
+                   args) -> list[tuple[str, float, float]]:
+    """(row, old, new) seconds of the whole run, of its training loop, and of the loss alone (the forwards, no
     backward) over the batches of every epoch."""
     objective, loops = OBJECTIVES["implicit"], []
     train = trainer("implicit", folder, model, data, args.epochs, loops)
@@ -88,7 +99,34 @@ def implicit_train(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path
                     fitted.loss_and_predictions(model, batch)
     new_loss = timed(loss_reads, args.repeats)   # the cache holds every record from here on
     fitted.cached_reference = implicit.reference_log_probs
-    return [(old, new), (old_loop, sum(loops[1:-1]) / args.repeats), (timed(loss_reads, args.repeats), new_loss)]
+    return [("implicit train, whole run", old, new),
+            ("implicit train, loop", old_loop, sum(loops[1:-1]) / args.repeats),
+            ("implicit train, loss", timed(loss_reads, args.repeats), new_loss)]
+
+
+def verdict_read(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
+                 args) -> list[tuple[str, float, float]]:
+    """(row, old, new) seconds to read both answers' log-probs after every transcript."""
+    tokenizer = load_tokenizer(str(model), False, padding_side="right", setting="model_id")
+    encoder = TextEncoder(tokenizer, separator_token_id(tokenizer, "</step>"), 512, 0, style="steps")
+    lm = load_causal_lm(str(model), n_tokens=len(tokenizer), pad_token_id=tokenizer.pad_token_id).eval()
+    asked = question_tokens(tokenizer)
+    contexts = [question_ids(encoder, r["prompt"], r["completions"], asked) for r in step_records(args.records)]
+    answers, pad = [a[:1] for a in answer_ids(tokenizer)], tokenizer.pad_token_id
+    batches = [contexts[i:i + 16] for i in range(0, len(contexts), 16)]
+
+    @torch.no_grad()
+    def old():
+        for batch in batches:
+            ids, mask, at = answer_rows(batch, answers, pad)
+            answer_log_probs(lm(input_ids=ids, attention_mask=mask).logits, ids, at)
+
+    @torch.no_grad()
+    def new():
+        for batch in batches:
+            rows = verdict_rows(batch, answers, pad)
+            verdict_log_probs(lm(input_ids=rows["input_ids"], attention_mask=rows["attention_mask"]).logits, rows)
+    return [("verdict read", timed(old, args.repeats), timed(new, args.repeats))]
 
 
 def main() -> int:
@@ -106,10 +144,10 @@ def main() -> int:
         data = folder / "steps.jsonl"
         data.write_text("".join(json.dumps(r) + "\n" for r in step_records(args.records)), encoding="utf-8")
         print(f"{args.records} records, {args.epochs} epochs, {torch.get_num_threads()} thread(s)")
-        print(f"{'case':<22} | {'old s':>7} | {'new s':>7} | {'old / new':>9}")
-        for name, case in (("implicit train", implicit_train),):
-            for part, (old, new) in zip(("whole run", "loop", "loss"), case(folder, model, data, args)):
-                print(f"{name + ', ' + part:<22} | {old:>7.2f} | {new:>7.2f} | {old / new:>9.2f}")
+        print(f"{'case':<26} | {'old s':>7} | {'new s':>7} | {'old / new':>9}")
+        for case in (implicit_train, verdict_read):
+            for label, old, new in case(folder, model, data, args):
+                print(f"{label:<26} | {old:>7.3f} | {new:>7.3f} | {old / new:>9.2f}")
     return 0
 
 
