@@ -71,10 +71,11 @@ DATASETS: Registry[DatasetLoader] = Registry("dataset")
 # The toy world is optional and registers itself on import; listed here so that
 # `--dataset toy` works without the core importing it.
 DATASETS.register_lazy("toy", "masprm.toy.task:load_toy")
+DATASETS.register_lazy("toy_deep", "masprm.toy.deep_data:load_toy_deep")
 # The question's fields of the datasets loaded outside this module, which ``check_fields`` requires to be
 # text (a hub dataset declares its own, ``HubDataset.text_fields``). Kept here for the toy task: its
 # module's code is part of the shipped policy's build fingerprint (masprm.toy.build).
-TEXT_FIELDS = {"toy": ("question",)}
+TEXT_FIELDS = {"toy": ("question",), "toy_deep": ("question",)}
 
 # The selection options a dataset may declare (its `options` attribute): load_examples
 # passes an option on only to a dataset that declares it.

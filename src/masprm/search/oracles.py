@@ -35,6 +35,7 @@ if TYPE_CHECKING:
 StepOracle = Callable[[str, Sequence[str]], Sequence[bool]]
 STEP_ORACLES: Registry[StepOracle] = Registry("step oracle")
 STEP_ORACLES.register_lazy("toy", "masprm.toy.oracle:toy_step_oracle")
+STEP_ORACLES.register_lazy("toy_deep", "masprm.toy.deep_label:deep_step_oracle")
 
 
 def _gold(ctx: SearchContext) -> str:

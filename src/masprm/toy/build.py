@@ -32,6 +32,7 @@ import random
 import shutil
 import tempfile
 import time
+from itertools import islice
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -46,7 +47,7 @@ from masprm.errors import ConfigError
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.io import atomic_write_json, atomic_write_jsonl, read_json
 from masprm.toy.task import generate_split
-from masprm.toy.transcripts import check_graph, reference_outputs
+from masprm.toy.worlds import WORLDS, World
 
 DEFAULT_OUT = "artifacts/toy"
 DEFAULT_CONFIG = "configs/toy.yaml"
@@ -60,7 +61,7 @@ PINNED_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 SHIPPED_MANIFEST = "shipped.json"
 
 
-def fingerprint(spec_dict: dict, config_text: str) -> str:
+def fingerprint(spec_dict: dict, config_text: str, sources: tuple[str, ...] = _TOY_SOURCES) -> str:
     """Identity of a build: its settings, the team config and the toy code that produces it.
 
     The code counts by its syntax (``masprm.identity``): a docstring or a comment edited
@@ -68,7 +69,7 @@ def fingerprint(spec_dict: dict, config_text: str) -> str:
     """
     h = hashlib.sha256(json.dumps(spec_dict, sort_keys=True).encode())
     h.update(config_text.encode())
-    for name in _TOY_SOURCES:
+    for name in sources:
         h.update(syntax_text((TOY_CODE / name).read_text(encoding="utf-8")).encode())
     return h.hexdigest()[:16]
 
@@ -141,52 +142,62 @@ def compare_weights(a: Path, b: Path) -> dict:
             "max_abs_diff": diff}
 
 
-def write_data_files(out: Path, graph, seed: int) -> None:
-    for split in ("train", "test"):
-        atomic_write_jsonl(out / "data" / f"{split}.jsonl", [p.row() for p in generate_split(split)])
+def write_data_files(out: Path, graph, seed: int, world: World) -> None:
+    for split in world.data_splits:
+        atomic_write_jsonl(out / "data" / f"{split}.jsonl", [p.row() for p in generate_split(split, world.task)])
     rng = random.Random(seed)
     sample = []
-    for problem in generate_split("sft")[:20]:
-        outputs = reference_outputs(problem, rng)
+    for problem in islice(world.task.iter_split("sft"), 20):
+        outputs = world.reference_outputs(problem, rng)
         sample.append({"question": problem.question, "gold": problem.gold,
                        "outputs": {graph.agents[a].name: text for a, text in outputs.items()}})
     atomic_write_jsonl(out / "transcripts_sample.jsonl", sample)
 
 
-def load_toy_team(config: str | Path):
-    """The team the toy policy learns to play (a ConfigError naming `mas_config` for another team)."""
+def load_toy_team(config: str | Path, world: World | None = None):
+    """The team a toy world's policy learns to play (a ConfigError naming `mas_config` for another team)."""
     graph = load_mas_config(config)
     try:
-        check_graph(graph)
+        (world or WORLDS["toy"]).check_graph(graph)
     except ValueError as err:
         raise ConfigError(f"{err} (`mas_config`)", setting="mas_config") from None
     return graph
 
 
+def shipped_dir(world: World) -> Path:
+    """A world's shipped policy folder (the toy world's is SHIPPED, read at call time)."""
+    return SHIPPED if world.name == "toy" else world.shipped_dir
+
+
+def build_key(world: World, spec, config: Path) -> str:
+    return fingerprint(asdict(spec), config.read_text(encoding="utf-8"), world.sources)
+
+
 def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAULT_CONFIG, spec=None,
-                    force: bool = False, retrain: bool = False, log=print) -> dict:
-    """Build (or find cached) the toy world in `out`; returns the build manifest.
+                    force: bool = False, retrain: bool = False, log=print, world: str = "toy") -> dict:
+    """Build (or find cached) a toy world (`world`, a WORLDS name) in `out`; returns the build manifest.
 
     The policy is copied from the shipped one when that was trained for this
     build (same settings, team config and toy code), unless `retrain`.
     """
+    world = WORLDS[world]
     config = resolve_config_path(config)   # a path, or a shipped config's name from any folder
-    graph = load_toy_team(config)
+    graph = load_toy_team(config, world)
     from masprm.toy.train_policy import PolicySpec, train_policy   # imports torch
 
     out = Path(out)
     spec = spec or PolicySpec()
-    key = fingerprint(asdict(spec), config.read_text(encoding="utf-8"))
+    key = build_key(world, spec, config)
     if not force and is_built(out, key):
         log(f"toy world: cached in {out} (build {key})")
         return read_json(out / "build.json")
 
     started = time.time()
     out.mkdir(parents=True, exist_ok=True)
-    write_data_files(out, graph, spec.seed)
+    write_data_files(out, graph, spec.seed, world)
     tmp = out / f".policy.tmp-{key}"
     shutil.rmtree(tmp, ignore_errors=True)
-    source = SHIPPED   # read once: the folder checked is the folder copied
+    source = shipped_dir(world)   # read once: the folder checked is the folder copied
     shipped = None if retrain else shipped_policy(key, source)
     if shipped is not None:
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(SHIPPED_MANIFEST))
@@ -195,12 +206,12 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
         log(f"toy world: using the shipped policy (trained on {shipped['trained_on']['processor']}; "
             "--retrain trains it here)")
     else:
-        stats = {"source": "trained", **train_policy(tmp, graph, spec, log=log)}
+        stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log)}
     final = out / "policy"
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
     manifest = {"fingerprint": key, "policy": str(final), "config": str(config),
-                "data": {s: str(out / "data" / f"{s}.jsonl") for s in ("train", "test")},
+                "data": {s: str(out / "data" / f"{s}.jsonl") for s in world.data_splits},
                 "build_seconds": round(time.time() - started, 1), **stats}
     atomic_write_json(out / "build.json", manifest)
     log(f"toy world: built in {out} in {manifest['build_seconds']} s (build {key})")
@@ -211,8 +222,10 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
 class BuildArgs:
     """What to build and where (the script's own flags)."""
 
-    out: PathText = arg(DEFAULT_OUT, flags=("--out",), help=f"output folder (default {DEFAULT_OUT})")
-    mas_config: PathText = arg(DEFAULT_CONFIG, flags=("--mas_config",), help="the team the policy learns to play")
+    world: str = arg("toy", flags=("--world",), help="the toy world to build (toy, toy_deep)")
+    out: PathText | None = arg(None, flags=("--out",), help="output folder (default: the world's, artifacts/<world>)")
+    mas_config: PathText | None = arg(None, flags=("--mas_config",),
+                                      help="the team the policy learns to play (default: the world's, configs/<world>.yaml)")
     force: bool = arg(False, flags=("--force",), help="rebuild even when a matching build exists")
     retrain: bool = arg(False, flags=("--retrain",),
                         help="train the policy here even when the shipped one matches this build")
@@ -233,18 +246,24 @@ class PolicyArgs:
     lr: float | None = arg(None, flags=("--lr",))
     hidden_size: int | None = arg(None, flags=("--hidden_size",))
     num_layers: int | None = arg(None, flags=("--num_layers",))
+    target_noise: float | None = arg(None, flags=("--target_noise",),
+                                     help="share of SFT transcripts whose Reader misreads and (apart) whose Planner "
+                                          "swaps an operation, the team following (toy_deep only)")
 
     def __post_init__(self) -> None:
         require_each(self, ("steps", "batch_size", "hidden_size", "num_layers"), lambda v: v >= 1,
                      "must be at least 1")
         require_each(self, ("lr",), lambda v: v > 0, "must be positive")
+        require_each(self, ("target_noise",), lambda v: 0 <= v < 1, "must be in [0, 1)")
         check_seeds(self)
 
-    def spec(self):
-        """The PolicySpec these settings give (``masprm.toy.train_policy``, imported here: it imports torch)."""
+    def spec(self, world: World | None = None):
+        """The PolicySpec these settings give over the world's defaults (``masprm.toy.train_policy``, imported
+        here: it imports torch)."""
         from masprm.toy.train_policy import PolicySpec   # imports torch
 
-        return PolicySpec(**{k: v for k, v in asdict(self).items() if v is not None})
+        defaults = dict(world.policy_defaults) if world is not None else {}
+        return PolicySpec(**{**defaults, **{k: v for k, v in asdict(self).items() if v is not None}})
 
 
 def main() -> int:
@@ -253,29 +272,34 @@ def main() -> int:
     add_config_args(p, PolicyArgs)
     parsed = p.parse_args()
     args, policy = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed)
-    config = str(resolve_config_path(args.mas_config))   # a path or a shipped config's name
-    load_toy_team(config)   # a bad team fails before the trainer (and torch) is imported
-    spec = policy.spec()
+    check(args.world in WORLDS, f"--world: {WORLDS.unknown_message(args.world)}")
+    world = WORLDS[args.world]
+    out = args.out or world.out
+    config = str(resolve_config_path(args.mas_config or world.config))   # a path or a shipped config's name
+    load_toy_team(config, world)   # a bad team fails before the trainer (and torch) is imported
+    spec = policy.spec(world)
     if args.verify_shipped:
-        return verify_shipped(config, spec)
-    manifest = build_toy_world(args.out, config=config, spec=spec, force=args.force or args.ship,
-                               retrain=args.retrain or args.ship)
+        return verify_shipped(config, spec, world)
+    manifest = build_toy_world(out, config=config, spec=spec, force=args.force or args.ship,
+                               retrain=args.retrain or args.ship, world=world.name)
     if args.ship:
-        ship_policy(Path(args.out) / "policy", manifest["fingerprint"], manifest)
-        print(f"shipped the policy of build {manifest['fingerprint']} in {SHIPPED}")
+        ship_policy(Path(out) / "policy", manifest["fingerprint"], manifest, shipped_dir(world))
+        print(f"shipped the policy of build {manifest['fingerprint']} in {shipped_dir(world)}")
     return 0
 
 
-def verify_shipped(config: str | Path, spec) -> int:
-    """Train with `spec` and compare with the shipped policy: 0 when byte-identical."""
+def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
+    """Train with `spec` and compare with the world's shipped policy: 0 when byte-identical."""
     from masprm.toy.train_policy import train_policy   # imports torch
 
-    key = fingerprint(asdict(spec), Path(config).read_text(encoding="utf-8"))
-    check(shipped_policy(key) is not None, f"{SHIPPED}: no shipped policy for build {key} (settings, team "
-                                           "config or toy code changed since it was trained)")
+    world = world or WORLDS["toy"]
+    shipped = shipped_dir(world)
+    key = build_key(world, spec, Path(config))
+    check(shipped_policy(key, shipped) is not None, f"{shipped}: no shipped policy for build {key} (settings, "
+                                                    "team config or toy code changed since it was trained)")
     with tempfile.TemporaryDirectory() as tmp:
-        train_policy(Path(tmp) / "policy", load_mas_config(config), spec)
-        result = compare_weights(SHIPPED, Path(tmp) / "policy")
+        train_policy(Path(tmp) / "policy", load_mas_config(config), spec, world=world)
+        result = compare_weights(shipped, Path(tmp) / "policy")
     print(f"shipped policy: {'identical' if result['identical'] else 'DIFFERENT'} "
           f"(largest weight difference {result['max_abs_diff']})")
     return 0 if result["identical"] else 1

@@ -130,13 +130,14 @@ def _legal_operand(kind: str, total: int, used: set[int], rng: random.Random) ->
     return rng.choice(choices) if choices else None
 
 
-def make_problem(rng: random.Random) -> Problem:
-    """One random problem: 2 or 3 events, maybe one distractor sentence."""
+def make_problem(rng: random.Random, event_counts: tuple[int, ...] = (2, 3),
+                 distractor_share: float = DISTRACTOR_SHARE) -> Problem:
+    """One random problem: one of `event_counts` events, maybe (`distractor_share`) one distractor sentence."""
     while True:
         name, pronoun, obj = rng.choice(PEOPLE)
         items = rng.choice(ITEMS)
         start = rng.randint(2, 12)
-        n_events = rng.choice((2, 3))
+        n_events = rng.choice(event_counts)
         total, ops, kinds_used, sentences, used = start, [], [], [], {start}
         for _ in range(n_events):
             kinds = list(EVENTS)
@@ -157,7 +158,7 @@ def make_problem(rng: random.Random) -> Problem:
         if len(ops) < n_events:
             continue
         sentences.insert(0, rng.choice(STARTS).format(name=name, a=start, items=items))
-        distractor = rng.random() < DISTRACTOR_SHARE
+        distractor = rng.random() < distractor_share
         if distractor:
             other = rng.choice([p[0] for p in PEOPLE if p[0] != name])
             other_items = rng.choice([i for i in ITEMS if i != items])
@@ -169,47 +170,87 @@ def make_problem(rng: random.Random) -> Problem:
         return Problem(" ".join(sentences), start, tuple(ops), total, distractor, tuple(kinds_used))
 
 
-def split_of(question: str) -> str:
-    """Which split a question belongs to, from a hash of its text (so splits are disjoint)."""
-    bucket = int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % 100
-    if bucket < 2:
-        return "test"
-    if bucket < 6:
-        return "train"
-    return "sft"
+@dataclass(frozen=True)
+class TaskWorld:
+    """A generated world of word problems: its seed, its stories' shape and its splits.
 
+    A question's split is decided by a hash of its text (``buckets``: each split
+    takes the hash buckets 0..99 below its bound, in order), so no question is
+    in two splits; a split holds the first ``sizes`` problems of its kind in
+    generation order, identical on every machine.
+    """
 
-def iter_split(split: str) -> Iterator[Problem]:
-    """The problems of one split, in generation order, without end (identical on every machine)."""
-    if split not in SPLITS:
-        raise ValueError(f"unknown toy split {split!r} (expected one of {', '.join(SPLITS)})")
-    rng = random.Random(WORLD_SEED)
-    seen: set[str] = set()
-    while True:
-        problem = make_problem(rng)
-        if problem.question not in seen:
-            seen.add(problem.question)
-            if split_of(problem.question) == split:
+    name: str
+    seed: int
+    buckets: tuple[tuple[str, int], ...]       # (split, upper bound of its hash buckets), bounds ascending
+    sizes: tuple[tuple[str, int], ...]         # (split, number of problems)
+    event_counts: tuple[int, ...] = (2, 3)
+    distractor_share: float = DISTRACTOR_SHARE
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(split for split, _ in self.sizes)
+
+    def size(self, split: str) -> int:
+        return dict(self.sizes)[split]
+
+    def split_of(self, question: str) -> str:
+        """Which split a question belongs to, from a hash of its text (so splits are disjoint)."""
+        bucket = int(hashlib.sha256(question.encode()).hexdigest()[:8], 16) % 100
+        return next(split for split, bound in self.buckets if bucket < bound)
+
+    def problems(self) -> Iterator[Problem]:
+        """Every distinct problem of the world, in generation order, without end."""
+        rng = random.Random(self.seed)
+        seen: set[str] = set()
+        while True:
+            problem = make_problem(rng, self.event_counts, self.distractor_share)
+            if problem.question not in seen:
+                seen.add(problem.question)
                 yield problem
+
+    def iter_split(self, split: str) -> Iterator[Problem]:
+        """The problems of one split, in generation order, without end."""
+        if split not in self.splits:
+            raise ValueError(f"unknown {self.name} split {split!r} (expected one of {', '.join(self.splits)})")
+        return (problem for problem in self.problems() if self.split_of(problem.question) == split)
+
+    def load(self, split: str, *, n: int | None = None, seed: int = 42,
+             data_file: str | Path | None = None) -> LoadedData:
+        """``--dataset <name>``: the generated split (or a local file in GSM8K's schema), in seeded order."""
+        if data_file:
+            rows = read_data_file(data_file)
+            check_fields(rows, ("question", "answer"), str(data_file), self.name)
+        elif split in self.splits:
+            rows = [problem.row() for problem in generate_split(split, self)]
+        else:
+            raise ConfigError(f"{self.name} has splits {', '.join(self.splits)} (got {split!r})", setting="split")
+        return select_examples(rows, seeded_order(len(rows), seed), n=n, gold=gsm8k_gold,
+                               question=lambda row: str(row.get("question") or "").strip(),
+                               meta=lambda i, row: {"dataset": self.name, "split": split, "source_index": i})
+
+
+TOY = TaskWorld("toy", WORLD_SEED, (("test", 2), ("train", 6), ("sft", 100)), tuple(SPLIT_SIZES.items()))
+
+
+def split_of(question: str) -> str:
+    """Which toy split a question belongs to."""
+    return TOY.split_of(question)
+
+
+def iter_split(split: str, world: TaskWorld = TOY) -> Iterator[Problem]:
+    """The problems of one split of `world`, in generation order, without end (identical on every machine)."""
+    return world.iter_split(split)
 
 
 @lru_cache(maxsize=None)
-def generate_split(split: str) -> tuple[Problem, ...]:
-    """The fixed problems of one split (SPLIT_SIZES of them)."""
-    return tuple(islice(iter_split(split), SPLIT_SIZES[split]))
+def generate_split(split: str, world: TaskWorld = TOY) -> tuple[Problem, ...]:
+    """The fixed problems of one split of `world` (its size of them)."""
+    return tuple(islice(world.iter_split(split), world.size(split)))
 
 
 @register_dataset("toy")
 def load_toy(split: str, *, n: int | None = None, seed: int = 42,
              data_file: str | Path | None = None) -> LoadedData:
     """``--dataset toy``: the generated split (or a local file in GSM8K's schema), in seeded order."""
-    if data_file:
-        rows = read_data_file(data_file)
-        check_fields(rows, ("question", "answer"), str(data_file), "toy")
-    elif split in SPLITS:
-        rows = [problem.row() for problem in generate_split(split)]
-    else:
-        raise ConfigError(f"toy has splits {', '.join(SPLITS)} (got {split!r})", setting="split")
-    return select_examples(rows, seeded_order(len(rows), seed), n=n, gold=gsm8k_gold,
-                           question=lambda row: str(row.get("question") or "").strip(),
-                           meta=lambda i, row: {"dataset": "toy", "split": split, "source_index": i})
+    return TOY.load(split, n=n, seed=seed, data_file=data_file)

@@ -37,8 +37,9 @@ from tqdm import tqdm
 
 from masprm.graph import MASGraph
 from masprm.models.tiny import IM_END, build_tokenizer, random_qwen2
-from masprm.toy.task import Problem, iter_split
-from masprm.toy.transcripts import corpus_lines, training_turns, worked_steps
+from masprm.toy.task import Problem
+from masprm.toy.transcripts import worked_steps
+from masprm.toy.worlds import WORLDS, World
 
 NUMBER_TOKENS = 100  # "0" .. "99" are single tokens
 
@@ -66,13 +67,14 @@ class PolicySpec:
     drill_batch_size: int = 128
     n_problems: int = 24000
     seed: int = 0
+    target_noise: float = 0.0         # share of SFT transcripts with an early mistake the team follows (toy_deep)
 
 
 # --------------------------------------------------------------------------- data
 
 
-def build_policy_tokenizer(problems: Sequence[Problem], graph: MASGraph, vocab_size: int):
-    tokenizer = build_tokenizer(corpus_lines(problems, graph), vocab_size=vocab_size)
+def build_policy_tokenizer(problems: Sequence[Problem], graph: MASGraph, vocab_size: int, world: World | None = None):
+    tokenizer = build_tokenizer((world or WORLDS["toy"]).corpus_lines(problems, graph), vocab_size=vocab_size)
     tokenizer.add_tokens([str(i) for i in range(NUMBER_TOKENS)])
     return tokenizer
 
@@ -169,14 +171,15 @@ def lr_at(spec: PolicySpec, step: int) -> float:
 
 
 def train_policy(out_dir: str | Path, graph: MASGraph, spec: PolicySpec = PolicySpec(), *,
-                 log: Callable[[str], None] = print) -> dict:
-    """Train and save the policy into out_dir; returns training statistics."""
+                 world: World | None = None, log: Callable[[str], None] = print) -> dict:
+    """Train and save the policy of `world` (default: the toy world) into out_dir; returns training statistics."""
     started, cpu_started = time.time(), time.process_time()
+    world = world or WORLDS["toy"]
     torch.manual_seed(spec.seed)
     rng = random.Random(spec.seed)
-    problems = list(islice(iter_split("sft"), spec.n_problems))
-    tokenizer = build_policy_tokenizer(problems, graph, spec.vocab_size)
-    turns = list(training_turns(problems, graph, seed=spec.seed))
+    problems = list(islice(world.task.iter_split("sft"), spec.n_problems))
+    tokenizer = build_policy_tokenizer(problems, graph, spec.vocab_size, world)
+    turns = list(world.training_turns(problems, graph, spec.seed, spec.target_noise))
     encoded = encode_turns(tokenizer, [(messages, output) for _, messages, output in turns])
     repeats = [spec.turn_repeats[agent] if agent < len(spec.turn_repeats) else 1 for agent, _, _ in turns]
     examples = [ex for ex, r in zip(encoded, repeats) for _ in range(r)]

@@ -30,7 +30,7 @@ during search.
 from __future__ import annotations
 
 import random
-from typing import Iterable, Iterator
+from typing import Iterable, Iterator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.toy.task import Problem, apply_op
@@ -106,10 +106,17 @@ def training_turns(problems: Iterable[Problem], graph: MASGraph,
     rng = random.Random(seed)
     for problem in problems:
         outputs = reference_outputs(problem, rng)
-        state = graph.start(problem.question)
-        for agent in graph.topo_order:
-            yield agent, state.messages(agent), outputs[agent]
-            state = state.decide(agent, outputs[agent])
+        yield from rendered_turns(graph, problem.question, [outputs[agent] for agent in graph.topo_order])
+
+
+def rendered_turns(graph: MASGraph, question: str,
+                   outputs: Sequence[str]) -> Iterator[tuple[int, list[dict[str, str]], str]]:
+    """(agent, chat messages, output) for each agent of a transcript (outputs in team order), its prompt
+    rendered through the graph exactly as search renders it."""
+    state = graph.start(question)
+    for agent, output in zip(graph.topo_order, outputs):
+        yield agent, state.messages(agent), output
+        state = state.decide(agent, output)
 
 
 def corpus_lines(problems: Iterable[Problem], graph: MASGraph) -> Iterator[str]:

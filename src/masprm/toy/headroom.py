@@ -1,0 +1,262 @@
+"""Headroom gates of a toy world: how much room a process scorer has, measured with the oracle scorers.
+
+    python -m masprm.toy.headroom --world toy_deep --split dev --out results/toy_deep_headroom.json
+    python -m masprm.toy.headroom --world toy --split train --out results/toy_headroom.json
+
+A world is chosen by these numbers alone (issue 35), never by a learned scorer and never on its test
+split. Every condition runs the world's policy on the same questions with the reference scorers of
+`masprm.search.oracles` (no trained model):
+
+- (a) the process oracle (``oracle_step``) against the outcome oracle (``oracle_outcome``) under MCTS
+  at the demo's budget and settings (10 simulations, 3 children, c_uct 2, temperature 0.7) and under
+  SBS 3x5 (temperature 0.7); and best-of-N with the outcome
+  oracle at the agent samples the process oracle's MCTS used (N = its mean agent samples per question
+  over the team's size, rounded): gate >= 8 points;
+- (b) MCTS guided by an oracle restricted to the first half of the team (the first ``n // 2`` agents)
+  against one restricted to the second half: a restricted oracle sees only the errors that start in
+  its half (a message is wrong for it when it is the transcript's first wrong one and in its half):
+  gate >= 5 points;
+- (c) distinct terminals visited per process-oracle MCTS tree over the simulations: gate >= 0.7;
+- (d) the share of 3-sample groups of the first agent (as one MCTS expansion samples them) that are
+  one text: gate <= 50% (and, beside it, the share whose numbers are one reading).
+
+Paired differences come with 95% bootstrap intervals over questions; ``paired_sd`` is the standard
+deviation of the per-question difference of (a) under MCTS, which sizes a test split
+(`masprm.toy.deep_data.powered_size`).
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+from masprm.checks import check_output_file, check_seeds
+from masprm.cli import ArgumentParser, check, run_cli
+from masprm.config import add_config_args, arg, config_from_args, require_each
+from masprm.eval.methods import METHODS
+from masprm.graph import MASGraph, load_mas_config
+from masprm.io import atomic_write_json
+from masprm.log import get_logger
+from masprm.paired_stats import bootstrap_ci, mde, paired_se
+from masprm.paths import PathText
+from masprm.search.context import SearchContext
+from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
+from masprm.search.expand import propose
+from masprm.search.oracles import STEP_ORACLES
+from masprm.search.settings import BoNSettings, MCTSSettings, SBSSettings, StepOracleSettings
+from masprm.toy.worlds import WORLDS
+
+log = get_logger(__name__)
+HALVES = ("first", "second")
+GATES = {"a_mcts": 0.08, "a_sbs": 0.08, "b": 0.05, "c": 0.7, "d": 0.5}
+TEMPERATURE = 0.7   # the demo's sampling temperature of MCTS, SBS and single passes (masprm.stages.demo)
+
+
+def restricted_oracle(base: str, n_agents: int, half: str) -> Callable[[str, Sequence[str]], list[bool]]:
+    """The step oracle `base` seeing only the errors that start in one half of the team (the first n // 2 agents,
+    or the rest): every message is right for it except the transcript's first wrong one, when in its half."""
+    cut = n_agents // 2
+
+    def oracle(question: str, messages: Sequence[str]) -> list[bool]:
+        right = list(STEP_ORACLES[base](question, messages))
+        first = next((i for i, ok in enumerate(right) if not ok), None)
+        mine = first is not None and (first < cut if half == "first" else first >= cut)
+        return [not (mine and i == first) for i in range(len(right))]
+
+    return oracle
+
+
+def oracle_name(world: str, half: str) -> str:
+    """The registered name of a world's half-restricted oracle (registered on first use)."""
+    name = f"{world}@{half}"
+    if name not in STEP_ORACLES:
+        graph = load_mas_config(WORLDS[world].config)
+        STEP_ORACLES.register(name, restricted_oracle(world, graph.n_agents, half))
+    return name
+
+
+# --------------------------------------------------------------------------- running the conditions
+
+
+@dataclass(frozen=True)
+class Condition:
+    label: str
+    method: str
+    settings: Any
+
+
+def conditions(world: str, sims: int, b1: int, b2: int) -> list[Condition]:
+    mcts = MCTSSettings(n_simulations=sims, max_children=3, c_uct=2.0, mcts_temperature=TEMPERATURE)
+    sbs = SBSSettings(b1=b1, b2=b2, sbs_temperature=TEMPERATURE)
+    out = []
+    for label, method, oracle in (("mcts_step", "mcts_oracle_step", world), ("mcts_outcome", "mcts_oracle_outcome", None),
+                                  ("sbs_step", "sbs_oracle_step", world), ("sbs_outcome", "sbs_oracle_outcome", None),
+                                  *((f"mcts_{h}_half", "mcts_oracle_step", oracle_name(world, h)) for h in HALVES)):
+        instances = {MCTSSettings: mcts, SBSSettings: sbs, StepOracleSettings: StepOracleSettings(oracle or world)}
+        out.append(Condition(label, method, METHODS[method].settings_for(instances)))
+    return out
+
+
+def run_condition(models: Models, graph: MASGraph, cond: Condition, examples: Sequence[Any], seed: int,
+                  batch_size: int) -> list[dict]:
+    """Per question (in order): correct, agent samples, distinct terminals visited."""
+    def job(ex):
+        ctx = SearchContext(models.policy, graph, cond.settings, rng=random.Random(seed + ex.idx),
+                            keys=RequestKeys(seed, ex.idx), example=ex)
+
+        def search():
+            result = yield from METHODS[cond.method].search(ctx, ex)
+            return {"correct": result.prediction is not None and _right(result.prediction, ex.gold),
+                    "agent_runs": ctx.usage.agent_runs, "terminals": result.extra.get("terminal_visited")}
+        return ex.idx, search
+
+    found = {}
+    for idx, record, error in run_batched(models, (job(ex) for ex in examples), batch_size):
+        if error is not None:
+            raise error
+        found[idx] = record
+    return [found[ex.idx] for ex in examples]
+
+
+def _right(prediction: str, gold: str) -> bool:
+    from masprm.answers import is_correct
+    return is_correct(prediction, gold)
+
+
+def first_agent_groups(models: Models, graph: MASGraph, examples: Sequence[Any], seed: int, temperature: float,
+                       batch_size: int, n: int = 3) -> list[list[str]]:
+    """n samples of the first agent per question, as one MCTS expansion draws them."""
+    settings = MCTSSettings()
+
+    def job(ex):
+        ctx = SearchContext(models.policy, graph, settings, keys=RequestKeys(seed, ex.idx), example=ex)
+
+        def search():
+            [cands] = yield from propose(ctx, [graph.start(ex.question)], graph.topo_order[0], n,
+                                         temperature=temperature)
+            return [c.text for c in cands]
+        return ex.idx, search
+
+    found = {idx: texts for idx, texts, _ in run_batched(models, (job(ex) for ex in examples), batch_size)}
+    return [found[ex.idx] for ex in examples]
+
+
+# --------------------------------------------------------------------------- the gates
+
+
+def difference(a: Sequence[bool], b: Sequence[bool], seed: int = 0) -> dict:
+    """Mean of a − b over questions with a 95% bootstrap interval, and the differences' standard deviation."""
+    diffs = [float(x) - float(y) for x, y in zip(a, b)]
+    low, high = bootstrap_ci(diffs, lambda d: sum(d) / len(d), seed=seed)
+    se = paired_se(diffs)
+    return {"diff": sum(diffs) / len(diffs), "ci": [low, high], "sd": se * len(diffs) ** 0.5, "mde": mde(se)}
+
+
+def one_text_share(groups: Sequence[Sequence[str]]) -> dict:
+    same = sum(len(set(g)) == 1 for g in groups)
+    readings = sum(len({tuple(re.findall(r"-?\d+", t)) for t in g}) == 1 for g in groups)
+    return {"one_text": same / len(groups), "one_reading": readings / len(groups)}
+
+
+def gates(runs: dict[str, list[dict]], groups: Sequence[Sequence[str]], n_agents: int, sims: int) -> dict:
+    acc = {label: [r["correct"] for r in rows] for label, rows in runs.items()}
+    samples = {label: sum(r["agent_runs"] for r in rows) / len(rows) for label, rows in runs.items()}
+    trees = [r["terminals"] / sims for r in runs["mcts_step"]]
+    out = {"accuracy": {label: sum(v) / len(v) for label, v in acc.items()}, "agent_samples": samples,
+           "a_mcts": difference(acc["mcts_step"], acc["mcts_outcome"]),
+           "a_sbs": difference(acc["sbs_step"], acc["sbs_outcome"]),
+           "b": difference(acc["mcts_first_half"], acc["mcts_second_half"]),
+           "c": sum(trees) / len(trees), "d": one_text_share(groups)}
+    if "bon_outcome" in acc:
+        out["a_bon"] = difference(acc["mcts_step"], acc["bon_outcome"])
+    out["paired_sd"] = out["a_mcts"]["sd"]
+    out["passed"] = {"a_mcts": out["a_mcts"]["diff"] >= GATES["a_mcts"], "a_sbs": out["a_sbs"]["diff"] >= GATES["a_sbs"],
+                     "b": out["b"]["diff"] >= GATES["b"], "c": out["c"] >= GATES["c"], "d": out["d"]["one_text"] <= GATES["d"]}
+    return out
+
+
+def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], *, seed: int, sims: int = 10,
+            b1: int = 3, b2: int = 5, batch_size: int = 8) -> dict:
+    """Every condition on `examples`, then the gates (a)-(d)."""
+    runs = {}
+    for cond in conditions(world, sims, b1, b2):
+        log.info("headroom: %s on %d questions", cond.label, len(examples))
+        runs[cond.label] = run_condition(models, graph, cond, examples, seed, batch_size)
+    bon_n = max(1, round(sum(r["agent_runs"] for r in runs["mcts_step"]) / len(examples) / graph.n_agents))
+    bon = METHODS["bon_oracle_outcome"].settings_for({BoNSettings: BoNSettings(bon_n=bon_n,
+                                                                                 sbs_temperature=TEMPERATURE)})
+    runs["bon_outcome"] = run_condition(models, graph, Condition("bon_outcome", "bon_oracle_outcome", bon),
+                                        examples, seed, batch_size)
+    groups = first_agent_groups(models, graph, examples, seed, TEMPERATURE, batch_size)
+    return {"world": world, "questions": len(examples), "seed": seed, "simulations": sims, "sbs": [b1, b2],
+            "bon_n": bon_n, **gates(runs, groups, graph.n_agents, sims)}
+
+
+def report_lines(r: dict) -> list[str]:
+    def d(key):
+        x = r[key]
+        return f"{100 * x['diff']:+.1f} points [95% CI {100 * x['ci'][0]:+.1f}, {100 * x['ci'][1]:+.1f}]"
+    mark = {True: "reached", False: "NOT reached"}
+    p = r["passed"]
+    return [f"{r['world']}: {r['questions']} questions, seed {r['seed']}",
+            "accuracy: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["accuracy"].items()),
+            "agent samples / question: " + ", ".join(f"{k} {v:.1f}" for k, v in r["agent_samples"].items()),
+            f"(a) process - outcome oracle, MCTS {r['simulations']} sims: {d('a_mcts')} (>= 8: {mark[p['a_mcts']]})",
+            f"(a) process - outcome oracle, SBS {r['sbs'][0]}x{r['sbs'][1]}: {d('a_sbs')} (>= 8: {mark[p['a_sbs']]})",
+            f"(a) MCTS process oracle - best-of-{r['bon_n']} outcome oracle (equal agent samples): {d('a_bon')}",
+            f"(b) first-half - second-half oracle, MCTS: {d('b')} (>= 5: {mark[p['b']]})",
+            f"(c) distinct terminals per tree / simulations: {r['c']:.2f} (>= 0.7: {mark[p['c']]})",
+            f"(d) 3-sample first-agent groups that are one text: {100 * r['d']['one_text']:.1f}% "
+            f"(<= 50%: {mark[p['d']]}); one reading: {100 * r['d']['one_reading']:.1f}%",
+            f"paired sd of (a) under MCTS: {r['paired_sd']:.4f} (MDE at 80% power over these questions: "
+            f"{100 * r['a_mcts']['mde']:.1f} points)"]
+
+
+@dataclass(frozen=True)
+class HeadroomArgs:
+    world: str = arg("toy_deep", flags=("--world",), help="toy world (toy, toy_deep)")
+    split: str = arg("dev", flags=("--split",), help="never the test split (default dev; the toy world has none: train)")
+    policy: PathText | None = arg(None, flags=("--policy",), help="policy folder (default: the world's build)")
+    n: int | None = arg(None, flags=("--n",), help="questions (default: the whole split)")
+    seed: int = arg(14, flags=("--seed",), help="search seed (and the question order)")
+    simulations: int = arg(10, flags=("--simulations",), help="MCTS simulations (the demo's 10)")
+    batch_size: int = arg(8, flags=("--batch_size",), help="questions in flight")
+    out: PathText = arg("results/toy_deep_headroom.json", flags=("--out",), help="JSON report (a .txt beside it)")
+
+    def __post_init__(self) -> None:
+        require_each(self, ("n", "simulations", "batch_size"), lambda v: v >= 1, "must be at least 1")
+        check_seeds(self)
+
+
+def main() -> int:
+    p = ArgumentParser(description="Headroom gates (a)-(d) of a toy world, with the oracle scorers.")
+    add_config_args(p, HeadroomArgs)
+    args = config_from_args(HeadroomArgs, p.parse_args())
+    check(args.world in WORLDS, f"--world: {WORLDS.unknown_message(args.world)}")
+    check(args.split != "test", "--split: the headroom gates are measured on dev (or train), never on test")
+    world = WORLDS[args.world]
+    check(args.split in world.task.splits, f"--split: {args.world} has splits {', '.join(world.task.splits)}")
+    check_output_file(args.out, "out")
+    policy_dir = Path(args.policy or Path(world.out) / "policy")
+    check((policy_dir / "config.json").is_file(), f"--policy: {policy_dir} is not a model folder "
+                                                  f"(build it: python -m masprm.toy.build --world {args.world})")
+    from masprm.models import backends   # imports torch: only once the flags are checked
+    from masprm.models.options import ModelOptions
+
+    models = LoadedModels(backends.load_policy(None, str(policy_dir), ModelOptions(device_map="cpu"), setting="policy"))
+    examples = list(world.task.load(args.split, n=args.n, seed=args.seed))
+    report = measure(models, load_mas_config(world.config), args.world, examples, seed=args.seed,
+                     sims=args.simulations, batch_size=args.batch_size)
+    report["policy"], report["split"] = str(policy_dir), args.split
+    atomic_write_json(Path(args.out), report)
+    lines = report_lines(report)
+    Path(args.out).with_suffix(".txt").write_text("\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":
+    run_cli(main)

@@ -1,0 +1,61 @@
+"""The toy worlds, one record each: what a build needs to train, ship and describe a world's policy.
+
+    WORLDS["toy"]        the toy world (masprm.toy.task, configs/toy.yaml), the demo's
+    WORLDS["toy_deep"]   the deep toy world (masprm.toy.deep_task, configs/toy_deep.yaml)
+
+A world names its generated task, its team config, its build folder, its shipped policy folder, the
+toy modules whose code trains its policy (the build fingerprint: `masprm.toy.build`) and the
+functions that write its reference transcripts. Pure Python: no torch import.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+from masprm.graph import MASGraph
+from masprm.registry import Registry
+from masprm.toy import deep_task, transcripts
+from masprm.toy.task import TOY, Problem, TaskWorld
+
+TOY_CODE = Path(__file__).resolve().parent
+Turn = tuple[int, list[dict[str, str]], str]   # (agent, chat messages, target output)
+
+
+@dataclass(frozen=True)
+class World:
+    name: str
+    task: TaskWorld
+    config: str                       # the team the policy learns to play
+    out: str                          # the build's default folder
+    shipped: str                      # the shipped policy's folder name in masprm/toy/
+    sources: tuple[str, ...]          # the toy modules whose code trains the policy (build fingerprint)
+    check_graph: Callable[[MASGraph], None]                     # ValueError for another team
+    reference_outputs: Callable[..., dict[int, str]]            # (problem, rng) -> agent -> output
+    corpus_lines: Callable[[Iterable[Problem], MASGraph], Iterator[str]]
+    training_turns: Callable[[Sequence[Problem], MASGraph, int, float], Iterator[Turn]]   # (.., seed, noise)
+    data_splits: tuple[str, ...]      # the splits written as GSM8K-schema JSONL
+    policy_defaults: tuple[tuple[str, object], ...] = ()   # PolicySpec settings of the world's default build
+
+    @property
+    def shipped_dir(self) -> Path:
+        return TOY_CODE / self.shipped
+
+
+def _toy_turns(problems: Sequence[Problem], graph: MASGraph, seed: int, noise: float) -> Iterator[Turn]:
+    if noise:
+        raise ValueError("the toy world's SFT targets take no noise (target_noise is a toy_deep setting)")
+    return transcripts.training_turns(problems, graph, seed)
+
+
+WORLDS: Registry[World] = Registry("toy world")
+WORLDS.register("toy", World("toy", TOY, "configs/toy.yaml", "artifacts/toy", "shipped_policy",
+                             ("task.py", "transcripts.py", "train_policy.py"), transcripts.check_graph,
+                             transcripts.reference_outputs, transcripts.corpus_lines, _toy_turns, ("train", "test")))
+WORLDS.register("toy_deep", World("toy_deep", deep_task.deep_world(), "configs/toy_deep.yaml", "artifacts/toy_deep",
+                                  "shipped_policy_deep",
+                                  ("task.py", "transcripts.py", "train_policy.py", "deep_task.py"),
+                                  deep_task.check_graph, deep_task.reference_outputs, deep_task.corpus_lines,
+                                  deep_task.training_turns, ("dev", "train"),
+                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 400))))

@@ -1,0 +1,159 @@
+"""The deep toy world: its stories, splits, team transcripts, noisy SFT targets and step labeller."""
+
+import random
+import re
+
+import pytest
+
+from masprm.data import load_examples
+from masprm.graph import load_mas_config
+from masprm.search.oracles import STEP_ORACLES
+from masprm.toy import deep_data, deep_task
+from masprm.toy.deep_label import label_transcript, op_error
+from masprm.toy.deep_data import TOY_DEEP, powered_size
+from masprm.toy.deep_task import check_graph, deep_world, misread, noisy_transcript, training_turns, transcript
+from masprm.toy.task import Problem, apply_op, generate_split
+
+# A hand-made story: 7 apples, buys 5 more (12), the number doubles (24), gives away 4 (20),
+# splits into 4 piles and keeps one (5), finds 9 more (14). Mia's 6 pens are someone else's.
+STORY = Problem("Tom has 7 apples. He buys 5 more. Then the number of apples doubles. He gives away 4. "
+                "He splits them into 4 equal piles and keeps one. He finds 9 more apples. Mia has 6 pens. "
+                "How many apples does Tom have now?", 7, (("+", 5), ("*", 2), ("-", 4), ("/", 4), ("+", 9)),
+                14, True, ("buy", "double", "give", "split", "find"))
+RIGHT = ["Numbers: 7 5 4 4 9", "Plan: 7 +5 *2 -4 /4 +9", "Now 7+5=12.", "Then 12*2=24.", "Next 24-4=20.",
+         "So 20/4=5.", "Now 5+9=14.", "Checked. Answer: 14"]
+
+
+def test_the_hand_made_story_has_the_reference_transcript_written_by_hand():
+    assert STORY.written == (7, 5, 4, 4, 9)
+    assert transcript(STORY) == ["Numbers: 7 5 4 4 9", "Plan: 7 +5 *2 -4 /4 +9", "Now 7+5=12.", "Now 12*2=24.",
+                                 "Now 24-4=20.", "Now 20/4=5.", "Now 5+9=14.", "Checked. Answer: 14"]
+    assert label_transcript(STORY, RIGHT).first_error is None
+    assert label_transcript(STORY, RIGHT).final_correct
+
+
+@pytest.mark.parametrize("messages, first, kind", [
+    # the Reader takes Mia's 6: every later message follows it and is wrong by the story's truth
+    (["Read: 7 5 6 4 9", "Plan: 7 +5 *2 -6 /4 +9", "Now 7+5=12.", "Now 12*2=24.", "Now 24-6=18.", "Now 18/4=4.",
+      "Now 4+9=13.", "Done. Answer: 13"], 0, "distractor"),
+    # the Planner turns "gives away 4" into +4
+    (RIGHT[:1] + ["Ops: 7 +5 *2 +4 /4 +9", "Now 7+5=12.", "Now 12*2=24.", "Now 24+4=28.", "Now 28/4=7.",
+                  "Now 7+9=16.", "Final. Answer: 16"], 1, "wrong_op"),
+    # Op3 slips (24-4=21 is false); Op4 then works on a wrong total
+    (RIGHT[:4] + ["Next 24-4=28.", "So 28/4=7.", "Now 7+9=16.", "Checked. Answer: 16"], 4, "arithmetic"),
+    # Op2 applies the wrong operation (true arithmetic, not the story's step)
+    (RIGHT[:3] + ["Then 12+2=14."], 3, "wrong_input"),
+    # the Verifier misstates the total
+    (RIGHT[:7] + ["Checked. Answer: 15"], 7, "introduced"),
+])
+def test_the_first_wrong_message_of_hand_built_transcripts(messages, first, kind):
+    label = label_transcript(STORY, messages)
+    assert label.first_error == first and label.steps[first].kind == kind and not label.final_correct
+    assert all(step.correct for step in label.steps[:first])
+
+
+def test_the_verifier_repeating_a_wrong_total_missed_it():
+    followed = ["Read: 7 5 6 4 9", "Plan: 7 +5 *2 -6 /4 +9", "Now 7+5=12.", "Now 12*2=24.", "Now 24-6=18.",
+                "Now 18/4=4.", "Now 4+9=13.", "Done. Answer: 13"]
+    assert [s.kind for s in label_transcript(STORY, followed).steps] == [
+        "distractor", "distractor", None, None, "wrong_input", "wrong_input", "wrong_input", "missed"]
+
+
+def test_a_repaired_transcript_and_an_unfinished_one():
+    repaired = label_transcript(STORY, RIGHT[:4] + ["Next 24-4=21.", "So 20/4=5.", "Now 5+9=14.",
+                                                    "Checked. Answer: 14"])
+    assert repaired.first_error == 4 and repaired.steps[5].correct and repaired.final_correct and repaired.repaired
+    partial = label_transcript(STORY, RIGHT[:3])
+    assert partial.first_error is None and not partial.final_correct and len(partial.steps) == 3
+    with pytest.raises(ValueError, match="at most 8 messages"):
+        label_transcript(STORY, RIGHT + ["Answer: 14"])
+
+
+def test_op_messages_that_cannot_be_read():
+    assert op_error(STORY, 0, "Now twelve.") == "no_equation"
+    assert op_error(STORY, 0, "Now 7+5=12, 12*2=24.") == "extra"
+    assert op_error(STORY, 4, "Now 5+9=14.") is None
+
+
+def test_the_step_oracle_finds_dev_stories_by_their_question():
+    problem = generate_split("dev", TOY_DEEP)[0]
+    oracle = STEP_ORACLES["toy_deep"]
+    assert oracle(problem.question, transcript(problem)[:3]) == [True, True, True]
+    wrong = transcript(problem)
+    wrong[0] = "Read: 99"
+    assert oracle(problem.question, wrong)[0] is False
+
+
+def test_stories_have_k_events_running_totals_in_range_and_the_gold_they_compute():
+    for k in deep_task.DESIGNS:
+        for p in generate_split("dev", deep_world(k)):
+            assert len(p.ops) == k
+            total = p.start
+            for op, n in p.ops:
+                total = apply_op(total, op, n)
+                assert 1 <= total <= 50
+            assert total == p.answer and p.question.endswith("?")
+            assert label_transcript(p, transcript(p, random.Random(1))).first_error is None
+
+
+def test_splits_are_disjoint_sized_and_assigned_by_hash():
+    sizes = dict(TOY_DEEP.sizes)
+    assert sizes["test"] == (0 if deep_data.DEV_PAIRED_SD is None else powered_size(deep_data.DEV_PAIRED_SD))
+    questions = {}
+    for split in ("dev", "train", "test"):
+        problems = generate_split(split, TOY_DEEP)
+        assert len(problems) == sizes[split] == len({p.question for p in problems})
+        assert split == "test" or len(problems) == {"dev": 300, "train": 400}[split]
+        assert all(TOY_DEEP.split_of(p.question) == split for p in problems)
+        questions[split] = {p.question for p in problems}
+    assert not (questions["dev"] & questions["train"] or questions["dev"] & questions["test"]
+                or questions["train"] & questions["test"])
+    first_sft = next(TOY_DEEP.iter_split("sft"))
+    assert all(first_sft.question not in qs for qs in questions.values())
+
+
+def test_the_power_computation_by_hand():
+    # (1.959964 + 0.841621)^2 = 7.848879; x 0.25^2 / 0.025^2 = 784.89 -> 785 questions
+    assert powered_size(0.25) == 785
+    # sd 0.30 for an MDE of 3 points: the same 784.89 questions
+    assert powered_size(0.30, 0.03) == 785
+    assert powered_size(0.25, 0.05) == 197   # 196.2
+
+
+def test_the_dataset_is_registered_with_its_splits():
+    loaded = load_examples("toy_deep", "dev", n=5, seed=3)
+    assert len(loaded) == 5 and {ex.meta["dataset"] for ex in loaded} == {"toy_deep"}
+    dev = {p.question for p in generate_split("dev", TOY_DEEP)}
+    assert all(ex.question in dev and re.fullmatch(r"#### \d+", "#### " + ex.gold.split()[-1]) for ex in loaded)
+    with pytest.raises(Exception, match="toy_deep has splits sft, dev, train, test"):
+        load_examples("toy_deep", "validation")
+
+
+def test_the_team_config_and_its_turns():
+    graph = load_mas_config("configs/toy_deep.yaml")
+    check_graph(graph)
+    check_graph(load_mas_config("configs/toy_deep3.yaml"))
+    with pytest.raises(ValueError, match="Reader -> Planner -> Op1"):
+        check_graph(load_mas_config("configs/toy.yaml"))
+    turns = list(training_turns([STORY], graph, seed=0))
+    assert [agent for agent, _, _ in turns] == list(range(8))
+    _, messages, output = turns[4]   # Op3 reads the plan and Op2's message, nothing else
+    assert messages[0]["content"].startswith("Op3:")
+    assert re.fullmatch(r"\w+: 7 \+5 \*2 -4 /4 \+9\n\n\w+ 12\*2=24\.", messages[1]["content"])
+    assert re.fullmatch(r"\w+ 24-4=20\.", output)
+
+
+def test_noisy_targets_misread_early_and_the_team_follows():
+    rng = random.Random(0)
+    for _ in range(50):
+        numbers, start, ops = misread(STORY, rng)
+        assert numbers != list(STORY.written) and sum(a != b for a, b in zip(numbers, STORY.written)) == 1
+        assert start == numbers[0] and ops[1] == ("*", 2)   # "doubles" writes no number: its 2 is never misread
+    counts = {None: 0, 0: 0, 1: 0}
+    for _ in range(2000):
+        label = label_transcript(STORY, noisy_transcript(STORY, rng, 0.2))
+        counts[label.first_error] += 1
+        assert label.first_error in (None, 0, 1)   # the later agents faithfully follow what they are given
+    # P(no error) = 0.8^2 = 0.64, P(Reader) = 0.2, P(Planner first) = 0.8 x 0.2 = 0.16
+    assert abs(counts[None] / 2000 - 0.64) < 0.04 and abs(counts[0] / 2000 - 0.2) < 0.03
+    assert all(label_transcript(STORY, noisy_transcript(STORY, rng, 0.0)).first_error is None for _ in range(20))

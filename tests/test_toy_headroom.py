@@ -1,0 +1,99 @@
+"""Headroom gates: half-restricted oracles on hand-built transcripts, the gate arithmetic by hand, and the
+whole measurement on a tiny setting with a scripted team (the Reader misreads in one sample of three)."""
+
+import re
+
+import pytest
+
+from masprm.graph import load_mas_config
+from masprm.search.engine import LoadedModels
+from masprm.toy import headroom
+from masprm.toy.deep_label import story_of
+from masprm.toy.deep_task import op_text, planner_text, reader_text, verifier_text
+from masprm.toy.task import apply_op
+from masprm.toy.worlds import WORLDS
+from test_toy_deep import RIGHT, STORY
+
+
+@pytest.fixture
+def story_oracle(monkeypatch):
+    """The deep world's step oracle, knowing the hand-made story too."""
+    from masprm.toy import deep_label
+    real = deep_label.story_of
+    monkeypatch.setattr(deep_label, "story_of", lambda q: STORY if q == STORY.question else real(q))
+
+
+def test_a_half_restricted_oracle_sees_only_errors_that_start_in_its_half(story_oracle):
+    first, second = (headroom.restricted_oracle("toy_deep", 8, half) for half in headroom.HALVES)
+    misread = ["Read: 7 5 6 4 9", "Plan: 7 +5 *2 -6 /4 +9", "Now 7+5=12.", "Now 12*2=24.", "Now 24-6=18."]
+    assert first(STORY.question, misread) == [False, True, True, True, True]
+    assert second(STORY.question, misread) == [True] * 5   # the later errors follow the Reader's
+    slip = RIGHT[:4] + ["Next 24-4=28.", "So 28/4=7."]   # Op3 (agent 4 of 8: second half) slips
+    assert first(STORY.question, slip) == [True] * 6
+    assert second(STORY.question, slip) == [True, True, True, True, False, True]
+    assert first(STORY.question, RIGHT) == second(STORY.question, RIGHT) == [True] * 8
+
+
+def test_the_gate_arithmetic_by_hand():
+    d = headroom.difference([True, True, False, True], [False, True, False, False])
+    # differences 1, 0, 0, 1: mean 0.5, sample sd sqrt(1/3) = 0.5774
+    assert d["diff"] == 0.5 and abs(d["sd"] - 0.57735) < 1e-4
+    shares = headroom.one_text_share([["Read: 1 2", "Read: 1 2", "Read: 1 2"], ["Read: 1 2", "Values: 1, 2", "Read: 1 2"],
+                                      ["Read: 1 2", "Read: 3 2", "Read: 1 2"], ["a 5", "b 5", "c 6"]])
+    assert shares == {"one_text": 0.25, "one_reading": 0.5}
+    rows = lambda correct, runs, terms=None: [{"correct": c, "agent_runs": runs, "terminals": terms} for c in correct]
+    runs = {"mcts_step": rows([1, 1, 1, 0], 24, 8), "mcts_outcome": rows([1, 0, 0, 0], 24, 5),
+            "sbs_step": rows([1, 1, 0, 0], 40), "sbs_outcome": rows([1, 1, 0, 0], 40),
+            "mcts_first_half": rows([1, 1, 1, 0], 24, 8), "mcts_second_half": rows([1, 1, 0, 0], 24, 6)}
+    g = headroom.gates(runs, [["x", "y", "z"]] * 4, 8, 10)
+    assert g["a_mcts"]["diff"] == 0.5 and g["a_sbs"]["diff"] == 0 and g["b"]["diff"] == 0.25
+    assert g["c"] == 0.8 and g["d"]["one_text"] == 0
+    assert g["passed"] == {"a_mcts": True, "a_sbs": False, "b": True, "c": True, "d": True}
+
+
+class ScriptedTeam:
+    """A faithful deep team: each agent does its job on what it was given; the Reader's first sample of
+    every call takes one written number plus 1 (a misreading), its others read right. Phrasings by sample."""
+
+    def __init__(self):
+        from conftest import FakePolicy
+        self.policy = FakePolicy(self.respond)
+
+    @staticmethod
+    def respond(messages, k, rng):
+        system, user = messages[0]["content"], messages[1]["content"]
+        role = system.split(":")[0]
+        if role == "Reader":
+            numbers = list(story_of(user).written)
+            if k == 0:
+                numbers[-1] += 1
+            return reader_text(numbers, None).replace("Numbers:", ("Numbers:", "Read:", "Values:")[k % 3])
+        if role == "Planner":
+            story = story_of(user.split("\n\n")[0])
+            read = [int(x) for x in re.findall(r"\d+", user.split("\n\n")[-1])]
+            it = iter(read[1:])
+            ops = [(op, n if kind in ("double", "triple", "half") else next(it, n))
+                   for (op, n), kind in zip(story.ops, story.kinds)]
+            return planner_text(read[0], ops, None) + " " * k
+        if role == "Verifier":
+            return verifier_text(int(re.findall(r"=(-?\d+)", user)[-1])) + "!" * k
+        i = int(role[2:]) - 1
+        plan = re.findall(r"([-+*/])(\d+)", user.split("\n\n")[0].split(" ", 2)[-1])
+        total = int(re.findall(r"=(-?\d+)", user)[-1]) if "=" in user else int(user.split()[1])
+        op, n = plan[i][0], int(plan[i][1])
+        return op_text((total, op, n, apply_op(total, op, n)), None) + " " * k
+
+
+def test_the_measurement_on_a_tiny_setting_with_a_scripted_team():
+    world = WORLDS["toy_deep"]
+    graph = load_mas_config(world.config)
+    team = ScriptedTeam()
+    examples = list(world.task.load("dev", n=3, seed=0))
+    report = headroom.measure(LoadedModels(team.policy), graph, "toy_deep", examples, seed=0, sims=4, b1=2, b2=3)
+    # every misreading is visible to the process oracle at the Reader's step, and to the first-half oracle
+    assert report["accuracy"]["mcts_step"] == report["accuracy"]["sbs_step"] == 1.0
+    assert report["accuracy"]["mcts_first_half"] == 1.0
+    assert report["d"] == {"one_text": 0.0, "one_reading": 0.0}   # three phrasings, one misreading per group
+    assert 0 < report["c"] <= 1 and report["bon_n"] >= 1
+    assert set(report["passed"]) == {"a_mcts", "a_sbs", "b", "c", "d"}
+    assert any("(a) process - outcome oracle, MCTS 4 sims" in line for line in headroom.report_lines(report))

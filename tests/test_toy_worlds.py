@@ -1,0 +1,63 @@
+"""The toy worlds' records: the toy world trains from exactly what it trained from before worlds existed,
+and the deep world builds (a tiny build) from its own team, transcripts and noisy targets."""
+
+import hashlib
+import json
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from masprm.graph import load_mas_config
+from masprm.toy import build as toy_build
+from masprm.toy.task import generate_split
+from masprm.toy.worlds import WORLDS
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def digest(value) -> str:
+    return hashlib.sha256(json.dumps(value).encode()).hexdigest()[:16]
+
+
+def test_the_toy_world_trains_from_the_same_inputs_as_before_it_became_a_world_record():
+    """The shipped toy policy's fingerprint was renewed without retraining when the toy code was
+    parametrised by world; these digests (computed from the code at 192a954) say its inputs did not move."""
+    world = WORLDS["toy"]
+    graph = load_mas_config(ROOT / "configs/toy.yaml")
+    sft = generate_split("sft")
+    assert digest([p.row() for p in sft]) == "9945d43113b07f35"
+    assert digest([p.row() for p in generate_split("test")]) == "f9f1ef9f9ba2ab0d"
+    assert digest(list(world.training_turns(sft[:500], graph, 0, 0.0))) == "6cfbbe717c0517b2"
+    assert digest(list(world.corpus_lines(sft[:500], graph))) == "1d41dc437023a839"
+    with pytest.raises(ValueError, match="no noise"):
+        list(world.training_turns(sft[:1], graph, 0, 0.1))
+
+
+def test_each_world_has_its_own_build_folder_config_and_shipped_policy():
+    toy, deep = WORLDS["toy"], WORLDS["toy_deep"]
+    assert (toy.out, toy.config, toy.shipped) == ("artifacts/toy", "configs/toy.yaml", "shipped_policy")
+    assert (deep.out, deep.config, deep.shipped) == ("artifacts/toy_deep", "configs/toy_deep.yaml",
+                                                     "shipped_policy_deep")
+    assert "deep_task.py" in deep.sources and "deep_task.py" not in toy.sources
+    with pytest.raises(Exception, match="unknown toy world"):
+        WORLDS["toy_deeper"]
+
+
+@pytest.mark.slow
+def test_a_tiny_deep_build_trains_on_its_team_and_records_its_noise(tmp_path):
+    from masprm.toy.train_policy import PolicySpec
+
+    spec = PolicySpec(vocab_size=400, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
+                      intermediate_size=64, steps=3, batch_size=8, warmup=2, drill_every=2, drill_batch_size=8,
+                      n_problems=40, target_noise=0.2)
+    manifest = toy_build.build_toy_world(tmp_path / "w", config=ROOT / "configs/toy_deep.yaml", spec=spec,
+                                         world="toy_deep", log=lambda m: None)
+    assert manifest["source"] == "trained" and manifest["spec"]["target_noise"] == 0.2
+    assert sorted(manifest["data"]) == ["dev", "train"]   # the test split is not written out
+    assert (tmp_path / "w/policy/model.safetensors").is_file()
+    again = toy_build.build_toy_world(tmp_path / "w", config=ROOT / "configs/toy_deep.yaml", spec=spec,
+                                      world="toy_deep", log=lambda m: None)
+    assert again == manifest   # cached: same settings and code
+    other = toy_build.fingerprint(asdict(spec), (ROOT / "configs/toy_deep.yaml").read_text(), WORLDS["toy"].sources)
+    assert other != manifest["fingerprint"]   # the deep world's code is part of its key
