@@ -10,6 +10,10 @@ the ratio old / new (above 1: the new path is faster):
     verdict read     gORM/gPRM's P(yes), P(no) of every record's transcript in batches of 16, with answers
                      of one token each (the first tokens of " yes" and " no": the tiny tokenizer splits
                      them): a row per answer (old) or one row per transcript (new)
+    biprm encode     BiPRM's two streams of every transcript: each stream tokenised whole (old) or the
+                     parts tokenised once and laid out twice (new)
+    implicit encode  the implicit scorer's tokens and each token's step: the steps tokenised again to
+                     count them (old) or once (new)
 
     python bench/bench_objectives.py [--threads N] [--records R] [--epochs E] [--repeats K]
 """
@@ -23,8 +27,10 @@ import tempfile
 import torch
 
 import masprm.train.implicit as implicit
+from masprm.models.bidirectional import two_streams
 from masprm.models.generative_verifier import (answer_ids, answer_log_probs, answer_rows, question_ids,
                                                question_tokens, verdict_log_probs, verdict_rows)
+from masprm.models.implicit_reward import encode_step_tokens, step_of_tokens
 from masprm.models.loading import load_tokenizer
 from masprm.models.text_encoder import TextEncoder
 from masprm.models.token_scorer import load_causal_lm, separator_token_id
@@ -104,11 +110,38 @@ def implicit_train(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path
             ("implicit train, loss", timed(loss_reads, args.repeats), new_loss)]
 
 
+def tiny_encoder(model: pathlib.Path) -> TextEncoder:
+    tokenizer = load_tokenizer(str(model), False, padding_side="right", setting="model_id")
+    return TextEncoder(tokenizer, separator_token_id(tokenizer, "</step>"), 512, 0, style="steps")
+
+
+def encodings(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
+              args) -> list[tuple[str, float, float]]:
+    """(row, old, new) seconds to tokenise every transcript (x20) for BiPRM and for the implicit scorer."""
+    encoder, records = tiny_encoder(model), step_records(args.records) * 20
+
+    def old_streams():
+        for r in records:
+            steps = r["completions"]
+            encoder.encode_steps(r["prompt"], steps)[0], encoder.encode_steps(r["prompt"], steps[::-1])[0]
+
+    def old_token_steps():
+        for r in records:
+            ids, _ = encoder.encode_steps(r["prompt"], r["completions"])
+            chunks = encoder.tokenizer(r["completions"], add_special_tokens=False)["input_ids"]
+            step_of_tokens(ids, encoder.sep_id, sum(len(c) + 1 for c in chunks))
+    return [("biprm encode", timed(old_streams, args.repeats),
+             timed(lambda: [two_streams(encoder, r["prompt"], r["completions"]) for r in records], args.repeats)),
+            ("implicit encode", timed(old_token_steps, args.repeats),
+             timed(lambda: [encode_step_tokens(encoder, r["prompt"], r["completions"]) for r in records],
+                   args.repeats))]
+
+
 def verdict_read(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
                  args) -> list[tuple[str, float, float]]:
     """(row, old, new) seconds to read both answers' log-probs after every transcript."""
-    tokenizer = load_tokenizer(str(model), False, padding_side="right", setting="model_id")
-    encoder = TextEncoder(tokenizer, separator_token_id(tokenizer, "</step>"), 512, 0, style="steps")
+    encoder = tiny_encoder(model)
+    tokenizer = encoder.tokenizer
     lm = load_causal_lm(str(model), n_tokens=len(tokenizer), pad_token_id=tokenizer.pad_token_id).eval()
     asked = question_tokens(tokenizer)
     contexts = [question_ids(encoder, r["prompt"], r["completions"], asked) for r in step_records(args.records)]
@@ -145,7 +178,7 @@ def main() -> int:
         data.write_text("".join(json.dumps(r) + "\n" for r in step_records(args.records)), encoding="utf-8")
         print(f"{args.records} records, {args.epochs} epochs, {torch.get_num_threads()} thread(s)")
         print(f"{'case':<26} | {'old s':>7} | {'new s':>7} | {'old / new':>9}")
-        for case in (implicit_train, verdict_read):
+        for case in (implicit_train, verdict_read, encodings):
             for label, old, new in case(folder, model, data, args):
                 print(f"{label:<26} | {old:>7.3f} | {new:>7.3f} | {old / new:>9.2f}")
     return 0

@@ -80,7 +80,7 @@ class HFScorer:
             return []
         encoded = self.encode_rows(texts)
         ids = [x for x, _ in encoded]
-        self.last_tokens = [len(x) for x in ids]   # per text, so a shared batch is counted per example
+        self.last_tokens = [self.tokens_fed(row) for row in encoded]   # per text: a shared batch counts per example
         self.tokens_seen += sum(self.last_tokens)
         # Batch texts of similar length together to cut padding; results go back in input order.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
@@ -100,6 +100,10 @@ class HFScorer:
     def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
         """Each text's token ids (an empty text still gets a row) and what `batch_values` needs besides."""
         return [(x or [self.pad_id], None) for x in self.encoder.encode(texts)]
+
+    def tokens_fed(self, row: tuple[list[int], Any]) -> int:
+        """The tokens the model reads for one `encode_rows` row (usage accounting)."""
+        return len(row[0])
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:
@@ -231,6 +235,9 @@ class BiprmScorer(HFScorer):
                                  f"{self.min_steps} (use it with best-of-N --step_agg last)", setting=self.setting)
             rows.append(two_streams(self.encoder, text.prompt, steps))
         return rows
+
+    def tokens_fed(self, row: tuple[list[int], Any]) -> int:
+        return len(row[0]) + len(row[1])   # both streams are read
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:
