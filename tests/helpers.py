@@ -183,13 +183,13 @@ def write_jsonl(path: Path, records: list[dict]) -> Path:
 
 
 def train_tiny(tmp: Path, model: Path, mode: str, seed: int, scheme: str = "mc", **overrides):
-    """A scorer of `mode` trained for two optimizer steps on 16 scripted step records of `scheme`."""
+    """A scorer of `mode` trained (two optimizer steps unless `overrides` say) on 16 scripted step records of `scheme`."""
     from masprm.train import train_scorer
 
     rng = random.Random(seed)
     records = [{**step_record(rng), "meta": {"label_scheme": scheme}} for _ in range(16)]
-    return train_scorer(config(tmp, write_jsonl(tmp / "s.jsonl", records), model, mode, max_steps=2, eval_steps=2,
-                               **overrides))
+    return train_scorer(config(tmp, write_jsonl(tmp / "s.jsonl", records), model, mode,
+                               **{"max_steps": 2, "eval_steps": 2, **overrides}))
 
 
 def first_eval_batch(result, collator) -> tuple[dict, Any, dict]:

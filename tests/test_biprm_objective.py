@@ -58,6 +58,29 @@ def test_the_reversed_stream_reads_the_steps_backwards():
     assert "biprm" in MODES and OBJECTIVES["biprm"].heads(None) == 2
 
 
+class CountingTokenizer(WordTokenizer):
+    def __init__(self):
+        super().__init__()
+        self.calls = 0
+
+    def __call__(self, text, add_special_tokens=False):
+        self.calls += 1
+        return super().__call__(text, add_special_tokens)
+
+
+def test_both_streams_and_the_implicit_token_steps_tokenise_each_part_once():
+    from masprm.models.bidirectional import two_streams
+    from masprm.models.implicit_reward import encode_step_tokens
+
+    encoder = TextEncoder(CountingTokenizer(), sep_id=3, max_length=512, max_prompt_length=0, style="steps")
+    q, a, bc = encoder.tokenizer("q")["input_ids"], *encoder.tokenizer(["a", "b c"])["input_ids"]
+    encoder.tokenizer.calls = 0
+    assert two_streams(encoder, "q", ["a", "b c"]) == (q + a + [3] + bc + [3], q + bc + [3] + a + [3])
+    assert encoder.tokenizer.calls == 2   # the prompt, then the steps in one call
+    assert encode_step_tokens(encoder, "q", ["a", "b c"]) == (q + a + [3] + bc + [3], [-1, 0, -1, 1, 1, -1])
+    assert encoder.tokenizer.calls == 4
+
+
 @pytest.mark.slow
 def test_a_trained_biprm_reranks_finished_transcripts_and_refuses_partial_ones(tmp_path, tiny_model_dir):
     from masprm.models.scorer import BiprmScorer, load_scorer
@@ -75,6 +98,9 @@ def test_a_trained_biprm_reranks_finished_transcripts_and_refuses_partial_ones(t
     text = example["text"]
     assert scorer.score_batch([join_steps(text.prompt, text.steps, SEP)])[0] == pytest.approx(2 * p.item() - 1,
                                                                                                abs=1e-5)
+    # both streams are read: the usage counts the tokens of both
+    forward, backward = example["input_ids"], example["reversed_ids"]
+    assert len(forward) == len(backward) and scorer.last_tokens == [2 * len(forward)]
     with pytest.raises(ModelError, match="re-ranks finished transcripts, and this one has 1 step") as err:
         scorer.score_batch([join_steps(text.prompt, text.steps[:1], SEP)])
     assert "\n" not in str(err.value)

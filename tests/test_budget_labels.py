@@ -79,7 +79,8 @@ def test_uniform_spreads_the_budget_and_pools_the_rollouts_with_the_tree_values(
     # plan B and solve B: -1 with one loss each: -2 / 2 = -1. The last step is the path's own outcome.
     labels, ctx, source = labels_of("mc_rollouts_uniform", BudgetSettings(rollout_budget=7))
     a = pytest.approx
-    assert labels == [[a(0.4), a(2.5 / 3), a(0.75), 1.0], [a(0.4), a(2.5 / 3), a(0.75), -1.0], [a(0.4), -1.0, -1.0, -1.0]]
+    assert labels == [[a(0.4), a(2.5 / 3), a(0.75), 1.0], [a(0.4), a(2.5 / 3), a(0.75), -1.0],
+                      [a(0.4), -1.0, -1.0, -1.0]]
     assert (ctx.notes["rollouts"], ctx.notes["prefixes"]) == (7, 5)
     # agent runs: read 2 x 3 agents to speak, plan A 2 x 2, solve A 1, plan B 1 x 2, solve B 1
     assert source.usage.agent_runs == 6 + 4 + 1 + 2 + 1

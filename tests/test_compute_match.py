@@ -33,3 +33,68 @@ def test_each_search_gets_the_largest_setting_that_fits():
 def test_a_budget_below_every_setting_leaves_the_search_out():
     assert matched_setting({(1, 1): 4.4}, SBS_GRID, 4) is None
     assert matched_setting({}, MCTS_GRID, 24) is None
+
+
+def test_sbs_samples_by_hand():
+    from masprm.toy.compute_match import sbs_samples
+    # each kept beam proposes B2 of every agent; min(B1, proposed) beams are kept
+    assert sbs_samples(1, 1) == 4 and sbs_samples(1, 6) == 24
+    assert sbs_samples(3, 5) == 5 + 15 + 15 + 15 == 50
+    assert sbs_samples(2, 3) == 3 + 6 + 6 + 6 == 21
+    assert sbs_samples(4, 2) == 2 + 4 + 8 + 8 == 22
+    assert sbs_samples(3, 1) == 4                                   # one candidate: one beam whatever B1
+
+
+def test_the_plan_gives_each_scorers_mcts_its_own_setting():
+    from masprm.toy.compute_match import sweep_plan
+    sbs = {(1, 1): 4.0, (1, 2): 8.0, (2, 2): 14.0, (1, 6): 24.0}
+    mcts = {"masprm": {1: 13.75, 9: 21.3, 10: 24.5}, "orm": {1: 12.0, 8: 21.35}}
+    plan = sweep_plan(sbs, mcts, budgets=(4, 12, 24))
+    assert plan[4] == {("bon", "orm"): {"bon_n": 1, "step_agg": "last"}, ("sbs", "masprm"): {"b1": 1, "b2": 1},
+                       ("sbs", "orm"): {"b1": 1, "b2": 1}, ("mcts", "masprm"): None, ("mcts", "orm"): None}
+    # 12: SBS 1 x 2 (8.0; 2 x 2's 14.0 is over); the MASPRM's one simulation (13.75) is over, the ORM's (12.0) not
+    assert plan[12][("sbs", "orm")] == {"b1": 1, "b2": 2}
+    assert plan[12][("mcts", "masprm")] is None and plan[12][("mcts", "orm")] == {"n_simulations": 1, "max_children": 3}
+    assert plan[24][("mcts", "masprm")] == {"n_simulations": 9, "max_children": 3}   # 10 is 24.5
+    assert plan[24][("mcts", "orm")]["n_simulations"] == 8 and plan[24][("bon", "orm")]["bon_n"] == 6
+
+
+def test_the_measurement_is_read_from_its_logs(tmp_path, capsys):
+    from helpers import write_stage4_log
+    from masprm.toy.compute_match import main, read_measurement
+
+    def log(method, settings, samples, name):
+        manifest = {"condition": method, "seed": 14, "definition": {"method": method, "settings": settings}}
+        write_stage4_log(tmp_path / f"toy_{method}_{name}_policy_14", [], manifest, label=method,
+                         summary={"pass@1": 0.0, "agent_runs_mean": samples})
+    log("sbs_prm", {"b1": 1, "b2": 1}, 4.0, "a")
+    log("sbs_prm", {"b1": 1, "b2": 3}, 12.0, "b")
+    log("mcts_prm", {"n_simulations": 1, "max_children": 3}, 13.75, "c")
+    log("mcts_orm", {"n_simulations": 1, "max_children": 3}, 12.0, "d")
+    log("mcts_orm", {"n_simulations": 1, "max_children": 5}, 20.0, "e")   # another width: not the grid's
+    log("bon_orm", {"bon_n": 8, "step_agg": "last"}, 32.0, "f")           # not measured
+    assert read_measurement(tmp_path) == ({(1, 1): 4.0, (1, 3): 12.0}, {"masprm": {1: 13.75}, "orm": {1: 12.0}})
+    assert main(["--logs_dir", str(tmp_path)]) == 0
+    out = capsys.readouterr().out
+    assert "SBS agent samples per question: 1x1 4.00, 1x3 12.00" in out
+    assert ("12 agent samples: bon + orm: N = 3, sbs + masprm: 1 x 3, sbs + orm: 1 x 3, mcts + masprm: none fits, "
+            "mcts + orm: 1 simulation") in out
+
+
+def test_the_fixed_sweep_is_the_rule_applied_to_the_measurement():
+    from masprm.toy.compute_match import MEASURED_MCTS, MEASURED_SBS, SWEEP, sbs_samples
+    # every setting of both grids was measured; SBS's means are its exact count (the scorer only chooses)
+    assert set(MEASURED_SBS) == set(SBS_GRID) and all(set(m) == set(MCTS_GRID) for m in MEASURED_MCTS.values())
+    assert all(MEASURED_SBS[s] == sbs_samples(*s) for s in SBS_GRID)
+    sbs = {b: {"b1": 1, "b2": b // 4} for b in BUDGETS}   # SBS 1 x B2 samples 4 B2: exactly the budget
+    for budget in BUDGETS:
+        assert SWEEP[budget][("bon", "orm")] == {"bon_n": budget // 4, "step_agg": "last"}
+        assert SWEEP[budget][("sbs", "masprm")] == SWEEP[budget][("sbs", "orm")] == sbs[budget]
+    # MCTS: one simulation already samples 13.75 (MASPRM) / 12.0 (ORM) messages a question, so nothing fits 4
+    # or 8, and only the ORM's one simulation fits 12; at 24 the trees are nearly full (21.85 / 21.75 from 18
+    # / 17 simulations on: the first of the tied counts)
+    assert [SWEEP[b][("mcts", "masprm")] for b in (4, 8, 12)] == [None] * 3
+    assert [SWEEP[b][("mcts", "orm")] for b in (4, 8)] == [None] * 2
+    assert SWEEP[12][("mcts", "orm")] == {"n_simulations": 1, "max_children": 3}
+    assert SWEEP[24][("mcts", "masprm")] == {"n_simulations": 18, "max_children": 3}
+    assert SWEEP[24][("mcts", "orm")] == {"n_simulations": 17, "max_children": 3}

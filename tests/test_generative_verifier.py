@@ -9,7 +9,8 @@ import math
 import pytest
 import torch
 
-from masprm.models.generative_verifier import ANSWERS, answer_log_probs, answer_rows, verdict_score
+from masprm.models.generative_verifier import (ANSWERS, answer_log_probs, answer_rows, verdict_log_probs, verdict_rows,
+                                               verdict_score)
 from masprm.models.text_encoder import TextEncoder
 from masprm.train.generative import VerifierTrainer, verifier_examples
 from masprm.train.objectives import MODES, OBJECTIVES
@@ -36,6 +37,16 @@ def test_the_score_is_p_yes_minus_p_no_with_answers_read_whole():
     # P(yes) = 1/2; P(no) = p(2) p(1 | 2) = 1/3 * 1/2 = 1/6; the score 1/2 - 1/6 = 1/3
     assert log_probs[0].tolist() == pytest.approx([LN(1 / 2), LN(1 / 6)], rel=1e-6)   # log-probs in float32
     assert verdict_score(log_probs).tolist() == pytest.approx([1 / 3], rel=1e-6)
+
+
+def test_answers_of_one_token_are_read_from_one_row_at_the_context_end():
+    batch = verdict_rows([[5], [5, 2]], [[1], [2]], pad_id=0)
+    assert batch["input_ids"].tolist() == [[5, 0], [5, 2]] and batch["answer_at"].tolist() == [0, 1]
+    assert "answer_mask" in verdict_rows([[5]], [YES, NO], pad_id=0)   # a two-token answer: a row per answer
+    # after [5] the logits (0, ln 3, ln 2): P(yes = 1) = 3/6, P(no = 2) = 2/6; after [5, 2] (0, ln 2, 0): 2/4, 1/4
+    log_probs = verdict_log_probs(hand_logits()[1:], batch)
+    assert log_probs.ravel().tolist() == pytest.approx([LN(1 / 2), LN(1 / 3), LN(1 / 2), LN(1 / 4)], rel=1e-6)
+    assert verdict_score(log_probs).tolist() == pytest.approx([1 / 6, 1 / 4], rel=1e-6)
 
 
 class HandModel(torch.nn.Module):
@@ -100,3 +111,16 @@ def test_a_trained_gorm_scores_a_transcript_as_its_trainer_does(tmp_path, tiny_m
     text = example["text"]
     value = scorer.score_batch([join_steps(text.prompt, text.steps, SEP)])[0]
     assert value == pytest.approx(score.item(), abs=1e-5) and -1.0 <= value <= 1.0
+    # the tiny tokenizer splits " yes" and " no" (3 and 2 tokens): a row per answer word; answers of one token
+    # each (their first tokens here) are read from one row per transcript with the same log-probs
+    assert VerifierCollator(0)(result.eval_examples)["input_ids"].shape[0] == 2 * len(result.eval_examples)
+    contexts = [e["input_ids"] for e in result.train_examples + result.eval_examples]   # of several lengths
+    firsts = [a[:1] for a in example["answers"]]
+    new_rows = verdict_rows(contexts, firsts, 0)
+    ids, mask, answers = answer_rows(contexts, firsts, 0)
+    with torch.no_grad():
+        logits = trainer.model(input_ids=new_rows["input_ids"], attention_mask=new_rows["attention_mask"]).logits
+        new = verdict_log_probs(logits, new_rows)
+        old = answer_log_probs(trainer.model(input_ids=ids, attention_mask=mask).logits, ids, answers)
+    assert new_rows["input_ids"].shape[0] == len(contexts) == 16 and ids.shape[0] == 32
+    assert new.ravel().tolist() == pytest.approx(old.ravel().tolist(), rel=1e-5)

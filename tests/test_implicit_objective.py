@@ -95,3 +95,42 @@ def test_a_trained_implicit_scorer_values_prefixes_by_their_partial_sums(tmp_pat
             ref = token_log_probs(trainer.model(input_ids=ids).logits, ids)
         r1 = step_rewards(logp, ref, batch["token_steps"], 0.5)[0, 0].item()
     assert first == pytest.approx(math.tanh(r1 / 2), abs=1e-5)
+
+
+@pytest.mark.slow
+def test_cached_reference_log_probs_train_as_recomputing_them_every_batch(tmp_path, tiny_model_dir, monkeypatch):
+    """pi_ref is read once per record over three epochs and evaluations, and the run's losses, eval
+    metrics and adapter equal those of the old path that re-ran pi_ref on every batch."""
+    from safetensors.torch import load_file
+
+    import masprm.train.implicit as implicit
+
+    class Recomputing(implicit.ImplicitTrainer):   # the old path
+        def cached_reference(self, model, ids, mask):
+            return implicit.reference_log_probs(model, ids, mask)
+
+    rows_read = []
+    reading = implicit.reference_log_probs
+    monkeypatch.setattr(implicit, "reference_log_probs", lambda m, ids, mask: rows_read.append(len(ids)) or
+                        reading(m, ids, mask))
+    runs = {}
+    for name, trainer_cls in (("cached", implicit.ImplicitTrainer), ("recomputed", Recomputing)):
+        monkeypatch.setattr(OBJECTIVES["implicit"], "trainer_cls", trainer_cls)
+        rows_read.clear()
+        (tmp_path / name).mkdir()
+        result = train_tiny(tmp_path / name, tiny_model_dir, "implicit", 7, max_steps=6, eval_steps=3,
+                            implicit_beta=0.5, lr=3e-2)
+        runs[name] = (result, sum(rows_read), load_file(result.output_dir / "adapter_model.safetensors"))
+    (cached, cached_rows, cached_w), (old, old_rows, old_w) = runs["cached"], runs["recomputed"]
+    distinct = {tuple(e["input_ids"]) for e in cached.train_examples + cached.eval_examples}
+    assert len(cached.train_examples) == 15 and cached_rows == len(distinct)   # 6 batches of 8 = 3 epochs
+    assert old_rows == 3 * 15 + 3 * 1   # every train record in each of 3 epochs, the eval record at 3 evaluations
+    losses = [[log[k] for log in run.trainer.state.log_history for k in ("loss", "eval_loss") if k in log]
+              for run in (cached, old)]
+    assert len(losses[0]) == 6 + 2 + 1 and losses[0] == pytest.approx(losses[1], rel=1e-5, abs=1e-6)
+    values = [{k: v for k, v in run.metrics.items() if not k.endswith(("_runtime", "_per_second"))}
+              for run in (cached, old)]
+    assert "eval_loss" in values[0] and values[0] == pytest.approx(values[1], rel=1e-5, abs=1e-6)
+    assert cached_w.keys() == old_w.keys()
+    for key in cached_w:
+        assert torch.allclose(cached_w[key], old_w[key], rtol=1e-4, atol=1e-6), key

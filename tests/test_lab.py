@@ -51,13 +51,20 @@ def test_dry_run_lists_every_scheme_and_method():
     for seed in (7, 99):
         assert out.count(f"--seed {seed} ") == 1 + out.count(f"--seed {seed} --resume")   # its trees, its trainings
         assert f"--out_root results/train_seed_{seed}" in out
-    commands = [line[2:].split() for line in out.splitlines() if line.startswith("$ ")]
+    lab_part, _, sweep_part = out.partition("# the compute-matched sweep")   # the sweep's commands come last
+    commands = [line[2:].split() for line in lab_part.splitlines() if line.startswith("$ ")]
     evals = [c for c in commands if c[1].endswith("compare_sbs_mcts.py")]
     assert set(METHODS) <= {m for c in evals for m in flag(c, "--methods")}
     assert all(flag(c, "--seeds") == ["14", "24", "42"] and flag(c, "--bon_n") == ["8"] for c in evals)
     assert {flag(c, "--step_agg")[0] for c in evals if "bon_prm" in c} == {"min", "last"}
     assert "results/toy_lab.md" in out and "results/toy_lab_claims.txt" in out and "results/toy_lab.png" in out
     assert "# estimated time: " in out and " minutes with --jobs 2 (" in out
+    # the sweep: a line per budget, then its evaluation commands in the lab's logs folder
+    for budget in (4, 8, 12, 24):
+        assert f"#   {budget} agent samples: bon + orm: N = {budget // 4}, " in sweep_part
+    sweep = [line[2:].split() for line in sweep_part.splitlines() if line.startswith("$ ")]
+    assert sweep and all(c[1].endswith("compare_sbs_mcts.py") and flag(c, "--logs_dir") == ["logs/toy_lab"]
+                         for c in sweep)
 
 
 def plan(monkeypatch, tmp_path, **args):
@@ -147,17 +154,18 @@ def test_the_rollout_rows_are_planned_only_with_their_flag_and_change_no_other_c
     # every command of the plan without the flag is the same with it, but the step benchmark's list of scorers
     assert {n: t for n, t in without.items() if n != "stepbench"} == \
         {n: t for n, t in with_rows.items() if n in without and n != "stepbench"}
-    assert set(with_rows) - set(without) == {f"{kind}_{s}-prm{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")
-                                             for kind in ("train", "eval")} | \
-        {f"eval_{s}-prm{seed}{suffix}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7") for suffix in ("_last", "_search")} | \
-        {f"labels_{s}{seed}" for s in ROLLOUT_SCHEMES for seed in ("", "_s7")} | {f"labelbench_{s}" for s in ROLLOUT_SCHEMES}
+    per_seed = ("train_{}-prm", "eval_{}-prm", "eval_{}-prm_last", "eval_{}-prm_search", "labels_{}")
+    added = {name.format(s) + seed if name.startswith("labels") else name.format(s).replace("-prm", f"-prm{seed}")
+             for s in ROLLOUT_SCHEMES for seed in ("", "_s7") for name in per_seed}
+    assert set(with_rows) - set(without) == added | {f"labelbench_{s}" for s in ROLLOUT_SCHEMES}
     for scheme in ROLLOUT_SCHEMES:   # the demo's policy, seeded by the row's training seed
         for seed, name in (("42", f"labels_{scheme}"), ("7", f"labels_{scheme}_s7")):
             cmd = with_rows[name].cmd
             assert flag(cmd, "--rollout-policy") == [demo.POLICY] and flag(cmd, "--seed") == [seed]
         assert with_rows[f"train_{scheme}-prm"].after == (f"labels_{scheme}",)
     # the active scheme ranks by the ensemble row of its seed, trained first
-    for name, seed, after in (("labels_mc_rollouts_active", "", ()), ("labels_mc_rollouts_active_s7", "-s7", ("trees_s7",))):
+    for name, seed, after in (("labels_mc_rollouts_active", "", ()),
+                              ("labels_mc_rollouts_active_s7", "-s7", ("trees_s7",))):
         assert flag(with_rows[name].cmd, "--rollout-ensemble") == [f"checkpoints/toy-lab-mc-ensemble{seed}"]
         assert with_rows[name].after == (*after, f"train_mc-ensemble{seed.replace('-', '_')}")
     assert "--rollout-ensemble" not in with_rows["labels_mc_rollouts_uniform"].cmd
@@ -278,4 +286,47 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     assert "lab: x+prm: label scheme 'x' is not registered" in out and "finished: output already there" in out
     report = (tmp_path / lab.REPORT).read_text()
     assert "| MASPRM | masprm | ppm |" in report and "- not run: x+prm" in report
-    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2   # 2 rows x 4 searches x 2
+    # 2 rows x 4 searches x 2 baselines, and the sweep's 11 comparisons (SBS with either scorer at each of the 4
+    # budgets, the ORM's MCTS at 12 and 24, the MASPRM's at 24), none run here
+    assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2 + 11
+
+
+TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each scorer's MCTS has its own count
+    4: {("bon", "orm"): {"bon_n": 1, "step_agg": "last"}, ("sbs", "masprm"): {"b1": 1, "b2": 1},
+        ("sbs", "orm"): {"b1": 1, "b2": 1}, ("mcts", "masprm"): None, ("mcts", "orm"): None},
+    24: {("bon", "orm"): {"bon_n": 6, "step_agg": "last"}, ("sbs", "masprm"): {"b1": 1, "b2": 6},
+         ("sbs", "orm"): None, ("mcts", "masprm"): {"n_simulations": 9, "max_children": 3},
+         ("mcts", "orm"): {"n_simulations": 8, "max_children": 3}}}
+
+
+def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch, tmp_path):
+    from masprm.stages.lab_estimate import last_value
+    monkeypatch.setattr(lab, "SWEEP", {})
+    without, *_ = plan(monkeypatch, tmp_path, sample_n=5)
+    monkeypatch.setattr(lab, "SWEEP", TINY_SWEEP)
+    tasks, *_ = plan(monkeypatch, tmp_path, sample_n=5)
+    # the sweep adds tasks and changes none of the others
+    assert {n: (t.cmd, t.after) for n, t in tasks.items() if not n.startswith("sweep_")} == \
+        {n: (t.cmd, t.after) for n, t in without.items()}
+    assert list(tasks)[-5:] == ["sweep_4_masprm-ppm", "sweep_4_mc-orm", "sweep_4_mc-orm_sbs", "sweep_24_masprm-ppm",
+                                "sweep_24_mc-orm"]   # last in the plan; 24 has no SBS with the ORM
+    sweep = {n: t.cmd for n, t in tasks.items() if n.startswith("sweep_")}
+    assert all(not tasks[n].after and flag(c, "--logs_dir") == [lab.LOGS] and flag(c, "--sample_n") == ["5"]
+               and flag(c, "--seeds") == ["14", "24", "42"] and flag(c, "--split") == ["test"] for n, c in sweep.items())
+
+    def settings(cmd):
+        return {f: last_value(cmd, f) for f in ("--b1", "--b2", "--n_simulations", "--max_children", "--bon_n",
+                                                "--step_agg")}
+    masprm4, orm4, orm_sbs4 = sweep["sweep_4_masprm-ppm"], sweep["sweep_4_mc-orm"], sweep["sweep_4_mc-orm_sbs"]
+    assert flag(masprm4, "--methods") == ["sbs_prm"] and flag(masprm4, "--prm_dir") == [demo.PPM_DIR]
+    assert (settings(masprm4)["--b1"], settings(masprm4)["--b2"]) == ("1", "1")
+    assert flag(orm4, "--methods") == ["bon_orm"] and flag(orm4, "--orm_dir") == [demo.ORM_DIR]
+    assert (settings(orm4)["--bon_n"], settings(orm4)["--step_agg"]) == ("1", "last")
+    assert flag(orm_sbs4, "--methods") == ["sbs_prm"] and flag(orm_sbs4, "--prm_dir") == [demo.ORM_DIR]
+    assert "--allow_scorer_kind_mismatch" in orm_sbs4
+    masprm24, orm24 = sweep["sweep_24_masprm-ppm"], sweep["sweep_24_mc-orm"]
+    assert flag(masprm24, "--methods") == ["sbs_prm", "mcts_prm"]
+    assert settings(masprm24) == {"--b1": "1", "--b2": "6", "--n_simulations": "9", "--max_children": "3",
+                                  "--bon_n": None, "--step_agg": None}
+    assert flag(orm24, "--methods") == ["mcts_orm", "bon_orm"]
+    assert (settings(orm24)["--n_simulations"], settings(orm24)["--bon_n"]) == ("8", "6")

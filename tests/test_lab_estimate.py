@@ -39,9 +39,24 @@ def test_each_command_costs_its_conditions_times_its_seeds():
     assert task_seconds(bench, "logs/toy_demo") == 39.0 + 2 * 5.5
 
 
+def test_the_sweeps_other_settings_are_costed_in_proportion():
+    def evaluation(*flags):
+        return Task("sweep_12_x", ["python", "x.py", "--seeds", "14", "24", "42", "--methods", "sbs_prm", "mcts_orm",
+                                   "bon_orm", "--b1", "3", "--b2", "5", "--n_simulations", "10", "--logs_dir",
+                                   "logs/toy_lab", *flags])
+    # SBS 1 x 3 samples 3 + 3 + 3 + 3 = 12 agent messages against 3 x 5's 5 + 15 + 15 + 15 = 50: 64 x 12 / 50;
+    # MCTS 9 simulations: 47 x 9 / 10; best-of-N with N = 3 draws its own passes: 71 x 3 / 8
+    seconds = task_seconds(evaluation("--b1", "1", "--b2", "3", "--n_simulations", "9", "--bon_n", "3",
+                                      "--step_agg", "last"), "logs/toy_demo")
+    assert seconds == pytest.approx(3 * (64 * 12 / 50 + 47 * 9 / 10 + 71 * 3 / 8))
+    # at the measured settings nothing changes: 3 x 5, 10 simulations, N = 8 reading the passes back (last: 14 s)
+    assert task_seconds(evaluation("--bon_n", "8", "--step_agg", "last"), "logs/toy_demo") == 3 * (64 + 47 + 14)
+
+
 def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
     def labels(scheme, *rollout):
-        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout, "--view", "full"])
+        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout,
+                                         "--view", "full"])
     policy = ("--rollout-policy", "artifacts/toy/policy", "--seed", "7")
     assert task_seconds(labels("mc_rollouts", *policy), "logs/toy_demo") == 430.0
     assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured

@@ -274,3 +274,17 @@ def test_rows_trained_at_several_seeds_are_compared_by_the_two_level_bootstrap(l
                             tmp_path / "p.png", budgets=BUDGETS, seed=0)
     assert (tmp_path / "t.md").read_text().count("| mc+prm |") == 1
     assert "mc+prm vs ORM (MCTS): +12.5 points" in (tmp_path / "c.txt").read_text()
+
+
+def test_the_held_out_outcome_auc_of_each_traj_scorer_is_a_line_under_the_table(logs, tmp_path, monkeypatch):
+    """The AUC a traj scorer's training recorded on its eval split (issue 34 item 7), read from its folder; a row
+    whose folder has none (another objective, an older scorer) is left out of the line."""
+    monkeypatch.chdir(tmp_path)
+    rows = [*ROWS, LabScorer("mc", "traj", "min"), LabScorer("mc", "traj", "prod")]
+    folder = tmp_path / rows[3].folder
+    folder.mkdir(parents=True)
+    (folder / "masprm_scorer.json").write_text(json.dumps({"objective": "traj", "eval_metrics": {"eval_auc": 0.6875}}))
+    text = lab_report.report_text(rows, lab_report.read_cells(logs, rows, BUDGETS), None, {}, None, BUDGETS, [])
+    line = next(x for x in text.splitlines() if x.startswith("- held-out outcome AUC"))
+    assert line.endswith("(the calibration split; its kept checkpoint has the highest): mc+traj-min 0.69.")
+    assert "outcome AUC: each scorer's" not in text   # no step benchmark: no calibration-transcript line

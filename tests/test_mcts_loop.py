@@ -20,6 +20,10 @@ class ScriptedGuide:
         self.texts_by_depth, self.dead_depth = texts_by_depth, dead_depth
         self.expanded, self.valued = [], []
 
+    def widen(self, node):   # never: a node keeps its one expansion's children
+        return []
+        yield
+
     def select(self, node):
         return node.children[0]
 

@@ -146,3 +146,10 @@ def test_the_budgeted_schemes_spend_the_budget_and_the_same_seed_gives_the_same_
         assert all(r["meta"]["label_scheme"] == name for r in read_jsonl(path))
         preprocess_data.main(argv)
         assert path.read_bytes() == first
+    # an ensemble folder that is not there, or a scorer that is not an ensemble: one line, nothing written
+    for folder, message in ((tmp_path / "none", "no such folder"), (tiny_model_dir, "")):
+        with pytest.raises(MasprmError, match="rollout.ensemble") as err:   # the CLI spells it as the flag
+            preprocess_data.main(["--input", f"results/{RUN}", "--labels", "mc_rollouts_active", "--rollout-policy",
+                                  str(tiny_model_dir), "--rollout-ensemble", str(folder), "--rollout-budget", "3"])
+        assert message in str(err.value) and "\n" not in str(err.value)
+    assert path.read_bytes() == first

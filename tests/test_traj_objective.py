@@ -155,3 +155,64 @@ def test_a_traj_scorer_values_a_transcript_by_its_training_aggregate(tmp_path, t
     first = aggregate(step_logits[None, :1], torch.ones(1, 1, dtype=torch.bool), "softmin", 0.5).item()
     assert scorer.score_batch([join_steps(text.prompt, text.steps[:1], SEP)])[0] == pytest.approx(2 * first - 1,
                                                                                                     abs=1e-5)
+
+
+# --------------------------------------------------------------------------- issue 34 item 7: traj as a ranker
+
+
+@pytest.mark.parametrize("agg", ["min", "prod"])
+def test_best_of_n_min_over_a_traj_scorers_prefixes_is_its_trained_score(agg):
+    """Hypothesis (a) of issue 34 refuted: best-of-N `min` takes the smallest of the prefixes' values 2 A_k - 1,
+    and for min and prod A_k only falls as steps are added, so `min` and `last` both give the finished
+    transcript's 2 A - 1, the quantity trained."""
+    from masprm.search.scorer_kinds import aggregate_steps
+
+    logits = [0.3, -1.2, 0.8, 2.0]
+    p = [1 / (1 + math.exp(-z)) for z in logits]
+    by_hand = {"min": min(p), "prod": p[0] * p[1] * p[2] * p[3]}[agg]
+    prefixes = [2 * aggregate(torch.tensor([logits[:k]], dtype=torch.float64), torch.ones(1, k, dtype=torch.bool),
+                              agg).item() - 1 for k in range(1, 5)]
+    assert aggregate_steps(prefixes, "min") == pytest.approx(2 * by_hand - 1, rel=1e-12)
+    assert aggregate_steps(prefixes, "last") == pytest.approx(2 * by_hand - 1, rel=1e-12)
+
+
+def test_traj_eval_reports_the_outcome_auc_of_the_held_out_transcripts():
+    from types import SimpleNamespace
+
+    from masprm.train.trajectory import outcome_metrics
+
+    outcome = [1.0, 0.0, 1.0, 0.0]
+    # right ones at 0.7 and 0.4, wrong ones at 0.5 and 0.2: 3 of the 4 (right, wrong) pairs in order
+    found = outcome_metrics(SimpleNamespace(predictions=[[0.7], [0.5], [0.4], [0.2]], label_ids=[[o] for o in outcome]))
+    assert found["auc"] == pytest.approx(0.75)
+    assert found["accuracy"] == pytest.approx(0.75)   # 0.7 right, 0.5 not above 1/2: wrong, 0.4 wrong, 0.2 right
+    assert found["brier"] == pytest.approx((0.09 + 0.25 + 0.36 + 0.04) / 4)
+    one_class = outcome_metrics(SimpleNamespace(predictions=[[0.7], [0.2]], label_ids=[[1.0], [1.0]]))
+    assert one_class["auc"] == 0.5
+
+
+def test_the_traj_model_kept_is_the_held_out_ranker_not_the_constant_one():
+    """The cause of issue 34 item 7, on a hand-built held-out set: a traj scorer whose loss never beats the
+    constant base-rate prediction is kept, under "lowest eval loss", at the checkpoint nearest that constant,
+    whatever its ranking; there the ranking is an accident, here reversed (AUC 0). A checkpoint that ranks
+    every right transcript first but is over-confident has the higher loss and was thrown away."""
+    from types import SimpleNamespace
+
+    from masprm.train.objectives import OBJECTIVES
+    from masprm.train.trajectory import outcome_metrics
+
+    outcome = [1.0, 1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0]          # 2 of 8 right: the base rate 1/4
+    checkpoints = {"near the constant": [0.249, 0.249] + [0.251] * 6,
+                   "ranker": [0.9, 0.9] + [0.6] * 6}
+    by_hand = {   # mean binary cross-entropy, the trainer's eval loss, and the AUC
+        "near the constant": ((-2 * math.log(0.249) - 6 * math.log(0.749)) / 8, 0.0),
+        "ranker": ((-2 * math.log(0.9) - 6 * math.log(0.4)) / 8, 1.0)}
+    assert by_hand["near the constant"][0] < by_hand["ranker"][0]   # 0.5624 against 0.7136
+    metrics = {}
+    for name, scores in checkpoints.items():
+        found = outcome_metrics(SimpleNamespace(predictions=[[s] for s in scores], label_ids=[[o] for o in outcome]))
+        assert found["auc"] == pytest.approx(by_hand[name][1])
+        metrics[name] = {**found, "loss": by_hand[name][0]}
+    metric, greater = OBJECTIVES["traj"].best(None)
+    kept = (max if greater else min)(metrics, key=lambda name: metrics[name][metric])
+    assert kept == "ranker"

@@ -124,3 +124,14 @@ def platt_of(meta: dict[str, Any]) -> tuple[float, float] | None:
 def logit_scale(meta: dict[str, Any]) -> float:
     """The factor on the logit inside the served tanh: 0.5 for a BCE-trained logit, else 1."""
     return READ_OUTS[read_out_of(meta)]
+
+
+def held_out_auc(folder: str | Path) -> float | None:
+    """The outcome AUC a trajectory-level scorer recorded on its eval split (training questions held out of its
+    training: the calibration split); None for another objective, an older folder or an unreadable record."""
+    try:
+        meta = read_scorer_meta(folder)
+    except ModelError:
+        return None
+    value = ((meta if isinstance(meta, dict) else {}).get("eval_metrics") or {}).get("eval_auc")
+    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None

@@ -31,7 +31,8 @@ from masprm.search.judge import JUDGE_ROLE
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.search.settings import (BoNSettings, JudgeSettings, LogProbSettings, MCTSSettings, ORMLeafSettings,
                                     PassSettings, SBSSettings, StepOracleSettings, TrueValueSettings, ViewSettings,
-                                    VoterSettings, check_settings_classes, combined_settings, extra_scorers)
+                                    VoterSettings, check_settings_classes, combined_settings, extra_scorers,
+                                    recorded_settings)
 from masprm.search.vote import voter_family
 
 ROUTINGS = ("static", "handoff")   # the team's routing: a MAS graph, or dynamic handoff (never mixed in a run)
@@ -58,6 +59,10 @@ class Method:
     def settings_for(self, instances: Mapping[type, Any]) -> Any:
         """The method's frozen settings (its ``ctx.settings``) from the run's instance of each settings class."""
         return combined_settings(self.settings, instances)
+
+    def recorded_settings(self, instances: Mapping[type, Any]) -> dict[str, Any]:
+        """Its settings as a condition's fingerprint records them: opt-in options only when set."""
+        return recorded_settings(self.settings, instances)
 
     def roles(self, instances: Mapping[type, Any]) -> tuple[str, ...]:
         """The scorer roles a condition loads: the method's own, plus those its settings' values add."""

@@ -53,6 +53,11 @@ def base_label(method: Any, s: Any, roles: Sequence[str] = ()) -> str:
         search = "MCTS" if s.uct_type == "uct" else "MCTS (PUCT)"
         name = f"{'DyLAN ' if kind == 'masprm' else ''}{search} + {MCTS_SCORERS.get(kind, kind)}"
         details = [f"N={s.n_simulations}", f"{s.max_children} children"]
+        if s.distinct_tries:   # the opt-in options, said only when set (the original's labels otherwise)
+            details.append(f"distinct tries {s.distinct_tries}")
+        if s.pw_k is not None:
+            cap = "" if s.pw_max_children is None else f", at most {s.pw_max_children}"
+            details.append(f"widening {s.pw_k:g}*N^{s.pw_alpha:g}{cap}")
         if kind == "masprm" and "orm" in roles:   # --orm_leaf: the ORM values the leaves
             details.insert(0, "ORM leaf")
     elif method.family == "bon":

@@ -16,7 +16,7 @@ import gc
 import random
 import sys
 from collections import Counter
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from functools import partial
 from itertools import groupby
@@ -263,7 +263,7 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     roles = ("policy",) + settings.roles(method)
     definition = {
         "method": method,
-        "settings": asdict(settings.method_settings(method)),
+        "settings": METHODS[method].recorded_settings(settings.method_values),   # options left off not recorded
         "data": data_def,
         "mas_config": path_identity(graph.source),
         "models": {role: {**_model_identity(specs[role]), **_scorer_training(specs[role])} for role in roles},

@@ -12,8 +12,9 @@ from masprm.models.text_encoder import TextEncoder
 
 
 def two_streams(encoder: TextEncoder, prompt: str, steps: Sequence[str]) -> tuple[list[int], list[int]]:
-    """The transcript's ids with its steps in order and reversed."""
-    return encoder.encode_steps(prompt, steps)[0], encoder.encode_steps(prompt, list(steps)[::-1])[0]
+    """The transcript's ids with its steps in order and reversed (each part tokenised once)."""
+    prompt_ids, chunks = encoder.tokenize_steps(prompt, steps)
+    return encoder.join_steps(prompt_ids, chunks)[0], encoder.join_steps(prompt_ids, chunks[::-1])[0]
 
 
 def fused_logit(z_forward: torch.Tensor, z_backward: torch.Tensor, gate_logit: torch.Tensor) -> torch.Tensor:

@@ -29,8 +29,8 @@ def step_of_tokens(ids: Sequence[int], sep_id: int, n_step_tokens: int) -> list[
 
 def encode_step_tokens(encoder: TextEncoder, prompt: str, steps: Sequence[str]) -> tuple[list[int], list[int]]:
     """(ids, step index per token): the stepwise layout (``TextEncoder.encode_steps``) with each token's step."""
-    ids, _ = encoder.encode_steps(prompt, steps)
-    chunks = encoder.tokenizer(list(steps), add_special_tokens=False)["input_ids"] if steps else []
+    prompt_ids, chunks = encoder.tokenize_steps(prompt, steps)
+    ids, _ = encoder.join_steps(prompt_ids, chunks)
     return ids, step_of_tokens(ids, encoder.sep_id, sum(len(c) + 1 for c in chunks))
 
 

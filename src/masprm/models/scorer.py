@@ -21,6 +21,8 @@ instead: 2A - 1, A the aggregate (``masprm.models.step_agg``, the recorded
 
 from __future__ import annotations
 
+import functools
+
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -41,8 +43,8 @@ from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATUR
                                 text_style, training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.bidirectional import read_streams, two_streams
-from masprm.models.generative_verifier import (QUESTION, answer_ids, answer_log_probs, answer_rows, question_ids,
-                                               verdict_score)
+from masprm.models.generative_verifier import (QUESTION, answer_ids, question_ids, question_tokens,
+                                               verdict_log_probs, verdict_rows, verdict_score)
 from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
 from masprm.models.token_scorer import load_causal_lm, load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR, StepText
@@ -78,7 +80,7 @@ class HFScorer:
             return []
         encoded = self.encode_rows(texts)
         ids = [x for x, _ in encoded]
-        self.last_tokens = [len(x) for x in ids]   # per text, so a shared batch is counted per example
+        self.last_tokens = [self.tokens_fed(row) for row in encoded]   # per text: a shared batch counts per example
         self.tokens_seen += sum(self.last_tokens)
         # Batch texts of similar length together to cut padding; results go back in input order.
         order = sorted(range(len(ids)), key=lambda i: len(ids[i]))
@@ -98,6 +100,10 @@ class HFScorer:
     def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
         """Each text's token ids (an empty text still gets a row) and what `batch_values` needs besides."""
         return [(x or [self.pad_id], None) for x in self.encoder.encode(texts)]
+
+    def tokens_fed(self, row: tuple[list[int], Any]) -> int:
+        """The tokens the model reads for one `encode_rows` row (usage accounting)."""
+        return len(row[0])
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:
@@ -168,16 +174,21 @@ class ImplicitScorer(HFScorer):
 class GenerativeScorer(HFScorer):
     """A generative verifier (``--mode gorm`` / ``gprm``): P(yes) - P(no) after the fixed question."""
 
+    @functools.cached_property
+    def words(self) -> tuple[list[int], list[list[int]]]:
+        """The question's and the answers' token ids, tokenised once."""
+        return question_tokens(self.encoder.tokenizer), answer_ids(self.encoder.tokenizer)
+
     def encode_rows(self, texts: Sequence[str]) -> list[tuple[list[int], Any]]:
-        return [(question_ids(self.encoder, t.prompt, t.steps) if isinstance(t, StepText)
+        return [(question_ids(self.encoder, t.prompt, t.steps, self.words[0]) if isinstance(t, StepText)
                  else self.encoder.encode_whole([t + QUESTION])[0], None) for t in texts]
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:
-        ids, mask, answers = answer_rows([r for r, _ in rows], answer_ids(self.encoder.tokenizer), self.pad_id)
-        ids, mask, answers = ids.to(self.device), mask.to(self.device), answers.to(self.device)
-        log_probs = answer_log_probs(self.model(input_ids=ids, attention_mask=mask).logits, ids, answers)
-        return verdict_score(log_probs).tolist()
+        batch = verdict_rows([r for r, _ in rows], self.words[1], self.pad_id)
+        batch = {k: v.to(self.device) for k, v in batch.items()}
+        logits = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
+        return verdict_score(verdict_log_probs(logits, batch)).tolist()
 
 
 @dataclass
@@ -224,6 +235,9 @@ class BiprmScorer(HFScorer):
                                  f"{self.min_steps} (use it with best-of-N --step_agg last)", setting=self.setting)
             rows.append(two_streams(self.encoder, text.prompt, steps))
         return rows
+
+    def tokens_fed(self, row: tuple[list[int], Any]) -> int:
+        return len(row[0]) + len(row[1])   # both streams are read
 
     def batch_values(self, input_ids: torch.Tensor, attention_mask: torch.Tensor,
                      rows: list[tuple[list[int], Any]]) -> list[float]:

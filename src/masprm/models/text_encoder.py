@@ -56,13 +56,21 @@ class TextEncoder:
 
     def encode_steps(self, prompt: str, steps: Sequence[str]) -> tuple[list[int], list[int]]:
         """(ids, label positions): the positions are the last token of every surviving step chunk."""
+        return self.join_steps(*self.tokenize_steps(prompt, steps))
+
+    def tokenize_steps(self, prompt: str, steps: Sequence[str]) -> tuple[list[int], list[list[int]]]:
+        """(prompt ids, each step's ids): the prompt with its BOS, cut to ``max_prompt_length``."""
         tok = self.tokenizer
         prompt_ids = list(tok(prompt, add_special_tokens=False)["input_ids"]) if prompt else []
         if tok.bos_token_id is not None:
             prompt_ids = [tok.bos_token_id] + prompt_ids
         if self.max_prompt_length > 0:
             prompt_ids = prompt_ids[-self.max_prompt_length:]
-        step_ids = tok(list(steps), add_special_tokens=False)["input_ids"] if steps else []
+        return prompt_ids, [list(c) for c in tok(list(steps), add_special_tokens=False)["input_ids"]] if steps else []
+
+    def join_steps(self, prompt_ids: Sequence[int], step_ids: Sequence[Sequence[int]]) -> tuple[list[int], list[int]]:
+        """`encode_steps` of parts already tokenised (`tokenize_steps`), so a caller reading them twice
+        (reordered, or counted) tokenises once."""
         ids, ends = list(prompt_ids), []
         for chunk in step_ids:
             ids.extend(chunk)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Generator, Sequence
+from typing import TYPE_CHECKING, Any, Generator, Iterable, Sequence
 
 from masprm.graph import MASGraph, RoutingState
 from masprm.interfaces import LogProb
@@ -60,13 +60,35 @@ def propose(ctx: SearchContext, states: Sequence[RoutingState], agent: int, n: i
     return proposals
 
 
-def drop_duplicate_texts(cands: Sequence[Candidate]) -> list[Candidate]:
-    seen: set[str] = set()
+def drop_duplicate_texts(cands: Sequence[Candidate], known: Iterable[str] = ()) -> list[Candidate]:
+    """The candidates whose text is new: not an earlier candidate's, nor one of the `known` texts."""
+    seen: set[str] = set(known)
     kept = []
     for c in cands:
         if c.text not in seen:
             seen.add(c.text)
             kept.append(c)
+    return kept
+
+
+def propose_distinct(ctx: SearchContext, state: RoutingState, agent: int, n: int, *, temperature: float,
+                     tries: int = 0, known: Iterable[str] = ()) -> SearchStep:
+    """Up to n candidates of `agent` with distinct texts, none of them a `known` text.
+
+    One draw of n samples; while fewer than n of them are new, up to `tries` more draws of the number
+    still missing (stopping when the policy returns nothing). Every draw is an ordinary sampling request
+    on its own random stream, so its agent runs and tokens are counted like any other; with tries = 0 this
+    is the original's rule: one draw, duplicates merged.
+    """
+    seen, kept, missing = set(known), [], n
+    for _ in range(tries + 1):
+        [proposed] = yield from propose(ctx, [state], agent, missing, temperature=temperature)
+        new = drop_duplicate_texts(proposed, seen)
+        seen.update(c.text for c in new)
+        kept.extend(new)
+        missing = n - len(kept)
+        if missing == 0 or not proposed:
+            break
     return kept
 
 

@@ -1,7 +1,7 @@
 """MCTS over agent messages: one simulation loop, two guides.
 
 A simulation descends from the root. At a node with children the guide
-selects one; a childless node is expanded by the guide (the next runnable
+may first widen it (add a child) and then selects one; a childless node is expanded by the guide (the next runnable
 agent's samples, in one batched request) and the guide says which new child
 the simulation goes on into; at a terminal node (or a dead end, when the
 policy returned nothing) the guide values the path, and the value is backed
@@ -14,7 +14,10 @@ up along it. The two searches of the method differ only in their guide:
 - ``ScorerGuide`` (stage 4, ``mcts_*``): inference UCT or PUCT; duplicate
   texts are dropped and each child starts with its step score as one visit;
   the simulation goes on by the selection rule; a path is worth its scorer
-  kind's leaf value.
+  kind's leaf value. Two opt-in options (off: the original's rule):
+  ``--distinct_tries`` samples again while an expansion has fewer distinct
+  texts than asked, and ``--pw_k`` / ``--pw_alpha`` widen a node progressively
+  (``node.progressive_widening``): a fresh child, scored like any new one.
 
 Pure Python: no torch import.
 """
@@ -27,8 +30,9 @@ from typing import TYPE_CHECKING, Any, Callable, Protocol
 
 from masprm.search.context import SearchContext, SearchResult
 from masprm.search.engine import RequestKeys, Sample, Search
-from masprm.search.expand import drop_duplicate_texts, ensure_logprobs, propose, softmax, token_cap
-from masprm.search.node import Node, argmax_child, backup, puct, uct_inference, uct_training
+from masprm.search.expand import ensure_logprobs, propose_distinct, softmax, token_cap
+from masprm.search.node import (Node, argmax_child, backup, progressive_widening, puct, uct_inference,
+                                uct_training)
 from masprm.search.scorer_kinds import SCORER_KINDS, score_candidates
 
 if TYPE_CHECKING:
@@ -38,6 +42,7 @@ Grader = Callable[[str, "str | None"], bool]
 
 
 class Guide(Protocol):
+    def widen(self, node: Node) -> Search: ...            # a search step; may add a child to a node that has some
     def select(self, node: Node) -> Node: ...             # a child of a node that has children
     def expand(self, node: Node) -> Search: ...           # a search step; returns the new children
     def enter(self, path: list[Node], new: list[Node]) -> Node: ...  # the new child to go on into
@@ -50,6 +55,7 @@ def simulate(root: Node, guide: Guide) -> Search:
     while not path[-1].is_terminal:
         node = path[-1]
         if node.children:
+            yield from guide.widen(node)
             path.append(guide.select(node))
             continue
         new = yield from guide.expand(node)
@@ -87,6 +93,11 @@ class OutcomeGuide:
     agent_runs: int = 0          # candidates sampled
     prompt_tokens: int = 0       # each call's prompt, counted once whatever n is
     generated_tokens: int = 0
+
+    def widen(self, node: Node) -> Search:
+        """Never: a stage-1 node keeps the samples of its one expansion."""
+        return []
+        yield  # a search step that needs no model
 
     def select(self, node: Node) -> Node:
         parent_visits, c = node.visits, self.settings.c
@@ -155,23 +166,37 @@ class ScorerGuide:
         return select_child(node, self.ctx.settings.uct_type, self.ctx.settings.c_uct)
 
     def expand(self, node: Node) -> Search:
-        """Children for the next runnable agent: sample, drop duplicate texts, score, set priors."""
+        """The node's first children: --max_children samples of the next runnable agent."""
+        return (yield from self.grow(node, self.ctx.settings.max_children))
+
+    def widen(self, node: Node) -> Search:
+        """One fresh child when progressive widening (--pw_k) allows the node more than it has."""
+        s = self.ctx.settings
+        if s.pw_k is None or not progressive_widening(len(node.children), node.visits, s.pw_k, s.pw_alpha,
+                                                      s.pw_max_children):
+            return []
+        return (yield from self.grow(node, 1))
+
+    def grow(self, node: Node, n: int) -> Search:
+        """Up to n new children: sample (again while too few are distinct, --distinct_tries), drop the texts
+        the node already has, score; priors over all the node's children. Returns the new children."""
         s = self.ctx.settings
         agent = node.state.next_runnable()
-        [proposed] = yield from propose(self.ctx, [node.state], agent, s.max_children,
-                                        temperature=s.mcts_temperature)
-        cands = drop_duplicate_texts(proposed)
-        if not cands:  # the policy returned nothing: a dead end
+        cands = yield from propose_distinct(self.ctx, node.state, agent, n, temperature=s.mcts_temperature,
+                                            tries=s.distinct_tries, known=[child.text for child in node.children])
+        if not cands:  # the policy returned nothing new (at an expansion: a dead end)
             return []
         yield from score_candidates(self.ctx, self.step_scorer, cands)
         if s.uct_type == "puct":
             yield from ensure_logprobs(self.ctx, cands)
-            priors = softmax([c.logprob.avg_token for c in cands])
-        else:
-            priors = [1.0 / len(cands)] * len(cands)
-        return [node.add_child(agent, c.text, init_value=c.score, init_visits=1,
-                               info={"score": c.score, "logprob": c.logprob, "prior": prior})
-                for c, prior in zip(cands, priors)]
+        new = [node.add_child(agent, c.text, init_value=c.score, init_visits=1,
+                              info={"score": c.score, "logprob": c.logprob}) for c in cands]
+        # PUCT's prior: the softmax of the children's per-token log-probs, taken again when a child joins
+        priors = (softmax([child.info["logprob"].avg_token for child in node.children]) if s.uct_type == "puct"
+                  else [1.0 / len(node.children)] * len(node.children))
+        for child, prior in zip(node.children, priors):
+            child.info["prior"] = prior
+        return new
 
     def enter(self, path: list[Node], new: list[Node]) -> Node:
         return self.select(path[-1])

@@ -84,6 +84,12 @@ def puct(q_mean: float, n_parent: int, n_child: int, c: float, prior: float) -> 
     return q_mean + c * prior * math.sqrt(max(n_parent, 1)) / (1 + n_child)
 
 
+def progressive_widening(n_children: int, visits: int, k: float, alpha: float, cap: int | None) -> bool:
+    """Whether a node with children and `visits` backed-up visits gains one more: while it has fewer
+    than k * visits^alpha and, with a cap, fewer than `cap`."""
+    return (cap is None or n_children < cap) and n_children < k * visits ** alpha
+
+
 def argmax_child(node: Node, key: Callable[[Node], float]) -> Node:
     """The child with the largest key; the first one stored wins ties."""
     best, best_key = node.children[0], key(node.children[0])

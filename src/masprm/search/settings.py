@@ -35,6 +35,11 @@ class MethodSettings:
         """Scorer roles these values add to the method's own (e.g. ``--orm_leaf`` adds the ORM)."""
         return frozenset()
 
+    def unrecorded(self) -> frozenset[str]:
+        """Fields left out of the condition's fingerprint: opt-in options left off, so that the
+        fingerprints of runs without them stay as they were (``recorded_settings``)."""
+        return frozenset()
+
 
 @dataclass(frozen=True)
 class SamplingSettings(MethodSettings):
@@ -112,6 +117,9 @@ class BoNSettings(PassSettings):
         require_each(self, ("bon_n",), lambda v: v >= 1, AT_LEAST_ONE)
 
 
+MCTS_OPTIONS = ("distinct_tries", "pw_k", "pw_alpha", "pw_max_children")   # opt-in; off: the original's rule
+
+
 @dataclass(frozen=True)
 class MCTSSettings(SamplingSettings):
     """mcts_*: inference MCTS."""
@@ -122,12 +130,34 @@ class MCTSSettings(SamplingSettings):
     uct_type: str = arg("uct", flags=("--uct_type",), choices=("uct", "puct"),
                         help="selection rule: uct or puct (prior: step log-prob)")
     mcts_temperature: float = arg(0.6, flags=("--mcts_temperature",), help="sampling temperature of MCTS expansions")
+    # Opt-in options (off: the original's rule), in the fingerprint only when set (unrecorded)
+    distinct_tries: int = arg(0, flags=("--distinct_tries",),
+                              help="MCTS: when an expansion's samples hold fewer distinct texts than asked, sample "
+                                   "the number missing again, at most this many more times, every sample counted "
+                                   "(default 0: the original's rule, identical samples merged into one child)")
+    pw_k: float | None = arg(None, flags=("--pw_k",),
+                             help="MCTS progressive widening: a node with children and N visits gains one more, "
+                                  "sampled fresh, while it has fewer than pw_k * N^pw_alpha (default: off, a node "
+                                  "keeps the children of its one expansion)")
+    pw_alpha: float = arg(0.5, flags=("--pw_alpha",), help="progressive widening's exponent (default 0.5; needs --pw_k)")
+    pw_max_children: int | None = arg(None, flags=("--pw_max_children",),
+                                      help="progressive widening: at most this many children per node, "
+                                           "--max_children being the first expansion's (default: no cap; needs --pw_k)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
         require_each(self, ("n_simulations", "max_children"), lambda v: v >= 1, AT_LEAST_ONE)
-        require_each(self, ("c_uct",), lambda v: v >= 0, "must be >= 0")
-        require_each(self, ("mcts_temperature",), lambda v: v > 0, "must be > 0")
+        require_each(self, ("c_uct", "distinct_tries"), lambda v: v >= 0, "must be >= 0")
+        require_each(self, ("mcts_temperature", "pw_k"), lambda v: v > 0, "must be > 0")
+        require(0 < self.pw_alpha <= 1, "pw_alpha", f"pw_alpha must be in (0, 1], got {self.pw_alpha}")
+        for name, off in (("pw_alpha", self.pw_alpha == 0.5), ("pw_max_children", self.pw_max_children is None)):
+            require(off or self.pw_k is not None, name, f"`{name}` needs `pw_k` (progressive widening is off without it)")
+        require(self.pw_max_children is None or self.pw_max_children >= self.max_children, "pw_max_children",
+                f"pw_max_children must be >= `max_children` ({self.max_children}), got {self.pw_max_children}")
+
+    def unrecorded(self) -> frozenset[str]:
+        off = {"distinct_tries"} if self.distinct_tries == 0 else set()
+        return frozenset(off | (set(MCTS_OPTIONS[1:]) if self.pw_k is None else set()))
 
 
 @dataclass(frozen=True)
@@ -222,6 +252,15 @@ def combined_settings(classes: Sequence[type], instances: Mapping[type, Any]) ->
     for cls in classes:
         values.update(dataclasses.asdict(instances[cls]))
     return _rebuild(tuple(classes), values)
+
+
+def recorded_settings(classes: Sequence[type], instances: Mapping[type, Any]) -> dict[str, Any]:
+    """The settings a condition's fingerprint records: the method's, less the options left off."""
+    values = dataclasses.asdict(combined_settings(classes, instances))
+    for cls in classes:
+        for name in instances[cls].unrecorded():
+            values.pop(name, None)
+    return values
 
 
 def extra_scorers(classes: Sequence[type], instances: Mapping[type, Any]) -> frozenset[str]:

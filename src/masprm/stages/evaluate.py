@@ -44,7 +44,7 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_formats import ScorerFormatFlags, choose_format
 from masprm.search.engine import EngineSettings
 from masprm.search.judge import JUDGE_ROLE
-from masprm.search.settings import ORMLeafSettings, ViewSettings
+from masprm.search.settings import MCTS_OPTIONS, MCTSSettings, ORMLeafSettings, ViewSettings
 from masprm.log import RESULT, get_logger
 
 log = get_logger(__name__)
@@ -84,6 +84,10 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
     """What no single settings class can check: the methods against the flags and the scorer folders."""
     orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
     check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
+    mcts_run, off = any(MCTSSettings in METHODS[m].settings for m in run.methods), \
+        settings.method_values[MCTSSettings].unrecorded()
+    for name in MCTS_OPTIONS:   # set for a run without MCTS, it would go unused
+        check(mcts_run or name in off, f"--{name} needs an mcts_* method in --methods")
     folders = settings.models.scorer_folders()
     for role in ROLES.values():
         users = [m for m in run.methods if role.name in settings.roles(m)]

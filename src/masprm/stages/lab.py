@@ -9,6 +9,8 @@ exist), for every scorer of `LAB_SCORERS`:
   steps      error localisation, one run for all      (python -m masprm.toy.stepbench --scorer ...)
   search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
              (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
+  sweep      the compute-matched sweep: per budget of agent samples (4 8 12 24), best-of-N + ORM and SBS / MCTS
+             with the demo's MASPRM and ORM at the settings matched on the train questions (compute_match.SWEEP)
 
 Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's
 seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
@@ -45,9 +47,11 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
 from masprm.stages.lab_estimate import SECONDS, estimate, rollout_label_seconds, task_seconds
-from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, scheme_records_path,
-                                    seed_root, seed_run_folder)
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, role_flags,
+                                    scheme_records_path, seed_root, seed_run_folder)
 from masprm.scorer_meta import SCORER_META_FILE
+from masprm.stages.lab_sweep import sweep_tasks
+from masprm.toy.compute_match import SWEEP, plan_lines
 from masprm.train.config import CALIBRATED_MODES
 
 LOGS = "logs/toy_lab"
@@ -119,10 +123,6 @@ def reuse_demo(args) -> bool:
     (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there."""
     return (not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
             and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
-
-
-def role_flags(role: str, folder: str) -> tuple[str, ...]:
-    return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
 
 
 def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
@@ -248,6 +248,8 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
                            "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
              tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
         stepbench_done(ROOT / STEPBENCH, scorers))
+    for task in sweep_tasks(args, LOGS, SWEEP):   # last: the compute-matched sweep (evaluation commands skip what is COMPLETED)
+        add(task)
     return tasks, notes, [*rows, *replicas], done
 
 
@@ -340,7 +342,11 @@ def main(argv: list[str] | None = None) -> int:
             seed = args.seed if s.train_seed is None else s.train_seed
             print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
                   f"{s.folder}   [{s.name}]")
+        first_sweep = next((task.name for task in tasks if task.name.startswith("sweep_")), None)
         for task in tasks:
+            if task.name == first_sweep:
+                print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
+                print("\n".join(f"#   {line}" for line in plan_lines(SWEEP)))
             waits = f"   [after {', '.join(task.after)}]" if task.after else ""
             print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
         print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
@@ -370,7 +376,7 @@ def main(argv: list[str] | None = None) -> int:
     stage("the report")
     from masprm.toy.lab_report import write_report
     write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
-                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"})
+                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"}, sweep=SWEEP)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
     return 0
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from masprm.stages.jobs import Task
+from masprm.toy.compute_match import sbs_samples
 
 # CPU seconds of one command (training, labels, benchmarks) or of one condition at one seed (searches).
 SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, "stepbench_scorer": 5.5,
@@ -21,6 +22,9 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
            # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
            # here; its stage 2 as the demo's (a second)
            "trees": 380.0, "stage2": 1.0}
+# The settings those searches were measured at; another setting (the compute-matched sweep's) is costed in
+# proportion: SBS by its agent samples, MCTS by its simulations, best-of-N drawing its own N passes by N.
+MEASURED_AT = {"sbs": (3, 5), "mcts": 10, "bon_n": 8}
 # A rollout-based scheme's stage 2 on a seed's 400 trees (its default K or budget, `--rollout-policy` on one
 # thread): 7 s of start-up plus its CPU seconds on 40 of the demo's trees (10 for shapley) beyond the start-up,
 # scaled by the trees in the root window, 347 of 400 against 36 of 40 (9 of 10); docs/scorer_lab.md, "Time budget".
@@ -57,10 +61,14 @@ def condition_seconds(method: str, cmd: Sequence[str]) -> float:
     if family == "single":
         return SECONDS["single_pass"]
     if family == "sbs":
-        budget = f"{last_value(cmd, '--b1')}x{last_value(cmd, '--b2')}"
-        return SECONDS.get(f"sbs_{budget}", SECONDS["sbs_3x5"])
+        b1, b2 = int(last_value(cmd, "--b1") or 3), int(last_value(cmd, "--b2") or 5)
+        scaled = SECONDS["sbs_3x5"] * sbs_samples(b1, b2) / sbs_samples(*MEASURED_AT["sbs"])
+        return SECONDS.get(f"sbs_{b1}x{b2}", scaled)
     if family == "mcts":
-        return SECONDS["mcts"]
+        return SECONDS["mcts"] * int(last_value(cmd, "--n_simulations") or MEASURED_AT["mcts"]) / MEASURED_AT["mcts"]
+    n = int(last_value(cmd, "--bon_n") or MEASURED_AT["bon_n"])
+    if n != MEASURED_AT["bon_n"]:   # no other condition draws these passes: it draws and scores its own
+        return SECONDS["bon_draw"] * n / MEASURED_AT["bon_n"]
     if method == "bon_logprob" and last_value(cmd, "--step_agg") == "min":
         return SECONDS["bon_draw"]   # the first command draws the passes every scorer reads back
     return SECONDS["bon_last"] if last_value(cmd, "--step_agg") == "last" else SECONDS["bon_min"]

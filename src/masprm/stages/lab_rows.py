@@ -124,6 +124,10 @@ def row_at(objective: str, seed: int | None) -> LabScorer:
     return row if seed is None else row.replica(seed)
 
 
+def role_flags(role: str, folder: str) -> tuple[str, ...]:
+    return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
+
+
 def orm_of(scorer: LabScorer) -> LabScorer:
     """The ORM row trained at the same seed as `scorer`."""
     return row_at("orm", scorer.train_seed)

@@ -26,11 +26,13 @@ from typing import Iterable, Sequence
 from masprm.eval.budget_plot import save_png
 from masprm.io import atomic_write_text
 from masprm.paired_stats import Headroom, mde
+from masprm.scorer_meta import held_out_auc
 from masprm.toy.lab_cells import (SINGLE_PASS, Budgets, Cell, LabRow, accuracy_text,
                                   paired, read_cells, seed_suffix)
 from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE_ROWS, LabComparison, adjust,
                                    claims_text, comparison_name, headroom_lines, headroom_text, headrooms,
                                    power_lines)
+from masprm.toy.lab_sweep import Plan, sweep_cells, sweep_comparisons, sweep_lines, sweep_points
 
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
 Headrooms = dict[str, dict[str, Headroom | None]]   # column -> row slug -> its headroom recovered
@@ -160,12 +162,15 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         "ORM has a CI reaching 0, – where the step oracle or the ORM did not run.",
     ]
     lines += list(power)
-    ranked = [(row.name, ((stepbench or {}).get("scorers") or {}).get(row.slug, {}).get("outcome_auc"))
-              for row in rows]
-    if any(v is not None for _, v in ranked):
-        lines.append("- outcome AUC: each scorer's value of a finished transcript against its final correctness, "
-                     "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it): "
-                     + ", ".join(f"{name} {_num(v)}" for name, v in ranked if v is not None) + ".")
+    bench = (stepbench or {}).get("scorers") or {}
+    for what, found in (("outcome AUC: each scorer's value of a finished transcript against its final correctness, "
+                         "on the step benchmark's calibration transcripts (train questions; what best-of-N asks of it)",
+                         [(row.name, bench.get(row.slug, {}).get("outcome_auc")) for row in rows]),
+                        ("held-out outcome AUC: the same for each trajectory-level scorer on the finished transcripts "
+                         "of its eval split, questions held out of its training (the calibration split; its kept "
+                         "checkpoint has the highest)", [(row.name, held_out_auc(row.folder)) for row in rows])):
+        if any(v is not None for _, v in found):
+            lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
     return "\n".join([*lines, *sweep]) + "\n"
 
@@ -222,8 +227,11 @@ def plot_points(rows: Sequence[LabRow], cells: dict) -> list[tuple[str, str, flo
     return points
 
 
-def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path) -> bool:
-    """Accuracy against model work, a colour per scorer and a marker per search; False when nothing to draw."""
+def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path,
+         sweep: dict[str, list[tuple[float, float, float]]] | None = None) -> bool:
+    """Accuracy against model work, a colour per scorer and a marker per search, and beside it, where the
+    compute-matched sweep ran (``sweep``: `lab_sweep.sweep_points`), accuracy against agent samples per
+    question, a line per sweep condition; False when nothing to draw."""
     if not points:
         return False
     import matplotlib
@@ -234,7 +242,8 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     names = list(dict.fromkeys(p[0] for p in points))
     colours = plt.get_cmap("tab20")
     markers = dict(zip(COLUMNS, "osD^"))
-    fig, ax = plt.subplots(figsize=(9, 6))
+    fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(16 if sweep else 9, 6), squeeze=False)
+    ax = axes[0][0]
     for name, column, work, mean, std in points:
         ax.errorbar(work, 100 * mean, yerr=100 * std, fmt=markers[column], color=colours(names.index(name) % 20),
                     capsize=2, markersize=5)
@@ -249,6 +258,16 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     ax.set_ylabel("pass@1 %, mean ± std over seeds")
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7, ncol=2)
+    if sweep:
+        side = axes[0][1]
+        for name, line in sweep.items():
+            xs, means, stds = zip(*sorted(line))
+            side.errorbar(xs, [100 * m for m in means], yerr=[100 * s for s in stds], marker="o", capsize=2,
+                          label=name)
+        side.set_xlabel("agent samples per question (mean over seeds): the compute-matched sweep")
+        side.set_ylabel("pass@1 %, mean ± std over seeds")
+        side.grid(alpha=0.3)
+        side.legend(fontsize=7)
     save_png(fig, out)
     return True
 
@@ -256,17 +275,21 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
 def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
-                 made_by: dict[str, str] | None = None) -> None:
+                 made_by: dict[str, str] | None = None, sweep: Plan | None = None) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
-    writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text."""
+    writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
+    ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added."""
     cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
-    found = comparisons(rows, cells, seed)
+    swept = sweep_cells(logs_dirs, rows, sweep) if sweep else {}
+    found = comparisons(rows, cells, seed) + (sweep_comparisons(swept, sweep, seed) if sweep else [])
+    adjust(found)   # one Holm family: the sweep's comparisons join the others (docs/scorer_lab.md)
     rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
     labels = {row.scheme: read_json_or_none(Path(labelbench_dir) / f"{row.scheme}.json") for row in rows}
     rooms = headrooms(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
-                                          list(notes), power_lines(found), headroom=rooms))
+                                          list(notes), power_lines(found), headroom=rooms,
+                                          sweep=sweep_lines(swept, sweep, found) if sweep else ()))
     head, records = table_records(rows, cells, bench, labels, rooms)
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
         {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()}},
@@ -278,4 +301,4 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
           "holm_p": c.adjusted_p, "holm_verdict": c.adjusted,
           "p_value": c.result.p_value if c.result else None, "mde": mde(c.result.se) if c.result else None,
           "result": c.result.as_dict() if c.result else None} for c in found], indent=1) + "\n")
-    plot(plot_points(rows, cells), plot_file)
+    plot(plot_points(rows, cells), plot_file, sweep_points(swept, sweep) if sweep else None)

@@ -20,7 +20,8 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from masprm.models.generative_verifier import answer_ids, answer_log_probs, answer_rows, question_ids, verdict_score
+from masprm.models.generative_verifier import (answer_ids, question_ids, question_tokens, verdict_log_probs,
+                                               verdict_rows, verdict_score)
 from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
 from masprm.train.data import record_group
@@ -31,13 +32,13 @@ from masprm.train.scorer_trainer import ScorerTrainer
 def verifier_examples(records: Sequence[dict], encoder: TextEncoder, sep: str, per_step: bool,
                       source: str = "") -> tuple[list[dict], int]:
     """gORM: one example per record (its outcome); gPRM: one per step of each record (that step's label)."""
-    examples, answers = [], answer_ids(encoder.tokenizer)
+    examples, answers, asked = [], answer_ids(encoder.tokenizer), question_tokens(encoder.tokenizer)
     for rec in records:
         steps, labels = rec["completions"], [float(y) for y in rec["labels"]]
         ends = range(1, len(steps) + 1) if per_step else [len(steps)]
         for k in ends:
             examples.append({"text": join_steps(rec["prompt"], steps[:k], sep),
-                             "input_ids": question_ids(encoder, rec["prompt"], steps[:k]),
+                             "input_ids": question_ids(encoder, rec["prompt"], steps[:k], asked),
                              "answers": answers, "verdict": 1.0 if labels[k - 1] > 0 else 0.0,
                              "group": record_group(rec)})
     return examples, 0
@@ -45,24 +46,21 @@ def verifier_examples(records: Sequence[dict], encoder: TextEncoder, sep: str, p
 
 @dataclass
 class VerifierCollator:
-    """Each example once with each answer word (see `answer_rows`), and its verdict."""
+    """The rows that read every answer word of each example (see `verdict_rows`), and its verdict."""
 
     pad_id: int
 
     def __call__(self, items: list[dict]) -> dict[str, torch.Tensor]:
-        input_ids, attention_mask, answer_mask = answer_rows([it["input_ids"] for it in items], items[0]["answers"],
-                                                             self.pad_id)
-        return {"input_ids": input_ids, "attention_mask": attention_mask, "answer_mask": answer_mask,
-                "verdict": torch.tensor([it["verdict"] for it in items])}
+        rows = verdict_rows([it["input_ids"] for it in items], items[0]["answers"], self.pad_id)
+        return {**rows, "verdict": torch.tensor([it["verdict"] for it in items])}
 
 
 class VerifierTrainer(ScorerTrainer):
     """The language-model loss of the right verdict word."""
 
     def loss_and_predictions(self, model, inputs):
-        ids = inputs["input_ids"]
-        logits = model(input_ids=ids, attention_mask=inputs["attention_mask"]).logits
-        log_probs = answer_log_probs(logits, ids, inputs["answer_mask"])       # (examples, [yes, no])
+        logits = model(input_ids=inputs["input_ids"], attention_mask=inputs["attention_mask"]).logits
+        log_probs = verdict_log_probs(logits, inputs)       # (examples, [yes, no])
         verdict = inputs["verdict"].float()
         right = torch.where(verdict > 0.5, log_probs[:, 0], log_probs[:, 1])
         return -right.mean(), verdict_score(log_probs)[:, None], verdict[:, None]

@@ -16,6 +16,10 @@ partial sum over its steps so far, read as a probability: 2 sigma(q) - 1 =
 tanh(q / 2) (``masprm.models.scorer.ImplicitScorer``); a step's own reward
 r_k is the difference of two such sums. The model kept has the lowest eval
 loss; every dropout is off and batches are grouped by length.
+
+pi_ref never changes during training (the base is frozen and every dropout is
+off), so its log-probs are computed once per token sequence, in the first batch
+that holds it, and read back from a cache in every later epoch and evaluation.
 """
 
 from __future__ import annotations
@@ -66,18 +70,44 @@ def implicit_loss(logp: torch.Tensor, ref_logp: torch.Tensor, token_steps: torch
     return F.binary_cross_entropy_with_logits(q, outcome.to(q.dtype)), q
 
 
+def reference_log_probs(model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """pi_ref's token log-probs: the base policy, read with the adapter off."""
+    with torch.no_grad(), model.disable_adapter():
+        return token_log_probs(model(input_ids=ids, attention_mask=mask).logits, ids)
+
+
 class ImplicitTrainer(ScorerTrainer):
     """The outcome loss on beta * log(pi_theta / pi_ref) summed over a transcript's steps."""
 
     def __init__(self, *args, beta: float = DEFAULT_BETA, **kwargs):
         super().__init__(*args, **kwargs)
         self.beta = beta
+        self.reference_cache: dict[tuple[int, ...], torch.Tensor] = {}   # token ids -> pi_ref log-probs
+
+    def cached_reference(self, model, ids: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+        """pi_ref's log-probs of a right-padded batch (0 on the padding); one forward, over the rows never
+        seen before, trimmed to their longest."""
+        lengths = mask.sum(dim=1).tolist()
+        keys = [tuple(row[:n].tolist()) for row, n in zip(ids, lengths)]
+        first_row: dict[tuple[int, ...], int] = {}
+        for i, key in enumerate(keys):
+            if key not in self.reference_cache:
+                first_row.setdefault(key, i)   # a sequence twice in one batch is read once
+        new = list(first_row.values())
+        if new:
+            width = max(lengths[i] for i in new)
+            fresh = reference_log_probs(model, ids[new, :width], mask[new, :width])
+            for row, i in enumerate(new):
+                self.reference_cache[keys[i]] = fresh[row, :lengths[i]].clone()
+        out = torch.zeros(ids.shape, dtype=torch.float32, device=ids.device)
+        for i, key in enumerate(keys):
+            out[i, :lengths[i]] = self.reference_cache[key]
+        return out
 
     def loss_and_predictions(self, model, inputs):
         ids, mask = inputs["input_ids"], inputs["attention_mask"]
         logp = token_log_probs(model(input_ids=ids, attention_mask=mask).logits, ids)
-        with torch.no_grad(), model.disable_adapter():   # pi_ref: the base policy, the adapter off
-            ref_logp = token_log_probs(model(input_ids=ids, attention_mask=mask).logits, ids)
+        ref_logp = self.cached_reference(model, ids, mask)
         outcome = inputs["outcome"].float()
         loss, q = implicit_loss(logp, ref_logp, inputs["token_steps"], outcome, self.beta)
         return loss, torch.sigmoid(q)[:, None], outcome[:, None]

@@ -12,8 +12,12 @@ aggregate over its steps so far (``masprm.models.scorer``), so SBS, MCTS and
 the voters use it unchanged.
 
 Texts are tokenised as the stepwise objectives do (prompt and steps apart,
-each step followed by the separator). The model kept has the lowest eval
-loss; every dropout is off and batches are grouped by length.
+each step followed by the separator). The model kept ranks the eval split's
+finished transcripts best (the highest outcome AUC, what best-of-N asks of
+it): in the toy world no checkpoint's eval loss beats the constant base-rate
+prediction, so the lowest loss kept the checkpoint nearest that constant,
+whatever its ranking (docs/scorer_lab.md, "Trajectory rows"). Every dropout
+is off and batches are grouped by length.
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import torch
 from masprm.models.step_agg import log_aggregate
 from masprm.models.text_encoder import TextEncoder
 from masprm.state_text import join_steps
+from masprm.step_metrics import auc
 from masprm.train.data import record_group
 from masprm.train.objectives import Objective
 from masprm.train.scorer_trainer import ScorerTrainer
@@ -72,18 +77,20 @@ class TrajTrainer(ScorerTrainer):
 
 
 def outcome_metrics(p) -> dict[str, float]:
-    """Accuracy of A > 1/2 and the Brier score, against the outcomes."""
+    """Accuracy of A > 1/2, the Brier score and the outcome AUC (A as a ranker of the held-out transcripts;
+    0.5 when one class is missing), against the outcomes."""
     score = np.asarray(p.predictions, dtype=np.float64).ravel()
     outcome = np.asarray(p.label_ids, dtype=np.float64).ravel()
     if not score.size:
-        return {"accuracy": 0.0, "brier": 0.0}
+        return {"accuracy": 0.0, "brier": 0.0, "auc": 0.5}
+    ranked = auc(score.tolist(), (outcome > 0.5).astype(int).tolist())
     return {"accuracy": float(np.mean((score > 0.5) == (outcome > 0.5))),
-            "brier": float(np.mean((score - outcome) ** 2))}
+            "brier": float(np.mean((score - outcome) ** 2)), "auc": 0.5 if ranked is None else ranked}
 
 
 TRAJECTORY = Objective(
     name="trajectory", records="steps", text_style="steps", build_examples=build_traj_examples, collator=StepCollator,
-    trainer_cls=TrajTrainer, compute_metrics=outcome_metrics, best_metric="loss", greater_is_better=False,
+    trainer_cls=TrajTrainer, compute_metrics=outcome_metrics, best_metric="auc", greater_is_better=True,
     keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"agg": cfg.step_agg, "temperature": cfg.softmin_temperature},
     meta=lambda cfg: {"step_agg": cfg.step_agg, "softmin_temperature": cfg.softmin_temperature})
