@@ -39,7 +39,7 @@ from masprm.graph import MASGraph
 from masprm.toy.task import FIXED_OPERAND, Problem, TaskWorld
 from masprm.toy.transcripts import rendered_turns, worked_steps
 
-K = 5                        # the Op agents of the registered world (the design chosen on dev: docs/toy_world.md)
+K = 5                        # the Op agents of the registered world (the one design trained yet: docs/toy_world.md)
 DESIGNS = (3, 5)             # the values of k compared on dev
 TARGET_NOISE = 0.2           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
 DISTRACTOR_SHARE = 0.6       # stories that also mention someone else's number
