@@ -44,7 +44,20 @@ def test_each_world_has_its_own_build_folder_config_and_shipped_policy():
         WORLDS["toy_deeper"]
 
 
-@pytest.mark.slow
+def test_the_repository_ships_the_deep_policy_of_its_default_build():
+    """The shipped deep policy is the one `python -m masprm.toy.build --world toy_deep` builds (its settings,
+    team config and toy code), its files unchanged since it was shipped (checked by hash)."""
+    from masprm.toy.train_policy import PolicySpec
+
+    world = WORLDS["toy_deep"]
+    key = toy_build.build_key(world, PolicySpec(**dict(world.policy_defaults)), ROOT / world.config)
+    manifest = json.loads((world.shipped_dir / toy_build.SHIPPED_MANIFEST).read_text())
+    assert manifest["fingerprint"] == key, "deep toy code/config/spec changed since its policy was shipped: reship"
+    assert {"config.json", "model.safetensors", "tokenizer.json"} <= set(manifest["files"])
+    assert toy_build.shipped_policy(key, world.shipped_dir) == manifest
+    assert manifest["trained_on"]["ATEN_CPU_CAPABILITY"] == "avx2"
+
+
 def test_a_tiny_deep_build_trains_on_its_team_and_records_its_noise(tmp_path):
     from masprm.toy.train_policy import PolicySpec
 

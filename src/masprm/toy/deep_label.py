@@ -30,8 +30,8 @@ from typing import Sequence
 from masprm.errors import DataError
 from masprm.toy.deep_data import TOY_DEEP
 from masprm.toy.deep_task import DESIGNS, K, deep_world
-from masprm.toy.steplabel import (StepLabel, TranscriptLabel, _holds, equations, final_answer, planner_error,
-                                  reader_error, verifier_error)
+from masprm.toy.steplabel import (TranscriptLabel, _holds, equations, label_messages, planner_error, reader_error,
+                                  verifier_error)
 from masprm.toy.task import Problem, TaskWorld, generate_split
 from masprm.toy.transcripts import worked_steps
 
@@ -64,27 +64,18 @@ def team_names(k: int) -> tuple[str, ...]:
 
 def label_transcript(problem: Problem, outputs: Sequence[str]) -> TranscriptLabel:
     """Label each message present (team order: Reader, Planner, Op1..Opk, Verifier; k = the story's events)."""
-    k = len(problem.ops)
-    names = team_names(k)
-    if len(outputs) > len(names):
-        raise ValueError(f"a deep toy transcript of {k} operations has at most {len(names)} messages, "
-                         f"got {len(outputs)}")
-    texts = [text if isinstance(text, str) else "" for text in outputs]
-    errors: list[str | None] = []
-    for i, text in enumerate(texts):
+    names = team_names(len(problem.ops))
+
+    def judge(i: int, text: str, texts: list[str]) -> str | None:
         if i == 0:
-            errors.append(reader_error(problem, text))
-        elif i == 1:
-            errors.append(planner_error(problem, _OPENER.sub("", text, count=1)))
-        elif i < len(names) - 1:
-            errors.append(op_error(problem, i - 2, text))
-        else:
-            errors.append(verifier_error(problem, text, _total_said(texts[-2])))
-    steps = tuple(StepLabel(names[i], kind is None, kind) for i, kind in enumerate(errors))
-    first_error = next((i for i, s in enumerate(steps) if not s.correct), None)
-    final_correct = len(texts) == len(names) and final_answer(texts[-1]) == problem.answer
-    repaired = final_correct and first_error is not None and first_error < len(names) - 1
-    return TranscriptLabel(steps, first_error, final_correct, repaired)
+            return reader_error(problem, text)
+        if i == 1:
+            return planner_error(problem, _OPENER.sub("", text, count=1))
+        if i < len(names) - 1:
+            return op_error(problem, i - 2, text)
+        return verifier_error(problem, text, _total_said(texts[-2]))
+
+    return label_messages(problem, outputs, names, judge, f"a deep toy transcript of {len(problem.ops)} operations")
 
 
 @lru_cache(maxsize=4)

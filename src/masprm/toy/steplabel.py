@@ -30,7 +30,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 from dataclasses import dataclass
-from typing import Iterable, Sequence
+from typing import Callable, Iterable, Sequence
 
 from masprm.toy.task import FIXED_OPERAND, Problem, apply_op
 from masprm.toy.transcripts import worked_steps   # the true steps: (total, op, operand, new total)
@@ -233,23 +233,30 @@ def label_transcript(problem: Problem, outputs: Sequence[str]) -> TranscriptLabe
     ``final_correct`` needs the Verifier's message; ``repaired`` means a step
     before the Verifier was wrong and the final answer is nevertheless right.
     """
-    if len(outputs) > len(AGENTS):
-        raise ValueError(f"a toy transcript has at most {len(AGENTS)} messages, got {len(outputs)}")
-    texts = [text if isinstance(text, str) else "" for text in outputs]
-    errors: list[str | None] = []
-    for i, text in enumerate(texts):
+    def judge(i: int, text: str, texts: list[str]) -> str | None:
         if i == 0:
-            errors.append(reader_error(problem, text))
-        elif i == 1:
-            errors.append(planner_error(problem, text))
-        elif i == 2:
-            errors.append(solver_error(problem, text))
-        else:
-            errors.append(verifier_error(problem, text, texts[2]))
-    steps = tuple(StepLabel(AGENTS[i], kind is None, kind) for i, kind in enumerate(errors))
+            return reader_error(problem, text)
+        if i == 1:
+            return planner_error(problem, text)
+        if i == 2:
+            return solver_error(problem, text)
+        return verifier_error(problem, text, texts[2])
+
+    return label_messages(problem, outputs, AGENTS, judge, "a toy transcript")
+
+
+def label_messages(problem: Problem, outputs: Sequence[str], agents: Sequence[str],
+                   judge: Callable[[int, str, list[str]], str | None], what: str) -> TranscriptLabel:
+    """A transcript's label from a rule per message (``judge(index, text, all texts)`` -> error kind or None),
+    for a team of `agents` whose last one states the final answer (`what` names it in the error)."""
+    if len(outputs) > len(agents):
+        raise ValueError(f"{what} has at most {len(agents)} messages, got {len(outputs)}")
+    texts = [text if isinstance(text, str) else "" for text in outputs]
+    steps = tuple(StepLabel(agents[i], kind is None, kind) for i, kind in
+                  enumerate(judge(i, text, texts) for i, text in enumerate(texts)))
     first_error = next((i for i, s in enumerate(steps) if not s.correct), None)
-    final_correct = len(texts) == len(AGENTS) and final_answer(texts[-1]) == problem.answer
-    repaired = final_correct and first_error is not None and first_error < len(AGENTS) - 1
+    final_correct = len(texts) == len(agents) and final_answer(texts[-1]) == problem.answer
+    repaired = final_correct and first_error is not None and first_error < len(agents) - 1
     return TranscriptLabel(steps, first_error, final_correct, repaired)
 
 
