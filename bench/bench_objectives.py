@@ -14,6 +14,8 @@ the ratio old / new (above 1: the new path is faster):
                      parts tokenised once and laid out twice (new)
     implicit encode  the implicit scorer's tokens and each token's step: the steps tokenised again to
                      count them (old) or once (new)
+    folder read      stage 4's record of a trained scorer folder (x200) with its format chosen: read for the
+                     checks and again for the models (old) or once (new)
 
     python bench/bench_objectives.py [--threads N] [--records R] [--epochs E] [--repeats K]
 """
@@ -34,6 +36,9 @@ from masprm.models.implicit_reward import encode_step_tokens, step_of_tokens
 from masprm.models.loading import load_tokenizer
 from masprm.models.text_encoder import TextEncoder
 from masprm.models.token_scorer import load_causal_lm, separator_token_id
+from masprm.roles import ROLES
+from masprm.scorer_folder import read_scorer_folder
+from masprm.scorer_formats import ScorerFormatFlags, choose_format
 from masprm.cli import ArgumentParser, run_cli
 from masprm.models.tiny import build_tiny_model
 from masprm.train import TrainConfig, train_scorer
@@ -137,6 +142,17 @@ def encodings(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
                    args.repeats))]
 
 
+def folder_read(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
+                args) -> list[tuple[str, float, float]]:
+    """(row, old, new) seconds to read the implicit scorer trained above as stage 4 does, 200 times."""
+    def read(times: int):
+        def reads():
+            for _ in range(200 * times):
+                choose_format(read_scorer_folder(folder / "implicit_0"), ScorerFormatFlags(), ROLES["masprm"])
+        return reads
+    return [("folder read", timed(read(2), args.repeats), timed(read(1), args.repeats))]
+
+
 def verdict_read(folder: pathlib.Path, model: pathlib.Path, data: pathlib.Path,
                  args) -> list[tuple[str, float, float]]:
     """(row, old, new) seconds to read both answers' log-probs after every transcript."""
@@ -178,7 +194,7 @@ def main() -> int:
         data.write_text("".join(json.dumps(r) + "\n" for r in step_records(args.records)), encoding="utf-8")
         print(f"{args.records} records, {args.epochs} epochs, {torch.get_num_threads()} thread(s)")
         print(f"{'case':<26} | {'old s':>7} | {'new s':>7} | {'old / new':>9}")
-        for case in (implicit_train, verdict_read, encodings):
+        for case in (implicit_train, verdict_read, encodings, folder_read):
             for label, old, new in case(folder, model, data, args):
                 print(f"{label:<26} | {old:>7.3f} | {new:>7.3f} | {old / new:>9.2f}")
     return 0

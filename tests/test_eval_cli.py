@@ -206,3 +206,24 @@ def test_the_originals_scorer_defaults_and_repeated_methods(tmp_path, monkeypatc
         folder.mkdir(exist_ok=True)
         (folder / "adapter_config.json").write_text(json.dumps({"base_model_name_or_path": recorded}))
         assert cli.scorer_base(read_scorer_folder(folder), given, ROLES["masprm"]) == expected
+
+
+def test_each_scorer_folder_is_read_once_for_the_checks_and_the_models(tmp_path, monkeypatch, tiny_model_dir,
+                                                                      prm_dir):
+    cli = _cli()
+    reads, specs = [], {}
+    monkeypatch.setattr(cli, "read_scorer_folder", lambda folder: reads.append(folder) or read_scorer_folder(folder))
+
+    class Stop(Exception):
+        pass
+
+    def model_specs(settings, run, scorers=None):   # stage 4 up to its models, then stop before any data
+        specs.update(real_specs(settings, run, scorers))
+        raise Stop
+
+    real_specs = cli.model_specs
+    monkeypatch.setattr(cli, "model_specs", model_specs)
+    with pytest.raises(Stop):
+        cli.main(["--methods", "mcts_prm", "--prm_dir", str(prm_dir), "--gen_model_id", str(tiny_model_dir),
+                  "--logs_dir", str(tmp_path / "logs"), "--device_map", "cpu"])
+    assert reads == [str(prm_dir)] and specs["masprm"].scorer.path == Path(prm_dir)

@@ -8,10 +8,10 @@ answer of several tokens is read whole). The score is P(yes) - P(no), in
 [-1, 1]. Shared by training (``masprm.train.generative``) and inference
 (``masprm.models.scorer.GenerativeScorer``).
 
-When every answer is one token (" yes" and " no" are, in the Qwen and tiny
-tokenizers), one forward of the context reads them all at its last position
-(``verdict_rows``); an answer of several tokens needs a row per answer
-(``answer_rows``).
+When every answer is one token, one forward of the context reads them all at
+its last position (``verdict_rows``); an answer of several tokens needs a row
+per answer (``answer_rows``): the tiny model's tokenizer splits " yes" into 3
+tokens and " no" into 2.
 """
 
 from __future__ import annotations

@@ -80,8 +80,9 @@ def parse_command(argv: list[str] | None = None) -> tuple[RunSettings, EvalSetti
 # --------------------------------------------------------------------------- checks across settings
 
 
-def validate(run: RunSettings, settings: EvalSettings) -> None:
-    """What no single settings class can check: the methods against the flags and the scorer folders."""
+def validate(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder]:
+    """What no single settings class can check: the methods against the flags and the scorer folders.
+    Returns the scorer folders' records (``read_scorers``), read once for the checks and the models."""
     orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
     check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
     mcts_run, off = any(MCTSSettings in METHODS[m].settings for m in run.methods), \
@@ -102,7 +103,9 @@ def validate(run: RunSettings, settings: EvalSettings) -> None:
     check(not judged or bool(settings.models.judge_model_id),
           f"{', '.join(judged)} need{'s' if len(judged) == 1 else ''} --judge_model_id (the LLM judge)")
     log_every()   # a bad $LOG_EVERY fails here, before any model loads
-    check_scorer_roles(run, settings, read_scorers(run, settings))
+    scorers = read_scorers(run, settings)
+    check_scorer_roles(run, settings, scorers)
+    return scorers
 
 
 def read_scorers(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder]:
@@ -178,8 +181,10 @@ def resolve_workers(flag: int | None, gpus: int | None = None, *,
     return (gpus * per_gpu, 1.0 / per_gpu) if gpus else (1, 0.0)
 
 
-def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec]:
-    """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads."""
+def model_specs(settings: EvalSettings, run: RunSettings,
+                scorers: dict[str, ScorerFolder] | None = None) -> dict[str, ModelSpec]:
+    """The models of the run, each folder checked (weights, tokenizer, a finished scorer) before any loads;
+    `scorers`: the records `validate` read (read here when not given)."""
     from masprm.models.loading import scorer_options   # the loaders import torch: after the flags are checked
     from masprm.models.public_scorers import check_format_tokens
 
@@ -192,7 +197,8 @@ def model_specs(settings: EvalSettings, run: RunSettings) -> dict[str, ModelSpec
                                  max_batch_tokens=settings.engine.max_batch_tokens, backend=settings.backend)}
     scoring = scorer_options(options, models.scorer_precision)   # scorers have their own precision
     bases = models.scorer_bases()
-    for role, record in read_scorers(run, settings).items():   # a scorer no method uses is neither checked nor loaded
+    scorers = read_scorers(run, settings) if scorers is None else scorers
+    for role, record in scorers.items():   # a scorer no method uses is neither checked nor loaded
         info = ROLES[role]
         base = scorer_base(record, bases[role], info)
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
@@ -301,7 +307,7 @@ def masprm_comparisons(conditions: list) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
-    validate(run, settings)
+    scorers = validate(run, settings)
     if run.routing == "handoff" and not (settings.data.dataset and settings.models.mas_config):
         log.info(handoff_defaults_line(settings), extra=RESULT)
     settings = resolve_defaults(settings, run.routing)
@@ -310,7 +316,7 @@ def main(argv: list[str] | None = None) -> int:
     check_output_dir(run.logs_dir, "logs_dir", inputs=input_paths(settings))
     if os.path.lexists(run.logs_dir):   # the sampled-passes store and the logs are written below it
         check_no_outside_links(run.logs_dir, "logs_dir")
-    specs = model_specs(settings, run)   # bad model or scorer folders fail here, before any data is read
+    specs = model_specs(settings, run, scorers)   # bad model or scorer folders fail here, before any data is read
     graph = load_mas_config(settings.models.mas_config)
     if settings.data.data_file:
         check_text_data_file(settings.data.data_file)
