@@ -58,4 +58,4 @@ WORLDS.register("toy_deep", World("toy_deep", deep_task.deep_world(), "configs/t
                                   ("task.py", "transcripts.py", "train_policy.py", "deep_task.py"),
                                   deep_task.check_graph, deep_task.reference_outputs, deep_task.corpus_lines,
                                   deep_task.training_turns, ("dev", "train"),
-                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 400))))
+                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 3000))))
