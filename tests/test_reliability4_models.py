@@ -19,23 +19,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.logs import render_log
-
 from helpers import run_module, snapshot
 
 REPO = Path(__file__).resolve().parents[1]
-EXP = "gsm8k_single_pass_0123abcd45_tiny"
-
-
-def summary(acc=0.5, tokens=100.0):
-    s = {f"pass@{k}": acc for k in range(1, 11)}
-    s.update(n=10, errors=0, tokens_mean=tokens, tokens_std=1.0, tokens_n=10, scorer_calls_total=0,
-             agent_runs_total=30, prm_calls_mean=0.0, agent_runs_mean=3.0)
-    return s
-
-
-def log_text(**kw) -> str:
-    return render_log(["=== START single_pass | dataset=gsm8k | N=10 | manifest=abc ==="], [], summary(**kw))
 
 
 # --------------------------------------------------------------------------- class 11: state read back
