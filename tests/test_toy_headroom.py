@@ -97,3 +97,15 @@ def test_the_measurement_on_a_tiny_setting_with_a_scripted_team():
     assert 0 < report["c"] <= 1 and report["bon_n"] >= 1
     assert set(report["passed"]) == {"a_mcts", "a_sbs", "b", "c", "d"}
     assert any("(a) process - outcome oracle, MCTS 4 sims" in line for line in headroom.report_lines(report))
+
+
+def test_an_out_ending_in_txt_is_refused_before_the_policy_loads(tmp_path, monkeypatch, capsys):
+    """The text report goes beside the JSON as .txt: `--out r.txt` would have the text overwrite the JSON."""
+    from helpers import run_module, snapshot
+
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom",
+                                ["--world", "toy", "--split", "train", "--out", "r.txt"])
+    assert code == 2 and len(lines) == 1 and "--out r.txt" in lines[0] and ".json" in lines[0]
+    assert snapshot(tmp_path) == before

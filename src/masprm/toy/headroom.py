@@ -38,7 +38,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.eval.methods import METHODS
 from masprm.graph import MASGraph, load_mas_config
-from masprm.io import atomic_write_json
+from masprm.io import atomic_write_json, atomic_write_text
 from masprm.log import get_logger
 from masprm.paired_stats import bootstrap_ci, mde, paired_se
 from masprm.paths import PathText
@@ -239,7 +239,10 @@ def main() -> int:
     check(args.split != "test", "--split: the headroom gates are measured on dev (or train), never on test")
     world = WORLDS[args.world]
     check(args.split in world.task.splits, f"--split: {args.world} has splits {', '.join(world.task.splits)}")
+    text_out = Path(args.out).with_suffix(".txt")   # the report's lines, beside the JSON
+    check(text_out != Path(args.out), f"--out {args.out}: the text report goes beside it as .txt; name the JSON *.json")
     check_output_file(args.out, "out")
+    check_output_file(text_out, "out")
     policy_dir = Path(args.policy or Path(world.out) / "policy")
     check((policy_dir / "config.json").is_file(), f"--policy: {policy_dir} is not a model folder "
                                                   f"(build it: python -m masprm.toy.build --world {args.world})")
@@ -253,7 +256,7 @@ def main() -> int:
     report["policy"], report["split"] = str(policy_dir), args.split
     atomic_write_json(Path(args.out), report)
     lines = report_lines(report)
-    Path(args.out).with_suffix(".txt").write_text("\n".join(lines) + "\n")
+    atomic_write_text(text_out, "\n".join(lines) + "\n")
     print("\n".join(lines))
     return 0
 
