@@ -36,7 +36,7 @@ import re
 from typing import Iterable, Iterator, Sequence
 
 from masprm.graph import MASGraph
-from masprm.toy.task import FIXED_OPERAND, Problem, TaskWorld
+from masprm.toy.task import FIXED_OPERAND, Problem, TaskWorld, apply_op
 from masprm.toy.transcripts import rendered_turns, worked_steps
 
 K = 5                        # the Op agents of the registered world (the one design trained yet: docs/toy_world.md)
@@ -102,16 +102,23 @@ def verifier_text(answer: int, rng: random.Random | None = None) -> str:
 
 def transcript(problem: Problem, rng: random.Random | None = None, *,
                start: int | None = None, ops: Sequence[tuple[str, int]] | None = None,
-               numbers: Sequence[int] | None = None) -> list[str]:
+               numbers: Sequence[int] | None = None, slips: Sequence[int] = ()) -> list[str]:
     """A team transcript (one message per agent) that follows a reading and a plan faithfully.
 
     Without `numbers`, `start` and `ops` it is the problem's reference transcript; with them, the
     transcript of a team whose Reader read `numbers` and whose Planner wrote `start` and `ops`.
+    `slips` (one per operation, 0: none) moves an Op agent's result: its equation is false and the
+    next Op agent goes on from the total it wrote.
     """
     start = problem.start if start is None else start
     ops = problem.ops if ops is None else tuple(ops)
     numbers = problem.written if numbers is None else numbers
     steps = worked_steps(Problem(problem.question, start, tuple(ops), 0, problem.distractor, problem.kinds))
+    if any(slips):
+        total, steps = start, []
+        for (op, n), slip in zip(ops, slips):
+            steps.append((total, op, n, apply_op(total, op, n) + slip))
+            total = steps[-1][3]
     return ([reader_text(numbers, rng), planner_text(start, ops, rng)] + [op_text(s, rng) for s in steps]
             + [verifier_text(steps[-1][3], rng)])
 
@@ -147,15 +154,27 @@ SWAPPED = {"+": "-", "-": "+", "*": "/", "/": "*"}
 
 
 def noisy_transcript(problem: Problem, rng: random.Random, noise: float) -> list[str]:
-    """The reference transcript, except that with probability `noise` each the Reader misreads and the
-    Planner writes one operation the wrong way round; the later agents follow what they are given."""
+    """The reference transcript, except that with probability `noise` each the Reader misreads, the
+    Planner writes one operation the wrong way round, and each Op agent's result is off by 1 or 2
+    (never below 1 when it can be kept there); the later agents follow what they are given. The Verifier states the last total.
+
+    A policy sampled at temperature 0.7 spreads a target's `noise` over its many wrong variants and so
+    errs less often than `noise` (docs/toy_world.md: the error profile each build reaches).
+    """
     numbers, start, ops = list(problem.written), problem.start, list(problem.ops)
     if rng.random() < noise:
         numbers, start, ops = misread(problem, rng)
     if rng.random() < noise:
         i = rng.randrange(len(ops))
         ops[i] = (SWAPPED[ops[i][0]], ops[i][1])
-    return transcript(problem, rng, start=start, ops=ops, numbers=numbers)
+    slips, total = [], start
+    for op, n in ops:
+        right = apply_op(total, op, n)
+        # off by 1 or 2, never below 1 (a misreading can already have taken the total below 1: then upwards)
+        slip = rng.choice([d for d in (-2, -1, 1, 2) if right + d >= 1] or [1, 2]) if rng.random() < noise else 0
+        slips.append(slip)
+        total = right + slip
+    return transcript(problem, rng, start=start, ops=ops, numbers=numbers, slips=slips)
 
 
 def training_turns(problems: Iterable[Problem], graph: MASGraph, seed: int,

@@ -42,11 +42,13 @@ from masprm.io import atomic_write_json, atomic_write_text
 from masprm.log import get_logger
 from masprm.paired_stats import bootstrap_ci, mde, paired_se
 from masprm.paths import PathText
+from masprm.search.beam import Beam, beam_search
 from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import propose
 from masprm.search.oracles import STEP_ORACLES
 from masprm.search.settings import BoNSettings, MCTSSettings, SBSSettings, StepOracleSettings
+from masprm.toy.task import generate_split
 from masprm.toy.worlds import WORLDS
 
 log = get_logger(__name__)
@@ -144,6 +146,71 @@ def first_agent_groups(models: Models, graph: MASGraph, examples: Sequence[Any],
     return [found[ex.idx] for ex in examples]
 
 
+def pass_profile(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], seed: int, temperature: float,
+                 batch_size: int, n: int = 4) -> dict:
+    """n single passes per question, judged by the world's step oracle and the gold check: the share of passes
+    whose final answer is right, whose every message is right, and whose final answer is right after a wrong
+    message (a chance hit: the outcome oracle can pick it, the process oracle cannot), and the share of passes
+    whose first wrong message is each agent's."""
+    settings, oracle = MCTSSettings(), STEP_ORACLES[world]
+
+    def job(ex):
+        ctx = SearchContext(models.policy, graph, settings, keys=RequestKeys(seed, ex.idx), example=ex)
+
+        def search():
+            beams = yield from beam_search(ctx, [Beam(graph.start(ex.question)) for _ in range(n)], width=n,
+                                           branching=1, scorer=None, temperature=temperature)
+            return [(list(b.state.outputs.values()), b.state.final_answer()) for b in beams]
+        return ex, search
+
+    right = steps_right = chance = 0
+    first = [0] * (graph.n_agents + 1)                # the first wrong message's agent; the last slot: none
+    for ex, passes, error in run_batched(models, (job(ex) for ex in examples), batch_size):
+        if error is not None:
+            raise error
+        for messages, answer in passes:
+            ok = list(oracle(ex.question, messages))
+            wrong = next((i for i, good in enumerate(ok) if not good), graph.n_agents)
+            final = answer is not None and _right(answer, ex.gold)
+            right, steps_right, first[wrong] = right + final, steps_right + (wrong == graph.n_agents), first[wrong] + 1
+            chance += final and wrong < graph.n_agents
+    total = n * len(examples)
+    return {"passes": total, "final_right": right / total, "all_steps_right": steps_right / total,
+            "chance_hits": chance / total, "first_wrong": [c / total for c in first[:-1]]}
+
+
+def agent_error_rates(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], seed: int,
+                      temperature: float, batch_size: int, n: int = 4) -> list[float]:
+    """Each agent's error rate given a right prefix: n samples of every agent after the reference messages of
+    the agents before it, judged by the step oracle (the policy's error profile, comparable with the rates of
+    `masprm.toy.deep_synthetic`'s team)."""
+    w = WORLDS[world]
+    problems = {p.question: p for split in ("dev", "train") if split in w.task.splits   # never test
+                for p in generate_split(split, w.task)}
+    settings, oracle = MCTSSettings(), STEP_ORACLES[world]
+
+    def job(ex):
+        ctx = SearchContext(models.policy, graph, settings, keys=RequestKeys(seed, ex.idx), example=ex)
+        reference = w.reference_outputs(problems[ex.question], random.Random(seed + ex.idx))
+
+        def search():
+            wrong, state = [], graph.start(ex.question)
+            for agent in graph.topo_order:
+                [cands] = yield from propose(ctx, [state], agent, n, temperature=temperature)
+                before = [reference[a] for a in graph.topo_order[:len(wrong)]]
+                wrong.append(sum(not oracle(ex.question, before + [c.text])[-1] for c in cands))
+                state = state.decide(agent, reference[agent])
+            return wrong
+        return ex.idx, search
+
+    totals = [0] * graph.n_agents
+    for _, wrong, error in run_batched(models, (job(ex) for ex in examples), batch_size):
+        if error is not None:
+            raise error
+        totals = [t + w for t, w in zip(totals, wrong)]
+    return [t / (n * len(examples)) for t in totals]
+
+
 # --------------------------------------------------------------------------- the gates
 
 
@@ -192,7 +259,9 @@ def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any]
                                         examples, seed, batch_size)
     groups = first_agent_groups(models, graph, examples, seed, TEMPERATURE, batch_size)
     return {"world": world, "questions": len(examples), "seed": seed, "simulations": sims, "sbs": [b1, b2],
-            "bon_n": bon_n, **gates(runs, groups, graph.n_agents, sims)}
+            "bon_n": bon_n, **gates(runs, groups, graph.n_agents, sims),
+            "passes": pass_profile(models, graph, world, examples, seed, TEMPERATURE, batch_size),
+            "agent_error_rates": agent_error_rates(models, graph, world, examples, seed, TEMPERATURE, batch_size)}
 
 
 def report_lines(r: dict) -> list[str]:
@@ -211,6 +280,12 @@ def report_lines(r: dict) -> list[str]:
             f"(c) distinct terminals per tree / simulations: {r['c']:.2f} (>= 0.7: {mark[p['c']]})",
             f"(d) 3-sample first-agent groups that are one text: {100 * r['d']['one_text']:.1f}% "
             f"(<= 50%: {mark[p['d']]}); one reading: {100 * r['d']['one_reading']:.1f}%",
+            "single passes: final answer right {final_right:.1%}, every message right {all_steps_right:.1%}, "
+            "right after a wrong message (chance hits) {chance_hits:.1%}".format(**r["passes"]),
+            "first wrong message, share of passes per agent: " + " ".join(f"{100 * x:.1f}%"
+                                                                        for x in r["passes"]["first_wrong"]),
+            "each agent's error rate after a right prefix: " + " ".join(f"{100 * x:.1f}%"
+                                                                       for x in r["agent_error_rates"]),
             f"paired sd of (a) under MCTS: {r['paired_sd']:.4f} (MDE at 80% power over these questions: "
             f"{100 * r['a_mcts']['mde']:.1f} points)"]
 
