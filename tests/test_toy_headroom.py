@@ -89,7 +89,7 @@ def test_the_measurement_on_a_tiny_setting_with_a_scripted_team():
     graph = load_mas_config(world.config)
     team = ScriptedTeam()
     examples = list(world.task.load("dev", n=3, seed=0))
-    report = headroom.measure(LoadedModels(team.policy), graph, "toy_deep", examples, seed=0, sims=4, b1=2, b2=3)
+    report = headroom.measure(LoadedModels(team.policy), graph, "toy_deep", examples, seeds=(0,), sims=4, b1=2, b2=3)
     # every misreading is visible to the process oracle at the Reader's step, and to the first-half oracle
     assert report["accuracy"]["mcts_step"] == report["accuracy"]["sbs_step"] == 1.0
     assert report["accuracy"]["mcts_first_half"] == 1.0
@@ -109,3 +109,13 @@ def test_an_out_ending_in_txt_is_refused_before_the_policy_loads(tmp_path, monke
                                 ["--world", "toy", "--split", "train", "--out", "r.txt"])
     assert code == 2 and len(lines) == 1 and "--out r.txt" in lines[0] and ".json" in lines[0]
     assert snapshot(tmp_path) == before
+
+
+def test_seeds_pool_per_question_before_the_gates():
+    """A question's outcome over search seeds is its share of right answers; the paired sd is that of those means."""
+    rows = [{"correct": True, "agent_runs": 10, "terminals": None}, {"correct": False, "agent_runs": 20, "terminals": None}]
+    assert headroom._mean(rows) == {"correct": 0.5, "agent_runs": 15.0, "terminals": None}
+    assert headroom._mean([[0.2, 0.4], [0.4, 0.0]]) == [0.30000000000000004, 0.2]
+    # per question: (1 + 0)/2 - (0 + 0)/2 = 0.5 and (1 + 1)/2 - (1 + 0)/2 = 0.5: mean 0.5, sd 0
+    d = headroom.difference([0.5, 1.0], [0.0, 0.5])
+    assert d["diff"] == 0.5 and d["sd"] == 0.0

@@ -69,7 +69,7 @@ def check_seeds(settings: object, names: tuple[str, ...] = ("seed",)) -> None:
     """``check_seed`` on each named field of a settings class that is set (a list: each of its seeds)."""
     for name in names:
         value = getattr(settings, name)
-        for seed in value if isinstance(value, list) else () if value is None else (value,):
+        for seed in value if isinstance(value, (list, tuple)) else () if value is None else (value,):
             check_seed(seed, name)
 
 

@@ -159,7 +159,7 @@ def main() -> int:
     for point in itertools.product(args.reader, args.planner, args.op, args.verifier):
         rates = ErrorRates(*point)
         report = headroom.measure(LoadedModels(SyntheticDeepTeam(rates, args.seed)), graph, args.world, examples,
-                                  seed=args.seed, sims=args.simulations, batch_size=32)
+                                  seeds=(args.seed,), sims=args.simulations, batch_size=32)
         report["rates"] = rates.__dict__
         reports.append(report)
         print(f"rates {rates.__dict__}")

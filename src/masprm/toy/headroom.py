@@ -245,23 +245,46 @@ def gates(runs: dict[str, list[dict]], groups: Sequence[Sequence[str]], n_agents
     return out
 
 
-def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], *, seed: int, sims: int = 10,
-            b1: int = 3, b2: int = 5, batch_size: int = 8) -> dict:
-    """Every condition on `examples`, then the gates (a)-(d)."""
-    runs = {}
-    for cond in conditions(world, sims, b1, b2):
-        log.info("headroom: %s on %d questions", cond.label, len(examples))
-        runs[cond.label] = run_condition(models, graph, cond, examples, seed, batch_size)
-    bon_n = max(1, round(sum(r["agent_runs"] for r in runs["mcts_step"]) / len(examples) / graph.n_agents))
-    bon = METHODS["bon_oracle_outcome"].settings_for({BoNSettings: BoNSettings(bon_n=bon_n,
-                                                                                 sbs_temperature=TEMPERATURE)})
-    runs["bon_outcome"] = run_condition(models, graph, Condition("bon_outcome", "bon_oracle_outcome", bon),
-                                        examples, seed, batch_size)
-    groups = first_agent_groups(models, graph, examples, seed, TEMPERATURE, batch_size)
-    return {"world": world, "questions": len(examples), "seed": seed, "simulations": sims, "sbs": [b1, b2],
-            "bon_n": bon_n, **gates(runs, groups, graph.n_agents, sims),
-            "passes": pass_profile(models, graph, world, examples, seed, TEMPERATURE, batch_size),
-            "agent_error_rates": agent_error_rates(models, graph, world, examples, seed, TEMPERATURE, batch_size)}
+def _mean(values: Sequence[Any]) -> Any:
+    """The mean of numbers, of equally long lists of numbers, or of dicts of them (key by key)."""
+    first = values[0]
+    if first is None:            # a count a condition does not have (an SBS run's visited terminals)
+        return None
+    if isinstance(first, dict):
+        return {k: _mean([v[k] for v in values]) for k in first}
+    if isinstance(first, list):
+        return [_mean(list(column)) for column in zip(*values)]
+    return sum(values) / len(values)
+
+
+def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], *, seeds: Sequence[int],
+            sims: int = 10, b1: int = 3, b2: int = 5, batch_size: int = 8) -> dict:
+    """Every condition on `examples` at each search seed, then the gates (a)-(d) on the per-question means over
+    the seeds (a question's outcome under a condition: its share of right answers, so the paired sd is the
+    one a mean over these seeds has)."""
+    per_seed, groups, passes, rates, bon_n = [], [], [], [], None
+    for seed in seeds:
+        runs = {}
+        for cond in conditions(world, sims, b1, b2):
+            log.info("headroom: %s on %d questions, seed %d", cond.label, len(examples), seed)
+            runs[cond.label] = run_condition(models, graph, cond, examples, seed, batch_size)
+        if bon_n is None:   # the first seed's agent samples fix N for every seed
+            bon_n = max(1, round(sum(r["agent_runs"] for r in runs["mcts_step"]) / len(examples) / graph.n_agents))
+        bon = METHODS["bon_oracle_outcome"].settings_for({BoNSettings: BoNSettings(bon_n=bon_n,
+                                                                                     sbs_temperature=TEMPERATURE)})
+        runs["bon_outcome"] = run_condition(models, graph, Condition("bon_outcome", "bon_oracle_outcome", bon),
+                                            examples, seed, batch_size)
+        per_seed.append(runs)
+        groups += first_agent_groups(models, graph, examples, seed, TEMPERATURE, batch_size)
+        passes.append(pass_profile(models, graph, world, examples, seed, TEMPERATURE, batch_size))
+        rates.append(agent_error_rates(models, graph, world, examples, seed, TEMPERATURE, batch_size))
+    pooled = {label: [_mean([runs[label][i] for runs in per_seed]) for i in range(len(examples))]
+              for label in per_seed[0]}
+    return {"world": world, "questions": len(examples), "seeds": list(seeds), "simulations": sims, "sbs": [b1, b2],
+            "bon_n": bon_n, **gates(pooled, groups, graph.n_agents, sims),
+            "accuracy_per_seed": {str(seed): {label: _mean([float(r["correct"]) for r in rows])
+                                              for label, rows in runs.items()} for seed, runs in zip(seeds, per_seed)},
+            "passes": _mean(passes), "agent_error_rates": _mean(rates)}
 
 
 def report_lines(r: dict) -> list[str]:
@@ -270,7 +293,7 @@ def report_lines(r: dict) -> list[str]:
         return f"{100 * x['diff']:+.1f} points [95% CI {100 * x['ci'][0]:+.1f}, {100 * x['ci'][1]:+.1f}]"
     mark = {True: "reached", False: "NOT reached"}
     p = r["passed"]
-    return [f"{r['world']}: {r['questions']} questions, seed {r['seed']}",
+    return [f"{r['world']}: {r['questions']} questions, search seeds {' '.join(map(str, r['seeds']))}",
             "accuracy: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["accuracy"].items()),
             "agent samples / question: " + ", ".join(f"{k} {v:.1f}" for k, v in r["agent_samples"].items()),
             f"(a) process - outcome oracle, MCTS {r['simulations']} sims: {d('a_mcts')} (>= 8: {mark[p['a_mcts']]})",
@@ -286,8 +309,8 @@ def report_lines(r: dict) -> list[str]:
                                                                         for x in r["passes"]["first_wrong"]),
             "each agent's error rate after a right prefix: " + " ".join(f"{100 * x:.1f}%"
                                                                        for x in r["agent_error_rates"]),
-            f"paired sd of (a) under MCTS: {r['paired_sd']:.4f} (MDE at 80% power over these questions: "
-            f"{100 * r['a_mcts']['mde']:.1f} points)"]
+            f"paired sd of (a) under MCTS, per question over the seeds: {r['paired_sd']:.4f} (MDE at 80% power "
+            f"over these questions: {100 * r['a_mcts']['mde']:.1f} points)"]
 
 
 @dataclass(frozen=True)
@@ -296,14 +319,16 @@ class HeadroomArgs:
     split: str = arg("dev", flags=("--split",), help="never the test split (default dev; the toy world has none: train)")
     policy: PathText | None = arg(None, flags=("--policy",), help="policy folder (default: the world's build)")
     n: int | None = arg(None, flags=("--n",), help="questions (default: the whole split)")
-    seed: int = arg(14, flags=("--seed",), help="search seed (and the question order)")
+    seeds: tuple[int, ...] = arg((14,), flags=("--seeds",), nargs="+",
+                                 help="search seeds (the first one also orders the questions); the gates are on "
+                                      "each question's mean over them")
     simulations: int = arg(10, flags=("--simulations",), help="MCTS simulations (the demo's 10)")
     batch_size: int = arg(8, flags=("--batch_size",), help="questions in flight")
     out: PathText = arg("results/toy_deep_headroom.json", flags=("--out",), help="JSON report (a .txt beside it)")
 
     def __post_init__(self) -> None:
         require_each(self, ("n", "simulations", "batch_size"), lambda v: v >= 1, "must be at least 1")
-        check_seeds(self)
+        check_seeds(self, ("seeds",))
 
 
 def main() -> int:
@@ -325,8 +350,8 @@ def main() -> int:
     from masprm.models.options import ModelOptions
 
     models = LoadedModels(backends.load_policy(None, str(policy_dir), ModelOptions(device_map="cpu"), setting="policy"))
-    examples = list(world.task.load(args.split, n=args.n, seed=args.seed))
-    report = measure(models, load_mas_config(world.config), args.world, examples, seed=args.seed,
+    examples = list(world.task.load(args.split, n=args.n, seed=args.seeds[0]))
+    report = measure(models, load_mas_config(world.config), args.world, examples, seeds=args.seeds,
                      sims=args.simulations, batch_size=args.batch_size)
     report["policy"], report["split"] = str(policy_dir), args.split
     atomic_write_json(Path(args.out), report)
