@@ -42,6 +42,8 @@ from masprm.toy.transcripts import rendered_turns, worked_steps
 K = 5                        # the Op agents of the registered world (the one design trained yet: docs/toy_world.md)
 DESIGNS = (3, 5)             # the values of k compared on dev
 TARGET_NOISE = 0.2           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
+OP_NOISE_SHARE = 0.7         # an Op agent's SFT noise as a share of the early agents' (target_noise): more early
+                             # errors than late ones (the headroom gate (b) asks early choices to matter more)
 DISTRACTOR_SHARE = 0.6       # stories that also mention someone else's number
 # Phrasings of each message (a message's words carry no number, so the numbers read the same in all of them).
 READER_OPENERS = ("Numbers:", "Read:", "Values:", "Noted:")
@@ -154,9 +156,10 @@ SWAPPED = {"+": "-", "-": "+", "*": "/", "/": "*"}
 
 
 def noisy_transcript(problem: Problem, rng: random.Random, noise: float) -> list[str]:
-    """The reference transcript, except that with probability `noise` each the Reader misreads, the
-    Planner writes one operation the wrong way round, and each Op agent's result is off by 1 or 2
-    (never below 1 when it can be kept there); the later agents follow what they are given. The Verifier states the last total.
+    """The reference transcript, except that with probability `noise` each the Reader misreads and the
+    Planner writes one operation the wrong way round, and with `noise` x OP_NOISE_SHARE each Op agent's
+    result is off by 1 or 2 (never below 1 when it can be kept there); the later agents follow what they
+    are given. The Verifier states the last total.
 
     A policy sampled at temperature 0.7 spreads a target's `noise` over its many wrong variants and so
     errs less often than `noise` (docs/toy_world.md: the error profile each build reaches).
@@ -171,7 +174,8 @@ def noisy_transcript(problem: Problem, rng: random.Random, noise: float) -> list
     for op, n in ops:
         right = apply_op(total, op, n)
         # off by 1 or 2, never below 1 (a misreading can already have taken the total below 1: then upwards)
-        slip = rng.choice([d for d in (-2, -1, 1, 2) if right + d >= 1] or [1, 2]) if rng.random() < noise else 0
+        slip = (rng.choice([d for d in (-2, -1, 1, 2) if right + d >= 1] or [1, 2])
+                if rng.random() < noise * OP_NOISE_SHARE else 0)
         slips.append(slip)
         total = right + slip
     return transcript(problem, rng, start=start, ops=ops, numbers=numbers, slips=slips)
