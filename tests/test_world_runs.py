@@ -192,7 +192,8 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     record = world.report_record()
     assert record == {"name": "toy_deep", "test_questions": 0,
                       "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"}}
-    assert "preregistration" not in WORLD_RUNS["toy"].report_record()     # the toy world's report as before
+    from masprm.toy.lab_report import TOY_WORLD
+    assert WORLD_RUNS["toy"].report_record() == TOY_WORLD                 # the toy world's report as before
     files = {k: tmp_path / Path(v).name for k, v in world.lab_files.items()}
     rows = [s.in_world(world) for s in LAB_SCORERS[:2]]
     write_report(rows, [tmp_path / "none"], files["stepbench"], files["labelbench"], files["report"],
