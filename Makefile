@@ -3,6 +3,11 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
+# The toy world `make demo` and `make lab` run (masprm.stages.world_runs): toy, or toy_deep. The toy world's
+# commands carry no --world flag, so they stay what they were (the flag brings its own leading space).
+WORLD  ?= toy
+space  := $(subst ,, )
+WORLD_FLAG := $(if $(filter-out toy,$(WORLD)),$(space)--world $(WORLD))
 
 .PHONY: setup test test-fast demo report report-check lab bench gpu-check clean-demo clean-lab setup-vllm test-vllm
 
@@ -53,7 +58,7 @@ test-fast: $(STAMP)
 	$(PY) -m pytest -q -m "not slow" tests
 
 demo: $(STAMP)
-	$(PY) src/demo.py
+	$(PY) src/demo.py$(WORLD_FLAG)
 
 # The measured tables of docs/*.md, rewritten from results/ and logs/ (after make demo / make lab).
 report: $(STAMP)
@@ -66,7 +71,7 @@ report-check: $(STAMP)
 
 # The scorer lab (docs/scorer_lab.md): every label scheme and objective on the demo's trees (run after `make demo`).
 lab: $(STAMP)
-	$(PY) src/lab.py
+	$(PY) src/lab.py$(WORLD_FLAG)
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
@@ -75,8 +80,20 @@ bench: $(STAMP)
 gpu-check: $(STAMP)
 	PY=$(PY) bash bench/gpu_check.sh
 
+# WORLD=toy_deep: that world's demo or lab outputs only (not its other results, e.g. results/toy_deep_headroom.json;
+# the toy world's patterns match toy_deep's files too).
 clean-demo:
+ifeq ($(WORLD),toy)
 	rm -rf artifacts/toy results/*toy* logs/toy_* checkpoints/toy-*
+else
+	rm -rf artifacts/$(WORLD) results/$(WORLD)_demo_* results/$(WORLD)_stepbench.json results/$(WORLD)_res_* \
+		results/*_$(WORLD)_res_* logs/$(WORLD)_demo checkpoints/$(WORLD)-ppm checkpoints/$(WORLD)-orm
+endif
 
 clean-lab:
+ifeq ($(WORLD),toy)
 	rm -rf results/toy_lab* results/labels_* logs/toy_lab checkpoints/toy-lab-*
+else
+	rm -rf results/$(WORLD)_lab* results/labels_*_$(WORLD)_res_* results/$(WORLD)_train_seed_* logs/$(WORLD)_lab \
+		checkpoints/$(WORLD)-lab-*
+endif

@@ -75,7 +75,7 @@ def plan(monkeypatch, tmp_path, **args):
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
                                                            "sbs_budget": [2, 3], "train_seeds": [42], "n_train": demo.N_TRAIN,
-                                                           "rollout_rows": True, **args}))
+                                                           "rollout_rows": True, "world": "toy", **args}))
     return {t.name: t for t in tasks}, notes, rows, done
 
 
@@ -233,7 +233,7 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
 
     monkeypatch.setattr(lab, "missing", missing)
     tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42],
-                                                     rollout_rows=True))
+                                                     rollout_rows=True, world="toy"))
     assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
     assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}
@@ -266,7 +266,7 @@ def test_run_tasks_starts_each_command_after_what_it_needs(tmp_path):
 def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(jobs, "ROOT", tmp_path)
-    monkeypatch.setattr(lab, "OUTPUT", tmp_path / "out")
+    monkeypatch.setattr(lab, "ROOT", tmp_path)   # the commands' outputs: under tmp_path/logs/toy_lab
     noop = [sys.executable, "-c", "pass"]
     monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[]))
     prepared = []
@@ -299,11 +299,19 @@ TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each score
          ("mcts", "orm"): {"n_simulations": 8, "max_children": 3}}}
 
 
+def with_sweep(monkeypatch, sweep) -> None:
+    """The toy world's record with another compute-matched sweep plan."""
+    from dataclasses import replace
+    from masprm.stages.world_runs import WORLD_RUNS
+    toy = WORLD_RUNS["toy"]
+    monkeypatch.setitem(WORLD_RUNS._items, "toy", replace(toy, family=replace(toy.family, sweep=sweep)))
+
+
 def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch, tmp_path):
     from masprm.stages.lab_estimate import last_value
-    monkeypatch.setattr(lab, "SWEEP", {})
+    with_sweep(monkeypatch, {})
     without, *_ = plan(monkeypatch, tmp_path, sample_n=5)
-    monkeypatch.setattr(lab, "SWEEP", TINY_SWEEP)
+    with_sweep(monkeypatch, TINY_SWEEP)
     tasks, *_ = plan(monkeypatch, tmp_path, sample_n=5)
     # the sweep adds tasks and changes none of the others
     assert {n: (t.cmd, t.after) for n, t in tasks.items() if not n.startswith("sweep_")} == \

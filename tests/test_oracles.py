@@ -159,6 +159,7 @@ def test_oracles_rank_best_of_n_and_value_mcts_leaves():
 
 def test_the_step_benchmark_values_steps_by_the_oracles_rules():
     from masprm.toy import stepbench
+    from masprm.toy.worlds import WORLDS
     problem = generate_split("test")[0]
     graph = load_mas_config(REPO / "src" / "masprm" / "configs" / "toy.yaml")
     right = [reader_text(problem), planner_text(problem), solver_text(problem, "worked"),
@@ -168,7 +169,7 @@ def test_the_step_benchmark_values_steps_by_the_oracles_rules():
     for messages in (right, misread):
         states = [graph.replay(problem.question, list(enumerate(messages[:i]))) for i in range(1, 5)]
         transcripts.append({"question": problem.question, "states": states, "values": {}})
-    stepbench.score_oracles(transcripts)
+    stepbench.score_oracles(transcripts, WORLDS["toy"].truth)
     # the right transcript: every prefix right (+1), the outcome 0 until the Verifier's right answer (+1)
     assert transcripts[0]["values"] == {"oracle_step": [1.0] * 4, "oracle_outcome": [0.0, 0.0, 0.0, 1.0]}
     # a misreading from the start: -1 from the Reader on; the Verifier still gives the true answer (the later

@@ -255,7 +255,7 @@ def test_cli_loads_each_scorer_once_and_reports_every_one(tmp_path, monkeypatch,
         loads.append(folder)
         return scorers.setdefault(folder, CountingScorer(0.0625 * len(loads)))   # values stay in [-1, 1]
 
-    monkeypatch.setattr(stepbench, "generate_split", lambda split: PROBLEMS)
+    monkeypatch.setattr(stepbench, "generate_split", lambda split, task: PROBLEMS)
     monkeypatch.setattr(stepbench, "load_policy", lambda args: LoadedModels(ScriptedPolicy(PROBLEMS)))
     monkeypatch.setattr(stepbench, "load_scorer_folder", load_scorer_folder)
     folders = {name: tmp_path / name for name in ("ppm", "first", "second", "policy")}

@@ -1,6 +1,8 @@
 """`make demo`: the whole MASPRM pipeline on the toy world, on a laptop CPU, in minutes.
 
-Runs the README's five stages as a user would, with ``--dataset toy``:
+Runs the README's five stages as a user would, with ``--dataset toy`` (``--world toy_deep``,
+`make demo WORLD=toy_deep`: the same stages on the deep toy world, its paths and settings from its
+`masprm.stages.world_runs` record; it stops before any work while that world's test split is empty):
 
   0. the toy world (shipped policy + data; cached in artifacts/toy)
   1. MAS-MCTS trees on the train split               (src/run_mcts.py)
@@ -34,21 +36,16 @@ from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages.jobs import PY, ROOT, Background, Job, run_side_by_side, show, stage, stage_command
+from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 
-# The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU.
-TOY = "artifacts/toy"
-POLICY = f"{TOY}/policy"
-CONFIG = "configs/toy.yaml"
+# The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
+# team and train-split size are its record's (`world_runs`); the toy world's, named here for readers:
+TOY_RUN = WORLD_RUNS[DEFAULT_WORLD]
+TOY, POLICY, CONFIG = TOY_RUN.artifacts, TOY_RUN.policy, TOY_RUN.config
+PPM_DIR, ORM_DIR, LOGS = TOY_RUN.scorer_dir("ppm"), TOY_RUN.scorer_dir("orm"), TOY_RUN.demo_logs
+N_TRAIN, TARGET_NODES = TOY_RUN.n_train, TOY_RUN.target_nodes   # 400: the whole train split; 5: question + 4 agents
 SEEDS = (14, 24, 42)
-N_TRAIN = 400                      # train-split questions searched in stage 1 (the whole split)
 ROLLOUTS, SEARCH_C, CANDIDATES, TEMPERATURE, TOP_P = 40, 4, 3, 0.7, 0.95
-TARGET_NODES = 5                   # question + Reader + Planner + Solver + Verifier
-PPM_DIR, ORM_DIR = "checkpoints/toy-ppm", "checkpoints/toy-orm"
-LOGS = "logs/toy_demo"
-OUTPUT = ROOT / LOGS / "demo_output"   # each quiet command's output
-TABLE = "results/toy_demo_aggregated_results.csv"
-STEPBENCH = "results/toy_stepbench.json"
-CLAIMS = "results/toy_demo_claims.txt"
 METHODS = ("single_pass", "sbs_logprob", "sbs_prm", "mcts_logprob", "mcts_prm", "mcts_orm")
 NO_SCORER = ("single_pass", "sbs_logprob", "mcts_logprob")
 # Budget curves: the README's evaluation command (main), then each search family at other budgets.
@@ -71,16 +68,21 @@ CPU = ("--no_compile", "--device_map", "cpu")
 TREE_BATCH, EVAL_BATCH = 64, 32
 
 
-def run_folder() -> str:
+def output_folder(world: WorldRun) -> Path:
+    """Each quiet command's output."""
+    return ROOT / world.demo_logs / "demo_output"
+
+
+def run_folder(world: WorldRun = TOY_RUN) -> str:
     # the policy is a local folder, tagged by its last path component (it may not be built yet)
-    return "results/" + run_folder_name("toy", "train", Path(POLICY).name, ROLLOUTS, SEARCH_C, CANDIDATES,
-                                        TEMPERATURE, TOP_P, CONFIG)
+    return "results/" + run_folder_name(world.name, "train", Path(world.policy).name, ROLLOUTS, SEARCH_C,
+                                        CANDIDATES, TEMPERATURE, TOP_P, world.config)
 
 
-def trees_done(n_train: int, seed: int, folder: str | None = None) -> bool:
+def trees_done(n_train: int, seed: int, folder: str | None = None, world: WorldRun = TOY_RUN) -> bool:
     """Stage 1 has its trees in `folder` (default: the demo's), made with this seed (run_mcts.py itself refuses
     to mix two seeds)."""
-    trees = sorted((ROOT / (folder or run_folder())).glob("*.json"))
+    trees = sorted((ROOT / (folder or run_folder(world))).glob("*.json"))
     if len(trees) < n_train:
         return False
     try:
@@ -122,56 +124,60 @@ class Commands:
     claims: list[str]
 
 
-def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str = LOGS) -> list[str]:
-    """The README's evaluation command on the toy test split with the demo's settings; `scorers` are the
-    scorer flags (--prm_dir ...), `budget` flags that override a setting."""
+def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | None = None,
+                       world: WorldRun = TOY_RUN) -> list[str]:
+    """The README's evaluation command on a world's test split with the demo's settings; `scorers` are the
+    scorer flags (--prm_dir ...), `budget` flags that override a setting; `logs_dir` default: the demo's."""
     # every seed in one process (--seeds): the same logs as one command per seed, one model load
-    return [*stage_command("evaluate"), "--dataset", "toy", "--split", "test", "--seeds", *map(str, seeds),
-            *scorers, "--gen_model_id", POLICY, "--mas_config", CONFIG, "--methods", *methods,
+    return [*stage_command("evaluate"), "--dataset", world.name, "--split", "test", "--seeds", *map(str, seeds),
+            *scorers, "--gen_model_id", world.policy, "--mas_config", world.config, "--methods", *methods,
             "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
             "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
-            "--top_p", "0.95", "--logs_dir", logs_dir, "--workers", "1",
-            "--search_batch_size", str(EVAL_BATCH), *CPU, *budget]
+            "--top_p", "0.95", "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
+            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.step_oracle, *budget]
 
 
-def train_command(mode: str, data: str, out: str, seed: int, extra=()) -> list[str]:
-    """A scorer trained on the toy world with the demo's settings (SCORER_TRAINING), resuming when interrupted."""
-    return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", POLICY,
+def train_command(mode: str, data: str, out: str, seed: int, extra=(), world: WorldRun = TOY_RUN) -> list[str]:
+    """A scorer trained on a world with the demo's settings (SCORER_TRAINING), resuming when interrupted."""
+    return [*stage_command("train"), "--mode", mode, "--data_dir", data, "--model-id", world.policy,
             "--output-dir", out, "--seed", str(seed), "--resume", *extra, *SCORER_TRAINING]
 
 
 def commands(args: "DemoArgs") -> Commands:
-    run = run_folder()
-    name = Path(run).name
-    scorer_flags = ("--prm_dir", PPM_DIR, "--prm_base_model_id", POLICY, "--orm_dir", ORM_DIR,
-                    "--orm_base_model_id", POLICY)
+    world = WORLD_RUNS[args.world]
+    run = run_folder(world)
+    name, policy, config, files = Path(run).name, world.policy, world.config, world.demo_files
+    ppm_dir, orm_dir = world.scorer_dir("ppm"), world.scorer_dir("orm")
+    scorer_flags = ("--prm_dir", ppm_dir, "--prm_base_model_id", policy, "--orm_dir", orm_dir,
+                    "--orm_base_model_id", policy)
 
     def evaluation(methods, scorers: bool, budget=()) -> list[str]:
-        return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget)
+        return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget, world=world)
 
     def scorer(mode: str, data: str, out: str) -> ScorerJob:
-        return ScorerJob(f"train_{mode}", data, out, train_command(mode, data, out, args.seed))
+        return ScorerJob(f"train_{mode}", data, out, train_command(mode, data, out, args.seed, world=world))
 
     return Commands(
-        build=[PY, "-m", "masprm.toy.build", "--out", TOY, "--mas_config", CONFIG],
-        trees=[*stage_command("trees"), "--dataset", "toy", "--split", "train", "--n", str(args.n_train),
+        build=[PY, "-m", "masprm.toy.build", *world.world_flags, "--out", world.artifacts, "--mas_config", config],
+        trees=[*stage_command("trees"), "--dataset", world.name, "--split", "train", "--n", str(args.n_train),
                "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
                "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
-               "--mas_config", CONFIG, "--model_id", POLICY, "--search_batch_size", str(TREE_BATCH),
+               "--mas_config", config, "--model_id", policy, "--search_batch_size", str(TREE_BATCH),
                "--no_plot", *CPU],
-        pairs=[*stage_command("preprocess"), "--input", run, "--target-nodes", str(TARGET_NODES),
+        pairs=[*stage_command("preprocess"), "--input", run, "--target-nodes", str(world.target_nodes),
                "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
-               "--view", "full", "--config", CONFIG],
-        scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", PPM_DIR),
-                 scorer("orm", f"results/prm_samples_{name}.jsonl", ORM_DIR)],
+               "--view", "full", "--config", config],
+        scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", ppm_dir),
+                 scorer("orm", f"results/prm_samples_{name}.jsonl", orm_dir)],
         early_evals={f"eval_no_scorer_{name}":
                      evaluation([m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
                      for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER)},
         evals={f"eval_{name}": evaluation(methods, scorers=True, budget=budget) for name, budget, methods in BUDGETS},
-        stepbench=[PY, "-m", "masprm.toy.stepbench", "--policy", POLICY, "--prm_dir", PPM_DIR, "--orm_dir", ORM_DIR,
-                   "--mas_config", CONFIG, "--out", STEPBENCH, "--seed", str(args.seed)],
-        aggregate=[*stage_command("aggregate"), "--logs_dir", LOGS, "--out", TABLE],
-        claims=[PY, "-m", "masprm.toy.claims", "--logs_dir", LOGS, "--out", CLAIMS, "--seed", str(args.seed)],
+        stepbench=[PY, "-m", "masprm.toy.stepbench", *world.world_flags, "--policy", policy, "--prm_dir", ppm_dir,
+                   "--orm_dir", orm_dir, "--mas_config", config, "--out", files["stepbench"], "--seed", str(args.seed)],
+        aggregate=[*stage_command("aggregate"), "--logs_dir", world.demo_logs, "--out", files["table"]],
+        claims=[PY, "-m", "masprm.toy.claims", "--logs_dir", world.demo_logs, "--out", files["claims"],
+                "--seed", str(args.seed)],
     )
 
 
@@ -181,11 +187,12 @@ def commands(args: "DemoArgs") -> Commands:
 def make_scorers(c: Commands, args) -> None:
     """Stages 1-3 (trees, pairs, the MASPRM and the ORM); a stage is skipped only when its outputs exist and
     nothing before it ran again, and an interrupted stage resumes."""
-    fresh = not trees_done(args.n_train, args.seed)
+    world = WORLD_RUNS[args.world]
+    fresh = not trees_done(args.n_train, args.seed, world=world)
     if fresh:
         Job(c.trees).wait()
     else:
-        print(f"stage 1: {run_folder()} has its trees: skipped")
+        print(f"stage 1: {run_folder(world)} has its trees: skipped")
     fresh = fresh or not all((ROOT / job.data).is_file() for job in c.scorers)
     if fresh:
         Job(c.pairs).wait()
@@ -193,10 +200,10 @@ def make_scorers(c: Commands, args) -> None:
         print("stage 2: pairs already there: skipped")
     stale = [job.out for job in c.scorers if fresh and (ROOT / job.out).exists()]
     check(not stale, f"{stale[0] if stale else ''} holds a scorer trained on earlier "
-                     "pairs; run `make clean-demo` to start over")
+                     f"pairs; run `{make_command('clean-demo', world)}` to start over")
     todo = [job for job in c.scorers if not scorer_completed(ROOT / job.out)]  # an interrupted one resumes (--resume)
     if todo:
-        run_side_by_side([job.cmd for job in todo], [job.name for job in todo], jobs=2, folder=OUTPUT)
+        run_side_by_side([job.cmd for job in todo], [job.name for job in todo], jobs=2, folder=output_folder(world))
     else:
         print("stage 3: scorers already there: skipped")
 
@@ -207,14 +214,20 @@ class DemoArgs:
 
     seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(SEEDS),
                            help="evaluation seeds")
-    n_train: int = arg(N_TRAIN, flags=("--n_train",), help="train questions searched in stage 1")
+    n_train: int | None = arg(None, flags=("--n_train",),
+                              help="train questions searched in stage 1 (default: the world's train split, 400)")
     jobs: int = arg(2, flags=("--jobs",),
                     help="evaluation commands run side by side, one thread each (default 2, one per core)")
     dry_run: bool = arg(False, flags=("--dry_run",), help="print the commands without running them")
     seed: int = arg(42, flags=("--seed",),
                     help="seed of the trees (stage 1) and the scorers' training (stage 3); default 42")
+    world: str = arg(DEFAULT_WORLD, flags=("--world",),
+                     help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD})")
 
     def __post_init__(self) -> None:
+        require_world(self)
+        if self.n_train is None:
+            object.__setattr__(self, "n_train", WORLD_RUNS[self.world].n_train)
         require_each(self, ("n_train", "jobs"), lambda v: v >= 1, "must be at least 1")
         check_seeds(self, ("seed", "seeds"))
 
@@ -223,21 +236,21 @@ def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
     add_config_args(p, DemoArgs)
     args = config_from_args(DemoArgs, p.parse_args(argv))
-    c = commands(args)
+    c, world = commands(args), WORLD_RUNS[args.world]
     if args.dry_run:
         for cmd in [c.build, c.trees, c.pairs, *(job.cmd for job in c.scorers), *c.early_evals.values(),
                     *c.evals.values(), c.stepbench, c.aggregate, c.claims]:
             print(f"$ {show(cmd)}")
         return 0
-
-    started, timings = time.time(), []
+    world.check_test_split()   # stage 4 evaluates the test split: nothing starts without one
+    started, timings, output, files = time.time(), [], output_folder(world), world.demo_files
 
     t = stage("0 build the toy world (cached)")
     Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
     timings.append(("0 build", time.time() - t))
 
     t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
-    background = Background(list(c.early_evals.values()), list(c.early_evals), OUTPUT)
+    background = Background(list(c.early_evals.values()), list(c.early_evals), output)
     try:
         make_scorers(c, args)
     except BaseException:
@@ -248,11 +261,11 @@ def main(argv: list[str] | None = None) -> int:
 
     t = stage("4 evaluation, seeds " + " ".join(map(str, args.seeds)) + ", and the step-level benchmark")
     todo = dict(c.evals)
-    if (ROOT / STEPBENCH).is_file():
-        print(f"step-level benchmark: {STEPBENCH} already there: skipped")
+    if (ROOT / files["stepbench"]).is_file():
+        print(f"step-level benchmark: {files['stepbench']} already there: skipped")
     else:
         todo = {"stepbench": c.stepbench, **todo}
-    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs, folder=OUTPUT)
+    run_side_by_side(list(todo.values()), list(todo), jobs=args.jobs, folder=output)
     timings.append(("4 evaluation", time.time() - t))
 
     t = stage("5 aggregate, budget curves and the paper's claims")
@@ -264,8 +277,8 @@ def main(argv: list[str] | None = None) -> int:
     for name, seconds in timings:
         print(f"{name:<26} {seconds:7.1f} s")
     print(f"{'total':<26} {time.time() - started:7.1f} s")
-    print(f"table:  {TABLE}\nplot:   {Path(TABLE).with_suffix('.png')}\nclaims: {CLAIMS}\n"
-          f"step-level benchmark: {STEPBENCH}")
+    print(f"table:  {files['table']}\nplot:   {Path(files['table']).with_suffix('.png')}\nclaims: {files['claims']}\n"
+          f"step-level benchmark: {files['stepbench']}")
     return 0
 
 

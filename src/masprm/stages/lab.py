@@ -31,6 +31,10 @@ scheme or objective that is not registered is reported in one line and its
 row left out, and so is a row whose labels sample the policy afresh
 (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` then
 prints their stage 2's cost).
+
+``--world toy_deep`` (`make lab WORLD=toy_deep`): the deep toy world's family (`world_runs`), its logs,
+results and scorers under logs/toy_deep_lab, results/toy_deep_lab*, checkpoints/toy_deep-lab-*; its report
+records the pre-registration's commit. A run stops before any work while the test split is empty.
 """
 
 from __future__ import annotations
@@ -45,21 +49,20 @@ from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
-from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, show, stage, stage_command
-from masprm.stages.lab_estimate import SECONDS, estimate, rollout_label_seconds, task_seconds
+from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, stage, stage_command
+from masprm.stages.lab_estimate import rollout_label_seconds
 from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, role_flags,
-                                    scheme_records_path, seed_root, seed_run_folder)
+                                    scheme_records_path, seed_root, seed_run_folder, world_rows)
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages.lab_sweep import sweep_tasks
-from masprm.toy.compute_match import SWEEP, plan_lines
+from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import CALIBRATED_MODES
 
-LOGS = "logs/toy_lab"
-OUTPUT = ROOT / LOGS / "lab_output"   # each command's output
-REPORT, CLAIMS, PLOT = "results/toy_lab.md", "results/toy_lab_claims.txt", "results/toy_lab.png"
-STEPBENCH = "results/toy_lab_stepbench.json"
-LABELBENCH = "results/toy_lab_labelbench"     # one JSON report per scheme
-BON_N, BON_AGGS = 8, ("min", "last")
+
+# the toy world's, named here for readers
+LOGS, REPORT, CLAIMS, PLOT, STEPBENCH, LABELBENCH = WORLD_RUNS[DEFAULT_WORLD].lab_files.values()
+BON_N = 8
+BON_SUFFIX = {"min": "", "last": "_last"}   # a best-of-N command's task suffix by its step aggregation
 N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
 SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the lab's hour: docs/scorer_lab.md)
 # The reference rows (issue 34): the step labeller and the gold outcome as scorers. true_value is left out of
@@ -125,35 +128,38 @@ def reuse_demo(args) -> bool:
             and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
 
 
-def searches(scorer: LabScorer | None, reuse_demo: bool) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
+def searches(scorer: LabScorer | None, reuse_demo: bool,
+             world: WorldRun = demo.TOY_RUN) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
     """(suffix, methods, scorer flags, step_agg, logs folder) of each evaluation command of a row (None: the
-    conditions without a scorer).
+    conditions without a scorer) in a world's lab family: best-of-N at its aggregations, by the rows it names.
 
     A scorer runs as the MASPRM role (sbs_prm, mcts_prm, bon_prm); the ORM runs as itself (mcts_orm: the
     ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm). The
     SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
     demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
     """
+    own = world.lab_logs
     if scorer is None:   # with the reference scorers, which load no model (masprm.search.oracles)
         flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], ["bon_logprob", *BON_ORACLES]
     elif scorer.objective == "orm":
-        flags, sbs_mcts, bon = role_flags("orm", scorer.folder), ["mcts_orm"], ["bon_orm"]
+        flags, sbs_mcts, bon = role_flags("orm", scorer.folder, world), ["mcts_orm"], ["bon_orm"]
     else:
-        flags, sbs_mcts, bon = role_flags("prm", scorer.folder), ["sbs_prm", "mcts_prm"], ["bon_prm"]
-    logs = demo.LOGS if reuse_demo and (scorer is None or scorer.demo_folder) else LOGS
+        flags, sbs_mcts, bon = role_flags("prm", scorer.folder, world), ["sbs_prm", "mcts_prm"], ["bon_prm"]
+    logs = world.demo_logs if reuse_demo and (scorer is None or scorer.demo_folder) else own
     if scorer is not None and scorer.finished_only:   # it refuses partial transcripts: no SBS, MCTS or min
-        return [("_last", bon, flags, "last", LOGS)]
-    found = [("", bon, flags, "min", LOGS), ("_last", bon, flags, "last", LOGS),
-             ("_search", sbs_mcts, flags, "min", logs)]
+        return [("_last", bon, flags, "last", own)]
+    ranks = scorer is None or world.family.ranks_passes(scorer.objective)
+    found = [(BON_SUFFIX[agg], bon, flags, agg, own) for agg in world.family.bon_aggs if ranks]
+    found.append(("_search", sbs_mcts, flags, "min", logs))
     if scorer is None:   # never in the demo's folder: the demo does not run them
-        found.append(("_oracles", list(SEARCH_ORACLES), (), "min", LOGS))
+        found.append(("_oracles", list(SEARCH_ORACLES), (), "min", own))
     if scorer is not None and scorer.objective == "orm":   # the ORM in the MASPRM's role, on purpose
-        found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder), "--allow_scorer_kind_mismatch"),
-                      "min", LOGS))
+        found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder, world), "--allow_scorer_kind_mismatch"),
+                      "min", own))
     if scorer is not None and (scorer.scheme, scorer.objective) == ("masprm", "ppm"):
         # the paper's headline configuration: the MASPRM guides MCTS, the ORM of its seed values the leaves
-        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", orm_of(scorer).folder), "--orm_leaf"),
-                      "min", logs))
+        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", orm_of(scorer).folder, world),
+                                                 "--orm_leaf"), "min", logs))
     return found
 
 
@@ -173,13 +179,16 @@ def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
 
 
 def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
-    """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks."""
-    run = Path(demo.run_folder()).name
-    notes = [line for line in (left_out(s, args.rollout_rows) for s in LAB_SCORERS) if line]
-    rows = [s for s in LAB_SCORERS if not left_out(s, args.rollout_rows)]
+    """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks
+    (on the world of `args.world`, its family's rows and conditions)."""
+    world = WORLD_RUNS[args.world]
+    files, run = world.lab_files, Path(demo.run_folder(world)).name
+    notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
+    notes += world.family.notes
+    rows = [s for s in world_rows(world) if not left_out(s, args.rollout_rows)]
     replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows]
-    bench = labelbench_available()
-    if not bench:
+    bench = labelbench_available() and world.family.benchmarks
+    if not labelbench_available():
         notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
     budget = ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
               *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
@@ -190,24 +199,27 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         if finished:
             done.add(task.name)
 
+    draw = f"eval_no_scorer{BON_SUFFIX[world.family.bon_aggs[0]]}"   # the first no-scorer best-of-N command
+
     def evaluations(scorer: LabScorer | None) -> list[Task]:
         key = scorer.key if scorer else "no_scorer"
         trained = (f"train_{scorer.key}",) if scorer and not scorer.demo_folder else ()
         found = []
-        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args)):
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args), world):
             if suffix == "_ormleaf" and not orm_of(scorer).demo_folder:
                 trained += (f"train_{orm_of(scorer).key}",)
             # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
-            drawn = ("eval_no_scorer",) if methods[0].startswith("bon_") and (scorer or suffix) else ()
-            found.append(Task(f"eval_{key}{suffix}", demo.evaluation_command(
-                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs), trained + drawn))
+            name = f"eval_{key}{suffix}"
+            drawn = (draw,) if methods[0].startswith("bon_") and name != draw else ()
+            found.append(Task(name, demo.evaluation_command(
+                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs, world=world), trained + drawn))
         return found
 
     first, *later = [t for s in [None, *rows, *replicas] for t in evaluations(s)]
     add(first)   # first: it draws the best-of-N samples every scorer reads back
     for seed in dict.fromkeys(s.train_seed for s in replicas):   # a replica seed's own trees and stage 2
         add(*replica_trees(args, seed))
-        add(*replica_stage2(seed))
+        add(*replica_stage2(seed, world))
     label_objective: dict[tuple[str, int | None], str] = {}   # one labels command per scheme and seed
     for s in [*rows, *replicas]:
         if s.own_labels:
@@ -215,10 +227,10 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     for (scheme, seed), objective in label_objective.items():
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
         rollout, waits = rollout_inputs(scheme, seed, args)
-        out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed))
-        add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed),
-                                             "--labels", scheme, "--target-nodes", str(demo.TARGET_NODES), *flags,
-                                             *rollout, "--view", "full", "--config", demo.CONFIG],
+        out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed, world))
+        add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed, world),
+                                             "--labels", scheme, "--target-nodes", str(world.target_nodes), *flags,
+                                             *rollout, "--view", "full", "--config", world.config],
                  (() if seed is None else (f"trees_s{seed}",)) + waits), (ROOT / out).is_file())
     for s in [*rows, *replicas]:
         if not s.demo_folder:
@@ -231,24 +243,26 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             # trained again over itself (same seed, same weights) so that it records its Platt scaling
             extra += ("--calibrate",) * calibrate + ("--overwrite",) * (completed and not finished)
             seed = args.seed if s.train_seed is None else s.train_seed
-            add(Task(f"train_{s.key}", demo.train_command(s.objective, s.data(run), s.folder, seed, extra),
+            add(Task(f"train_{s.key}", demo.train_command(s.objective, s.data(run), s.folder, seed, extra, world),
                      after), finished)
     if bench:
         for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
-            out = f"{LABELBENCH}/{s.scheme}.json"
-            add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.toy.labelbench", "--trees", demo.run_folder(),
-                                                "--labels", s.data(run), "--out", out],
+            out = f"{files['labelbench']}/{s.scheme}.json"
+            add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.toy.labelbench", *world.world_flags, "--trees",
+                                                demo.run_folder(world), "--labels", s.data(run), "--out", out],
                      (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
     for task in later:
         add(task)
     stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix (seed --seed)
     scorers = {s.slug: s.folder for s in stepwise}
-    add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", "--policy", demo.POLICY,
-                           *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
-                           "--mas_config", demo.CONFIG, "--out", STEPBENCH, "--seed", str(args.seed), "--oracles"],
-             tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
-        stepbench_done(ROOT / STEPBENCH, scorers))
-    for task in sweep_tasks(args, LOGS, SWEEP):   # last: the compute-matched sweep (evaluation commands skip what is COMPLETED)
+    if world.family.benchmarks:
+        add(Task("stepbench", [PY, "-m", "masprm.toy.stepbench", *world.world_flags, "--policy", world.policy,
+                               *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
+                               "--mas_config", world.config, "--out", files["stepbench"], "--seed", str(args.seed),
+                               "--oracles"], tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
+            stepbench_done(ROOT / files["stepbench"], scorers))
+    # last: the compute-matched sweep (evaluation commands skip what is COMPLETED); none where it is not measured
+    for task in sweep_tasks(args, files["logs"], world.family.sweep, world) if world.family.sweep else ():
         add(task)
     return tasks, notes, [*rows, *replicas], done
 
@@ -258,11 +272,11 @@ def rollout_inputs(scheme: str, seed: int | None, args) -> tuple[tuple[str, ...]
     seeded by the row's training seed; for the active scheme also the ensemble row of that seed, trained first."""
     if not needs_rollouts(scheme):
         return (), ()
-    flags = ("--rollout-policy", demo.POLICY, "--seed", str(args.seed if seed is None else seed))
+    flags = ("--rollout-policy", WORLD_RUNS[args.world].policy, "--seed", str(args.seed if seed is None else seed))
     from masprm.labels import LABEL_SCHEMES
     if not getattr(LABEL_SCHEMES[scheme], "needs_spreads", False):
         return flags, ()
-    ensemble = ensemble_of(seed)
+    ensemble = ensemble_of(seed, args.world)
     return (*flags, "--rollout-ensemble", ensemble.folder), (f"train_{ensemble.key}",)
 
 
@@ -271,19 +285,21 @@ def labels_task(scheme: str, seed: int | None) -> str:
 
 
 def replica_trees(args, seed: int) -> tuple[Task, bool]:
-    """Stage 1 at a replica seed: the demo's tree search with that seed, under results/train_seed_<S>/."""
-    cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train)).trees
-    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed)]), \
-        demo.trees_done(args.n_train, seed, seed_run_folder(seed))
+    """Stage 1 at a replica seed: the demo's tree search with that seed, under the world's seed root
+    (results/train_seed_<S>/ for the toy world)."""
+    world = WORLD_RUNS[args.world]
+    cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train, world=args.world)).trees
+    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed, world)]), \
+        demo.trees_done(args.n_train, seed, seed_run_folder(seed, world), world)
 
 
-def replica_stage2(seed: int) -> tuple[Task, bool]:
+def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Task, bool]:
     """Stage 2 at a replica seed: the demo's pairs and PRM samples of that seed's trees."""
-    cmd = demo.commands(demo.DemoArgs(seed=seed)).pairs
+    cmd = demo.commands(demo.DemoArgs(seed=seed, world=world.name)).pairs
     at = cmd.index("--input") + 1
-    run = Path(demo.run_folder()).name
-    outputs = [ROOT / seed_root(seed) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
-    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed), *cmd[at + 1:]], (f"trees_s{seed}",)), \
+    run = Path(demo.run_folder(world)).name
+    outputs = [ROOT / seed_root(seed, world) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
+    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed, world), *cmd[at + 1:]], (f"trees_s{seed}",)), \
         all(path.is_file() for path in outputs)
 
 
@@ -302,7 +318,8 @@ class LabArgs:
     train_seeds: list[int] = arg(flags=("--train_seeds",), nargs="+", default_factory=lambda: list(TRAIN_SEEDS),
                                  help="tree and training seeds every row is trained at (default 42 7 99, fixed in "
                                       "docs/scorer_lab.md); --seed is the demo's, the others get their own trees")
-    n_train: int = arg(demo.N_TRAIN, flags=("--n_train",), help="train questions of the demo's trees")
+    n_train: int | None = arg(None, flags=("--n_train",),
+                              help="train questions of the demo's trees (default: the world's train split, 400)")
     sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
                                 default_factory=lambda: list(SBS_BUDGET),
                                 help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} "
@@ -313,8 +330,13 @@ class LabArgs:
     rollout_rows: bool = arg(False, flags=("--rollout_rows",),
                              help="also the rows whose labels sample the policy afresh (mc_rollouts, "
                                   "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
+    world: str = arg(DEFAULT_WORLD, flags=("--world",),
+                     help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD}): its lab family")
 
     def __post_init__(self) -> None:
+        require_world(self)
+        if self.n_train is None:
+            object.__setattr__(self, "n_train", WORLD_RUNS[self.world].n_train)
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
         check_seeds(self, ("seed", "seeds", "train_seeds"))
         require(self.seed in self.train_seeds, "train_seeds",
@@ -328,43 +350,24 @@ def main(argv: list[str] | None = None) -> int:
                                    "searched with on the toy world, side by side (after `make demo`).")
     add_config_args(p, LabArgs)
     args = config_from_args(LabArgs, p.parse_args(argv))
-    demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train)
+    world = WORLD_RUNS[args.world]
+    files = world.lab_files
+    if not args.dry_run:
+        world.check_test_split()   # its searches evaluate the test split: nothing starts without one
+    demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
     prepare = demo.commands(demo_args)
     tasks, notes, rows, done = plan(args)
     print("\n".join(f"lab: {line}" for line in notes))
     if args.dry_run:
-        print("# the demo's stages 0-3 (skipped where their outputs exist)")
-        for cmd in (prepare.build, prepare.trees, prepare.pairs, *(job.cmd for job in prepare.scorers)):
-            print(f"$ {show(cmd)}")
-        print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
-              "command waits for")
-        for s in rows:
-            seed = args.seed if s.train_seed is None else s.train_seed
-            print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
-                  f"{s.folder}   [{s.name}]")
-        first_sweep = next((task.name for task in tasks if task.name.startswith("sweep_")), None)
-        for task in tasks:
-            if task.name == first_sweep:
-                print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
-                print("\n".join(f"#   {line}" for line in plan_lines(SWEEP)))
-            waits = f"   [after {', '.join(task.after)}]" if task.after else ""
-            print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
-        print(f"# then the report: {REPORT}, {CLAIMS}, {PLOT}")
-        cpu, wall = estimate(tasks, done, args.jobs, demo.LOGS)
-        print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
-              "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
-        fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
-        if fresh:   # the policy cost the tree-derived schemes do not pay (their stage 2: about a second)
-            print(f"# of which the rollout rows' fresh policy samples in stage 2: "
-                  f"{sum(task_seconds(t, demo.LOGS) for t in fresh) / 60:.0f} CPU minutes ("
-                  + ", ".join(f"{t.name} {task_seconds(t, demo.LOGS) / 60:.0f}" for t in fresh)
-                  + f"; a tree-derived scheme's: {SECONDS['labels']:.0f} s)")
+        from masprm.stages.lab_dry_run import print_plan
+        print_plan(args, world, prepare, tasks, rows, done)
         return 0
 
-    report_files = (REPORT, Path(REPORT).with_suffix(".json"), CLAIMS, Path(CLAIMS).with_suffix(".json"), PLOT)
+    report_files = (files["report"], Path(files["report"]).with_suffix(".json"), files["claims"],
+                    Path(files["claims"]).with_suffix(".json"), files["plot"])
     for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
-    check_output_dir(ROOT / LOGS, "logs")   # its commands' logs and outputs: never written through a link
+    check_output_dir(ROOT / files["logs"], "logs")   # its commands' logs and outputs: never written through a link
     started = time.time()
     stage("the demo's trees, pairs and scorers (skipped where they exist)")
     Job(prepare.build, threads=None, env={"PYTHONPATH": "src"}).wait()
@@ -372,12 +375,15 @@ def main(argv: list[str] | None = None) -> int:
     stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
     for name in sorted(done):
         print(f"{name}: output already there: skipped")
-    run_tasks([t for t in tasks if t.name not in done], args.jobs, OUTPUT)
+    run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
     stage("the report")
     from masprm.toy.lab_report import write_report
-    write_report(rows, [demo.LOGS, LOGS], STEPBENCH, LABELBENCH, REPORT, CLAIMS, PLOT, budgets=budgets(args),
-                 seed=args.seed, notes=notes, made_by={demo.LOGS: "make demo", LOGS: "make lab"}, sweep=SWEEP)
-    print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {REPORT}\nclaims: {CLAIMS}\nplot: {PLOT}")
+    write_report(rows, [world.demo_logs, files["logs"]], files["stepbench"], files["labelbench"], files["report"],
+                 files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
+                 made_by={world.demo_logs: make_command("demo", world), files["logs"]: make_command("lab", world)},
+                 sweep=world.family.sweep, world=world.report_record())
+    print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {files['report']}\nclaims: {files['claims']}\n"
+          f"plot: {files['plot']}")
     return 0
 
 

@@ -1,8 +1,9 @@
 """The scorer lab's rows: a label scheme trained with an objective, at the lab's --seed or a replica seed.
 
 `make lab` (`masprm.stages.lab`) trains, benchmarks and searches with each `LabScorer`
-of `LAB_SCORERS`, at every training seed of `TRAIN_SEEDS`; a replica seed grows its
-own trees (`seed_run_folder`) and writes its scorers into folders of their own.
+of `LAB_SCORERS` its world's family keeps (`world_rows`), at every training seed of
+`TRAIN_SEEDS`; a replica seed grows its own trees (`seed_run_folder`) and writes its
+scorers into folders of their own. A row's folders are its world's (`world_runs`).
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from masprm.stages import demo
+from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
 # Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
 # grown at the same seed; 42 is the demo's (its trees, its MASPRM and ORM), the others get their own trees
@@ -18,14 +20,15 @@ from masprm.stages import demo
 TRAIN_SEEDS = (42, 7, 99)
 
 
-def seed_root(seed: int) -> str:
+def seed_root(seed: int, world: WorldRun = demo.TOY_RUN) -> str:
     """Where a replica seed's trees and stage-2 files go (the demo's seed uses results/ itself)."""
-    return f"results/train_seed_{seed}"
+    return world.seed_root(seed)
 
 
-def seed_run_folder(seed: int | None) -> str:
+def seed_run_folder(seed: int | None, world: WorldRun = demo.TOY_RUN) -> str:
     """The stage-1 tree folder of a training seed (None: the demo's)."""
-    return demo.run_folder() if seed is None else f"{seed_root(seed)}/{Path(demo.run_folder()).name}"
+    run = demo.run_folder(world)
+    return run if seed is None else f"{seed_root(seed, world)}/{Path(run).name}"
 
 
 @dataclass(frozen=True)
@@ -37,6 +40,7 @@ class LabScorer:
     agg: str | None = None
     demo_folder: str | None = None   # the demo's scorer, trained by `make demo`
     train_seed: int | None = None    # a replica's tree and training seed (None: the lab's --seed, the demo's trees)
+    world: str = DEFAULT_WORLD       # the world whose trees train it and whose folders hold it (`in_world`)
 
     @property
     def slug(self) -> str:
@@ -51,6 +55,11 @@ class LabScorer:
         """The same row trained by the lab at another seed, on that seed's trees."""
         return replace(self, demo_folder=None, train_seed=seed)
 
+    def in_world(self, world: WorldRun) -> "LabScorer":
+        """The same row on another world: the demo's scorer of its objective there, the lab's folders there."""
+        return replace(self, world=world.name,
+                       demo_folder=world.scorer_dir(self.objective) if self.demo_folder else None)
+
     @property
     def name(self) -> str:
         """The row's name in tables and claims."""
@@ -60,7 +69,7 @@ class LabScorer:
     @property
     def folder(self) -> str:
         suffix = f"-s{self.train_seed}" if self.train_seed is not None else ""
-        return self.demo_folder or f"checkpoints/toy-lab-{self.slug}{suffix}"
+        return self.demo_folder or f"{WORLD_RUNS[self.world].lab_checkpoints}{self.slug}{suffix}"
 
     @property
     def outcome_only(self) -> bool:
@@ -80,7 +89,7 @@ class LabScorer:
     @property
     def root(self) -> str:
         """The folder of its trees' stage-2 files."""
-        return "results" if self.train_seed is None else seed_root(self.train_seed)
+        return "results" if self.train_seed is None else seed_root(self.train_seed, WORLD_RUNS[self.world])
 
     def data(self, run: str) -> str:
         """The stage-2 records it trains on (`run`: the name of the demo's stage-1 folder)."""
@@ -118,21 +127,26 @@ LAB_SCORERS = (
 )
 
 
-def row_at(objective: str, seed: int | None) -> LabScorer:
-    """The row of `objective` (the first, in LAB_SCORERS) trained at `seed` (None: the lab's --seed)."""
-    row = next(s for s in LAB_SCORERS if s.objective == objective)
+def world_rows(world: WorldRun) -> list[LabScorer]:
+    """The rows of a world's lab family, in LAB_SCORERS order, on that world."""
+    return [s.in_world(world) for s in LAB_SCORERS if world.family.has_row(s.slug)]
+
+
+def row_at(objective: str, seed: int | None, world: str = DEFAULT_WORLD) -> LabScorer:
+    """The row of `objective` (the first, in LAB_SCORERS) on a world, trained at `seed` (None: the lab's --seed)."""
+    row = next(s for s in LAB_SCORERS if s.objective == objective).in_world(WORLD_RUNS[world])
     return row if seed is None else row.replica(seed)
 
 
-def role_flags(role: str, folder: str) -> tuple[str, ...]:
-    return (f"--{role}_dir", folder, f"--{role}_base_model_id", demo.POLICY)
+def role_flags(role: str, folder: str, world: WorldRun = demo.TOY_RUN) -> tuple[str, ...]:
+    return (f"--{role}_dir", folder, f"--{role}_base_model_id", world.policy)
 
 
 def orm_of(scorer: LabScorer) -> LabScorer:
-    """The ORM row trained at the same seed as `scorer`."""
-    return row_at("orm", scorer.train_seed)
+    """The ORM row trained at the same seed (and on the same world) as `scorer`."""
+    return row_at("orm", scorer.train_seed, scorer.world)
 
 
-def ensemble_of(seed: int | None) -> LabScorer:
+def ensemble_of(seed: int | None, world: str = DEFAULT_WORLD) -> LabScorer:
     """The ensemble row (`mc + ensemble`) at a training seed: its heads' spread ranks mc_rollouts_active's prefixes."""
-    return row_at("ensemble", seed)
+    return row_at("ensemble", seed, world)

@@ -11,22 +11,24 @@ from __future__ import annotations
 from masprm.stages import demo
 from masprm.stages.jobs import Task
 from masprm.stages.lab_rows import LAB_SCORERS, orm_of, role_flags
+from masprm.stages.world_runs import WorldRun
 from masprm.toy.compute_match import Setting
 
 
-def sweep_tasks(args, logs: str, sweep: dict[int, dict[tuple[str, str], Setting | None]]) -> list[Task]:
+def sweep_tasks(args, logs: str, sweep: dict[int, dict[tuple[str, str], Setting | None]],
+                world: WorldRun = demo.TOY_RUN) -> list[Task]:
     """The compute-matched sweep (`sweep`: `compute_match.SWEEP`, docs/scorer_lab.md): per budget, one evaluation
     command per scorer with its conditions at their matched settings (none where no setting fits), in the lab's
     logs folder (`logs`): the MASPRM's SBS and MCTS; the ORM's MCTS and best-of-N + ORM; the ORM valuing SBS's
-    prefixes. `args`: the lab's flags (its --seeds and --sample_n)."""
-    masprm = next(s for s in LAB_SCORERS if (s.scheme, s.objective) == ("masprm", "ppm"))
+    prefixes. `args`: the lab's flags (its --seeds and --sample_n); `world`: whose scorers and test split."""
+    masprm = next(s for s in LAB_SCORERS if (s.scheme, s.objective) == ("masprm", "ppm")).in_world(world)
     orm = orm_of(masprm)
     sample = ("--sample_n", str(args.sample_n)) if args.sample_n else ()
     found = []
     for budget, plan in sweep.items():
-        commands = {masprm.slug: (role_flags("prm", masprm.folder), [("sbs", "masprm"), ("mcts", "masprm")]),
-                    orm.slug: (role_flags("orm", orm.folder), [("mcts", "orm"), ("bon", "orm")]),
-                    f"{orm.slug}_sbs": ((*role_flags("prm", orm.folder), "--allow_scorer_kind_mismatch"),
+        commands = {masprm.slug: (role_flags("prm", masprm.folder, world), [("sbs", "masprm"), ("mcts", "masprm")]),
+                    orm.slug: (role_flags("orm", orm.folder, world), [("mcts", "orm"), ("bon", "orm")]),
+                    f"{orm.slug}_sbs": ((*role_flags("prm", orm.folder, world), "--allow_scorer_kind_mismatch"),
                                         [("sbs", "orm")])}
         for name, (flags, conditions) in commands.items():
             methods, settings = [], []
@@ -38,5 +40,5 @@ def sweep_tasks(args, logs: str, sweep: dict[int, dict[tuple[str, str], Setting 
                     settings += [x for k, v in setting.items() for x in (f"--{k}", str(v))]
             if methods:
                 found.append(Task(f"sweep_{budget}_{name}", demo.evaluation_command(
-                    args.seeds, methods, flags, (*settings, *sample), logs_dir=logs)))
+                    args.seeds, methods, flags, (*settings, *sample), logs_dir=logs, world=world)))
     return found

@@ -30,8 +30,8 @@ from typing import Sequence
 from masprm.errors import DataError
 from masprm.toy.deep_data import TOY_DEEP
 from masprm.toy.deep_task import DESIGNS, K, deep_world
-from masprm.toy.steplabel import (TranscriptLabel, _holds, equations, label_messages, planner_error, reader_error,
-                                  verifier_error)
+from masprm.toy.steplabel import (ERROR_KINDS, TranscriptLabel, _holds, equations, label_messages, planner_error,
+                                  reader_error, verifier_error)
 from masprm.toy.task import Problem, TaskWorld, generate_split
 from masprm.toy.transcripts import worked_steps
 
@@ -60,6 +60,12 @@ def _total_said(op_message: str) -> str:
 
 def team_names(k: int) -> tuple[str, ...]:
     return ("Reader", "Planner", *(f"Op{i}" for i in range(1, k + 1)), "Verifier")
+
+
+def error_kinds(k: int = K) -> dict[str, tuple[str, ...]]:
+    """Each agent's error kinds, team order: the toy labeller's for the Reader, Planner and Verifier, OP_KINDS
+    for every Op agent (`steplabel.summarize` counts them)."""
+    return {name: OP_KINDS if name.startswith("Op") else ERROR_KINDS[name] for name in team_names(k)}
 
 
 def label_transcript(problem: Problem, outputs: Sequence[str]) -> TranscriptLabel:

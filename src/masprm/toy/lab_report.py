@@ -35,6 +35,7 @@ from masprm.toy.lab_claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFER
 from masprm.toy.lab_sweep import Plan, sweep_cells, sweep_comparisons, sweep_lines, sweep_points
 
 AGENTS = ("Reader", "Planner", "Solver", "Verifier")
+TOY_WORLD = {"name": "toy", "test_questions": 240}   # the report's world when none is given
 Headrooms = dict[str, dict[str, Headroom | None]]   # column -> row slug -> its headroom recovered
 
 
@@ -131,11 +132,13 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
                 single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = (), *,
-                headroom: Headrooms | None = None, sweep: Sequence[str] = ()) -> str:
-    lines = ["# The scorer lab (toy world)", "",
+                headroom: Headrooms | None = None, sweep: Sequence[str] = (), world: dict | None = None) -> str:
+    world = world or TOY_WORLD
+    lines = [f"# The scorer lab ({world['name']} world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
-             "trained with the demo's settings on the demo's trees; searches on the 240 test questions; pass@1 "
-             "in % as mean ± std over the seeds.", "", *table_lines(rows, cells, stepbench, labelbench, headroom), ""]
+             f"trained with the demo's settings on the demo's trees; searches on the {world['test_questions']} test "
+             "questions; pass@1 in % as mean ± std over the seeds.", "",
+             *table_lines(rows, cells, stepbench, labelbench, headroom), ""]
     if single_pass is not None:
         lines.append(f"Single pass, no scorer: {accuracy_text(single_pass)} %.")
     lines += [
@@ -172,6 +175,9 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
         if any(v is not None for _, v in found):
             lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
+    if "preregistration" in world:
+        lines.append(f"- pre-registration: {world['preregistration']['file']} at commit "
+                     f"{world['preregistration']['commit']} when the report was written.")
     return "\n".join([*lines, *sweep]) + "\n"
 
 
@@ -275,10 +281,12 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
 def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
-                 made_by: dict[str, str] | None = None, sweep: Plan | None = None) -> None:
+                 made_by: dict[str, str] | None = None, sweep: Plan | None = None, world: dict | None = None) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
-    ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added."""
+    ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added;
+    ``world``: its name and test questions (default `TOY_WORLD`) and, where it has one, its pre-registration's
+    file and commit (``preregistration``), also recorded in the table's JSON."""
     cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
     swept = sweep_cells(logs_dirs, rows, sweep) if sweep else {}
     found = comparisons(rows, cells, seed) + (sweep_comparisons(swept, sweep, seed) if sweep else [])
@@ -289,11 +297,12 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     rooms = headrooms(rows, cells, seed)
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found), headroom=rooms,
-                                          sweep=sweep_lines(swept, sweep, found) if sweep else ()))
+                                          sweep=sweep_lines(swept, sweep, found) if sweep else (), world=world))
     head, records = table_records(rows, cells, bench, labels, rooms)
+    prereg = {"preregistration": world["preregistration"]} if world and "preregistration" in world else {}
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
-        {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()}},
-        ensure_ascii=False, indent=1) + "\n")
+        {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()},
+         **prereg}, ensure_ascii=False, indent=1) + "\n")
     atomic_write_text(claims, claims_text(found) + "".join(line + "\n" for line in
                                                        headroom_lines(rows, cells, seed, rooms)))
     atomic_write_text(Path(claims).with_suffix(".json"), json.dumps(

@@ -20,7 +20,8 @@ Per agent (the step index in the team's order) and over all steps: the number
 of labelled steps, how many are wrong, and the AUC of the label against step
 correctness; for hard labels (every label is -1 or +1) also the accuracy of
 the label's sign and the F1 of the error class (label -1 = "this step is
-wrong"). Records must be full-view (the prompt is the question). Pure Python.
+wrong"). Records must be full-view (the prompt is the question). ``--world toy_deep``: the deep toy
+world's trees, judged by its step truth (`masprm.toy.worlds.StepTruth`; default: the toy world). Pure Python.
 """
 
 from __future__ import annotations
@@ -33,13 +34,13 @@ from typing import Any, Iterable
 
 from masprm.checks import check_output_file
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
-from masprm.config import add_config_args, arg, config_from_args
+from masprm.config import add_config_args, arg, config_from_args, require
 from masprm.errors import DataError
 from masprm.io import atomic_write_json, iter_jsonl
 from masprm.labels import LABEL_SCHEMES
 from masprm.step_metrics import auc
-from masprm.toy.steplabel import AGENTS, label_transcript
 from masprm.toy.task import Problem, generate_split
+from masprm.toy.worlds import WORLDS, StepTruth
 
 HARD_TOL = 1e-6
 DEFAULT_SCHEMES = {"prm_samples": "mc", "ppm_pairs": "masprm"}   # today's files, by their name's start
@@ -51,16 +52,21 @@ class LabelBenchArgs:
     labels: Path = arg(help="a scheme's records: results/labels_<NAME>_<run>.jsonl, or today's "
                             "prm_samples_<run>.jsonl / ppm_pairs_<run>.jsonl (NAME: any registered scheme, "
                             f"{', '.join(LABEL_SCHEMES.names())})")
-    out: Path | None = arg(None, help="JSON report (default results/toy_labelbench_<scheme>.json)")
+    out: Path | None = arg(None, help="JSON report (default results/<world>_labelbench_<scheme>.json)")
     scheme: str | None = arg(None, help="the scheme's name in the report (default: the records' meta.label_scheme, "
                                         "else mc / masprm for today's files)")
+    world: str = arg("toy", flags=("--world",), help=f"the toy world of the trees ({', '.join(WORLDS.names())}; "
+                                                      "default toy)")
+
+    def __post_init__(self) -> None:
+        require(self.world in WORLDS, "world", f"world: {WORLDS.unknown_message(self.world)}")
 
 
 # --------------------------------------------------------------------------- the truth
 
 
-def tree_problems(trees: Path) -> dict[str, Problem]:
-    """question -> toy problem, for every tree file of the run (its meta names split and index)."""
+def tree_problems(trees: Path, truth: StepTruth = WORLDS["toy"].truth) -> dict[str, Problem]:
+    """question -> toy problem, for every tree file of the run (its meta names split and index in `truth.task`)."""
     files = sorted(trees.rglob("*.json")) if trees.is_dir() else []
     check(bool(files), f"--trees: no tree files (*.json) under {trees}")
     found: dict[str, Problem] = {}
@@ -70,7 +76,7 @@ def tree_problems(trees: Path) -> dict[str, Problem]:
             meta = tree.get("meta") or {}
             example = meta.get("example_meta") or {}
             split, index, question = example.get("split", meta.get("split")), example["source_index"], tree["node_text"]
-            problem = generate_split(split)[index]
+            problem = generate_split(split, truth.task)[index]
         except (OSError, ValueError, KeyError, TypeError, IndexError, AttributeError) as err:
             raise UsageError(f"--trees: {path} is not a toy tree with meta.example_meta (split, source_index): "
                              f"{type(err).__name__}: {err}") from None
@@ -86,16 +92,16 @@ class Labelled:
     correct: bool
 
 
-def steps_of(record: dict, problem: Problem) -> Iterable[Labelled]:
-    truth = label_transcript(problem, record["completions"]).steps
-    for step, value in zip(truth, record["labels"]):
+def steps_of(record: dict, problem: Problem, truth: StepTruth = WORLDS["toy"].truth) -> Iterable[Labelled]:
+    steps = truth.label(problem, record["completions"]).steps
+    for step, value in zip(steps, record["labels"]):
         yield Labelled(step.agent, float(value), step.correct)
 
 
-def pair_of(record: dict, problem: Problem) -> tuple[Labelled, Labelled]:
+def pair_of(record: dict, problem: Problem, truth: StepTruth = WORLDS["toy"].truth) -> tuple[Labelled, Labelled]:
     chosen, rejected = record["chosen_actions"], record["rejected_actions"]
     i = max(k for k, (c, r) in enumerate(zip(chosen, rejected)) if c != r)
-    good, bad = label_transcript(problem, chosen).steps[i], label_transcript(problem, rejected).steps[i]
+    good, bad = truth.label(problem, chosen).steps[i], truth.label(problem, rejected).steps[i]
     return Labelled(good.agent, 1.0, good.correct), Labelled(bad.agent, -1.0, bad.correct)
 
 
@@ -125,14 +131,15 @@ def scheme_name(path: Path, records: list[dict], given: str | None) -> str:
     return next((name for start, name in DEFAULT_SCHEMES.items() if path.name.startswith(start)), path.stem)
 
 
-def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[str, Any]:
-    """The benchmark of one records file against the toy truth (see the module docstring)."""
-    problems = tree_problems(trees)
+def label_report(trees: Path, labels: Path, scheme: str | None = None, world: str = "toy") -> dict[str, Any]:
+    """The benchmark of one records file against a toy world's truth (see the module docstring)."""
+    truth = WORLDS[world].truth
+    problems = tree_problems(trees, truth)
     records = [rec for _, rec in iter_jsonl(labels)]
     check(bool(records), f"--labels: {labels} holds no records")
     kind = "pairs" if "chosen_actions" in records[0] else "steps"
     items: list[Labelled] = []
-    pairs: dict[str, Counter] = {a: Counter() for a in AGENTS}   # per agent: pairs, informative, right
+    pairs: dict[str, Counter] = {a: Counter() for a in truth.agents}   # per agent: pairs, informative, right
     unmatched = 0
     for rec in records:
         problem = problems.get(str(rec.get("prompt", "")).strip())
@@ -140,9 +147,9 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[s
             unmatched += 1
             continue
         if kind == "steps":
-            items.extend(steps_of(rec, problem))
+            items.extend(steps_of(rec, problem, truth))
             continue
-        good, bad = pair_of(rec, problem)
+        good, bad = pair_of(rec, problem, truth)
         items += [good, bad]
         pairs[good.agent].update(pairs=1, informative=good.correct != bad.correct,
                                  right=good.correct and not bad.correct)
@@ -153,7 +160,7 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None) -> dict[s
     report = {"scheme": scheme_name(labels, records, scheme), "kind": kind, "hard_labels": hard,
               "trees": str(trees), "labels_file": str(labels), "records": len(records) - unmatched,
               "unmatched_records": unmatched, "labelled_steps": len(items),
-              "agents": {a: step_scores([it for it in items if it.agent == a], hard) for a in AGENTS},
+              "agents": {a: step_scores([it for it in items if it.agent == a], hard) for a in truth.agents},
               "all": step_scores(items, hard)}
     if kind == "pairs":
         report["pairs"] = {**pair_scores(sum(pairs.values(), Counter())),
@@ -193,8 +200,8 @@ def main(argv: list[str] | None = None) -> int:
     inputs = {"trees": args.trees, "labels": args.labels}   # the report never replaces what it reads
     if args.out is not None:
         check_output_file(args.out, "out", inputs=inputs)
-    report = label_report(args.trees, args.labels, args.scheme)
-    out = args.out or Path("results") / f"toy_labelbench_{report['scheme']}.json"
+    report = label_report(args.trees, args.labels, args.scheme, args.world)
+    out = args.out or Path("results") / f"{args.world}_labelbench_{report['scheme']}.json"
     check_output_file(out, "out", inputs=inputs)
     atomic_write_json(out, report)
     print("\n".join(report_lines(report)))

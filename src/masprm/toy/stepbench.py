@@ -33,6 +33,9 @@ expected calibration error (``ECE_BINS`` equal-width bins) of the values read
 as probabilities of a right step: a scorer's tanh value v as (v + 1) / 2,
 the log-prob as exp(mean log-prob per token), i.e. the geometric-mean token
 probability.
+
+``--world toy_deep`` (with that world's --policy and --mas_config) samples the deep toy world's
+splits and judges them with its step truth (`masprm.toy.worlds.StepTruth`); the default is the toy world.
 """
 
 from __future__ import annotations
@@ -65,10 +68,9 @@ from masprm.search.settings import SamplingSettings, ViewSettings, combined_sett
 from masprm.state_text import state_text
 from masprm.step_metrics import (ECE_BINS, auc, best_threshold, best_thresholds_by_step, expected_calibration_error,
                                  localisation_scores, localisation_scores_by_step)
-from masprm.toy.oracle import story_of
-from masprm.toy.steplabel import label_transcript, summarize
+from masprm.toy.steplabel import summarize
 from masprm.toy.task import Problem, generate_split
-from masprm.toy.transcripts import check_graph
+from masprm.toy.worlds import WORLDS, StepTruth
 
 LOGPROB = "logprob"    # the policy's own step value, always reported
 ORACLES = ("oracle_step", "oracle_outcome")   # the reference scorers that need no model (--oracles)
@@ -101,8 +103,10 @@ class StepBenchArgs:
     oracles: bool = arg(False, flags=("--oracles",),
                         help="also report the reference scorers oracle_step and oracle_outcome (the step labeller "
                              "and the gold check as scorers; masprm.search.oracles)")
+    world: str = arg("toy", flags=("--world",), help=f"the toy world ({', '.join(WORLDS.names())}; default toy)")
 
     def __post_init__(self) -> None:
+        require(self.world in WORLDS, "world", f"world: {WORLDS.unknown_message(self.world)}")
         require_each(self, ("samples", "calibration_samples", "search_batch_size"), lambda v: v >= 1,
                      "must be at least 1")
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
@@ -152,7 +156,9 @@ def transcript_settings(top_p: float) -> object:
 
 def sample_split(models: Models, graph: MASGraph, problems: Sequence[Problem], args: StepBenchArgs,
                  samples: int) -> list[dict]:
-    """Every question's transcripts, labelled, in question order (independent of the batch size)."""
+    """Every question's transcripts, labelled by the world's step truth, in question order (independent of the
+    batch size)."""
+    label_transcript = WORLDS[args.world].truth.label
     settings = transcript_settings(args.top_p)
 
     def job(i: int, problem: Problem):
@@ -183,12 +189,12 @@ def score_steps(scorer: Any, name: str, transcripts: Sequence[dict]) -> None:
         t["values"][name] = [next(values) for _ in t["states"]]
 
 
-def score_oracles(transcripts: Sequence[dict]) -> None:
+def score_oracles(transcripts: Sequence[dict], truth: StepTruth) -> None:
     """Every step's value under the reference scorers, by their rules in masprm.search.oracles (no model)."""
     for t in transcripts:
-        story = story_of(t["question"])
+        story = truth.story_of(t["question"])
         ctx = SimpleNamespace(example=Example(0, story.question, str(story.answer)),
-                              settings=SimpleNamespace(step_oracle="toy"))
+                              settings=SimpleNamespace(step_oracle=truth.oracle))
         t["values"]["oracle_step"] = [step_value(ctx, state) for state in t["states"]]
         t["values"]["oracle_outcome"] = [outcome_value(ctx, state) for state in t["states"]]
 
@@ -274,15 +280,17 @@ def main() -> int:
     # the report never lands inside a folder the benchmark reads (the policy's identity would change)
     check_output_file(args.out, "out", inputs={"policy": args.policy, "mas_config": args.mas_config,
                                                **{flags.get(n, f"scorer {n}"): f for n, f in folders.items()}})
-    graph = load_mas_config(args.mas_config)
+    graph, world = load_mas_config(args.mas_config), WORLDS[args.world]
     try:
-        check_graph(graph)
+        world.check_graph(graph)
     except ValueError as err:
         check(False, f"{err} (--mas_config)")
+    for split, _ in SPLITS.values():   # a split without questions has nothing to sample (toy_deep's test, unsized)
+        check(world.truth.task.size(split) > 0, f"--world {args.world}: its {split} split is empty")
 
     started = time.time()
     models = load_policy(args)
-    sets = {name: sample_split(models, graph, generate_split(split), args, getattr(args, samples))
+    sets = {name: sample_split(models, graph, generate_split(split, world.truth.task), args, getattr(args, samples))
             for name, (split, samples) in SPLITS.items()}
     for name, folder in folders.items():   # one scorer in memory at a time
         scorer = load_scorer_folder(folder, args.policy, flags.get(name, "scorer"))
@@ -291,12 +299,12 @@ def main() -> int:
         del scorer
     for ts in sets.values():
         if args.oracles:
-            score_oracles(ts)
+            score_oracles(ts, world.truth)
         for t in ts:
             del t["states"]
     report = {
         "settings": {**asdict(args), "scorers": folders},
-        "labels": {name: summarize([t.pop("label") for t in ts]) for name, ts in sets.items()},
+        "labels": {name: summarize([t.pop("label") for t in ts], world.truth.error_kinds) for name, ts in sets.items()},
         "calibration": {"bins": ECE_BINS, "probability": "scorer value v: (v + 1) / 2; logprob: exp(mean log-prob "
                                                          "per token)"},
         "scorers": {s: scorer_report(sets["calibration"], sets["test"], s)

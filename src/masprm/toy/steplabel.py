@@ -260,21 +260,23 @@ def label_messages(problem: Problem, outputs: Sequence[str], agents: Sequence[st
     return TranscriptLabel(steps, first_error, final_correct, repaired)
 
 
-def summarize(labels: Iterable[TranscriptLabel]) -> dict:
+def summarize(labels: Iterable[TranscriptLabel], kinds: dict[str, tuple[str, ...]] = ERROR_KINDS) -> dict:
     """Counts for a report: transcripts, correct ones, first errors by agent, repairs, error kinds per agent.
 
     ``error_kinds`` counts every wrong step (not only the first) under its
-    agent; every agent and kind is listed, zeros included, in a fixed order.
+    agent; every agent and kind is listed, zeros included, in a fixed order
+    (`kinds`: each agent's kinds in team order, the toy team's by default).
     """
+    agents = tuple(kinds)
     labels = list(labels)
     first = Counter(label.steps[label.first_error].agent for label in labels if label.first_error is not None)
-    kinds = Counter((s.agent, s.kind) for label in labels for s in label.steps if not s.correct)
+    found = Counter((s.agent, s.kind) for label in labels for s in label.steps if not s.correct)
     return {
         "transcripts": len(labels),
         "correct": sum(label.first_error is None for label in labels),
         "final_correct": sum(label.final_correct for label in labels),
         "repaired": sum(label.repaired for label in labels),
-        "unfinished": sum(len(label.steps) < len(AGENTS) for label in labels),
-        "first_error": {agent: first[agent] for agent in AGENTS},
-        "error_kinds": {agent: {kind: kinds[agent, kind] for kind in ERROR_KINDS[agent]} for agent in AGENTS},
+        "unfinished": sum(len(label.steps) < len(agents) for label in labels),
+        "first_error": {agent: first[agent] for agent in agents},
+        "error_kinds": {agent: {kind: found[agent, kind] for kind in kinds[agent]} for agent in agents},
     }

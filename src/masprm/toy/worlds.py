@@ -4,8 +4,9 @@
     WORLDS["toy_deep"]   the deep toy world (masprm.toy.deep_task, configs/toy_deep.yaml)
 
 A world names its generated task, its team config, its build folder, its shipped policy folder, the
-toy modules whose code trains its policy (the build fingerprint: `masprm.toy.build`) and the
-functions that write its reference transcripts. Pure Python: no torch import.
+toy modules whose code trains its policy (the build fingerprint: `masprm.toy.build`), the
+functions that write its reference transcripts and its step truth (`StepTruth`: what the step and
+label benchmarks judge messages with). Pure Python: no torch import.
 """
 
 from __future__ import annotations
@@ -16,11 +17,26 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 from masprm.graph import MASGraph
 from masprm.registry import Registry
-from masprm.toy import deep_task, transcripts
+from masprm.toy import deep_data, deep_label, deep_task, oracle, steplabel, transcripts
 from masprm.toy.task import TOY, Problem, TaskWorld
 
 TOY_CODE = Path(__file__).resolve().parent
 Turn = tuple[int, list[dict[str, str]], str]   # (agent, chat messages, target output)
+
+
+@dataclass(frozen=True)
+class StepTruth:
+    """A world's step truth as the benchmarks read it (`masprm.toy.stepbench`, `masprm.toy.labelbench`)."""
+
+    oracle: str                       # its step oracle (--step_oracle, `masprm.search.oracles.STEP_ORACLES`)
+    task: TaskWorld                   # the splits searched (the dataset's: toy_deep's test split sized by power)
+    label: Callable[[Problem, Sequence[str]], steplabel.TranscriptLabel]   # (problem, messages) -> step labels
+    story_of: Callable[[str], Problem]                                     # question -> its problem
+    error_kinds: dict[str, tuple[str, ...]]                                # agent -> its error kinds, team order
+
+    @property
+    def agents(self) -> tuple[str, ...]:
+        return tuple(self.error_kinds)
 
 
 @dataclass(frozen=True)
@@ -36,6 +52,7 @@ class World:
     corpus_lines: Callable[[Iterable[Problem], MASGraph], Iterator[str]]
     training_turns: Callable[[Sequence[Problem], MASGraph, int, float], Iterator[Turn]]   # (.., seed, noise)
     data_splits: tuple[str, ...]      # the splits written as GSM8K-schema JSONL
+    truth: StepTruth | None = None    # its step truth (every registered world has one)
     policy_defaults: tuple[tuple[str, object], ...] = ()   # PolicySpec settings of the world's default build
 
     @property
@@ -52,10 +69,13 @@ def _toy_turns(problems: Sequence[Problem], graph: MASGraph, seed: int, noise: f
 WORLDS: Registry[World] = Registry("toy world")
 WORLDS.register("toy", World("toy", TOY, "configs/toy.yaml", "artifacts/toy", "shipped_policy",
                              ("task.py", "transcripts.py", "train_policy.py"), transcripts.check_graph,
-                             transcripts.reference_outputs, transcripts.corpus_lines, _toy_turns, ("train", "test")))
+                             transcripts.reference_outputs, transcripts.corpus_lines, _toy_turns, ("train", "test"),
+                             StepTruth("toy", TOY, steplabel.label_transcript, oracle.story_of, steplabel.ERROR_KINDS)))
 WORLDS.register("toy_deep", World("toy_deep", deep_task.deep_world(), "configs/toy_deep.yaml", "artifacts/toy_deep",
                                   "shipped_policy_deep",
                                   ("task.py", "transcripts.py", "train_policy.py", "deep_task.py"),
                                   deep_task.check_graph, deep_task.reference_outputs, deep_task.corpus_lines,
                                   deep_task.training_turns, ("dev", "train"),
+                                  StepTruth("toy_deep", deep_data.TOY_DEEP, deep_label.label_transcript,
+                                            deep_label.story_of, deep_label.error_kinds()),
                                   (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 3000))))

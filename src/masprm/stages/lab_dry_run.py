@@ -1,0 +1,62 @@
+"""`make lab --dry_run`: the lab's plan as the commands it would run, and its estimated time.
+
+The demo's stages 0-3 first (skipped where their outputs exist), the rows, every command with what it
+waits for, the compute-matched sweep's settings, the report's files and the time estimate
+(`masprm.stages.lab_estimate`: the seconds measured per command on the toy world). A world whose
+commands were never timed (`WorldRun.timed`) gets no estimate, and one whose test split is empty says
+so: a run without --dry_run stops there before any work.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+from masprm.stages.jobs import Task, show
+from masprm.stages.lab_estimate import SECONDS, estimate, task_seconds
+from masprm.stages.world_runs import WorldRun, preregistration_commit
+from masprm.toy.compute_match import plan_lines
+
+
+def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequence, done: set[str]) -> None:
+    """Print the plan of `masprm.stages.lab.plan` (`prepare`: the demo's commands of the same world)."""
+    files = world.lab_files
+    print("# the demo's stages 0-3 (skipped where their outputs exist)")
+    for cmd in (prepare.build, prepare.trees, prepare.pairs, *(job.cmd for job in prepare.scorers)):
+        print(f"$ {show(cmd)}")
+    print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
+          "command waits for")
+    for s in rows:
+        seed = args.seed if s.train_seed is None else s.train_seed
+        print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
+              f"{s.folder}   [{s.name}]")
+    first_sweep = next((task.name for task in tasks if task.name.startswith("sweep_")), None)
+    for task in tasks:
+        if task.name == first_sweep:
+            print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
+            print("\n".join(f"#   {line}" for line in plan_lines(world.family.sweep)))
+        waits = f"   [after {', '.join(task.after)}]" if task.after else ""
+        print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
+    if world.family.sweep is None:
+        print("# the compute-matched sweep: not measured yet on this world (no settings; no commands)")
+    print(f"# then the report: {files['report']}, {files['claims']}, {files['plot']}")
+    if world.preregistration:
+        print(f"# the report records the commit of {world.preregistration}: "
+              f"{preregistration_commit(world.preregistration)} (now)")
+    questions = world.test_size()
+    if not questions:
+        print(f"# the test split of {world.name}: 0 questions (sized by the power computation, DEV_PAIRED_SD in "
+              "masprm/toy/deep_data.py, not measured yet): a run without --dry_run stops before any work")
+    if not world.timed:
+        print(f"# estimated time: unknown ({len(tasks) - len(done)} commands; no command has been timed on "
+              f"{world.name}, and the toy world's seconds per command are for its 4-agent team on 240 test "
+              f"questions, {world.name}'s test split has {questions})")
+        return
+    cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs)
+    print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
+          "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
+    fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
+    if fresh:   # the policy cost the tree-derived schemes do not pay (their stage 2: about a second)
+        print(f"# of which the rollout rows' fresh policy samples in stage 2: "
+              f"{sum(task_seconds(t, world.demo_logs) for t in fresh) / 60:.0f} CPU minutes ("
+              + ", ".join(f"{t.name} {task_seconds(t, world.demo_logs) / 60:.0f}" for t in fresh)
+              + f"; a tree-derived scheme's: {SECONDS['labels']:.0f} s)")

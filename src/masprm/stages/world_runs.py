@@ -1,0 +1,162 @@
+"""What `make demo` and `make lab` need of a toy world, one record per world (``WORLD=`` / ``--world``).
+
+    WORLD_RUNS["toy"]        the toy world: `make demo`, `make lab` (every path and command as before)
+    WORLD_RUNS["toy_deep"]   the deep toy world: `make demo WORLD=toy_deep`, `make lab WORLD=toy_deep`
+
+A record names the world's dataset (the world's own name), its team config, how its policy is built
+(`python -m masprm.toy.build`, into artifacts/<world>/policy), the step labeller its oracle rows use,
+the train questions its stage 1 searches, its test split's size (read when asked: toy_deep's is sized
+by the power computation of `masprm.toy.deep_data` and is empty until then) and its lab's family
+(`LabFamily`: which scorer rows and conditions). Every path follows from the world's name: logs under
+logs/<world>_demo and logs/<world>_lab, results under results/<world>_*, scorers under
+checkpoints/<world>-*; a replica training seed's trees under `seed_roots`.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from dataclasses import dataclass
+from typing import Any, Callable, Mapping
+
+from masprm.cli import check
+from masprm.config import require
+from masprm.registry import Registry
+from masprm.toy import compute_match
+
+
+@dataclass(frozen=True)
+class LabFamily:
+    """The scorer lab's family on a world: its rows and conditions, as data (a pre-registration fixes them)."""
+
+    rows: tuple[str, ...] | None      # slugs of `lab_rows.LAB_SCORERS` (None: every row)
+    bon_aggs: tuple[str, ...]         # best-of-N's step aggregations; the first one's no-scorer command draws
+    bon_objectives: tuple[str, ...] | None   # the rows ranking best-of-N passes, by objective (None: every row)
+    sweep: Mapping | None             # the compute-matched sweep's plan; None: its settings not measured yet
+    benchmarks: bool = True           # the step and label benchmarks (masprm.toy.stepbench / labelbench)
+    notes: tuple[str, ...] = ()       # what the family leaves out on purpose, one line each (printed by --dry_run)
+
+    def has_row(self, slug: str) -> bool:
+        return self.rows is None or slug in self.rows
+
+    def ranks_passes(self, objective: str) -> bool:
+        return self.bon_objectives is None or objective in self.bon_objectives
+
+
+@dataclass(frozen=True)
+class WorldRun:
+    name: str                         # the world (masprm.toy.worlds) and its dataset (--dataset)
+    config: str                       # its team
+    world_flags: tuple[str, ...]      # the toy tools' flag naming the world (masprm.toy.build, stepbench, labelbench)
+    step_oracle: tuple[str, ...]      # the evaluation commands' --step_oracle flags (() : the default, toy)
+    n_train: int                      # train questions stage 1 searches (the whole train split)
+    target_nodes: int                 # stage 2's --target-nodes: the question and one node per agent
+    test_size: Callable[[], int]      # its test split's questions (read when asked)
+    family: LabFamily
+    seed_roots: str                   # a replica training seed's trees and stage-2 files ("{seed}")
+    preregistration: str | None = None   # the file whose commit the lab's report records
+    timed: bool = False               # lab_estimate's seconds per command were measured on this world
+
+    @property
+    def artifacts(self) -> str:
+        return f"artifacts/{self.name}"
+
+    @property
+    def policy(self) -> str:
+        return f"{self.artifacts}/policy"
+
+    def scorer_dir(self, objective: str) -> str:
+        """The demo's scorer of an objective (ppm: the MASPRM, orm: the ORM)."""
+        return f"checkpoints/{self.name}-{objective}"
+
+    @property
+    def lab_checkpoints(self) -> str:
+        return f"checkpoints/{self.name}-lab-"
+
+    @property
+    def demo_logs(self) -> str:
+        return f"logs/{self.name}_demo"
+
+    @property
+    def lab_logs(self) -> str:
+        return f"logs/{self.name}_lab"
+
+    def results(self, name: str) -> str:
+        return f"results/{self.name}_{name}"
+
+    @property
+    def demo_files(self) -> dict[str, str]:
+        """The demo's result files: the table, the step-level benchmark and the claims."""
+        return {"table": self.results("demo_aggregated_results.csv"), "stepbench": self.results("stepbench.json"),
+                "claims": self.results("demo_claims.txt")}
+
+    @property
+    def lab_files(self) -> dict[str, str]:
+        """The lab's logs folder and report files (the label benchmark: one JSON report per scheme)."""
+        return {"logs": self.lab_logs, "report": self.results("lab.md"), "claims": self.results("lab_claims.txt"),
+                "plot": self.results("lab.png"), "stepbench": self.results("lab_stepbench.json"),
+                "labelbench": self.results("lab_labelbench")}
+
+    def report_record(self) -> dict:
+        """What the lab's report says of the world: its name, its test questions and, where it has one, the
+        commit of its pre-registration (recorded in the report's JSON)."""
+        found: dict[str, Any] = {"name": self.name, "test_questions": self.test_size()}
+        if self.preregistration:
+            found["preregistration"] = {"file": self.preregistration,
+                                        "commit": preregistration_commit(self.preregistration)}
+        return found
+
+    def seed_root(self, seed: int) -> str:
+        return self.seed_roots.format(seed=seed)
+
+    def check_test_split(self) -> None:
+        """A run evaluates the test split: stop before any work when the world has none yet."""
+        check(self.test_size() > 0, f"--world {self.name}: its test split is empty (0 questions: its size comes "
+                                    "from the power computation, DEV_PAIRED_SD in masprm/toy/deep_data.py, "
+                                    "not measured yet); nothing to evaluate")
+
+
+def _toy_test_size() -> int:
+    from masprm.toy.task import TOY
+    return TOY.size("test")
+
+
+def _deep_test_size() -> int:
+    from masprm.toy import deep_data
+    return deep_data.TOY_DEEP.size("test")
+
+
+DEFAULT_WORLD = "toy"   # the Makefile's WORLD and every --world flag's default
+WORLD_RUNS: Registry[WorldRun] = Registry("world")
+# The toy world: the issue-34 lab, every row and condition.
+WORLD_RUNS.register("toy", WorldRun(
+    "toy", "configs/toy.yaml", (), (), 400, 5, _toy_test_size,
+    LabFamily(None, ("min", "last"), None, compute_match.SWEEP), "results/train_seed_{seed}", timed=True))
+# The deep toy world: the confirmatory family of issue 35 (docs/preregistration.md fixes its values).
+WORLD_RUNS.register("toy_deep", WorldRun(
+    "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep"), 400, 9,
+    _deep_test_size,
+    LabFamily(("masprm-ppm", "mc-orm", "mc-prm"), ("last",), ("orm",), None, notes=(
+        "SBS + ORM leaf: --orm_leaf is an option of MCTS only (mcts_prm); the MASPRM + ORM leaf row runs under MCTS",
+        "compute-matched sweep: its settings are not measured yet on toy_deep (compute_match measures them on the "
+        "train questions); no sweep commands planned")),
+    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md"))
+
+
+def require_world(settings: Any) -> None:
+    """A config's `world` setting is a registered world (one line listing the valid ones, exit 2)."""
+    require(settings.world in WORLD_RUNS, "world", f"world: {WORLD_RUNS.unknown_message(settings.world)}")
+
+
+def make_command(target: str, world: WorldRun) -> str:
+    """How a user runs a Makefile target on this world (the Makefile's WORLD defaults to the toy world)."""
+    return f"make {target}" + (f" WORLD={world.name}" if world.name != DEFAULT_WORLD else "")
+
+
+def preregistration_commit(path: str, run: Callable[..., Any] = subprocess.run) -> str:
+    """The last commit that touched `path` (`git log -1 --format=%H -- PATH`), or "none" (no such commit, no git)."""
+    try:
+        out = run(["git", "log", "-1", "--format=%H", "--", path], capture_output=True, text=True, check=False)
+    except OSError:
+        return "none"
+    commit = (out.stdout or "").strip() if out.returncode == 0 else ""
+    return commit or "none"
