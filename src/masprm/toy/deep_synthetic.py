@@ -11,11 +11,11 @@ towards it. Each agent does its job on what it was given, as the trained policy'
 and errs independently per sample with its rate:
 
 - Reader (``--reader``): a plausible misreading (`deep_task.misread`: someone else's number, or a
-  written number off by 1 or 2);
+  written number off by 1 to 9, `deep_task.SLIPS`);
 - Planner (``--planner``): the operations of the reading it was given, one of them the wrong way round
   (`deep_task.SWAPPED`, as in the noisy SFT targets);
 - Op i (``--op``, each): the i-th operation of the plan applied to the total it was given, with the
-  result off by 1 or 2 (a false equation);
+  result off by 1 to 9 (a false equation);
 - Verifier (``--verifier``): the last total off by 1.
 
 Every message is drawn in one of the world's phrasings, so siblings are seldom one text. Sampling
@@ -39,8 +39,8 @@ from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.io import atomic_write_json
 from masprm.search.engine import LoadedModels
-from masprm.toy import headroom
 from masprm.toy.deep_label import story_of
+from masprm.toy import deep_task, headroom
 from masprm.toy.deep_task import SWAPPED, misread, op_text, planner_text, reader_text, verifier_text
 from masprm.toy.task import FIXED_OPERAND, apply_op
 from masprm.toy.worlds import WORLDS
@@ -60,7 +60,7 @@ class ErrorRates:
 
 
 def _slip(rng: random.Random) -> int:
-    return rng.choice((-2, -1, 1, 2))
+    return rng.choice(deep_task.SLIPS)
 
 
 class SyntheticDeepTeam:

@@ -42,7 +42,11 @@ from masprm.toy.transcripts import rendered_turns, worked_steps
 K = 5                        # the Op agents of the registered world (the one design trained yet: docs/toy_world.md)
 DESIGNS = (3, 5)             # the values of k compared on dev
 TARGET_NOISE = 0.2           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
-OP_NOISE_SHARE = 0.7         # an Op agent's SFT noise as a share of the early agents' (target_noise): more early
+# How far a misread number or a slipped Op result is off: 1 to 9 either way, so that two errors seldom cancel
+# (with 1 or 2, a later slip undid an earlier one often enough that 6% of passes ended right after a wrong
+# message: docs/toy_world.md, "chance hits").
+SLIPS = tuple(d for d in range(-9, 10) if d)
+OP_NOISE_SHARE = 0.85        # an Op agent's SFT noise as a share of the early agents' (target_noise): more early
                              # errors than late ones (the headroom gate (b) asks early choices to matter more)
 DISTRACTOR_SHARE = 0.6       # stories that also mention someone else's number
 # Phrasings of each message (a message's words carry no number, so the numbers read the same in all of them).
@@ -134,7 +138,7 @@ def _others(problem: Problem) -> list[int]:
 
 
 def misread(problem: Problem, rng: random.Random) -> tuple[list[int], int, list[tuple[str, int]]]:
-    """A plausible misreading: someone else's number (when the story has one) or a written number off by 1 or 2.
+    """A plausible misreading: someone else's number (when the story has one) or a written number off by 1 to 9.
 
     Returns the numbers read, and the start and operations a Planner builds from them.
     """
@@ -144,7 +148,7 @@ def misread(problem: Problem, rng: random.Random) -> tuple[list[int], int, list[
     if others and rng.random() < 0.5:
         numbers[i] = rng.choice(others)
     else:
-        numbers[i] = max(1, numbers[i] + rng.choice((-2, -1, 1, 2)))
+        numbers[i] = max(1, numbers[i] + rng.choice(SLIPS))
         if numbers[i] == problem.written[i]:   # 1 - 1 clipped to 1: read one more instead
             numbers[i] += 1
     it = iter(numbers[1:])
@@ -158,7 +162,7 @@ SWAPPED = {"+": "-", "-": "+", "*": "/", "/": "*"}
 def noisy_transcript(problem: Problem, rng: random.Random, noise: float) -> list[str]:
     """The reference transcript, except that with probability `noise` each the Reader misreads and the
     Planner writes one operation the wrong way round, and with `noise` x OP_NOISE_SHARE each Op agent's
-    result is off by 1 or 2 (never below 1 when it can be kept there); the later agents follow what they
+    result is off by 1 to 9 (never below 1 when it can be kept there); the later agents follow what they
     are given. The Verifier states the last total.
 
     A policy sampled at temperature 0.7 spreads a target's `noise` over its many wrong variants and so
@@ -173,8 +177,8 @@ def noisy_transcript(problem: Problem, rng: random.Random, noise: float) -> list
     slips, total = [], start
     for op, n in ops:
         right = apply_op(total, op, n)
-        # off by 1 or 2, never below 1 (a misreading can already have taken the total below 1: then upwards)
-        slip = (rng.choice([d for d in (-2, -1, 1, 2) if right + d >= 1] or [1, 2])
+        # never below 1 (a misreading can already have taken the total below 1: then upwards)
+        slip = (rng.choice([d for d in SLIPS if right + d >= 1] or [d for d in SLIPS if d > 0])
                 if rng.random() < noise * OP_NOISE_SHARE else 0)
         slips.append(slip)
         total = right + slip

@@ -47,7 +47,7 @@ from masprm.search.context import SearchContext
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import propose
 from masprm.search.oracles import STEP_ORACLES
-from masprm.search.settings import BoNSettings, MCTSSettings, SBSSettings, StepOracleSettings
+from masprm.search.settings import MCTS_OPTIONS, BoNSettings, MCTSSettings, SBSSettings, StepOracleSettings
 from masprm.toy.task import generate_split
 from masprm.toy.worlds import WORLDS
 
@@ -90,8 +90,10 @@ class Condition:
     settings: Any
 
 
-def conditions(world: str, sims: int, b1: int, b2: int) -> list[Condition]:
-    mcts = MCTSSettings(n_simulations=sims, max_children=3, c_uct=2.0, mcts_temperature=TEMPERATURE)
+def conditions(world: str, sims: int, b1: int, b2: int, mcts_options: dict | None = None) -> list[Condition]:
+    """The gates' searches; `mcts_options` sets MCTS's opt-in options (`MCTS_OPTIONS`: a world's declared ones)."""
+    mcts = MCTSSettings(n_simulations=sims, max_children=3, c_uct=2.0, mcts_temperature=TEMPERATURE,
+                        **(mcts_options or {}))
     sbs = SBSSettings(b1=b1, b2=b2, sbs_temperature=TEMPERATURE)
     out = []
     for label, method, oracle in (("mcts_step", "mcts_oracle_step", world), ("mcts_outcome", "mcts_oracle_outcome", None),
@@ -258,14 +260,14 @@ def _mean(values: Sequence[Any]) -> Any:
 
 
 def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any], *, seeds: Sequence[int],
-            sims: int = 10, b1: int = 3, b2: int = 5, batch_size: int = 8) -> dict:
+            sims: int = 10, b1: int = 3, b2: int = 5, batch_size: int = 8, mcts_options: dict | None = None) -> dict:
     """Every condition on `examples` at each search seed, then the gates (a)-(d) on the per-question means over
     the seeds (a question's outcome under a condition: its share of right answers, so the paired sd is the
     one a mean over these seeds has)."""
     per_seed, groups, passes, rates, bon_n = [], [], [], [], None
     for seed in seeds:
         runs = {}
-        for cond in conditions(world, sims, b1, b2):
+        for cond in conditions(world, sims, b1, b2, mcts_options):
             log.info("headroom: %s on %d questions, seed %d", cond.label, len(examples), seed)
             runs[cond.label] = run_condition(models, graph, cond, examples, seed, batch_size)
         if bon_n is None:   # the first seed's agent samples fix N for every seed
@@ -281,6 +283,7 @@ def measure(models: Models, graph: MASGraph, world: str, examples: Sequence[Any]
     pooled = {label: [_mean([runs[label][i] for runs in per_seed]) for i in range(len(examples))]
               for label in per_seed[0]}
     return {"world": world, "questions": len(examples), "seeds": list(seeds), "simulations": sims, "sbs": [b1, b2],
+            "mcts_options": dict(mcts_options or {}),
             "bon_n": bon_n, **gates(pooled, groups, graph.n_agents, sims),
             "accuracy_per_seed": {str(seed): {label: _mean([float(r["correct"]) for r in rows])
                                               for label, rows in runs.items()} for seed, runs in zip(seeds, per_seed)},
@@ -293,7 +296,8 @@ def report_lines(r: dict) -> list[str]:
         return f"{100 * x['diff']:+.1f} points [95% CI {100 * x['ci'][0]:+.1f}, {100 * x['ci'][1]:+.1f}]"
     mark = {True: "reached", False: "NOT reached"}
     p = r["passed"]
-    return [f"{r['world']}: {r['questions']} questions, search seeds {' '.join(map(str, r['seeds']))}",
+    options = "".join(f", {k} {v}" for k, v in r.get("mcts_options", {}).items())
+    return [f"{r['world']}: {r['questions']} questions, search seeds {' '.join(map(str, r['seeds']))}{options}",
             "accuracy: " + ", ".join(f"{k} {100 * v:.1f}%" for k, v in r["accuracy"].items()),
             "agent samples / question: " + ", ".join(f"{k} {v:.1f}" for k, v in r["agent_samples"].items()),
             f"(a) process - outcome oracle, MCTS {r['simulations']} sims: {d('a_mcts')} (>= 8: {mark[p['a_mcts']]})",
@@ -334,7 +338,13 @@ class HeadroomArgs:
 def main() -> int:
     p = ArgumentParser(description="Headroom gates (a)-(d) of a toy world, with the oracle scorers.")
     add_config_args(p, HeadroomArgs)
-    args = config_from_args(HeadroomArgs, p.parse_args())
+    add_config_args(p.add_argument_group("MCTS options (opt-in; off: the original's rule)"), MCTSSettings,
+                    only=MCTS_OPTIONS)
+    ns = p.parse_args()
+    args = config_from_args(HeadroomArgs, ns)
+    picked = config_from_args(MCTSSettings, ns)   # checks the options as stage 4 does
+    mcts_options = {name: getattr(picked, name) for name in MCTS_OPTIONS
+                    if getattr(picked, name) != getattr(MCTSSettings(), name)}
     check(args.world in WORLDS, f"--world: {WORLDS.unknown_message(args.world)}")
     check(args.split != "test", "--split: the headroom gates are measured on dev (or train), never on test")
     world = WORLDS[args.world]
@@ -352,7 +362,7 @@ def main() -> int:
     models = LoadedModels(backends.load_policy(None, str(policy_dir), ModelOptions(device_map="cpu"), setting="policy"))
     examples = list(world.task.load(args.split, n=args.n, seed=args.seeds[0]))
     report = measure(models, load_mas_config(world.config), args.world, examples, seeds=args.seeds,
-                     sims=args.simulations, batch_size=args.batch_size)
+                     sims=args.simulations, batch_size=args.batch_size, mcts_options=mcts_options)
     report["policy"], report["split"] = str(policy_dir), args.split
     atomic_write_json(Path(args.out), report)
     lines = report_lines(report)
