@@ -134,7 +134,7 @@ def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | No
             "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
             "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
             "--top_p", "0.95", "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
-            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.step_oracle, *budget]
+            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.eval_flags, *budget]
 
 
 def train_command(mode: str, data: str, out: str, seed: int, extra=(), world: WorldRun = TOY_RUN) -> list[str]:

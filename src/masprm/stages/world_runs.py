@@ -4,12 +4,12 @@
     WORLD_RUNS["toy_deep"]   the deep toy world: `make demo WORLD=toy_deep`, `make lab WORLD=toy_deep`
 
 A record names the world's dataset (the world's own name), its team config, how its policy is built
-(`python -m masprm.toy.build`, into artifacts/<world>/policy), the step labeller its oracle rows use,
-the train questions its stage 1 searches, its test split's size (read when asked: toy_deep's is sized
-by the power computation of `masprm.toy.deep_data` and is empty until then) and its lab's family
-(`LabFamily`: which scorer rows and conditions). Every path follows from the world's name: logs under
-logs/<world>_demo and logs/<world>_lab, results under results/<world>_*, scorers under
-checkpoints/<world>-*; a replica training seed's trees under `seed_roots`.
+(`python -m masprm.toy.build`, into artifacts/<world>/policy), the flags its evaluation commands add
+(its step labeller, its declared MCTS options), the train questions its stage 1 searches, its test
+split's size (read when asked: toy_deep's is sized by the power computation of `masprm.toy.deep_data`
+and is empty until then) and its lab's family (`LabFamily`: which scorer rows and conditions). Every
+path follows from the world's name: logs under logs/<world>_demo and logs/<world>_lab, results under
+results/<world>_*, scorers under checkpoints/<world>-*; a replica training seed's trees under `seed_roots`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,8 @@ class WorldRun:
     name: str                         # the world (masprm.toy.worlds) and its dataset (--dataset)
     config: str                       # its team
     world_flags: tuple[str, ...]      # the toy tools' flag naming the world (masprm.toy.build, stepbench, labelbench)
-    step_oracle: tuple[str, ...]      # the evaluation commands' --step_oracle flags (() : the default, toy)
+    eval_flags: tuple[str, ...]       # every evaluation command's world flags: --step_oracle and the world's
+                                      # declared MCTS options (() : the defaults, the toy world's)
     n_train: int                      # train questions stage 1 searches (the whole train split)
     target_nodes: int                 # stage 2's --target-nodes: the question and one node per agent
     test_size: Callable[[], int]      # its test split's questions (read when asked)
@@ -133,7 +134,9 @@ WORLD_RUNS.register("toy", WorldRun(
     LabFamily(None, ("min", "last"), None, compute_match.SWEEP), "results/train_seed_{seed}", timed=True))
 # The deep toy world: the confirmatory family of issue 35 (docs/preregistration.md fixes its values).
 WORLD_RUNS.register("toy_deep", WorldRun(
-    "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep"), 400, 9,
+    # MCTS with progressive widening (--pw_k 3, alpha 0.5): the option the world was chosen with (docs/toy_world.md)
+    "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep", "--pw_k", "3"),
+    400, 9,
     _deep_test_size,
     LabFamily(("masprm-ppm", "mc-orm", "mc-prm"), ("last",), ("orm",), None, notes=(
         "SBS + ORM leaf: --orm_leaf is an option of MCTS only (mcts_prm); the MASPRM + ORM leaf row runs under MCTS",

@@ -41,7 +41,7 @@ from masprm.toy.transcripts import rendered_turns, worked_steps
 
 K = 5                        # the Op agents of the registered world (the one design trained yet: docs/toy_world.md)
 DESIGNS = (3, 5)             # the values of k compared on dev
-TARGET_NOISE = 0.2           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
+TARGET_NOISE = 0.6           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
 # How far a misread number or a slipped Op result is off: 1 to 9 either way, so that two errors seldom cancel
 # (with 1 or 2, a later slip undid an earlier one often enough that 6% of passes ended right after a wrong
 # message: docs/toy_world.md, "chance hits").

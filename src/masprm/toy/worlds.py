@@ -78,4 +78,4 @@ WORLDS.register("toy_deep", World("toy_deep", deep_task.deep_world(), "configs/t
                                   deep_task.training_turns, ("dev", "train"),
                                   StepTruth("toy_deep", deep_data.TOY_DEEP, deep_label.label_transcript,
                                             deep_label.story_of, deep_label.error_kinds()),
-                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 3000))))
+                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 8000))))
