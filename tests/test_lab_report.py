@@ -117,6 +117,18 @@ def test_claims_compare_every_scorer_with_the_orm_and_the_masprm(logs):
     assert "  mc+prm vs ORM (SBS): +100.0 points [95% CI +100.0, +100.0] over 4 questions (holds)" in text
 
 
+def test_a_family_against_the_orm_alone_shows_the_masprm_comparisons_untested(logs):
+    """toy_deep's pre-registered family: of the 8 comparisons with results, the 4 against the MASPRM are shown
+    only, so Holm runs over the 3 against the ORM that are not the primary."""
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0,
+                                                       masprm_tested=False)}
+    family = sorted(c.name for c in found.values() if c.adjusted_p is not None)
+    assert family == ["MASPRM vs ORM (SBS)", "mc+prm vs ORM (MCTS)", "mc+prm vs ORM (SBS)"]
+    assert not found["mc+prm vs MASPRM (MCTS)"].tested and found["mc+prm vs MASPRM (MCTS)"].adjusted_p is None
+    # mc+prm vs ORM (SBS): p = 0 stays 0 after Holm over 3
+    assert found["mc+prm vs ORM (SBS)"].adjusted_p == 0.0 and found["MASPRM vs ORM (MCTS)"].primary
+
+
 def test_the_primary_is_tested_alone_and_the_rest_under_holm(logs):
     found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0)}
     primary = found["MASPRM vs ORM (MCTS)"]

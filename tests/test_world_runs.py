@@ -3,6 +3,7 @@ plan on its own paths, the refusals, the pre-registration's commit in the report
 
 from __future__ import annotations
 
+import inspect
 import json
 import random
 import shutil
@@ -190,21 +191,50 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     from masprm.stages import world_runs
     from masprm.toy.lab_report import write_report
     monkeypatch.setattr(world_runs, "preregistration_commit", lambda path: "abc123")
+    monkeypatch.setattr(world_runs, "code_commit", lambda: {"commit": "def456", "dirty": True})
     world = WORLD_RUNS["toy_deep"]
     record = world.report_record()
     assert record == {"name": "toy_deep", "test_questions": 0,
-                      "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"}}
+                      "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"},
+                      "code": {"commit": "def456", "dirty": True}}
     from masprm.toy.lab_report import TOY_WORLD
     assert WORLD_RUNS["toy"].report_record() == TOY_WORLD                 # the toy world's report as before
     files = {k: tmp_path / Path(v).name for k, v in world.lab_files.items()}
     rows = [s.in_world(world) for s in LAB_SCORERS[:2]]
     write_report(rows, [tmp_path / "none"], files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=lab.budgets(SimpleNamespace(sbs_budget=[3, 5])), world=record)
-    assert json.loads(files["report"].with_suffix(".json").read_text())["preregistration"] == \
-        {"file": "docs/preregistration.md", "commit": "abc123"}
+    facts = json.loads(files["report"].with_suffix(".json").read_text())
+    assert facts["preregistration"] == {"file": "docs/preregistration.md", "commit": "abc123"}
+    assert facts["code"] == {"commit": "def456", "dirty": True}
     text = files["report"].read_text()
     assert text.startswith("# The scorer lab (toy_deep world)") and "searches on the 0 test questions" in text
-    assert "- pre-registration: docs/preregistration.md at commit abc123" in text
+    assert ("- pre-registration: docs/preregistration.md at commit abc123 when the report was written "
+            "(code at def456, with uncommitted changes).") in text
+
+
+def test_the_code_commit_and_its_changes_in_a_git_checkout(tmp_path, monkeypatch):
+    from masprm.stages.world_runs import code_commit
+    git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True)
+    git("init", "-q")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
+    (tmp_path / "f").write_text("1")
+    git("add", "f")
+    git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "-m", "f")
+    monkeypatch.chdir(tmp_path)
+    head = git("rev-parse", "HEAD").stdout.strip()
+    assert code_commit() == {"commit": head, "dirty": False}
+    (tmp_path / "f").write_text("2")
+    assert code_commit() == {"commit": head, "dirty": True}
+    (tmp_path / "f").write_text("1")
+    (tmp_path / "new").write_text("untracked files do not count")
+    assert code_commit() == {"commit": head, "dirty": False}
+
+
+def test_toy_deep_tests_only_its_comparisons_against_the_orm():
+    """The pre-registered family: Holm over the comparisons against the ORM; those against the MASPRM are shown."""
+    from masprm.toy import lab_report
+    assert WORLD_RUNS["toy_deep"].family.masprm_tested is False and WORLD_RUNS["toy"].family.masprm_tested
+    assert "masprm_tested" in inspect.signature(lab_report.comparisons).parameters
 
 
 def deep_transcripts():

@@ -155,7 +155,8 @@ def commands(args: "DemoArgs") -> Commands:
         return evaluation_command(args.seeds, methods, scorer_flags if scorers else (), budget, world=world)
 
     def scorer(mode: str, data: str, out: str) -> ScorerJob:
-        return ScorerJob(f"train_{mode}", data, out, train_command(mode, data, out, args.seed, world=world))
+        return ScorerJob(f"train_{mode}", data, out, train_command(mode, data, out, args.seed,
+                                                                   extra=world.demo_scorer_flags, world=world))
 
     return Commands(
         build=[PY, "-m", "masprm.toy.build", *world.world_flags, "--out", world.artifacts, "--mas_config", config],

@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
     write_report(rows, [world.demo_logs, files["logs"]], files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
                  made_by={world.demo_logs: make_command("demo", world), files["logs"]: make_command("lab", world)},
-                 sweep=world.family.sweep, world=world.report_record())
+                 sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {files['report']}\nclaims: {files['claims']}\n"
           f"plot: {files['plot']}")
     return 0

@@ -33,6 +33,7 @@ class LabFamily:
     bon_objectives: tuple[str, ...] | None   # the rows ranking best-of-N passes, by objective (None: every row)
     sweep: Mapping | None             # the compute-matched sweep's plan; None: its settings not measured yet
     benchmarks: bool = True           # the step and label benchmarks (masprm.toy.stepbench / labelbench)
+    masprm_tested: bool = True        # the comparisons against the MASPRM join the Holm family (False: shown only)
     notes: tuple[str, ...] = ()       # what the family leaves out on purpose, one line each (printed by --dry_run)
 
     def has_row(self, slug: str) -> bool:
@@ -55,6 +56,7 @@ class WorldRun:
     family: LabFamily
     seed_roots: str                   # a replica training seed's trees and stage-2 files ("{seed}")
     preregistration: str | None = None   # the file whose commit the lab's report records
+    demo_scorer_flags: tuple[str, ...] = ()   # added to the demo's scorer training (its MASPRM and ORM)
     timed: bool = False               # lab_estimate's seconds per command were measured on this world
 
     @property
@@ -104,6 +106,7 @@ class WorldRun:
         if self.preregistration:
             found["preregistration"] = {"file": self.preregistration,
                                         "commit": preregistration_commit(self.preregistration)}
+            found["code"] = code_commit()   # what ran: the pre-registration's commit must be among its ancestors
         return found
 
     def seed_root(self, seed: int) -> str:
@@ -138,11 +141,12 @@ WORLD_RUNS.register("toy_deep", WorldRun(
     "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep", "--pw_k", "3"),
     400, 9,
     _deep_test_size,
-    LabFamily(("masprm-ppm", "mc-orm", "mc-prm"), ("last",), ("orm",), None, notes=(
+    LabFamily(("masprm-ppm", "mc-orm", "mc-prm"), ("last",), ("orm",), None, masprm_tested=False, notes=(
         "SBS + ORM leaf: --orm_leaf is an option of MCTS only (mcts_prm); the MASPRM + ORM leaf row runs under MCTS",
         "compute-matched sweep: its settings are not measured yet on toy_deep (compute_match measures them on the "
         "train questions); no sweep commands planned")),
-    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md"))
+    # --calibrate: the demo's MASPRM and ORM are the lab's seed-42 rows, calibrated like its other seeds' rows
+    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",)))
 
 
 def require_world(settings: Any) -> None:
@@ -163,3 +167,15 @@ def preregistration_commit(path: str, run: Callable[..., Any] = subprocess.run) 
         return "none"
     commit = (out.stdout or "").strip() if out.returncode == 0 else ""
     return commit or "none"
+
+
+def code_commit(run: Callable[..., Any] = subprocess.run) -> dict:
+    """The checkout's commit (`git rev-parse HEAD`) and whether its tracked files differ from it ("none": no git)."""
+    try:
+        head = run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
+        status = run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
+                     check=False)
+    except OSError:
+        return {"commit": "none", "dirty": None}
+    commit = (head.stdout or "").strip() if head.returncode == 0 else ""
+    return {"commit": commit or "none", "dirty": bool((status.stdout or "").strip()) if status.returncode == 0 else None}

@@ -176,8 +176,11 @@ def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
             lines.append(f"- {what}: " + ", ".join(f"{name} {_num(v)}" for name, v in found if v is not None) + ".")
     lines += [f"- not run: {note}" for note in notes]
     if "preregistration" in world:
+        code = world.get("code", {})
         lines.append(f"- pre-registration: {world['preregistration']['file']} at commit "
-                     f"{world['preregistration']['commit']} when the report was written.")
+                     f"{world['preregistration']['commit']} when the report was written"
+                     + (f" (code at {code['commit']}{', with uncommitted changes' if code.get('dirty') else ''})"
+                        if code else "") + ".")
     return "\n".join([*lines, *sweep]) + "\n"
 
 
@@ -191,9 +194,11 @@ def seed_cells(cells: dict, slug: str, column: str, suffixes: Sequence[str]) -> 
     return [cells.get((slug + suffix, column)) for suffix in suffixes]
 
 
-def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabComparison]:
+def comparisons(rows: Sequence[LabRow], cells: dict, seed: int, masprm_tested: bool = True) -> list[LabComparison]:
     """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column, over the
-    training seeds both have (the lab's --seed among them), with the family's Holm-adjusted p-values."""
+    training seeds both have (the lab's --seed among them), with the family's Holm-adjusted p-values;
+    `masprm_tested` False: the comparisons against the MASPRM are shown, not tested (a family against the
+    ORM alone, as toy_deep's pre-registration fixes it)."""
     suffixes = list(dict.fromkeys(["", *map(seed_suffix, rows)]))   # the lab's --seed first
     rows = [row for row in rows if not seed_suffix(row)]
     names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
@@ -212,7 +217,8 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int) -> list[LabCompa
                 if a is None and slug in {**EXTRA_ROWS, **REFERENCE_ROWS} and slug != LOGPROB:
                     continue   # a row the lab did not run (the oracles, --orm_leaf): no line
                 found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
-                                           result, tested=slug not in REFERENCE_ROWS,
+                                           result, tested=slug not in REFERENCE_ROWS
+                                           and (base.objective == "orm" or masprm_tested),
                                            train_seeds=len(both) if result else 0))
     adjust(found)
     return found
@@ -281,15 +287,17 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
 def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbench: str | Path,
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
-                 made_by: dict[str, str] | None = None, sweep: Plan | None = None, world: dict | None = None) -> None:
+                 made_by: dict[str, str] | None = None, sweep: Plan | None = None, world: dict | None = None,
+                 masprm_tested: bool = True) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
     ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added;
     ``world``: its name and test questions (default `TOY_WORLD`) and, where it has one, its pre-registration's
-    file and commit (``preregistration``), also recorded in the table's JSON."""
+    file and commit (``preregistration``), also recorded in the table's JSON; ``masprm_tested``: whether the
+    comparisons against the MASPRM join the Holm family (`comparisons`)."""
     cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
     swept = sweep_cells(logs_dirs, rows, sweep) if sweep else {}
-    found = comparisons(rows, cells, seed) + (sweep_comparisons(swept, sweep, seed) if sweep else [])
+    found = comparisons(rows, cells, seed, masprm_tested) + (sweep_comparisons(swept, sweep, seed) if sweep else [])
     adjust(found)   # one Holm family: the sweep's comparisons join the others (docs/scorer_lab.md)
     rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
@@ -299,7 +307,7 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                                           list(notes), power_lines(found), headroom=rooms,
                                           sweep=sweep_lines(swept, sweep, found) if sweep else (), world=world))
     head, records = table_records(rows, cells, bench, labels, rooms)
-    prereg = {"preregistration": world["preregistration"]} if world and "preregistration" in world else {}
+    prereg = {k: world[k] for k in ("preregistration", "code") if world and k in world}
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
         {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()},
          **prereg}, ensure_ascii=False, indent=1) + "\n")
