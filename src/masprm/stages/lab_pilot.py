@@ -1,4 +1,4 @@
-"""`make lab-pilot WORLD=toy_deep` (`python src/lab.py --world toy_deep --pilot`): the dev pilot that sizes the test split.
+"""`make lab-pilot WORLD=toy_deep` (`python src/lab.py --world toy_deep --pilot`): the dev pilot sizing the test split.
 
 The pre-registration fixes a rule, not a number: the test split's size comes from the variance of the
 primary comparison (the paper's MASPRM against the ORM under MCTS) measured on the dev split with the
