@@ -73,7 +73,8 @@ def test_the_pilot_runs_the_primary_comparison_on_dev_per_training_seed(plan):
     assert set(power.after) == set(evals) and list(tasks)[-1] == "power"
 
 
-def test_the_pilot_starts_while_the_test_split_is_empty(monkeypatch, tmp_path, capsys):
+def test_the_pilot_starts_while_the_test_split_is_empty_once_the_preregistration_is_committed(monkeypatch, tmp_path):
+    from masprm.cli import UsageError
     from masprm.stages import jobs
     for module in (lab, demo, jobs, lab_pilot):
         monkeypatch.setattr(module, "ROOT", tmp_path)
@@ -81,6 +82,11 @@ def test_the_pilot_starts_while_the_test_split_is_empty(monkeypatch, tmp_path, c
     monkeypatch.setattr(demo, "prepare_scorers", lambda c, args: prepared.append(args.world))
     monkeypatch.setattr(lab_pilot, "run_tasks", lambda tasks, jobs, folder: ran.extend(t.name for t in tasks))
     monkeypatch.chdir(tmp_path)
+    # not before the pre-registration's commit (no git here: "none"): one line, nothing started or written
+    with pytest.raises(UsageError, match="docs/preregistration.md has no commit yet"):
+        lab.main(["--world", "toy_deep", "--pilot"])
+    assert not prepared and not ran and list(tmp_path.iterdir()) == []
+    monkeypatch.setattr(lab_pilot, "preregistration_commit", lambda path: "1" * 40)
     assert lab.main(["--world", "toy_deep", "--pilot"]) == 0
     assert prepared == ["toy_deep"] and ran[-1] == "power" and len(ran) == 4 * 2 + 3 + 1
 

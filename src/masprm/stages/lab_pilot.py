@@ -13,17 +13,19 @@ family's own scorers. After its commit, this runs only what that comparison need
                               --logs_dir logs/<world>_pilot
   the power computation       python -m masprm.toy.deep_power -> results/<world>_power.json (sd_q, tau2, N, MDE)
 
-Nothing here reads or evaluates the test split, so it runs while that split is empty.
+Nothing here reads or evaluates the test split, so it runs while that split is empty; it starts only once
+the pre-registration has a commit.
 """
 
 from __future__ import annotations
 
 from masprm.checks import check_output_dir, check_output_file
+from masprm.cli import check
 from masprm.stages import demo, lab
 from masprm.stages.jobs import PY, ROOT, Task, run_tasks, stage
 from masprm.stages.lab_dry_run import print_demo_stages, task_line
 from masprm.stages.lab_rows import orm_of, role_flags, row_at
-from masprm.stages.world_runs import WORLD_RUNS
+from masprm.stages.world_runs import WORLD_RUNS, preregistration_commit
 
 METHODS = ["mcts_prm", "mcts_orm"]   # the primary comparison: the MASPRM and the ORM under MCTS
 
@@ -66,6 +68,9 @@ def run_pilot(args) -> int:
         print(f"# the test split: never read here; its size from {power_file(world)} (DEV_POWER in "
               "masprm/toy/deep_data.py)")
         return 0
+    # no learned scorer is trained or evaluated on the world before its pre-registration is committed
+    check(preregistration_commit(world.preregistration) != "none", f"--pilot: {world.preregistration} has no "
+          "commit yet; the pilot trains and evaluates scorers on the world only after the pre-registration's commit")
     check_output_file(power_file(world), "pilot", label="the pilot's power record")
     check_output_dir(ROOT / world.pilot_logs, "logs")
     demo.prepare_scorers(prepare, demo_args)
