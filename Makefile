@@ -9,7 +9,7 @@ WORLD  ?= toy
 space  := $(subst ,, )
 WORLD_FLAG := $(if $(filter-out toy,$(WORLD)),$(space)--world $(WORLD))
 
-.PHONY: setup test test-fast demo report report-check lab bench gpu-check clean-demo clean-lab setup-vllm test-vllm
+.PHONY: setup test test-fast demo report report-check lab lab-pilot bench gpu-check clean-demo clean-lab setup-vllm test-vllm
 
 # requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
 # masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
@@ -72,6 +72,11 @@ report-check: $(STAMP)
 # The scorer lab (docs/scorer_lab.md): every label scheme and objective on the demo's trees (run after `make demo`).
 lab: $(STAMP)
 	$(PY) src/lab.py$(WORLD_FLAG)
+
+# toy_deep's dev pilot (docs/scorer_lab.md, "The lab on toy_deep"): the primary comparison on the dev split at the
+# three training seeds, then the power computation that sizes the test split (the toy world has none: exit 2).
+lab-pilot: $(STAMP)
+	$(PY) src/lab.py$(WORLD_FLAG) --pilot
 
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done

@@ -469,10 +469,11 @@ def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch
     _inputs_of_every_command(tmp_path)
     out = "out"
     if command == "lab":   # the lab's output is its logs folder under the checkout: here, under tmp_path
+        import masprm.stages.demo as demo
         import masprm.stages.lab as lab
 
         monkeypatch.setattr(lab, "ROOT", tmp_path)
-        monkeypatch.setattr(lab, "Job", None)   # never starts a command should the check let it through
+        monkeypatch.setattr(demo, "Job", None)   # never starts a command (the lab's first: demo.prepare_scorers)
         out = lab.LOGS
     if not depth:
         target = "../" * out.count("/") + target

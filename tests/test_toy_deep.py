@@ -6,11 +6,12 @@ import re
 import pytest
 
 from masprm.data import load_examples
+from masprm.errors import DataError
 from masprm.graph import load_mas_config
 from masprm.search.oracles import STEP_ORACLES
 from masprm.toy import deep_data, deep_task
 from masprm.toy.deep_label import label_transcript, op_error
-from masprm.toy.deep_data import TOY_DEEP, powered_size
+from masprm.toy.deep_data import TOY_DEEP, power_plan, powered_size
 from masprm.toy.deep_task import check_graph, deep_world, misread, noisy_transcript, training_turns, transcript
 from masprm.toy.task import Problem, apply_op, generate_split
 
@@ -98,7 +99,7 @@ def test_stories_have_k_events_running_totals_in_range_and_the_gold_they_compute
 
 def test_splits_are_disjoint_sized_and_assigned_by_hash():
     sizes = dict(TOY_DEEP.sizes)
-    assert sizes["test"] == (0 if deep_data.DEV_PAIRED_SD is None else powered_size(deep_data.DEV_PAIRED_SD))
+    assert sizes["test"] == (0 if deep_data.DEV_POWER is None else powered_size(*deep_data.DEV_POWER))
     questions = {}
     for split in ("dev", "train", "test"):
         problems = generate_split(split, TOY_DEEP)
@@ -113,11 +114,46 @@ def test_splits_are_disjoint_sized_and_assigned_by_hash():
 
 
 def test_the_power_computation_by_hand():
-    # (1.959964 + 0.841621)^2 = 7.848879; x 0.25^2 / 0.025^2 = 784.89 -> 785 questions
-    assert powered_size(0.25) == 785
-    # sd 0.30 for an MDE of 3 points: the same 784.89 questions
-    assert powered_size(0.30, 0.03) == 785
-    assert powered_size(0.25, 0.05) == 197   # 196.2
+    # SE* = 0.025 / (1.959964 + 0.841621); SE*^2 = 0.025^2 / 7.848879 = 7.96292e-5
+    # no training-seed variance: N = ceil(0.25^2 / 7.96292e-5) = ceil(784.89) = 785, MDE 2.4998 points
+    plan = power_plan(0.25)
+    assert (plan.n, plan.reached) == (785, True) and plan.mde == pytest.approx(0.024998, abs=1e-6)
+    assert powered_size(0.30, target=0.03) == 785                 # sd 0.30 for 3 points: the same 784.89
+    # tau2 0.00003 over 3 seeds: 1e-5 of SE*^2 gone; ceil(0.0625 / 6.96292e-5) = ceil(897.61) = 898
+    assert powered_size(0.25, 0.00003) == 898
+    # 3 seeds count: with 6 the seed term is 5e-6, ceil(0.0625 / 7.46292e-5) = ceil(837.47) = 838
+    assert powered_size(0.25, 0.00003, n_seeds=6) == 838
+
+
+def test_the_power_rules_floor_and_cap():
+    # the floor: ceil(0.1^2 / 7.96292e-5) = 126 questions -> 300; MDE 2.801585 x 0.1 / sqrt(300) = 1.62 points
+    plan = power_plan(0.10)
+    assert (plan.n, plan.reached) == (300, True) and plan.mde == pytest.approx(0.016175, abs=1e-6)
+    assert powered_size(0.25, target=0.05) == 300                 # 196.2 -> the floor
+    # beyond the cap: ceil(0.5^2 / 7.96292e-5) = 3140 -> 3000, MDE 2.801585 x 0.5 / sqrt(3000) = 2.5575 points
+    plan = power_plan(0.50)
+    assert (plan.n, plan.reached) == (3000, False) and plan.mde == pytest.approx(0.025575, abs=1e-6)
+    # no N at all: tau2 / 3 = 1e-4 > SE*^2; the cap, MDE 2.801585 x sqrt(0.0625 / 3000 + 1e-4) = 3.0797 points
+    plan = power_plan(0.25, 0.0003)
+    assert (plan.n, plan.reached) == (3000, False) and plan.mde == pytest.approx(0.030797, abs=1e-6)
+
+
+def test_the_variance_components_of_3_seeds_by_4_questions_by_hand():
+    from masprm.toy.deep_power import dev_power
+    q = ("q1", "q2", "q3", "q4")
+    d = [dict(zip(q, row)) for row in ([1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0])]
+    # seed means 1, 0, 0.5: sample variance 0.25; within-seed variances 0, 0, 1/3: mean 1/9, / 4 questions = 1/36
+    # tau2 = 0.25 - 1/36 = 2/9; question means 2/3, 2/3, 1/3, 1/3: sd_q = sqrt((4 / 36) / 3) = sqrt(1/27)
+    sd_q, tau2 = dev_power(d)
+    assert sd_q == pytest.approx((1 / 27) ** 0.5) and tau2 == pytest.approx(2 / 9)
+    # seeds that agree beyond their noise: means 0.5, 0.75, 0.25 (variance 0.0625) against within-seed
+    # variances 1/3, 1/4, 1/4 (mean 5/18, / 4 = 0.0694): tau2 clipped at 0
+    d = [dict(zip(q, row)) for row in ([1, 0, 0, 1], [1, 1, 0, 1], [0, 0, 0, 1])]
+    assert dev_power(d)[1] == 0.0
+    # only the questions every seed has count; one seed or one question is refused
+    assert dev_power([{**d[0], "q5": 9}, d[1], d[2]]) == dev_power(d)
+    with pytest.raises(DataError, match="at least 2 training seeds and 2 common questions"):
+        dev_power(d[:1])
 
 
 def test_the_dataset_is_registered_with_its_splits():

@@ -153,8 +153,7 @@ def test_an_empty_test_split_stops_a_run_before_any_work(tmp_path, monkeypatch, 
 
     for m in (demo, lab, jobs):
         monkeypatch.setattr(m, "ROOT", tmp_path)
-    monkeypatch.setattr(demo, "Job", started)
-    monkeypatch.setattr(lab, "Job", started)
+    monkeypatch.setattr(demo, "Job", started)   # the lab's first command too (demo.prepare_scorers)
     monkeypatch.setattr(sys, "argv", [module.__name__, "--world", "toy_deep"])
     with pytest.raises(SystemExit) as stop:
         module.cli()

@@ -125,11 +125,12 @@ class Commands:
 
 
 def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | None = None,
-                       world: WorldRun = TOY_RUN) -> list[str]:
-    """The README's evaluation command on a world's test split with the demo's settings; `scorers` are the
-    scorer flags (--prm_dir ...), `budget` flags that override a setting; `logs_dir` default: the demo's."""
+                       world: WorldRun = TOY_RUN, split: str = "test") -> list[str]:
+    """The README's evaluation command on a world's split (the test split; toy_deep's dev pilot: dev) with the
+    demo's settings; `scorers` are the scorer flags (--prm_dir ...), `budget` flags that override a setting;
+    `logs_dir` default: the demo's."""
     # every seed in one process (--seeds): the same logs as one command per seed, one model load
-    return [*stage_command("evaluate"), "--dataset", world.name, "--split", "test", "--seeds", *map(str, seeds),
+    return [*stage_command("evaluate"), "--dataset", world.name, "--split", split, "--seeds", *map(str, seeds),
             *scorers, "--gen_model_id", world.policy, "--mas_config", world.config, "--methods", *methods,
             "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
             "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
@@ -207,6 +208,13 @@ def make_scorers(c: Commands, args) -> None:
         run_side_by_side([job.cmd for job in todo], [job.name for job in todo], jobs=2, folder=output_folder(world))
     else:
         print("stage 3: scorers already there: skipped")
+
+
+def prepare_scorers(c: Commands, args) -> None:
+    """Stages 0-3 ahead of the lab (and of its dev pilot): the world built (cached), then `make_scorers`."""
+    stage("the demo's trees, pairs and scorers (skipped where they exist)")
+    Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    make_scorers(c, args)
 
 
 @dataclass(frozen=True)

@@ -1,7 +1,6 @@
 """`make lab`: every label scheme and objective of the scorer lab, judged side by side on the toy world.
 
-On the demo's trees (its stages 0-3 run first, skipped where their outputs
-exist), for every scorer of `LAB_SCORERS`:
+On the demo's trees (its stages 0-3 run first, skipped where their outputs exist), for every scorer of `LAB_SCORERS`:
 
   labels     the scheme's training records           (src/train/preprocess_data.py --labels NAME)
   training   the scorer, with the demo's settings     (src/train/trainer.py, demo.SCORER_TRAINING)
@@ -16,25 +15,20 @@ Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_S
 seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
 scorers searched with like the demo's seed's; the claims pair the rows seed by seed (two-level bootstrap).
 
-then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its
-facts in results/toy_lab.json),
-results/toy_lab_claims.txt (every scorer against the ORM and against the
-paper's MASPRM, paired bootstrap CIs) and results/toy_lab.png. The conditions
-without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
-best-of-N samples are drawn once per seed and read back by every scorer
-(logs/toy_lab/sampled_passes). Commands run `--jobs` at a time, each as soon
-as what it needs is there (`masprm.stages.jobs.run_tasks`), under the demo's
-pinned numerics. Outputs that exist are skipped (label files, finished
-scorers, benchmark reports); evaluation commands skip their COMPLETED
-conditions themselves; an interrupted lab continues where it stopped. A
-scheme or objective that is not registered is reported in one line and its
-row left out, and so is a row whose labels sample the policy afresh
-(`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` then
-prints their stage 2's cost).
+then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its facts in results/toy_lab.json),
+results/toy_lab_claims.txt (every scorer against the ORM and against the paper's MASPRM, paired bootstrap CIs) and
+results/toy_lab.png. The conditions without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
+best-of-N samples are drawn once per seed and read back by every scorer (logs/toy_lab/sampled_passes). Commands run
+`--jobs` at a time, each as soon as what it needs is there (`masprm.stages.jobs.run_tasks`), under the demo's
+pinned numerics. Outputs that exist are skipped (label files, finished scorers, benchmark reports); evaluation
+commands skip their COMPLETED conditions themselves; an interrupted lab continues where it stopped. A scheme or
+objective that is not registered is reported in one line and its row left out, and so is a row whose labels sample
+the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` prints that cost).
 
 ``--world toy_deep`` (`make lab WORLD=toy_deep`): the deep toy world's family (`world_runs`), its logs,
 results and scorers under logs/toy_deep_lab, results/toy_deep_lab*, checkpoints/toy_deep-lab-*; its report
-records the pre-registration's commit. A run stops before any work while the test split is empty.
+records the pre-registration's commit. A run stops before any work while the test split is empty; `--pilot`
+(`make lab-pilot WORLD=toy_deep`) runs only the dev pilot that sizes it (`masprm.stages.lab_pilot`).
 """
 
 from __future__ import annotations
@@ -49,7 +43,7 @@ from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
-from masprm.stages.jobs import PY, ROOT, Job, Task, run_tasks, stage, stage_command
+from masprm.stages.jobs import PY, ROOT, Task, run_tasks, stage, stage_command
 from masprm.stages.lab_estimate import rollout_label_seconds
 from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, role_flags,
                                     scheme_records_path, seed_root, seed_run_folder, world_rows)
@@ -109,6 +103,12 @@ def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
         return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
                 f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
     return why
+
+
+def search_budget(args) -> tuple[str, ...]:
+    """The budget flags of every evaluation command of the lab (and of its dev pilot)."""
+    return ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
+            *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
 
 
 def labelbench_available() -> bool:
@@ -190,8 +190,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     bench = labelbench_available() and world.family.benchmarks
     if not labelbench_available():
         notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
-    budget = ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
-              *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
+    budget = search_budget(args)
     tasks, done = [], set()
 
     def add(task: Task, finished: bool = False) -> None:
@@ -332,6 +331,7 @@ class LabArgs:
                                   "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
     world: str = arg(DEFAULT_WORLD, flags=("--world",),
                      help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD}): its lab family")
+    pilot: bool = arg(False, flags=("--pilot",), help="only the dev pilot that sizes toy_deep's test split (lab_pilot)")
 
     def __post_init__(self) -> None:
         require_world(self)
@@ -343,6 +343,8 @@ class LabArgs:
                 f"train_seeds must include --seed {self.seed} (the demo's trees and scorers), got {self.train_seeds}")
         require(min(self.sbs_budget) >= 1, "sbs_budget",
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
+        require(not self.pilot or WORLD_RUNS[self.world].pilot, "pilot",
+                f"pilot: the {self.world} world has no pilot (its test split is not sized by one)")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -352,6 +354,9 @@ def main(argv: list[str] | None = None) -> int:
     args = config_from_args(LabArgs, p.parse_args(argv))
     world = WORLD_RUNS[args.world]
     files = world.lab_files
+    if args.pilot:   # the dev pilot: what sizes the test split, nothing on it
+        from masprm.stages.lab_pilot import run_pilot
+        return run_pilot(args)
     if not args.dry_run:
         world.check_test_split()   # its searches evaluate the test split: nothing starts without one
     demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
@@ -369,9 +374,7 @@ def main(argv: list[str] | None = None) -> int:
         check_output_file(path, "report", label="the lab's report")
     check_output_dir(ROOT / files["logs"], "logs")   # its commands' logs and outputs: never written through a link
     started = time.time()
-    stage("the demo's trees, pairs and scorers (skipped where they exist)")
-    Job(prepare.build, threads=None, env={"PYTHONPATH": "src"}).wait()
-    demo.make_scorers(prepare, demo_args)
+    demo.prepare_scorers(prepare, demo_args)
     stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
     for name in sorted(done):
         print(f"{name}: output already there: skipped")

@@ -13,16 +13,27 @@ from typing import Sequence
 
 from masprm.stages.jobs import Task, show
 from masprm.stages.lab_estimate import SECONDS, estimate, task_seconds
-from masprm.stages.world_runs import WorldRun, preregistration_commit
+from masprm.stages.world_runs import WorldRun, make_command, preregistration_commit
 from masprm.toy.compute_match import plan_lines
+
+
+def print_demo_stages(prepare) -> None:
+    """The demo's commands that run before the lab (and before its dev pilot)."""
+    print("# the demo's stages 0-3 (skipped where their outputs exist)")
+    for cmd in (prepare.build, prepare.trees, prepare.pairs, *(job.cmd for job in prepare.scorers)):
+        print(f"$ {show(cmd)}")
+
+
+def task_line(task: Task, done: set[str]) -> str:
+    """A planned command, what it waits for, and whether its output is already there."""
+    waits = f"   [after {', '.join(task.after)}]" if task.after else ""
+    return f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}"
 
 
 def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequence, done: set[str]) -> None:
     """Print the plan of `masprm.stages.lab.plan` (`prepare`: the demo's commands of the same world)."""
     files = world.lab_files
-    print("# the demo's stages 0-3 (skipped where their outputs exist)")
-    for cmd in (prepare.build, prepare.trees, prepare.pairs, *(job.cmd for job in prepare.scorers)):
-        print(f"$ {show(cmd)}")
+    print_demo_stages(prepare)
     print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
           "command waits for")
     for s in rows:
@@ -34,8 +45,7 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
         if task.name == first_sweep:
             print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
             print("\n".join(f"#   {line}" for line in plan_lines(world.family.sweep)))
-        waits = f"   [after {', '.join(task.after)}]" if task.after else ""
-        print(f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}")
+        print(task_line(task, done))
     if world.family.sweep is None:
         print("# the compute-matched sweep: not measured yet on this world (no settings; no commands)")
     print(f"# then the report: {files['report']}, {files['claims']}, {files['plot']}")
@@ -44,8 +54,9 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
               f"{preregistration_commit(world.preregistration)} (now)")
     questions = world.test_size()
     if not questions:
-        print(f"# the test split of {world.name}: 0 questions (sized by the power computation, DEV_PAIRED_SD in "
-              "masprm/toy/deep_data.py, not measured yet): a run without --dry_run stops before any work")
+        print(f"# the test split of {world.name}: 0 questions (sized by the dev pilot's power computation, DEV_POWER "
+              f"in masprm/toy/deep_data.py, not measured yet: {make_command('lab-pilot', world)}): a run without "
+              "--dry_run stops before any work")
     if not world.timed:
         print(f"# estimated time: unknown ({len(tasks) - len(done)} commands; no command has been timed on "
               f"{world.name}, and the toy world's seconds per command are for its 4-agent team on 240 test "

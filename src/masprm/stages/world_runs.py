@@ -58,6 +58,7 @@ class WorldRun:
     preregistration: str | None = None   # the file whose commit the lab's report records
     demo_scorer_flags: tuple[str, ...] = ()   # added to the demo's scorer training (its MASPRM and ORM)
     timed: bool = False               # lab_estimate's seconds per command were measured on this world
+    pilot: bool = False               # its test split is sized by a dev pilot (`lab --pilot`, masprm.stages.lab_pilot)
 
     @property
     def artifacts(self) -> str:
@@ -82,6 +83,10 @@ class WorldRun:
     @property
     def lab_logs(self) -> str:
         return f"logs/{self.name}_lab"
+
+    @property
+    def pilot_logs(self) -> str:
+        return f"logs/{self.name}_pilot"
 
     def results(self, name: str) -> str:
         return f"results/{self.name}_{name}"
@@ -115,8 +120,8 @@ class WorldRun:
     def check_test_split(self) -> None:
         """A run evaluates the test split: stop before any work when the world has none yet."""
         check(self.test_size() > 0, f"--world {self.name}: its test split is empty (0 questions: its size comes "
-                                    "from the power computation, DEV_PAIRED_SD in masprm/toy/deep_data.py, "
-                                    "not measured yet); nothing to evaluate")
+                                    "from the dev pilot's power computation, DEV_POWER in masprm/toy/deep_data.py, "
+                                    f"not measured yet: {make_command('lab-pilot', self)}); nothing to evaluate")
 
 
 def _toy_test_size() -> int:
@@ -146,7 +151,7 @@ WORLD_RUNS.register("toy_deep", WorldRun(
         "compute-matched sweep: its settings are not measured yet on toy_deep (compute_match measures them on the "
         "train questions); no sweep commands planned")),
     # --calibrate: the demo's MASPRM and ORM are the lab's seed-42 rows, calibrated like its other seeds' rows
-    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",)))
+    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",), pilot=True))
 
 
 def require_world(settings: Any) -> None:

@@ -3,39 +3,64 @@
 Splits (`masprm.toy.deep_task.deep_world`, by a hash of each question): ``sft`` (the policy's training
 transcripts, 24,000), ``dev`` (design, thresholds, calibration: 300), ``train`` (search trees: 400) and
 ``test`` (the confirmatory split, never looked at before the pre-registration). The test split holds
-as many questions as the primary comparison needs for its minimum detectable effect at 80% power to
-be at most ``TARGET_MDE`` under MCTS (two-sided, level 0.05), given the standard deviation of the
-per-question paired differences measured on the dev split (``DEV_PAIRED_SD``; how it was measured:
-docs/toy_world.md, "toy_deep").
+as many questions N as the primary comparison (the MASPRM against the ORM under MCTS, each trained at
+``LAB_SEEDS`` training seeds) needs for its minimum detectable effect at 80% power to be at most
+``TARGET_MDE`` (two-sided, level 0.05), by the rule of `powered_size`, from the two variance
+components the dev pilot measures (``DEV_POWER``: `make lab-pilot WORLD=toy_deep`, then
+`python -m masprm.toy.deep_power`; docs/scorer_lab.md, "The lab on toy_deep").
 """
 
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from pathlib import Path
 from statistics import NormalDist
 
 from masprm.data import LoadedData, register_dataset
+from masprm.paired_stats import mde
 from masprm.toy.deep_task import K, deep_world
 
 TARGET_MDE = 0.025
-# The standard deviation of per-question paired differences on dev: None until it is measured there,
-# and the test split is empty until then (nothing is ever run on it before the pre-registration).
-DEV_PAIRED_SD: float | None = None
+LAB_SEEDS = 3                   # training seeds of the confirmatory lab (lab_rows.TRAIN_SEEDS)
+FLOOR, CAP = 300, 3_000         # the test split's least and most questions
+# (sd_q, tau2) measured by the dev pilot (`masprm.toy.deep_power`): None until then, and the test split is
+# empty until then (nothing is ever run on it before the pre-registration).
+DEV_POWER: tuple[float, float] | None = None
 
 
-def powered_size(paired_sd: float, mde: float = TARGET_MDE, *, alpha: float = 0.05, power: float = 0.80) -> int:
-    """Questions needed for a paired comparison's MDE (at `power`, two-sided `alpha`) to be at most `mde`.
+@dataclass(frozen=True)
+class PowerPlan:
+    n: int               # test questions
+    mde: float           # the primary comparison's MDE at n questions and LAB_SEEDS training seeds
+    reached: bool        # mde <= the target (False: the cap, and the MDE the cap achieves)
 
-    MDE = (z_{1-alpha/2} + z_power) x sd / sqrt(n)  (`masprm.paired_stats.mde`), so
-    n = ceil(((z_{1-alpha/2} + z_power) x sd / mde)^2).
-    """
+
+def two_level_se(sd_q: float, tau2: float, n: int, n_seeds: int = LAB_SEEDS) -> float:
+    """The standard error of the mean difference over n questions and n_seeds training seeds:
+    sqrt(sd_q^2 / n + tau2 / n_seeds) (the questions' spread, and the training seeds' beyond it)."""
+    return math.sqrt(sd_q ** 2 / n + tau2 / n_seeds)
+
+
+def power_plan(sd_q: float, tau2: float = 0.0, n_seeds: int = LAB_SEEDS, target: float = TARGET_MDE, *,
+               alpha: float = 0.05, power: float = 0.80) -> PowerPlan:
+    """The test split's size by the pre-registered rule: SE* = target / (z_{1-alpha/2} + z_power); where
+    SE*^2 > tau2 / n_seeds, N = ceil(sd_q^2 / (SE*^2 - tau2 / n_seeds)) within [FLOOR, CAP]; otherwise no N
+    reaches the target and N = CAP. The MDE is (z_{1-alpha/2} + z_power) x `two_level_se` at N."""
     nd = NormalDist()
-    z = nd.inv_cdf(1 - alpha / 2) + nd.inv_cdf(power)
-    return math.ceil((z * paired_sd / mde) ** 2)
+    se_target = target / (nd.inv_cdf(1 - alpha / 2) + nd.inv_cdf(power))
+    room = se_target ** 2 - tau2 / n_seeds
+    n = CAP if room <= 0 else min(CAP, max(FLOOR, math.ceil(sd_q ** 2 / room)))
+    at = mde(two_level_se(sd_q, tau2, n, n_seeds), alpha=alpha, power=power)
+    return PowerPlan(n, at, at <= target + 1e-12)
 
 
-TOY_DEEP = deep_world(K, 0 if DEV_PAIRED_SD is None else powered_size(DEV_PAIRED_SD))
+def powered_size(sd_q: float, tau2: float = 0.0, n_seeds: int = LAB_SEEDS, target: float = TARGET_MDE) -> int:
+    """The test questions of `power_plan`."""
+    return power_plan(sd_q, tau2, n_seeds, target).n
+
+
+TOY_DEEP = deep_world(K, 0 if DEV_POWER is None else powered_size(*DEV_POWER))
 
 
 @register_dataset("toy_deep")
