@@ -21,8 +21,8 @@ split. Every condition runs the world's policy on the same questions with the re
   one text: gate <= 50% (and, beside it, the share whose numbers are one reading).
 
 Paired differences come with 95% bootstrap intervals over questions; ``paired_sd`` is the standard
-deviation of the per-question difference of (a) under MCTS, which sizes a test split
-(`masprm.toy.deep_data.powered_size`).
+deviation of the per-question difference of (a) under MCTS (the oracle pair's: it does not size
+toy_deep's test split, which the pre-registered dev pilot of the learned pair does, `masprm.toy.deep_power`).
 """
 
 from __future__ import annotations
