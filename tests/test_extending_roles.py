@@ -11,7 +11,7 @@ from helpers import FakeScorer, chain_graph, example, respond
 from masprm.cli import UsageError
 from masprm.errors import ModelError
 from masprm.eval.methods import METHODS, register_method
-from masprm.roles import ROLES, ModelRole, register_role
+from masprm.roles import ROLES, STEP_MODES, ModelRole, register_role
 from masprm.search.context import SearchResult
 from masprm.search.settings import PassSettings
 
@@ -75,6 +75,5 @@ def test_a_role_is_one_record_with_its_flags_checks_label_and_slot(critic_role, 
 def test_the_registry_is_as_before_once_the_test_is_done():
     assert "critic" not in ROLES and "critic_pass" not in METHODS
     assert [(r.name, r.flag_stem, r.modes) for r in ROLES.values()] == [
-        ("handoff_masprm", "handoff_prm", ("ppm", "prm", "traj")), ("masprm", "prm", ("ppm", "prm", "traj")),
-        ("orm", "orm", ("orm",))]
+        ("handoff_masprm", "handoff_prm", STEP_MODES), ("masprm", "prm", STEP_MODES), ("orm", "orm", ("orm", "gorm"))]
     assert ROLES["masprm"].default_folder == "checkpoints/Qwen2.5-1.5B-RM"

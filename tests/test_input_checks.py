@@ -12,6 +12,7 @@ import yaml
 
 from masprm.checks import SEED_MAX, check_scorer_role, check_seed
 from masprm.roles import ROLES
+from masprm.train.objectives import MODES
 from masprm.outputs import check_csv_output, check_outside_inputs
 from masprm.errors import ConfigError, DataError, ModelError, TreeError
 
@@ -77,8 +78,11 @@ def _scorer(folder: Path, base: Path, mode: str | None) -> Path:
 
 def test_each_role_takes_the_modes_that_train_it_and_the_flag_takes_any(tmp_path, tiny_model_dir):
     role_modes = {name: ROLES[name].modes for name in ROLES}
-    assert role_modes == {"masprm": ("ppm", "prm", "traj"), "orm": ("orm",), "handoff_masprm": ("ppm", "prm", "traj")}
-    folders = {mode: _scorer(tmp_path / mode, Path(tiny_model_dir), mode) for mode in ("ppm", "prm", "orm")}
+    step = ("ppm", "prm", "traj", "pqm", "implicit", "gorm", "gprm", "ensemble", "biprm")
+    assert role_modes == {"masprm": step, "orm": ("orm", "gorm"), "handoff_masprm": step}
+    # every objective the trainer knows makes a scorer some role takes
+    assert set(MODES) == {m for modes in role_modes.values() for m in modes}
+    folders = {mode: _scorer(tmp_path / mode, Path(tiny_model_dir), mode) for mode in ("ppm", "prm", "orm", "pqm")}
     for role, modes in role_modes.items():
         for mode, folder in folders.items():
             if mode in modes:

@@ -12,6 +12,7 @@ import pytest
 
 from helpers import flag
 from masprm.cli import UsageError
+from masprm.roles import ROLES
 from masprm.stages import demo, jobs, lab
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -338,3 +339,22 @@ def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch
                                   "--bon_n": None, "--step_agg": None}
     assert flag(orm24, "--methods") == ["mcts_orm", "bon_orm"]
     assert (settings(orm24)["--n_simulations"], settings(orm24)["--bon_n"]) == ("8", "6")
+
+
+@pytest.mark.parametrize("world", sorted(lab.WORLD_RUNS))
+def test_every_planned_scorer_is_one_its_role_takes(world):
+    # The lab reads each row in a role (--prm_dir: the MASPRM's, --orm_dir: the ORM's); stage 4 refuses a
+    # scorer trained with an objective the role does not take, so a row planned in the wrong role fails
+    # only hours into a run. Only a command that says so on purpose may mix them.
+    run = lab.WORLD_RUNS[world]
+    checked = set()
+    for row in lab.world_rows(run):
+        for _suffix, _methods, flags, _agg, _logs in lab.searches(row, False, run):
+            if "--allow_scorer_kind_mismatch" in flags:
+                assert row.objective == "orm", row.slug   # the ORM under SBS, the one mismatch on purpose
+                continue
+            for flag_name, role in (("--prm_dir", "masprm"), ("--orm_dir", "orm")):
+                if flag_name in flags and flags[flags.index(flag_name) + 1] == row.folder:
+                    assert row.objective in ROLES[role].modes, (row.slug, role)
+                    checked.add(row.objective)
+    assert checked == {row.objective for row in lab.world_rows(run)}

@@ -1,6 +1,6 @@
 """Model roles: which trained scorer a search reads, as one registered record per role.
 
-    ROLES["masprm"]          # ModelRole(name="masprm", flag_stem="prm", modes=("ppm", "prm", "traj"), ...)
+    ROLES["masprm"]          # ModelRole(name="masprm", flag_stem="prm", modes=("ppm", "prm", "traj", ...), ...)
     register_role(ModelRole("judge", "judge", modes=("orm",), help_name="outcome judge"))
 
 A role is what a scorer *does* at test time (docs/glossary.md): the MASPRM
@@ -68,10 +68,15 @@ def register_role(role: ModelRole, *, replace: bool = False) -> ModelRole:
     return ROLES.register(role.name, role, replace=replace)
 
 
-register_role(ModelRole("masprm", "prm", ("ppm", "prm", "traj"), "checkpoints/Qwen2.5-1.5B-RM", DEFAULT_POLICY,
+# Every objective whose scorer the lab reads at each step may be the MASPRM: the paper's pairs, the step
+# labels, and the related work's objectives, outcome-trained ones built to be read per prefix included
+# (traj, implicit, gorm; biprm refuses partial transcripts itself). Only the plain ORM head is refused: it
+# serves there on purpose only, with `allow_scorer_kind_mismatch` (the lab's ORM-under-SBS row).
+STEP_MODES = ("ppm", "prm", "traj", "pqm", "implicit", "gorm", "gprm", "ensemble", "biprm")
+register_role(ModelRole("masprm", "prm", STEP_MODES, "checkpoints/Qwen2.5-1.5B-RM", DEFAULT_POLICY,
                         help_name="MASPRM"))
-register_role(ModelRole("orm", "orm", ("orm",), help_name="ORM"))
-register_role(ModelRole("handoff_masprm", "handoff_prm", ("ppm", "prm", "traj"), help_name="HANDOFF_MASPRM"))
+register_role(ModelRole("orm", "orm", ("orm", "gorm"), help_name="ORM"))
+register_role(ModelRole("handoff_masprm", "handoff_prm", STEP_MODES, help_name="HANDOFF_MASPRM"))
 
 
 def role_of_setting(setting: str) -> ModelRole | None:
