@@ -199,7 +199,7 @@ def test_each_role_takes_the_formats_that_serve_it(folders):
     check_scorer_role(reward, "orm", "orm_dir")            # a reward model values finished ones
     with pytest.raises(ModelError, match=r"^orm_dir .*: holds a step-tag classifier PRM \(scorer format "
                                          r"step_tag_classifier\), a process scorer, read at every step, but the orm "
-                                         r"role needs a --mode orm scorer; pass `allow_scorer_kind_mismatch`"):
+                                         r"role needs a --mode orm or gorm scorer; pass `allow_scorer_kind_mismatch`"):
         check_scorer_role(tag, "orm", "orm_dir")
     check_scorer_role(tag, "orm", "orm_dir", allow_any=True)
     check_scorer_role(reward, "masprm", "prm_dir", allow_any=True)
