@@ -84,12 +84,12 @@ def fake_policy():
 @pytest.fixture(scope="module")
 def prm_dir(tmp_path_factory, tiny_model_dir):
     """A ppm adapter trained for a step by src/train/trainer.py (built once per session)."""
-    from helpers import trained_adapter
+    from helpers_cli import trained_adapter
     return trained_adapter(tmp_path_factory, tiny_model_dir)
 
 
 @pytest.fixture
 def workdir(tmp_path: Path) -> Path:
     """A folder laid out like the repo: configs/gsm8k.yaml (short outputs, so tests are quick) and data."""
-    from helpers import make_workdir
+    from helpers_cli import make_workdir
     return make_workdir(tmp_path)

@@ -43,7 +43,7 @@ def test_only_a_backend_other_than_the_default_is_recorded():
 
 
 def test_stage_4_fingerprints_name_the_backend_only_when_not_hf():
-    from helpers import chain_graph, example, settings
+    from helpers_eval_world import chain_graph, example, settings
     from masprm.data import LoadedData
     from masprm.eval.runner import ModelSpec, condition_manifest
 

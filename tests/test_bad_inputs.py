@@ -21,7 +21,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import GSM8K, gsm8k_tree, snapshot, stage_module
+from helpers import snapshot
+from helpers_cli import stage_module
+from helpers_trees import GSM8K, gsm8k_tree
 
 pytestmark = pytest.mark.slow   # its workspace is built by running stage 1 on a model
 

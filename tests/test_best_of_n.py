@@ -8,8 +8,8 @@ import math
 import pytest
 
 from conftest import FakePolicy
-from helpers import (QUESTION, FakeScorer, chain_graph, make_ctx, prefers_good, run_method, scripted_solver,
-                     settings)
+from helpers_eval_world import (QUESTION, FakeScorer, chain_graph, make_ctx, prefers_good, run_method, scripted_solver,
+                                settings)
 from masprm.data import Example, LoadedData
 from masprm.eval.runner import ModelSpec, label_of, run_conditions
 from masprm.search.best_of_n import rank_transcripts

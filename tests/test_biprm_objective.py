@@ -15,7 +15,8 @@ from masprm.models.text_encoder import TextEncoder
 from masprm.train.bidirectional import BiprmTrainer, build_biprm_examples
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, first_eval_batch, train_tiny
+from helpers import SEP
+from helpers_training import first_eval_batch, train_tiny
 from test_generative_verifier import WordTokenizer
 
 

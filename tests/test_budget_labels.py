@@ -16,7 +16,7 @@ from masprm.labels.scheme import LabelContext
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 
-from helpers import GSM8K, gsm8k_tree, scripted_team
+from helpers_trees import GSM8K, gsm8k_tree, scripted_team
 
 
 def test_even_split_gives_the_remainder_to_the_first_nodes():

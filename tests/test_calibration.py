@@ -105,7 +105,7 @@ def test_calibrate_is_off_by_default_and_refused_where_it_is_not_built():
 @pytest.mark.slow
 def test_a_calibrated_scorer_records_its_fit_and_serves_it(tmp_path, tiny_model_dir):
     from masprm.models.scorer import load_scorer
-    from tests.helpers import train_tiny
+    from helpers_training import train_tiny
 
     result = train_tiny(tmp_path, tiny_model_dir, "prm", seed=3, calibrate=True)
     meta = json.loads((result.output_dir / "masprm_scorer.json").read_text())

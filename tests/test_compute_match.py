@@ -60,7 +60,7 @@ def test_the_plan_gives_each_scorers_mcts_its_own_setting():
 
 
 def test_the_measurement_is_read_from_its_logs(tmp_path, capsys):
-    from helpers import write_stage4_log
+    from helpers_stage4_logs import write_stage4_log
     from masprm.toy.compute_match import main, read_measurement
 
     def log(method, settings, samples, name):

@@ -11,7 +11,8 @@ import pytest
 from masprm.graph import load_mas_config
 from masprm.tree_schema import agent_of_action
 
-from helpers import REPO, call_main, write_gsm8k
+from helpers import REPO
+from helpers_cli import call_main, write_gsm8k
 
 pytestmark = pytest.mark.slow
 

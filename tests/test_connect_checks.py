@@ -11,7 +11,9 @@ import time
 
 import pytest
 
-from helpers import RUN_MCTS, config, free_port, ppm_record, stage1_args, write_jsonl
+from helpers_cli import RUN_MCTS, stage1_args
+from helpers_ray import free_port
+from helpers_training import config, ppm_record, write_jsonl
 from masprm.cli import error_line
 from masprm.cluster import ClusterSettings, check_reachable
 from masprm.errors import ConfigError

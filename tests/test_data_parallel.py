@@ -15,7 +15,8 @@ import sys
 import pytest
 from safetensors.torch import load_file
 
-from helpers import REPO, step_record, write_jsonl
+from helpers import REPO
+from helpers_training import step_record, write_jsonl
 
 pytestmark = pytest.mark.slow   # two trainings, one of them in two processes
 

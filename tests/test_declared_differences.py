@@ -15,7 +15,8 @@ from masprm.dataset_rows import math_gold
 from masprm.handoff.protocol import NO_ANSWER, NO_MESSAGE, fallback_turn
 from masprm.handoff.team import INSTRUCTION, user_content
 
-from helpers import SEP, config, step_record, write_jsonl
+from helpers import SEP
+from helpers_training import config, step_record, write_jsonl
 
 FIXTURES = Path(__file__).parent / "fixtures" / "datasets"
 

@@ -86,7 +86,7 @@ def test_the_single_pass_profile_by_hand(story):
 
 
 def test_the_command_on_a_tiny_setting_and_a_bad_rate(monkeypatch, capsys, tmp_path):
-    from helpers import run_module
+    from helpers_cli import run_module
     out = tmp_path / "s.json"
     code, _, stdout = run_module(monkeypatch, capsys, "masprm.toy.deep_synthetic",
                                  ["--reader", "0", "1", "--planner", "0", "--op", "0", "--verifier", "0", "--n", "2",

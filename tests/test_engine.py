@@ -13,7 +13,8 @@ from masprm.graph import MASGraph
 from masprm.search.engine import CallStats, LogProbs, RequestKeys, Sample, Score, drive, run_batched
 from masprm.eval.tree_runner import TreeJob, run_trees
 from masprm.search.train_mcts import TreeSearchSettings
-from helpers import FakeScorer, chain_graph, prefers_good, ray_ships, settings
+from helpers_eval_world import FakeScorer, chain_graph, prefers_good, settings
+from helpers_ray import ray_ships
 
 TEAM = MASGraph.from_dict({
     "agents": [{"name": "reader", "system_prompt": "read"}, {"name": "solver", "system_prompt": "solve"}],

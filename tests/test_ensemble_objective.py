@@ -14,7 +14,8 @@ from masprm.train.config import TrainConfig
 from masprm.train.ensemble import ensemble_loss, trusted
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, first_eval_batch, train_tiny
+from helpers import SEP
+from helpers_training import first_eval_batch, train_tiny
 
 LN = math.log
 

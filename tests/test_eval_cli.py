@@ -15,8 +15,9 @@ from masprm.scorer_folder import read_scorer_folder
 from masprm.cli import PARSED_FLAGS, UsageError, error_line
 from masprm.errors import MasprmError, ModelError
 
-from helpers import EVAL_SCRIPT as SCRIPT, FAST, REPO as ROOT, stage_module, write_gsm8k
-from helpers import run_eval as run
+from helpers import REPO as ROOT
+from helpers_cli import FAST, stage_module, write_gsm8k
+from helpers_cli import run_eval as run
 
 
 @pytest.mark.slow

@@ -1,9 +1,9 @@
-"""The scripted two-agent world of the evaluation tests (``helpers``) behaves as scripted."""
+"""The scripted two-agent world of the evaluation tests (``helpers_eval_world``) behaves as scripted."""
 
 from __future__ import annotations
 
 from conftest import FakePolicy
-from helpers import example, make_ctx, respond
+from helpers_eval_world import example, make_ctx, respond
 
 # --------------------------------------------------------------------------- the world is as scripted
 

@@ -16,8 +16,8 @@ from masprm.graph import MASGraph
 from masprm.interfaces import LogProb
 from masprm.search.engine import drive
 from masprm.search.node import Node
-from helpers import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond, run_method,
-                     scripted_solver)
+from helpers_eval_world import (FakeScorer, example, make_ctx, orm_prefers_seven, prefers_bad, prefers_good, respond,
+                                run_method, scripted_solver)
 
 # --------------------------------------------------------------------------- SBS
 

@@ -10,7 +10,7 @@ from conftest import FakePolicy
 from masprm.data import Example, LoadedData
 from masprm.eval.logs import COMPLETED, LogFiles, log_status
 from masprm.eval.runner import Comparison, ModelSpec, run_conditions
-from helpers import FakeScorer, chain_graph, prefers_good, respond, settings
+from helpers_eval_world import FakeScorer, chain_graph, prefers_good, respond, settings
 
 N = 4
 
@@ -280,7 +280,7 @@ def test_a_completed_log_of_another_example_selection_is_rerun(tmp_path):
 
 def test_a_worker_frees_the_scorer_the_next_condition_does_not_need(tmp_path, monkeypatch):
     from masprm.eval import runner
-    from helpers import orm_prefers_seven
+    from helpers_eval_world import orm_prefers_seven
 
     events, live = [], set()   # a caching loader, like runner.load_model
     world = World()

@@ -8,8 +8,8 @@ import re
 import pytest
 import yaml
 
-from helpers import FAST, write_gsm8k
-from helpers import run_eval as run
+from helpers_cli import FAST, write_gsm8k
+from helpers_cli import run_eval as run
 
 pytestmark = pytest.mark.slow   # trains a scorer and runs stage 4 on workers
 

@@ -47,7 +47,7 @@ def test_toy_split_without_the_listed_questions(tmp_path):
 
 def test_the_files_identity_joins_the_fingerprint_only_when_given(tmp_path):
     from masprm.eval.runner import condition_manifest
-    from helpers import chain_graph, settings
+    from helpers_eval_world import chain_graph, settings
     from test_eval_runner import SPECS, data
 
     listed = tmp_path / "dev.jsonl"

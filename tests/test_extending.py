@@ -127,7 +127,7 @@ def test_settings_are_classes_so_a_misspelling_cannot_register():
 
 def test_a_method_reads_only_the_settings_it_declares_and_only_they_define_it(tmp_path):
     from conftest import FakePolicy
-    from helpers import chain_graph, example, make_ctx, respond, run_method, settings
+    from helpers_eval_world import chain_graph, example, make_ctx, respond, run_method, settings
     from masprm.data import LoadedData
     from masprm.eval.runner import ModelSpec, condition_manifest, run_conditions
 

@@ -10,7 +10,8 @@ from masprm.cli import run_cli
 from masprm.data import DATASETS, register_dataset, seeded_order, select_examples
 from masprm.dataset_rows import gsm8k_gold
 
-from helpers import REPO, stage_module
+from helpers import REPO
+from helpers_cli import stage_module
 
 pytestmark = pytest.mark.slow   # runs stages 1 and 4 end to end
 

@@ -8,7 +8,7 @@ from dataclasses import replace
 import pytest
 
 from conftest import FakePolicy
-from helpers import FakeScorer, make_ctx, prefers_good, run_method, scripted_solver
+from helpers_eval_world import FakeScorer, make_ctx, prefers_good, run_method, scripted_solver
 from masprm.eval.aggregate import condition_of
 from masprm.eval.methods import FAMILIES, METHODS, SearchFamily, method_facts, register_family, register_scored_method
 from masprm.search.context import SearchResult

@@ -11,7 +11,7 @@ from masprm.labels.scheme import LabelContext, step_records
 from masprm.stages import preprocess as preprocess_data
 from masprm.tree_schema import TreeStep, Tree
 
-from helpers import gsm8k_tree, write_trees
+from helpers_trees import gsm8k_tree, write_trees
 
 
 # --------------------------------------------------------------------------- the one place it is added

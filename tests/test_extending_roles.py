@@ -7,7 +7,7 @@ import json
 import pytest
 
 from conftest import FakePolicy
-from helpers import FakeScorer, chain_graph, example, respond
+from helpers_eval_world import FakeScorer, chain_graph, example, respond
 from masprm.cli import UsageError
 from masprm.errors import ModelError
 from masprm.eval.methods import METHODS, register_method

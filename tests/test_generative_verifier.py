@@ -15,7 +15,8 @@ from masprm.models.text_encoder import TextEncoder
 from masprm.train.generative import VerifierTrainer, verifier_examples
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, first_eval_batch, train_tiny
+from helpers import SEP
+from helpers_training import first_eval_batch, train_tiny
 
 LN = math.log
 YES, NO = [1], [2, 1]          # the answer words' token ids in the hand example (no: two tokens)

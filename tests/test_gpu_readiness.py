@@ -63,7 +63,7 @@ def test_plain_launch_on_a_multi_gpu_node_trains_on_one_gpu_and_says_so(tmp_path
                                                                           capsys):
     """transformers counts every visible GPU (emulated: 8) and would put 8x the batch into each forward."""
     from masprm.train import train_scorer
-    from helpers import config, ppm_record, write_jsonl
+    from helpers_training import config, ppm_record, write_jsonl
 
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 8)
     data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(60)])
@@ -193,7 +193,7 @@ def test_training_with_a_cuda_build_that_sees_no_gpu_says_why_it_runs_on_cpu(tmp
                                                                                monkeypatch):
     """An NVIDIA driver too old for the wheel's CUDA: is_available() is False, and the trainer says so."""
     from masprm.train import train_scorer
-    from helpers import config, ppm_record, write_jsonl
+    from helpers_training import config, ppm_record, write_jsonl
 
     monkeypatch.setattr(loading, "_warned", set())
     monkeypatch.setattr(torch.version, "cuda", "13.0")

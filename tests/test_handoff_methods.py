@@ -4,7 +4,7 @@ import random
 import re
 import pytest
 
-from helpers import run_method, settings
+from helpers_eval_world import run_method, settings
 from masprm.data import Example
 from masprm.search.context import SearchContext
 from masprm.eval.methods import METHODS

@@ -98,7 +98,7 @@ def test_the_options_reach_the_turn_loop(fake_policy):
 
 def test_a_handoff_run_says_which_defaults_it_took():
     from masprm.stages.evaluate import handoff_defaults_line
-    from helpers import settings
+    from helpers_eval_world import settings
 
     line = handoff_defaults_line(settings())
     assert line.startswith("[info] handoff run on --dataset competition_math with --mas_config "

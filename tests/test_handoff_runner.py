@@ -10,8 +10,8 @@ from masprm.data import Example, LoadedData
 from masprm.eval.logs import log_status
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
-from helpers import REPO, stage_module
-from helpers import settings
+from helpers_cli import stage_module
+from helpers_eval_world import settings
 
 ROLES = ["Analyst", "Solver", "Finalizer"]
 GRAPH = MASGraph.from_dict({"agents": [{"name": r, "system_prompt": f"You are the {r}."} for r in ROLES],

@@ -5,7 +5,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import FakeScorer
+from helpers_eval_world import FakeScorer
 
 from masprm.search.context import SearchContext
 from masprm.graph import MASGraph

@@ -15,7 +15,8 @@ from masprm.train.config import TrainConfig
 from masprm.train.implicit import implicit_loss
 from masprm.train.objectives import MODES, OBJECTIVES
 
-from helpers import SEP, first_eval_batch, train_tiny
+from helpers import SEP
+from helpers_training import first_eval_batch, train_tiny
 
 LN = math.log
 # two prompt tokens, step 1 = two tokens + separator, step 2 = one token + separator

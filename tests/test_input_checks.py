@@ -190,7 +190,7 @@ def test_a_record_with_some_text_trains_and_one_without_any_is_refused(tmp_path)
 
 
 def test_a_nan_value_in_a_tree_is_named_and_only_that_tree_is_skipped(tmp_path):
-    from helpers import gsm8k_tree, write_trees
+    from helpers_trees import gsm8k_tree, write_trees
     from masprm.labels.mining import Options, Preprocessor
 
     bad = gsm8k_tree()

@@ -13,8 +13,9 @@ import pytest
 from conftest import FakePolicy
 from masprm.eval.logs import text_status
 from masprm.search.judge import PROMPT_ID, parse_credits, parse_scores, pool_prompt
-from helpers import FAST, REPO, example, make_ctx, respond, run_method, scripted_solver, write_gsm8k
-from helpers import run_eval
+from helpers import REPO
+from helpers_cli import FAST, run_eval, write_gsm8k
+from helpers_eval_world import make_ctx, respond, run_method, scripted_solver
 
 
 def pool_judge(rule):
@@ -134,7 +135,7 @@ def test_mcts_judge_parse_failure_scores_zero_and_is_counted():
 
 def test_the_judge_its_prompts_and_settings_are_in_the_fingerprint():
     from masprm.eval.runner import ModelSpec, condition_manifest
-    from helpers import chain_graph, settings
+    from helpers_eval_world import chain_graph, settings
     from test_eval_runner import SPECS, data
 
     def fp(judge="judge-a", **kw):

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import flag, write_stage4_log
+from helpers import flag
+from helpers_stage4_logs import write_stage4_log
 from masprm.stages import demo, lab, lab_pilot
 from masprm.stages.lab import LabArgs
 from masprm.toy import deep_power

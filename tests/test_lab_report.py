@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_stage4_log
+from helpers_stage4_logs import write_stage4_log
 from masprm.stages.lab import LabScorer
 from masprm.toy import lab_cells, lab_report
 
@@ -23,7 +23,7 @@ SETTINGS = {"SBS": ("sbs", {"b1": 3, "b2": 5}), "MCTS": ("mcts", {"n_simulations
 
 def write_log(folder: Path, column: str, kind: str, scorer: str | None, seed: int, correct: list[int],
               generated: list[list[str]] | None = None, work: tuple[int, int] = (100, 50), fingerprint="f0"):
-    """One COMPLETED condition of four questions, written by stage 4's writer (helpers.write_stage4_log)."""
+    """One COMPLETED condition of four questions, written by stage 4's writer (helpers_stage4_logs.write_stage4_log)."""
     family, settings = SETTINGS[column] if column in SETTINGS else (column, {})
     method = f"{family}_{kind}" if kind else family
     role = {"prm": "masprm", "orm": "orm"}.get(kind)

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_stage4_log
+from helpers_stage4_logs import write_stage4_log
 from masprm.toy import lab_report, lab_sweep
 from masprm.toy.lab_claims import adjust
 from test_lab_report import BUDGETS, QUESTIONS, ROWS

@@ -18,7 +18,7 @@ from masprm.labels.scheme import LabelContext, LabelRunner, walk
 from masprm.labels.majority_outcome import majority_answer, relabel
 from masprm.labels.pairs import edit_distance_at_least
 
-from helpers import gsm8k_tree, leaf, node, root, write_trees
+from helpers_trees import gsm8k_tree, leaf, node, root, write_trees
 
 SCHEMES = ["advantage", "balanced_pairs", "first_error", "majority_outcome", "margin_pairs", "masprm", "mc",
            "self_consistency"]

@@ -11,7 +11,7 @@ from masprm.toy import labelbench
 from masprm.toy.steplabel import label_transcript
 from masprm.toy.task import generate_split
 
-from helpers import root, write_trees
+from helpers_trees import root, write_trees
 
 PROBLEM = generate_split("train")[0]   # Mia: 12 shells, -4, *2, *2 = 32
 RIGHT = ["12 4", "12 -4 *2 *2", "Answer: 32", "Answer: 32"]

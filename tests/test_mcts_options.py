@@ -10,7 +10,8 @@ import math
 import pytest
 
 from conftest import FakePolicy
-from helpers import BRANCHY, FakeScorer, chain_graph, make_ctx, settings
+from helpers_eval_world import FakeScorer, chain_graph, make_ctx, settings
+from helpers_stage1_jobs import BRANCHY
 from masprm.data import Example
 from masprm.errors import ConfigError, MasprmError
 from masprm.eval.methods import METHODS

@@ -1,6 +1,6 @@
 """The misses split: a wrong answer the search never generated a right one for, or one it did not choose."""
 
-from helpers import FakeScorer, chain_graph, example, prefers_bad, respond, settings
+from helpers_eval_world import FakeScorer, chain_graph, example, prefers_bad, respond, settings
 from masprm.answers import is_correct
 from masprm.eval.metrics import miss_kind, split_misses
 from masprm.eval.runner import ModelSpec, WorkerModels, WorkItem, evaluate_batch

@@ -20,7 +20,8 @@ import torch
 from masprm.errors import ConfigError, ModelError
 from masprm.train.config import TrainConfig
 from masprm.train.metrics import pair_metrics
-from helpers import SEP, config, ppm_record, write_jsonl
+from helpers import SEP
+from helpers_training import config, ppm_record, write_jsonl
 
 # --------------------------------------------------------------------------- ties and saturation (item 6)
 

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from conftest import FakePolicy
-from helpers import QUESTION, REPO, example, make_ctx, respond, run_method, settings
+from helpers import REPO
+from helpers_eval_world import QUESTION, example, make_ctx, respond, run_method, settings
 from masprm.data import Example
 from masprm.errors import ConfigError, DataError
 from masprm.graph import load_mas_config

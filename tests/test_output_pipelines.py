@@ -18,7 +18,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import REPO, ppm_record, write_gsm8k, write_jsonl
+from helpers import REPO
+from helpers_cli import write_gsm8k
+from helpers_training import ppm_record, write_jsonl
 
 pytestmark = pytest.mark.slow
 SRC = REPO / "src"
@@ -44,7 +46,7 @@ def snapshot(folder: Path) -> dict[str, bytes]:
 
 def test_every_stage_writes_files_the_umask_lets_others_read(tmp_path, tiny_model_dir):
     """Under umask 022 every file of stages 1-5 and show_tree is readable by group and others."""
-    from helpers import make_workdir
+    from helpers_cli import make_workdir
 
     work = make_workdir(tmp_path)
     stage1 = run([sys.executable, SRC / "run_mcts.py", "--dataset", "gsm8k", "--data_file", "gsm8k.jsonl", "--n",
@@ -84,7 +86,7 @@ def test_two_trainings_into_one_folder_the_second_is_refused(tmp_path, tiny_mode
     writes nothing; the first finishes with its own settings."""
     from transformers import TrainerCallback
 
-    from helpers import config
+    from helpers_training import config
     from masprm.train import train_scorer
 
     write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(40)])
@@ -138,7 +140,7 @@ def test_a_full_disk_while_training_is_one_line_and_keeps_the_saved_checkpoints(
 
 
 def test_a_full_disk_while_evaluating_is_one_line_and_keeps_finished_conditions(tmp_path, tiny_model_dir):
-    from helpers import make_workdir
+    from helpers_cli import make_workdir
 
     work = make_workdir(tmp_path)
     write_gsm8k(work / "eval.jsonl")

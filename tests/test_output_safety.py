@@ -127,7 +127,7 @@ def test_a_full_disk_names_the_file_and_keeps_the_previous_one(tmp_path, monkeyp
 
 def test_a_write_past_the_file_size_limit_is_the_same_one_line_in_stage_2(tmp_path):
     """A real kernel refusal (ulimit -f: EFBIG) while stage 2 streams its outputs: one line, old outputs kept."""
-    from helpers import gsm8k_tree, write_trees
+    from helpers_trees import gsm8k_tree, write_trees
 
     write_trees(tmp_path / "gsm8k_res_x", [{**gsm8k_tree(), "node_text": f"What is {i} + 2?"} for i in range(4)])
     script = [sys.executable, str(REPO / "src" / "train" / "preprocess_data.py"), "--input",
@@ -265,7 +265,7 @@ def test_the_cli_line_is_bounded(monkeypatch, capsys):
 
 def test_a_failed_first_run_does_not_block_a_valid_run_with_another_seed(workdir, tiny_model_dir, monkeypatch,
                                                                         capsys):
-    from helpers import call_main
+    from helpers_cli import call_main
 
     monkeypatch.chdir(workdir)
     base = ["--dataset", "gsm8k", "--data_file", "gsm8k.jsonl", "--model_id", str(tiny_model_dir), "--n", "1",

@@ -4,7 +4,8 @@ import subprocess
 import sys
 import tomllib
 
-from helpers import REPO, STAGE_OF_SCRIPT
+from helpers import REPO
+from helpers_cli import STAGE_OF_SCRIPT
 
 
 def test_every_console_script_runs_a_stage_main():

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_stage4_log
+from helpers_stage4_logs import write_stage4_log
 from masprm.errors import DataError
 from masprm.eval.bootstrap import compare, compare_gaps, gap_per_question, load_condition, per_question
 from masprm.paired_stats import PairedResult, format_comparison, nearest_rank, paired_bootstrap

@@ -14,7 +14,7 @@ from masprm.labels.mining import (Options, Preprocessor, TreeError, parse_tree, 
 from masprm.search.node import Node, backup, node_to_json
 from masprm.state_text import full_state_text, join_steps, local_state_text
 
-from helpers import DYLAN, GSM8K, Q, SINGLE, dylan_tree, gsm8k_tree, leaf, node, root, write_trees
+from helpers_trees import DYLAN, GSM8K, Q, SINGLE, dylan_tree, gsm8k_tree, leaf, node, root, write_trees
 
 # --------------------------------------------------------------------------- configs and tree builders
 

@@ -10,7 +10,7 @@ from functools import partial
 
 import pytest
 
-from helpers import ray_ships
+from helpers_ray import ray_ships
 from masprm.errors import ConfigError, ModelError
 from masprm.data import Example
 from masprm.graph import MASGraph

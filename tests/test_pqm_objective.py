@@ -12,7 +12,7 @@ import torch
 from masprm.train.objectives import MODES, OBJECTIVES
 from masprm.train.qvalue_ranking import first_errors, pqm_loss, ranking_accuracy
 
-from helpers import train_tiny
+from helpers_training import train_tiny
 
 LN2, LN3 = math.log(2.0), math.log(3.0)
 

@@ -13,7 +13,7 @@ import yaml
 
 from masprm.cli import UsageError
 from masprm.errors import MasprmError
-from helpers import GSM8K, dylan_tree, gsm8k_tree, preprocess_workdir, write_trees
+from helpers_trees import GSM8K, dylan_tree, gsm8k_tree, preprocess_workdir, write_trees
 
 REPO = Path(__file__).resolve().parents[1]
 SCRIPT = REPO / "src" / "train" / "preprocess_data.py"

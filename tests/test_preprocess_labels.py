@@ -9,7 +9,7 @@ import pytest
 
 from masprm.errors import MasprmError
 from masprm.stages import preprocess as preprocess_data
-from helpers import dylan_tree, preprocess_workdir, write_trees
+from helpers_trees import dylan_tree, preprocess_workdir, write_trees
 
 RUN = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 README_FLAGS = ["--target-nodes", "5", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
@@ -130,7 +130,7 @@ def test_a_rollout_scheme_samples_from_the_policy_and_reports_its_cost(workdir, 
 @pytest.mark.slow
 def test_the_budgeted_schemes_spend_the_budget_and_the_same_seed_gives_the_same_file(workdir, tiny_model_dir,
                                                                                       tmp_path, capsys):
-    from helpers import train_tiny
+    from helpers_training import train_tiny
 
     (tmp_path / "ens").mkdir()
     ensemble = train_tiny(tmp_path / "ens", tiny_model_dir, "ensemble", 8, ensemble_heads=3).output_dir

@@ -19,8 +19,10 @@ from types import SimpleNamespace
 import pytest
 
 from conftest import FakePolicy
-from helpers import (EXAMPLES, REPO, call_main, files_under, free_port, make_job, random_team, ray_ships,
-                     ray_temp_dir, stage1_args)
+from helpers import REPO, files_under
+from helpers_cli import call_main, stage1_args
+from helpers_ray import free_port, ray_ships, ray_temp_dir
+from helpers_stage1_jobs import EXAMPLES, make_job, random_team
 from masprm.cluster import PACKAGE_DIR, ClusterSettings
 from masprm.data import Example
 from masprm.errors import ConfigError
@@ -36,7 +38,7 @@ def two_nodes(tmp_path_factory):
     """Two nodes x 1 CPU, each started in its own empty folder, in a Ray temp folder of their own."""
     from ray.cluster_utils import Cluster
 
-    ray_ships("conftest", "helpers", __name__)
+    ray_ships("conftest", "helpers_stage1_jobs", __name__)
     temp = ray_temp_dir()
     folders = [tmp_path_factory.mktemp(f"node{i}") for i in range(2)]
     saved = {name: os.environ.get(name) for name in ("RAY_TMPDIR", "PYTHONPATH")}

@@ -13,7 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from helpers import EVAL_SCRIPT, FAST, RUN_MCTS, files_under, free_port, ray_ships, ray_temp_dir, stage1_args
+from helpers import files_under
+from helpers_cli import EVAL_SCRIPT, FAST, RUN_MCTS, stage1_args
+from helpers_ray import free_port, ray_ships, ray_temp_dir
 from masprm.parallel import map_examples
 
 ray = pytest.importorskip("ray")

@@ -28,7 +28,8 @@ import pytest
 from masprm.eval.aggregate import aggregate, read_logs
 from masprm.eval.logs import render_log
 
-from helpers import run_module, snapshot
+from helpers import snapshot
+from helpers_cli import run_module
 
 REPO = Path(__file__).resolve().parents[1]
 EXP = "gsm8k_single_pass_0123abcd45_tiny"
@@ -175,7 +176,7 @@ def test_a_closed_stdout_never_stops_a_run(tmp_path):
 def test_a_closed_stdout_never_stops_a_verbose_stage1_run(tmp_path, tiny_model_dir):
     """--verbose prints each tree's report as it is written; the reader gone (`| head -c 1`), stage 1 still
     builds every tree. Unbuffered, every write meets the closed pipe at once, the first before any tree."""
-    from helpers import RUN_MCTS, stage1_args
+    from helpers_cli import RUN_MCTS, stage1_args
 
     args = stage1_args(tmp_path, tiny_model_dir, n=3) + ["--out_root", str(tmp_path / "results"), "--verbose"]
     read, write = os.pipe()
@@ -420,7 +421,8 @@ def test_the_declared_difference_for_impossible_logs(tmp_path):
 def _inputs_of_every_command(root: Path) -> None:
     import random
 
-    from helpers import ppm_record, write_jsonl, write_trees, gsm8k_tree
+    from helpers_training import ppm_record, write_jsonl
+    from helpers_trees import write_trees, gsm8k_tree
 
     (root / "elsewhere").mkdir()
     (root / "elsewhere" / "victim.txt").write_text("a file outside every output\n")

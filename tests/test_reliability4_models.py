@@ -19,7 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from helpers import run_module, snapshot
+from helpers import snapshot
+from helpers_cli import run_module
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -85,7 +86,7 @@ def test_torch_files_are_zip_archives():
 # --------------------------------------------------------------------------- classes 8 and 9: trees and text
 
 def _tree(**root_changes) -> dict:
-    from helpers import gsm8k_tree
+    from helpers_trees import gsm8k_tree
 
     tree = gsm8k_tree()
     tree["children"][0].update(root_changes)
@@ -403,7 +404,7 @@ def test_a_fitting_adapter_passes(tiny_model_dir, tmp_path):
 @pytest.mark.slow
 def test_a_scorer_stage3_trained_passes_the_whole_folder_check_and_holds_only_new_files(tmp_path_factory,
                                                                                           tiny_model_dir):
-    from helpers import trained_adapter
+    from helpers_cli import trained_adapter
 
     from masprm.io import process_umask
     from masprm.models.scorer_checks import check_scorer_fits
@@ -425,7 +426,7 @@ def test_a_finished_scorer_is_unchanged_until_a_new_run_over_it_finishes(tmp_pat
 
     from transformers import TrainerCallback
 
-    from helpers import config, ppm_record, write_jsonl
+    from helpers_training import config, ppm_record, write_jsonl
     from masprm.train.trainer import train_scorer
 
     data = write_jsonl(tmp_path / "pairs.jsonl", [ppm_record(random.Random(i)) for i in range(12)])
@@ -462,7 +463,7 @@ def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tin
     import torch
     from transformers import TrainerCallback
 
-    from helpers import config, ppm_record, write_jsonl
+    from helpers_training import config, ppm_record, write_jsonl
     from masprm.errors import ConfigError
     from masprm.train.trainer import train_scorer
 

@@ -17,7 +17,7 @@ from masprm.labels.step_consistency import StepConsistencySettings
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 
-from helpers import GSM8K, gsm8k_tree, scripted_team
+from helpers_trees import GSM8K, gsm8k_tree, scripted_team
 
 
 def scripted():

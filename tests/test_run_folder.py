@@ -14,7 +14,8 @@ import pytest
 from masprm.errors import ConfigError
 from masprm.run_folder import LOCK_FILE, SETTINGS_FILE, check_or_record_settings, locked_folder
 from masprm.eval.tree_runner import run_trees
-from helpers import EXAMPLES, SMOKE, STAGE1_ROWS, call_main, make_job, random_team
+from helpers_cli import SMOKE, STAGE1_ROWS, call_main
+from helpers_stage1_jobs import EXAMPLES, make_job, random_team
 
 REPO = Path(__file__).resolve().parents[1]
 SETTINGS = {"seed": 42, "dataset": "gsm8k", "split": "train", "data_file": {"path": "/d/a.jsonl", "identity": "aa"},

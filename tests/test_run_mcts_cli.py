@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from helpers import RUN_MCTS, SHOW_TREE, SMOKE, call_main
+from helpers_cli import RUN_MCTS, SHOW_TREE, SMOKE, call_main
 
 
 def run(script: Path, args: list[str], cwd: Path) -> subprocess.CompletedProcess:
@@ -158,7 +158,7 @@ def test_run_folder_name_parts(tmp_path):
 
 
 def test_search_defaults_are_the_originals_single_process_values():
-    from helpers import stage_module
+    from helpers_cli import stage_module
     from masprm.run_folder import run_folder_name
 
     args = stage_module("run_mcts").build_parser().parse_args([])

@@ -12,7 +12,8 @@ import torch
 from masprm.errors import ConfigError, ModelError
 from masprm.models.scorer import load_scorer, resolve_scorer_folder
 from masprm.train import train_scorer
-from helpers import SEP, config, ppm_record, step_record, write_jsonl
+from helpers import SEP
+from helpers_training import config, ppm_record, step_record, write_jsonl
 
 pytestmark = pytest.mark.slow   # trains a scorer (module fixture)
 

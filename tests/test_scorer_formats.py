@@ -14,7 +14,8 @@ import torch
 from transformers import (AutoModelForCausalLM, AutoModelForSequenceClassification, AutoModelForTokenClassification,
                           AutoTokenizer)
 
-from helpers import FAST, chain_graph, example, run_module, settings, write_gsm8k
+from helpers_cli import FAST, run_module, write_gsm8k
+from helpers_eval_world import chain_graph, example, settings
 from masprm.data import LoadedData
 from masprm.errors import ConfigError, ModelError
 from masprm.models.scorer import load_scorer

@@ -18,7 +18,8 @@ import pytest
 from masprm.models.scorer import load_scorer
 from masprm.state_text import join_steps
 
-from helpers import REPO, step_record, write_jsonl
+from helpers import REPO
+from helpers_training import step_record, write_jsonl
 
 pytestmark = pytest.mark.slow
 

@@ -11,7 +11,7 @@ from masprm.eval.naming import condition_label, scorer_name
 from masprm.eval.runner import ModelSpec, condition_manifest
 from masprm.scorer_meta import training_of, training_tag
 
-from helpers import chain_graph, settings
+from helpers_eval_world import chain_graph, settings
 
 
 def scorer_folder(tmp_path, name, **meta):

@@ -19,7 +19,7 @@ from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 
 from conftest import FakePolicy
-from helpers import GSM8K, gsm8k_tree
+from helpers_trees import GSM8K, gsm8k_tree
 
 
 def test_exact_shapley_values_of_a_three_agent_game_by_hand():

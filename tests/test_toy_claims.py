@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from helpers import write_stage4_log
+from helpers_stage4_logs import write_stage4_log
 from masprm.toy import claims
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -101,7 +101,8 @@ def test_the_measurement_on_a_tiny_setting_with_a_scripted_team():
 
 def test_an_out_ending_in_txt_is_refused_before_the_policy_loads(tmp_path, monkeypatch, capsys):
     """The text report goes beside the JSON as .txt: `--out r.txt` would have the text overwrite the JSON."""
-    from helpers import run_module, snapshot
+    from helpers import snapshot
+    from helpers_cli import run_module
 
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)

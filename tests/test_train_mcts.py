@@ -13,7 +13,7 @@ from masprm.search.engine import LoadedModels, drive
 from masprm.eval.tree_runner import run_trees
 from masprm.search.train_mcts import STALE_LIMIT, EarlyStop, TreeSearchSettings, tree_search
 
-from helpers import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
+from helpers_stage1_jobs import BRANCHY, EXAMPLES, ends_with_gold, make_job, random_team
 
 CHAIN = MASGraph.from_dict({
     "agents": [{"name": "planner", "system_prompt": "plan"}, {"name": "solver", "system_prompt": "solve"}],

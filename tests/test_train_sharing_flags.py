@@ -14,7 +14,8 @@ from masprm.stages.train import build_parser
 from masprm.train.data import load_records
 from masprm.train.trainer import _report_to
 
-from helpers import call_main, config, ppm_record, step_record, write_jsonl
+from helpers_cli import call_main
+from helpers_training import config, ppm_record, step_record, write_jsonl
 
 
 

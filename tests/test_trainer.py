@@ -27,7 +27,8 @@ from masprm.train.data import eval_view, load_records, split_eval
 from masprm.train.metrics import PAD, pair_metrics, regression_metrics
 from masprm.train.stepwise import build_step_examples, step_loss
 
-from helpers import REPO, SEP, config, ppm_record, step_record, write_jsonl
+from helpers import REPO, SEP
+from helpers_training import config, ppm_record, step_record, write_jsonl
 
 pytestmark = pytest.mark.slow   # trains scorers
 

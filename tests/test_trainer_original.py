@@ -21,7 +21,7 @@ from masprm.models.text_encoder import TextEncoder
 from masprm.models.token_scorer import separator_token_id
 from masprm.train.data import split_eval
 
-from helpers import config, ppm_record, step_record, write_jsonl
+from helpers_training import config, ppm_record, step_record, write_jsonl
 
 pytestmark = pytest.mark.slow   # trains scorers
 

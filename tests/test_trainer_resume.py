@@ -15,7 +15,7 @@ from safetensors.torch import load_file
 from masprm.errors import ConfigError, DataError
 from masprm.train import train_scorer
 
-from helpers import config, ppm_record, write_jsonl
+from helpers_training import config, ppm_record, write_jsonl
 
 pytestmark = pytest.mark.slow   # trains scorers
 

@@ -15,7 +15,8 @@ from masprm.train.data import label_scheme_of, load_records
 from masprm.train.pairwise import PairCollator, bt_loss, build_pair_examples
 from masprm.train.trajectory import traj_loss
 
-from helpers import SEP, config, step_record, write_jsonl
+from helpers import SEP
+from helpers_training import config, step_record, write_jsonl
 
 P1, P2 = 0.5, 0.75                      # the two steps' probabilities: logits 0 and ln 3
 LOGITS = [0.0, math.log(3.0)]

@@ -17,7 +17,7 @@ from masprm.labels.mining import ppm_texts
 from masprm.labels.trl import export_trl, preference_row, stepwise_row, trl_path
 from masprm.stages import preprocess
 
-from helpers import gsm8k_tree, write_trees
+from helpers_trees import gsm8k_tree, write_trees
 
 RUN = "gsm8k_res_train_tiny_r4_c4_cand2_t0p7_p0p95"
 
@@ -107,7 +107,7 @@ def test_the_stepwise_export_trains_trl_113s_prm_trainer(tmp_path, tiny_model_di
     prm = pytest.importorskip("trl.experimental.prm", reason="TRL's PRMTrainer exists up to TRL 1.13 only")
     from transformers import AutoModelForTokenClassification, AutoTokenizer
 
-    from helpers import step_record, write_jsonl
+    from helpers_training import step_record, write_jsonl
 
     rows = [stepwise_row(step_record(random.Random(i))) for i in range(16)]
     data = load(write_jsonl(tmp_path / "trl_prm_samples.jsonl", rows), tmp_path / "cache")

@@ -10,7 +10,9 @@ import re
 
 import pytest
 
-from helpers import FAST, REPO, gsm8k_tree, run_module, write_gsm8k, write_trees
+from helpers import REPO
+from helpers_cli import FAST, run_module, write_gsm8k
+from helpers_trees import gsm8k_tree, write_trees
 from masprm.scorer_folder import read_scorer_folder
 from masprm.scorer_formats import detected_format
 from masprm.state_text import StepText

@@ -14,7 +14,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from helpers import REPO, flag, root, write_trees
+from helpers import REPO, flag
+from helpers_trees import root, write_trees
 from masprm.graph import load_mas_config
 from masprm.stages import demo, lab
 from masprm.stages.lab_rows import LAB_SCORERS
