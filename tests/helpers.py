@@ -1,17 +1,16 @@
 """General utilities the test files share (imported as ``helpers``: pytest puts tests/ on the path).
 
 The checkout's root (``REPO``), the step separator (``SEP``), the values of a flag in a command line,
-a module file imported by path, and two pictures of a folder (``snapshot``: every entry with its hash
-and mode, for "nothing outside, nothing lost"; ``files_under``: every file's bytes, for byte-for-byte
-comparisons). Use it for what any kind of test needs; shared code of one kind lives beside it in
-``helpers_<kind>.py`` (trees, training, eval_world, stage1_jobs, cli, ray, stage4_logs), and each
-name is imported from the module that defines it.
+and two pictures of a folder (``snapshot``: every entry with its hash and mode, for "nothing outside,
+nothing lost"; ``files_under``: every file's bytes, for byte-for-byte comparisons). Use it for what any
+kind of test needs; shared code of one kind lives beside it in ``helpers_<kind>.py`` (trees, training,
+eval_world, stage1_jobs, cli, ray, stage4_logs, datasets, bad_inputs, bad_input_files), and each name
+is imported from the module that defines it.
 """
 
 from __future__ import annotations
 
 import hashlib
-import importlib.util
 import os
 from pathlib import Path
 
@@ -29,15 +28,6 @@ def flag(cmd: list[str], name: str) -> list[str]:
             break
         out.append(value)
     return out
-
-
-def load_script(path: str | Path, name: str | None = None):
-    """A module file (e.g. a plug-in in tmp_path) imported by path, without running it as __main__."""
-    path = Path(path)
-    spec = importlib.util.spec_from_file_location(name or path.stem, path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def snapshot(root: Path) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """Stage-4 logs written by hand: one condition's files as stage 4 leaves them.
 
 ``write_stage4_log`` writes a condition's text log, records, manifest and summary (or what an
-interrupted run leaves) with stage 4's own writer (``masprm.eval.logs``). Use it for tests of what
-reads stage-4 logs (the aggregator, the lab report, the toy claims) without running stage 4.
+interrupted run leaves) with stage 4's own writer (``masprm.eval.logs``); ``log_text`` is the text log
+alone of one seed of the condition ``EXP``, every metric at one value. Use it for tests of what reads
+stage-4 logs (the aggregator, the lab report, the toy claims) without running stage 4.
 """
 
 from __future__ import annotations
@@ -28,3 +29,17 @@ def write_stage4_log(stem: Path, records: list[dict], manifest: dict, *, label: 
     full = {**summarize_records([]), "n": len(records), "errors": errors, "extra": {}, **(summary or {})}
     write_condition(files, render_log(header, [], full), records, manifest, full)
     return full
+
+
+EXP = "gsm8k_single_pass_0123abcd45_tiny"
+
+
+def log_summary(acc=0.5, tokens=100.0):
+    s = {f"pass@{k}": acc for k in range(1, 11)}
+    s.update(n=10, errors=0, tokens_mean=tokens, tokens_std=1.0, tokens_n=10, scorer_calls_total=0,
+             agent_runs_total=30, prm_calls_mean=0.0, agent_runs_mean=3.0)
+    return s
+
+
+def log_text(**kw) -> str:
+    return render_log(["=== START single_pass | dataset=gsm8k | N=10 | manifest=abc ==="], [], log_summary(**kw))

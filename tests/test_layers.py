@@ -7,7 +7,6 @@ Imports inside functions count too: a lazy import is still a dependency.
 """
 
 import ast
-from pathlib import Path
 
 from helpers import REPO
 

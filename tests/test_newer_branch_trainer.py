@@ -10,7 +10,6 @@ from __future__ import annotations
 import json
 import random
 import shutil
-from dataclasses import replace
 from types import SimpleNamespace
 
 import numpy as np

@@ -13,7 +13,6 @@ import resource
 import stat
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest

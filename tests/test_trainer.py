@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import random
 import re
-import runpy
 import subprocess
 import sys
 
