@@ -92,6 +92,10 @@ def test_cli_reports_bad_flags_in_one_line(tmp_path):
                            "--mas_config", "configs/single.yaml"],
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
     assert proc.returncode == 2 and "Reader -> Planner -> Solver -> Verifier" in proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--hidden_size", "32"],
+                          cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
+    assert (proc.returncode, proc.stderr.strip()) == (2, "build.py: error: --hidden_size 32: must be an even "
+                                                         "multiple of the policy's 6 attention heads")
     assert not (tmp_path / "policy").exists()
 
 
@@ -150,3 +154,26 @@ def test_prompt_weight_adds_the_prompt_to_the_loss_and_zero_is_plain_sft():
     manual_full = (-sum(logp[r, t - 1, tok] for r, t, tok in outputs)
                    - 0.5 * sum(logp[r, t - 1, tok] for r, t, tok in prompt_tokens)) / (len(outputs) + 1.5)
     assert abs(full.item() - manual_full.item()) < 1e-5
+
+
+def test_the_build_pins_the_demos_numerics_unless_the_environment_names_its_own(monkeypatch):
+    # A policy built or verified by hand must be computed as make demo's jobs compute it: the shipped
+    # weights were trained under PINNED_NUMERICS, and a rebuild on other kernels misses them.
+    monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")   # the user's choice is kept, as masprm.stages.jobs keeps it
+    assert toy_build.pin_numerics() == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
+    import os
+    assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"
+
+
+@pytest.mark.slow
+def test_a_build_run_by_hand_trains_on_the_pinned_kernels_and_records_them(tmp_path):
+    env = {k: v for k, v in __import__("os").environ.items() if k not in toy_build.PINNED_NUMERICS}
+    env["PYTHONPATH"] = str(ROOT / "src")
+    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--steps", "1",
+                           "--hidden_size", "48", "--num_layers", "1", "--retrain"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr
+    numerics = json.loads((tmp_path / "build.json").read_text())["numerics"]
+    assert numerics["ATEN_CPU_CAPABILITY"] == "avx2" and numerics["MKL_CBWR"] == "AVX2"
+    assert numerics["cpu_capability"] == "AVX2"   # the kernels torch ran, whatever this CPU offers

@@ -61,6 +61,28 @@ PINNED_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 SHIPPED_MANIFEST = "shipped.json"
 
 
+def pin_numerics() -> dict[str, str]:
+    """Give this process the demo's numerics where its environment names none (a value set there is kept,
+    as `masprm.stages.jobs` keeps it); returns the values in force.
+
+    Called before torch is imported (both are read when PyTorch and MKL first run a kernel): a policy
+    built, shipped or verified by hand is then computed as `make demo`'s jobs compute it. Without this a
+    `--verify_shipped` run by hand took AVX-512 paths and missed the shipped weights by up to 0.7.
+    """
+    for key, value in PINNED_NUMERICS.items():
+        os.environ.setdefault(key, value)
+    return {key: os.environ[key] for key in PINNED_NUMERICS}
+
+
+def numerics() -> dict:
+    """How this process computes (a trained policy records it): the kernels' instruction set, the
+    threads, the pinning variables. Here, not in train_policy.py, whose text is part of the fingerprint."""
+    import torch
+
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+            **{key: os.environ.get(key) for key in PINNED_NUMERICS}}
+
+
 def fingerprint(spec_dict: dict, config_text: str, sources: tuple[str, ...] = _TOY_SOURCES) -> str:
     """Identity of a build: its settings, the team config and the toy code that produces it.
 
@@ -117,9 +139,7 @@ def ship_policy(policy: Path, key: str, stats: dict, shipped: Path | None = None
         "fingerprint": key, "files": files, "final_loss": stats.get("final_loss"),
         "parameters": stats.get("parameters"), "train_seconds": stats.get("train_seconds"),
         "trained_on": {"machine": platform.machine(), "processor": _cpu_name(), "torch": torch.__version__,
-                       "cpu_capability": torch.backends.cpu.get_cpu_capability(),
-                       "threads": torch.get_num_threads(),
-                       **{k: os.environ.get(k) for k in PINNED_NUMERICS}}})
+                       **numerics()}})
 
 
 def _cpu_name() -> str:
@@ -206,7 +226,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
         log(f"toy world: using the shipped policy (trained on {shipped['trained_on']['processor']}; "
             "--retrain trains it here)")
     else:
-        stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log)}
+        stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log), "numerics": numerics()}
     final = out / "policy"
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -267,6 +287,7 @@ class PolicyArgs:
 
 
 def main() -> int:
+    pin_numerics()   # first: nothing has imported torch yet
     p = ArgumentParser(description="Build the toy world (tiny policy model + task data), cached.")
     add_config_args(p, BuildArgs)
     add_config_args(p, PolicyArgs)
@@ -278,6 +299,9 @@ def main() -> int:
     config = str(resolve_config_path(args.mas_config or world.config))   # a path or a shipped config's name
     load_toy_team(config, world)   # a bad team fails before the trainer (and torch) is imported
     spec = policy.spec(world)
+    head = spec.hidden_size / spec.num_heads   # rotary embeddings rotate pairs of a head's dimensions
+    check(head.is_integer() and head % 2 == 0, f"--hidden_size {spec.hidden_size}: must be an even multiple of "
+                                               f"the policy's {spec.num_heads} attention heads")
     if args.verify_shipped:
         return verify_shipped(config, spec, world)
     manifest = build_toy_world(out, config=config, spec=spec, force=args.force or args.ship,
@@ -300,8 +324,9 @@ def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         train_policy(Path(tmp) / "policy", load_mas_config(config), spec, world=world)
         result = compare_weights(shipped, Path(tmp) / "policy")
+    used = " ".join(f"{k}={v}" for k, v in numerics().items())
     print(f"shipped policy: {'identical' if result['identical'] else 'DIFFERENT'} "
-          f"(largest weight difference {result['max_abs_diff']})")
+          f"(largest weight difference {result['max_abs_diff']}; trained with {used})")
     return 0 if result["identical"] else 1
 
 
