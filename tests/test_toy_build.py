@@ -170,6 +170,7 @@ def test_the_build_pins_the_demos_numerics_unless_the_environment_names_its_own(
 def test_a_build_run_by_hand_trains_on_the_pinned_kernels_and_records_them(tmp_path):
     env = {k: v for k, v in __import__("os").environ.items() if k not in toy_build.PINNED_NUMERICS}
     env["PYTHONPATH"] = str(ROOT / "src")
+    env["OMP_NUM_THREADS"] = "1"   # as a demo job runs: the build sets its own count
     proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--steps", "1",
                            "--hidden_size", "48", "--num_layers", "1", "--retrain"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
@@ -177,3 +178,4 @@ def test_a_build_run_by_hand_trains_on_the_pinned_kernels_and_records_them(tmp_p
     numerics = json.loads((tmp_path / "build.json").read_text())["numerics"]
     assert numerics["ATEN_CPU_CAPABILITY"] == "avx2" and numerics["MKL_CBWR"] == "AVX2"
     assert numerics["cpu_capability"] == "AVX2"   # the kernels torch ran, whatever this CPU offers
+    assert numerics["threads"] == toy_build.POLICY_THREADS == 2   # as the shipped policies were trained

@@ -59,6 +59,9 @@ SHIPPED = TOY_CODE / "shipped_policy"
 # with or without AVX-512, round the same way.
 PINNED_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 SHIPPED_MANIFEST = "shipped.json"
+# The shipped policies were trained with two intra-op threads; how a reduction is split depends on the
+# count set, not on the cores there are, so every build trains with it and a rebuild matches on any CPU.
+POLICY_THREADS = 2
 
 
 def pin_numerics() -> dict[str, str]:
@@ -72,6 +75,13 @@ def pin_numerics() -> dict[str, str]:
     for key, value in PINNED_NUMERICS.items():
         os.environ.setdefault(key, value)
     return {key: os.environ[key] for key in PINNED_NUMERICS}
+
+
+def policy_threads() -> None:
+    """Train with POLICY_THREADS intra-op threads, whatever this machine has."""
+    import torch
+
+    torch.set_num_threads(POLICY_THREADS)
 
 
 def numerics() -> dict:
@@ -226,6 +236,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
         log(f"toy world: using the shipped policy (trained on {shipped['trained_on']['processor']}; "
             "--retrain trains it here)")
     else:
+        policy_threads()
         stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log), "numerics": numerics()}
     final = out / "policy"
     shutil.rmtree(final, ignore_errors=True)
@@ -321,6 +332,7 @@ def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
     key = build_key(world, spec, Path(config))
     check(shipped_policy(key, shipped) is not None, f"{shipped}: no shipped policy for build {key} (settings, "
                                                     "team config or toy code changed since it was trained)")
+    policy_threads()
     with tempfile.TemporaryDirectory() as tmp:
         train_policy(Path(tmp) / "policy", load_mas_config(config), spec, world=world)
         result = compare_weights(shipped, Path(tmp) / "policy")
