@@ -72,6 +72,13 @@ def test_the_toy_world_is_the_default_and_says_nothing_of_a_world(tmp_path):
     assert dry_run(tmp_path, "lab.py", "--world", "toy").stdout == (PLANS / "toy_lab_dry_run.txt").read_text()
 
 
+def deep_test_size() -> int:
+    """The test split's size by the pre-registered rule from the dev pilot's numbers (hand-checked in
+    docs/toy_world.md: N = 423 gives an MDE of 2.4996 points, 422 one of 2.501)."""
+    from masprm.toy.deep_data import DEV_POWER, powered_size
+    return powered_size(*DEV_POWER)
+
+
 def test_the_records_match_their_worlds():
     from masprm.toy.task import generate_split
     from masprm.toy.worlds import WORLDS
@@ -83,7 +90,7 @@ def test_the_records_match_their_worlds():
     toy = WORLD_RUNS["toy"]
     assert (toy.policy, toy.scorer_dir("ppm"), toy.demo_logs, toy.lab_files["report"], toy.seed_root(7)) == \
         ("artifacts/toy/policy", "checkpoints/toy-ppm", "logs/toy_demo", "results/toy_lab.md", "results/train_seed_7")
-    assert toy.test_size() == 240 and WORLD_RUNS["toy_deep"].test_size() == 0
+    assert toy.test_size() == 240 and WORLD_RUNS["toy_deep"].test_size() == deep_test_size() == 423
 
 
 def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
@@ -122,7 +129,8 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
         assert all(flag(c, "--world") == ["toy_deep"] for c in cmds if tool in c) and any(tool in c for c in cmds)
     assert not [c for c in cmds if "sweep" in " ".join(c)]
     assert "# the compute-matched sweep: not measured yet on this world" in out
-    assert "# the test split of toy_deep: 0 questions" in out and "# estimated time: unknown (" in out
+    assert "# the test split of toy_deep:" not in out                         # sized by the dev pilot
+    assert "# estimated time: unknown (" in out and "toy_deep's test split has 423)" in out
     assert "# the report records the commit of docs/preregistration.md: none (now)" in out   # no git here
 
 
@@ -155,6 +163,7 @@ def test_an_empty_test_split_stops_a_run_before_any_work(tmp_path, monkeypatch, 
     for m in (demo, lab, jobs):
         monkeypatch.setattr(m, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "Job", started)   # the lab's first command too (demo.prepare_scorers)
+    monkeypatch.setattr(deep_data, "TOY_DEEP", deep_world(K, 0))   # as before the dev pilot sized it
     monkeypatch.setattr(sys, "argv", [module.__name__, "--world", "toy_deep"])
     with pytest.raises(SystemExit) as stop:
         module.cli()
@@ -194,7 +203,7 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     monkeypatch.setattr(world_runs, "code_commit", lambda: {"commit": "def456", "dirty": True})
     world = WORLD_RUNS["toy_deep"]
     record = world.report_record()
-    assert record == {"name": "toy_deep", "test_questions": 0,
+    assert record == {"name": "toy_deep", "test_questions": 423,
                       "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"},
                       "code": {"commit": "def456", "dirty": True}}
     from masprm.toy.lab_report import TOY_WORLD
@@ -207,7 +216,7 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     assert facts["preregistration"] == {"file": "docs/preregistration.md", "commit": "abc123"}
     assert facts["code"] == {"commit": "def456", "dirty": True}
     text = files["report"].read_text()
-    assert text.startswith("# The scorer lab (toy_deep world)") and "searches on the 0 test questions" in text
+    assert text.startswith("# The scorer lab (toy_deep world)") and "searches on the 423 test questions" in text
     assert ("- pre-registration: docs/preregistration.md at commit abc123 when the report was written "
             "(code at def456, with uncommitted changes).") in text
 
@@ -285,6 +294,14 @@ def test_stepbench_takes_a_world_and_refuses_an_empty_split(tmp_path, monkeypatc
     assert counts["error_kinds"]["Op3"]["wrong_input"] == 1 and counts["error_kinds"]["Verifier"]["missed"] == 1
     policy = tmp_path / "policy"
     policy.mkdir()
+    from dataclasses import replace
+    from masprm.registry import Registry
+    from masprm.toy.deep_task import K, deep_world
+    unsized = replace(WORLDS["toy_deep"], truth=replace(truth, task=deep_world(K, 0)))   # as before the dev pilot
+    worlds = Registry(WORLDS.kind)
+    for name in WORLDS:
+        worlds.register(name, unsized if name == "toy_deep" else WORLDS[name])
+    monkeypatch.setattr(stepbench, "WORLDS", worlds)
     monkeypatch.setattr(stepbench, "load_policy", lambda args: pytest.fail("the policy was loaded"))
     monkeypatch.setattr(sys, "argv", ["stepbench", "--world", "toy_deep", "--policy", str(policy), "--scorer",
                                       f"x={policy}", "--mas_config", str(REPO / "configs" / "toy_deep.yaml"),

@@ -24,9 +24,9 @@ from masprm.toy.deep_task import K, deep_world
 TARGET_MDE = 0.025
 LAB_SEEDS = 3                   # training seeds of the confirmatory lab (lab_rows.TRAIN_SEEDS)
 FLOOR, CAP = 300, 3_000         # the test split's least and most questions
-# (sd_q, tau2) measured by the dev pilot (`masprm.toy.deep_power`): None until then, and the test split is
-# empty until then (nothing is ever run on it before the pre-registration).
-DEV_POWER: tuple[float, float] | None = None
+# (sd_q, tau2) measured by the dev pilot (`make lab-pilot WORLD=toy_deep`, then `masprm.toy.deep_power`:
+# 300 dev questions, training seeds 7 42 99; docs/toy_world.md); the test split was empty until then.
+DEV_POWER: tuple[float, float] | None = (0.12416283101159703, 0.00012946722270393767)
 
 
 @dataclass(frozen=True)
