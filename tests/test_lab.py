@@ -358,3 +358,24 @@ def test_every_planned_scorer_is_one_its_role_takes(world):
                     assert row.objective in ROLES[role].modes, (row.slug, role)
                     checked.add(row.objective)
     assert checked == {row.objective for row in lab.world_rows(run)}
+
+
+@pytest.mark.parametrize("world", sorted(lab.WORLD_RUNS))
+def test_every_planned_evaluation_passes_stage_4s_checks(monkeypatch, tmp_path, world):
+    # Stage 4 checks its flags against its methods before any model loads (an MCTS option without an MCTS
+    # method, --orm_leaf without mcts_prm, a method without its scorer folder); a plan that breaks one
+    # would stop the lab hours in. Each planned command is parsed and checked as stage 4 does.
+    from masprm.stages import evaluate
+    tasks, _notes, _rows, _done = plan(monkeypatch, tmp_path, world=world, train_seeds=[42, 7, 99],
+                                       sbs_budget=[3, 5])
+    demo_cmds = demo.commands(demo.DemoArgs(world=world))   # `make demo WORLD=...`'s own evaluations
+    evals = [t.cmd for t in tasks.values() if t.cmd[1].endswith("compare_sbs_mcts.py")]
+    evals += [*demo_cmds.early_evals.values(), *demo_cmds.evals.values()]
+    assert len(evals) >= 10
+    monkeypatch.chdir(tmp_path)
+    for cmd in evals:
+        for name in ("--prm_dir", "--orm_dir"):
+            if name in cmd:
+                (tmp_path / flag(cmd, name)[0]).mkdir(parents=True, exist_ok=True)
+        run, settings = evaluate.parse_command(cmd[2:])
+        evaluate.validate(run, settings)

@@ -107,8 +107,11 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
         assert all(w.startswith(("results/toy_deep_", "checkpoints/toy_deep-", "logs/toy_deep_", "artifacts/toy_deep"))
                    for w in written), c
     evals = [c for c in cmds if c[1].endswith("compare_sbs_mcts.py")]
-    # every evaluation: the world's step labeller and its declared MCTS option (progressive widening, pw_k 3)
-    assert evals and all(flag(c, "--pw_k") == ["3"] for c in evals)
+    # every evaluation: the world's step labeller; its declared MCTS option (progressive widening, pw_k 3) on
+    # those that run MCTS and on no other (stage 4 refuses an MCTS option a run would not use)
+    mcts = [c for c in evals if any(m.startswith("mcts_") for m in flag(c, "--methods"))]
+    assert mcts and all(flag(c, "--pw_k") == ["3"] for c in mcts)
+    assert len(mcts) < len(evals) and all("--pw_k" not in c for c in evals if c not in mcts)
     assert evals and all(flag(c, "--step_oracle") == ["toy_deep"] and flag(c, "--split") == ["test"]
                          and flag(c, "--seeds") == ["14", "24", "42"] for c in evals)
     methods = {m for c in evals for m in flag(c, "--methods")}

@@ -111,6 +111,12 @@ class SearchFamily:
         return self.budget_format.format(**settings) if all(k in settings for k in self.budget) else ""
 
 
+def runs_mcts(names: Sequence[str]) -> bool:
+    """Any of the methods `names` searches with MCTS (reads MCTSSettings), so the MCTS options apply to
+    its run (stage 4 refuses them otherwise: they would go unused)."""
+    return any(MCTSSettings in METHODS[name].settings for name in names)
+
+
 FAMILIES: Registry[SearchFamily] = Registry("search family")
 
 

@@ -32,6 +32,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
+from masprm.eval.methods import runs_mcts
 from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
@@ -135,7 +136,8 @@ def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | No
             "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
             "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
             "--top_p", "0.95", "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
-            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.eval_flags, *budget]
+            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.eval_flags,
+            *(world.mcts_flags if runs_mcts(methods) else ()), *budget]
 
 
 def train_command(mode: str, data: str, out: str, seed: int, extra=(), world: WorldRun = TOY_RUN) -> list[str]:

@@ -26,7 +26,7 @@ from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every
-from masprm.eval.methods import METHODS, settings_classes
+from masprm.eval.methods import METHODS, runs_mcts, settings_classes
 from masprm.eval.metrics import results_table
 from masprm.eval.runner import Comparison, ModelSpec, run_conditions
 from masprm.eval.vs_masprm import VS_MASPRM, compare_with_masprm, configured_pairs, vs_masprm_lines
@@ -85,8 +85,7 @@ def validate(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder
     Returns the scorer folders' records (``read_scorers``), read once for the checks and the models."""
     orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
     check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
-    mcts_run, off = any(MCTSSettings in METHODS[m].settings for m in run.methods), \
-        settings.method_values[MCTSSettings].unrecorded()
+    mcts_run, off = runs_mcts(run.methods), settings.method_values[MCTSSettings].unrecorded()
     for name in MCTS_OPTIONS:   # set for a run without MCTS, it would go unused
         check(mcts_run or name in off, f"--{name} needs an mcts_* method in --methods")
     folders = settings.models.scorer_folders()

@@ -9,7 +9,7 @@ family's own scorers. After its commit, this runs only what that comparison need
                               training, the full lab's own commands (`lab.plan`), so the lab reuses them
   one search per seed         src/experiments/compare_sbs_mcts.py --split dev --methods mcts_prm mcts_orm,
                               that seed's MASPRM as --prm_dir and ORM as --orm_dir, every other setting the
-                              lab's test evaluations' (the world's eval_flags, the demo's MCTS budget),
+                              lab's test evaluations' (the world's eval_flags and MCTS options, the demo's MCTS budget),
                               --logs_dir logs/<world>_pilot
   the power computation       python -m masprm.toy.deep_power -> results/<world>_power.json (sd_q, tau2, N, MDE)
 

@@ -48,8 +48,7 @@ class WorldRun:
     name: str                         # the world (masprm.toy.worlds) and its dataset (--dataset)
     config: str                       # its team
     world_flags: tuple[str, ...]      # the toy tools' flag naming the world (masprm.toy.build, stepbench, labelbench)
-    eval_flags: tuple[str, ...]       # every evaluation command's world flags: --step_oracle and the world's
-                                      # declared MCTS options (() : the defaults, the toy world's)
+    eval_flags: tuple[str, ...]       # every evaluation command's world flags (--step_oracle)
     n_train: int                      # train questions stage 1 searches (the whole train split)
     target_nodes: int                 # stage 2's --target-nodes: the question and one node per agent
     test_size: Callable[[], int]      # its test split's questions (read when asked)
@@ -58,6 +57,8 @@ class WorldRun:
     preregistration: str | None = None   # the file whose commit the lab's report records
     demo_scorer_flags: tuple[str, ...] = ()   # added to the demo's scorer training (its MASPRM and ORM)
     timed: bool = False               # lab_estimate's seconds per command were measured on this world
+    mcts_flags: tuple[str, ...] = ()  # the world's declared MCTS options, on the evaluations that run MCTS
+                                      # only (stage 4 refuses them elsewhere); (): the defaults, the toy world's
     pilot: bool = False               # its test split is sized by a dev pilot (`lab --pilot`, masprm.stages.lab_pilot)
 
     @property
@@ -143,7 +144,7 @@ WORLD_RUNS.register("toy", WorldRun(
 # The deep toy world: the confirmatory family of issue 35 (docs/preregistration.md fixes its values).
 WORLD_RUNS.register("toy_deep", WorldRun(
     # MCTS with progressive widening (--pw_k 3, alpha 0.5): the option the world was chosen with (docs/toy_world.md)
-    "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep", "--pw_k", "3"),
+    "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep"),
     400, 9,
     _deep_test_size,
     LabFamily(("masprm-ppm", "mc-orm", "mc-prm"), ("last",), ("orm",), None, masprm_tested=False, notes=(
@@ -151,7 +152,8 @@ WORLD_RUNS.register("toy_deep", WorldRun(
         "compute-matched sweep: its settings are not measured yet on toy_deep (compute_match measures them on the "
         "train questions); no sweep commands planned")),
     # --calibrate: the demo's MASPRM and ORM are the lab's seed-42 rows, calibrated like its other seeds' rows
-    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",), pilot=True))
+    "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",), pilot=True,
+    mcts_flags=("--pw_k", "3")))
 
 
 def require_world(settings: Any) -> None:
