@@ -179,3 +179,15 @@ def test_a_build_run_by_hand_trains_on_the_pinned_kernels_and_records_them(tmp_p
     assert numerics["ATEN_CPU_CAPABILITY"] == "avx2" and numerics["MKL_CBWR"] == "AVX2"
     assert numerics["cpu_capability"] == "AVX2"   # the kernels torch ran, whatever this CPU offers
     assert numerics["threads"] == toy_build.POLICY_THREADS == 2   # as the shipped policies were trained
+
+
+def test_the_policys_thread_count_is_the_callers_again_after_training():
+    import torch
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)   # not POLICY_THREADS, so that a count left behind shows
+    try:
+        with toy_build.policy_threads():
+            assert torch.get_num_threads() == toy_build.POLICY_THREADS == 2
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)

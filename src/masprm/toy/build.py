@@ -33,6 +33,7 @@ import shutil
 import tempfile
 import time
 from itertools import islice
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -77,11 +78,17 @@ def pin_numerics() -> dict[str, str]:
     return {key: os.environ[key] for key in PINNED_NUMERICS}
 
 
-def policy_threads() -> None:
-    """Train with POLICY_THREADS intra-op threads, whatever this machine has."""
+@contextmanager
+def policy_threads():
+    """Train with POLICY_THREADS intra-op threads, whatever this machine has; the caller's count after."""
     import torch
 
+    before = torch.get_num_threads()
     torch.set_num_threads(POLICY_THREADS)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
 
 
 def numerics() -> dict:
@@ -149,7 +156,7 @@ def ship_policy(policy: Path, key: str, stats: dict, shipped: Path | None = None
         "fingerprint": key, "files": files, "final_loss": stats.get("final_loss"),
         "parameters": stats.get("parameters"), "train_seconds": stats.get("train_seconds"),
         "trained_on": {"machine": platform.machine(), "processor": _cpu_name(), "torch": torch.__version__,
-                       **numerics()}})
+                       **(stats.get("numerics") or numerics())}})   # as trained (build_toy_world records it)
 
 
 def _cpu_name() -> str:
@@ -236,8 +243,9 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
         log(f"toy world: using the shipped policy (trained on {shipped['trained_on']['processor']}; "
             "--retrain trains it here)")
     else:
-        policy_threads()
-        stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log), "numerics": numerics()}
+        with policy_threads():
+            stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log),
+                     "numerics": numerics()}
     final = out / "policy"
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
@@ -332,11 +340,10 @@ def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
     key = build_key(world, spec, Path(config))
     check(shipped_policy(key, shipped) is not None, f"{shipped}: no shipped policy for build {key} (settings, "
                                                     "team config or toy code changed since it was trained)")
-    policy_threads()
-    with tempfile.TemporaryDirectory() as tmp:
+    with policy_threads(), tempfile.TemporaryDirectory() as tmp:
         train_policy(Path(tmp) / "policy", load_mas_config(config), spec, world=world)
         result = compare_weights(shipped, Path(tmp) / "policy")
-    used = " ".join(f"{k}={v}" for k, v in numerics().items())
+        used = " ".join(f"{k}={v}" for k, v in numerics().items())
     print(f"shipped policy: {'identical' if result['identical'] else 'DIFFERENT'} "
           f"(largest weight difference {result['max_abs_diff']}; trained with {used})")
     return 0 if result["identical"] else 1
