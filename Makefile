@@ -9,7 +9,7 @@ WORLD  ?= toy
 space  := $(subst ,, )
 WORLD_FLAG := $(if $(filter-out toy,$(WORLD)),$(space)--world $(WORLD))
 
-.PHONY: setup test test-fast demo report report-check lab lab-pilot bench gpu-check clean-demo clean-lab setup-vllm test-vllm
+.PHONY: setup test test-fast demo report report-check lab lab-pilot lab-explore bench gpu-check clean-demo clean-lab setup-vllm test-vllm
 
 # requirements.txt ends with `-e .`: the package is installed editable, so `import masprm` and the
 # masprm-* commands work from anywhere and the seed README's `python src/...` commands run this checkout.
@@ -78,6 +78,11 @@ lab: $(STAMP)
 lab-pilot: $(STAMP)
 	$(PY) src/lab.py$(WORLD_FLAG) --pilot
 
+# toy_deep's exploratory lab (docs/scorer_lab.md, "The exploratory lab on toy_deep"): every row at one training and
+# one search seed, after `make lab WORLD=toy_deep` wrote its report (the toy world's lab has every row: exit 2).
+lab-explore: $(STAMP)
+	$(PY) src/lab.py$(WORLD_FLAG) --explore
+
 bench: $(STAMP)
 	for b in bench/bench_*.py; do $(PY) $$b || exit 1; done
 
@@ -100,5 +105,5 @@ ifeq ($(WORLD),toy)
 	rm -rf results/toy_lab* results/labels_* logs/toy_lab checkpoints/toy-lab-*
 else
 	rm -rf results/$(WORLD)_lab* results/labels_*_$(WORLD)_res_* results/$(WORLD)_train_seed_* logs/$(WORLD)_lab \
-		checkpoints/$(WORLD)-lab-*
+		results/$(WORLD)_explore* logs/$(WORLD)_explore checkpoints/$(WORLD)-lab-*
 endif

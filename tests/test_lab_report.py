@@ -300,3 +300,15 @@ def test_the_held_out_outcome_auc_of_each_traj_scorer_is_a_line_under_the_table(
     line = next(x for x in text.splitlines() if x.startswith("- held-out outcome AUC"))
     assert line.endswith("(the calibration split; its kept checkpoint has the highest): mc+traj-min 0.69.")
     assert "outcome AUC: each scorer's" not in text   # no step benchmark: no calibration-transcript line
+
+
+def test_an_exploratory_lab_has_no_primary_and_puts_every_comparison_under_holm(logs):
+    """`primary=False` (toy_deep's exploratory family): the MASPRM against the ORM under MCTS joins the family,
+    so Holm runs over all 8 comparisons with results, and the claims say there is no primary."""
+    found = {c.name: c for c in lab_report.comparisons(ROWS, lab_report.read_cells(logs, ROWS, BUDGETS), seed=0,
+                                                       primary=False)}
+    mcts = found["MASPRM vs ORM (MCTS)"]
+    assert not mcts.primary and mcts.adjusted_p is not None and mcts.adjusted_p >= mcts.result.p_value
+    assert sum(c.adjusted_p is not None for c in found.values()) == 8
+    text = lab_report.claims_text(list(found.values()))
+    assert "Primary (fixed in advance)" not in text and "over all 8 comparisons" in text and "; primary; " not in text

@@ -34,7 +34,6 @@ records the pre-registration's commit. A run stops before any work while the tes
 from __future__ import annotations
 
 import importlib.util
-import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -45,9 +44,9 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Task, run_tasks, stage, stage_command
 from masprm.stages.lab_estimate import rollout_label_seconds
-from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, role_flags,
-                                    scheme_records_path, seed_root, seed_run_folder, world_rows)
-from masprm.scorer_meta import SCORER_META_FILE
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, replica_stage2,
+                                    replica_trees, role_flags, scheme_records_path, scorer_calibrated, seed_root,
+                                    seed_run_folder, stepbench_done, world_rows)
 from masprm.stages.lab_sweep import sweep_tasks
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import CALIBRATED_MODES
@@ -121,10 +120,18 @@ def labelbench_available() -> bool:
 DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (demo.BUDGETS)
 
 
+def lab_world(args) -> WorldRun:
+    """The world's record the lab runs: its own lab's, or with --explore its exploratory lab's (`explored`)."""
+    world = WORLD_RUNS[args.world]
+    return world.explored() if getattr(args, "explore", False) else world
+
+
 def reuse_demo(args) -> bool:
     """Ask the demo's logs folder for the conditions the demo runs itself: only where they are the demo's own
-    (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there."""
-    return (not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
+    (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there. Never
+    for an exploratory lab: all of its conditions stay in its own folder, so that the newest experiment the
+    world's own report reads in the demo's folder is never one of the exploratory lab's."""
+    return (not getattr(args, "explore", False) and not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
             and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
 
 
@@ -163,25 +170,10 @@ def searches(scorer: LabScorer | None, reuse_demo: bool,
     return found
 
 
-def scorer_calibrated(folder: Path) -> bool:
-    """The finished scorer in `folder` recorded the Platt scaling of --calibrate."""
-    try:
-        return "platt" in json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8"))
-    except (OSError, ValueError, TypeError):
-        return False
-
-
-def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))["settings"]["scorers"] == scorers
-    except (OSError, ValueError, KeyError, TypeError):
-        return False
-
-
 def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks
-    (on the world of `args.world`, its family's rows and conditions)."""
-    world = WORLD_RUNS[args.world]
+    (on the world of `args.world`, its family's rows and conditions; with --explore its exploratory family's)."""
+    world = lab_world(args)
     files, run = world.lab_files, Path(demo.run_folder(world)).name
     notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
     notes += world.family.notes
@@ -283,25 +275,6 @@ def labels_task(scheme: str, seed: int | None) -> str:
     return f"labels_{scheme}" + (f"_s{seed}" if seed is not None else "")
 
 
-def replica_trees(args, seed: int) -> tuple[Task, bool]:
-    """Stage 1 at a replica seed: the demo's tree search with that seed, under the world's seed root
-    (results/train_seed_<S>/ for the toy world)."""
-    world = WORLD_RUNS[args.world]
-    cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train, world=args.world)).trees
-    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed, world)]), \
-        demo.trees_done(args.n_train, seed, seed_run_folder(seed, world), world)
-
-
-def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Task, bool]:
-    """Stage 2 at a replica seed: the demo's pairs and PRM samples of that seed's trees."""
-    cmd = demo.commands(demo.DemoArgs(seed=seed, world=world.name)).pairs
-    at = cmd.index("--input") + 1
-    run = Path(demo.run_folder(world)).name
-    outputs = [ROOT / seed_root(seed, world) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
-    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed, world), *cmd[at + 1:]], (f"trees_s{seed}",)), \
-        all(path.is_file() for path in outputs)
-
-
 # --------------------------------------------------------------------------- running
 
 
@@ -309,14 +282,16 @@ def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Task, boo
 class LabArgs:
     """The lab's flags (every other setting is the demo's or one of the constants above)."""
 
-    seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(demo.SEEDS),
-                           help="evaluation seeds")
+    seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
+                                  help="evaluation seeds (default: 14 24 42, the demo's; with --explore the "
+                                       "exploratory family's)")
     jobs: int = arg(2, flags=("--jobs",), help="commands run side by side, one thread each (default 2)")
     dry_run: bool = arg(False, flags=("--dry_run",), help="print the plan without running it")
     seed: int = arg(42, flags=("--seed",), help="seed of the scorers' training and the step benchmark")
-    train_seeds: list[int] = arg(flags=("--train_seeds",), nargs="+", default_factory=lambda: list(TRAIN_SEEDS),
-                                 help="tree and training seeds every row is trained at (default 42 7 99, fixed in "
-                                      "docs/scorer_lab.md); --seed is the demo's, the others get their own trees")
+    train_seeds: list[int] | None = arg(None, flags=("--train_seeds",), nargs="+",
+                                        help="tree and training seeds every row is trained at (default 42 7 99, "
+                                             "fixed in docs/scorer_lab.md; with --explore the exploratory family's); "
+                                             "--seed is the demo's, the others get their own trees")
     n_train: int | None = arg(None, flags=("--n_train",),
                               help="train questions of the demo's trees (default: the world's train split, 400)")
     sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
@@ -332,11 +307,23 @@ class LabArgs:
     world: str = arg(DEFAULT_WORLD, flags=("--world",),
                      help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD}): its lab family")
     pilot: bool = arg(False, flags=("--pilot",), help="only the dev pilot that sizes toy_deep's test split (lab_pilot)")
+    explore: bool = arg(False, flags=("--explore",),
+                        help="the world's exploratory family instead of its lab's (toy_deep: every row at one training "
+                             "and one search seed, after its lab's report; docs/scorer_lab.md)")
 
     def __post_init__(self) -> None:
         require_world(self)
-        if self.n_train is None:
-            object.__setattr__(self, "n_train", WORLD_RUNS[self.world].n_train)
+        require(not (self.explore and self.pilot), "explore", "explore: --explore and --pilot are two different runs; "
+                                                               "ask for one")
+        if self.explore:
+            require(WORLD_RUNS[self.world].explore is not None, "explore",
+                    f"explore: the {self.world} world has no exploratory family (its lab runs every row)")
+        family = lab_world(self).family
+        defaults = {"n_train": WORLD_RUNS[self.world].n_train, "seeds": list(family.search_seeds or demo.SEEDS),
+                    "train_seeds": list(family.train_seeds or TRAIN_SEEDS)}
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
         check_seeds(self, ("seed", "seeds", "train_seeds"))
         require(self.seed in self.train_seeds, "train_seeds",
@@ -352,13 +339,15 @@ def main(argv: list[str] | None = None) -> int:
                                    "searched with on the toy world, side by side (after `make demo`).")
     add_config_args(p, LabArgs)
     args = config_from_args(LabArgs, p.parse_args(argv))
-    world = WORLD_RUNS[args.world]
+    world = lab_world(args)
     files = world.lab_files
     if args.pilot:   # the dev pilot: what sizes the test split, nothing on it
         from masprm.stages.lab_pilot import run_pilot
         return run_pilot(args)
     if not args.dry_run:
         world.check_test_split()   # its searches evaluate the test split: nothing starts without one
+        if world.family.exploratory:
+            world.check_explore_order(WORLD_RUNS[args.world])
     demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
     prepare = demo.commands(demo_args)
     tasks, notes, rows, done = plan(args)
@@ -381,10 +370,14 @@ def main(argv: list[str] | None = None) -> int:
     run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
     stage("the report")
     from masprm.toy.lab_report import write_report
-    write_report(rows, [world.demo_logs, files["logs"]], files["stepbench"], files["labelbench"], files["report"],
+    # an exploratory lab reads its own folder only (`reuse_demo`)
+    logs = [files["logs"]] if world.family.exploratory else [world.demo_logs, files["logs"]]
+    write_report(rows, logs, files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
-                 made_by={world.demo_logs: make_command("demo", world), files["logs"]: make_command("lab", world)},
-                 sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested)
+                 made_by={world.demo_logs: make_command("demo", world),
+                          files["logs"]: make_command("lab-explore" if args.explore else "lab", world)},
+                 sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested,
+                 primary=not world.family.exploratory)
     print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {files['report']}\nclaims: {files['claims']}\n"
           f"plot: {files['plot']}")
     return 0

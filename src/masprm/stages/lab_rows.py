@@ -8,10 +8,13 @@ scorers into folders of their own. A row's folders are its world's (`world_runs`
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
+from masprm.stages.jobs import ROOT, Task
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
 # Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
@@ -150,3 +153,37 @@ def orm_of(scorer: LabScorer) -> LabScorer:
 def ensemble_of(seed: int | None, world: str = DEFAULT_WORLD) -> LabScorer:
     """The ensemble row (`mc + ensemble`) at a training seed: its heads' spread ranks mc_rollouts_active's prefixes."""
     return row_at("ensemble", seed, world)
+
+
+def replica_trees(args, seed: int) -> tuple[Task, bool]:
+    """Stage 1 at a replica seed: the demo's tree search with that seed, under the world's seed root
+    (results/train_seed_<S>/ for the toy world)."""
+    world = WORLD_RUNS[args.world]
+    cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train, world=args.world)).trees
+    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed, world)]), \
+        demo.trees_done(args.n_train, seed, seed_run_folder(seed, world), world)
+
+
+def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Task, bool]:
+    """Stage 2 at a replica seed: the demo's pairs and PRM samples of that seed's trees."""
+    cmd = demo.commands(demo.DemoArgs(seed=seed, world=world.name)).pairs
+    at = cmd.index("--input") + 1
+    run = Path(demo.run_folder(world)).name
+    outputs = [ROOT / seed_root(seed, world) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
+    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed, world), *cmd[at + 1:]], (f"trees_s{seed}",)), \
+        all(path.is_file() for path in outputs)
+
+
+def scorer_calibrated(folder: Path) -> bool:
+    """The finished scorer in `folder` recorded the Platt scaling of --calibrate."""
+    try:
+        return "platt" in json.loads((folder / SCORER_META_FILE).read_text(encoding="utf-8"))
+    except (OSError, ValueError, TypeError):
+        return False
+
+
+def stepbench_done(path: Path, scorers: dict[str, str]) -> bool:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))["settings"]["scorers"] == scorers
+    except (OSError, ValueError, KeyError, TypeError):
+        return False

@@ -15,7 +15,8 @@ results/<world>_*, scorers under checkpoints/<world>-*; a replica training seed'
 from __future__ import annotations
 
 import subprocess
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from masprm.cli import check
@@ -35,6 +36,10 @@ class LabFamily:
     benchmarks: bool = True           # the step and label benchmarks (masprm.toy.stepbench / labelbench)
     masprm_tested: bool = True        # the comparisons against the MASPRM join the Holm family (False: shown only)
     notes: tuple[str, ...] = ()       # what the family leaves out on purpose, one line each (printed by --dry_run)
+    train_seeds: tuple[int, ...] | None = None    # the lab's --train_seeds default (None: lab_rows.TRAIN_SEEDS)
+    search_seeds: tuple[int, ...] | None = None   # the lab's --seeds default (None: the demo's, demo.SEEDS)
+    exploratory: bool = False         # no primary comparison (every learned row's under Holm), run after the
+                                      # world's own lab has written its report (`WorldRun.explored`)
 
     def has_row(self, slug: str) -> bool:
         return self.rows is None or slug in self.rows
@@ -60,6 +65,8 @@ class WorldRun:
     mcts_flags: tuple[str, ...] = ()  # the world's declared MCTS options, on the evaluations that run MCTS
                                       # only (stage 4 refuses them elsewhere); (): the defaults, the toy world's
     pilot: bool = False               # its test split is sized by a dev pilot (`lab --pilot`, masprm.stages.lab_pilot)
+    explore: LabFamily | None = None  # an exploratory family beside the lab's (`lab --explore`, `explored`)
+    lab: str = "lab"                  # the lab's name in its logs and results paths ("explore": `explored`)
 
     @property
     def artifacts(self) -> str:
@@ -83,7 +90,7 @@ class WorldRun:
 
     @property
     def lab_logs(self) -> str:
-        return f"logs/{self.name}_lab"
+        return f"logs/{self.name}_{self.lab}"
 
     @property
     def pilot_logs(self) -> str:
@@ -101,9 +108,27 @@ class WorldRun:
     @property
     def lab_files(self) -> dict[str, str]:
         """The lab's logs folder and report files (the label benchmark: one JSON report per scheme)."""
-        return {"logs": self.lab_logs, "report": self.results("lab.md"), "claims": self.results("lab_claims.txt"),
-                "plot": self.results("lab.png"), "stepbench": self.results("lab_stepbench.json"),
-                "labelbench": self.results("lab_labelbench")}
+        lab = self.lab
+        return {"logs": self.lab_logs, "report": self.results(f"{lab}.md"), "claims": self.results(f"{lab}_claims.txt"),
+                "plot": self.results(f"{lab}.png"), "stepbench": self.results(f"{lab}_stepbench.json"),
+                "labelbench": self.results(f"{lab}_labelbench")}
+
+    def explored(self) -> "WorldRun":
+        """The world's exploratory lab (`lab --explore`): its `explore` family under logs/<world>_explore and
+        results/<world>_explore*, beside the lab's own, never in them. Its scorers share the lab's folders
+        (checkpoints/<world>-lab-*: a row both run is trained once), its report records no pre-registration
+        (the family is not in it), and it runs only once the lab's own report exists (`check_explore_order`)."""
+        check(self.explore is not None, f"--explore: the {self.name} world has no exploratory family (its lab "
+                                        f"runs every row: {make_command('lab', self)})")
+        return replace(self, family=self.explore, lab="explore", preregistration=None, pilot=False, explore=None)
+
+    def check_explore_order(self, own: "WorldRun") -> None:
+        """An exploratory run starts only after the world's own lab wrote its report (`own`: the world's record):
+        the exploratory family repeats some of the lab's comparisons at fewer seeds, and those are not to be
+        seen before the pre-registered ones."""
+        report = Path(own.lab_files["report"]).with_suffix(".json")
+        check(report.is_file(), f"--explore: {report} is not there: the exploratory family runs after the "
+                                f"{self.name} lab's own report ({make_command('lab', own)})")
 
     def report_record(self) -> dict:
         """What the lab's report says of the world: its name, its test questions and, where it has one, the
@@ -153,7 +178,12 @@ WORLD_RUNS.register("toy_deep", WorldRun(
         "train questions); no sweep commands planned")),
     # --calibrate: the demo's MASPRM and ORM are the lab's seed-42 rows, calibrated like its other seeds' rows
     "results/toy_deep_train_seed_{seed}", "docs/preregistration.md", demo_scorer_flags=("--calibrate",), pilot=True,
-    mcts_flags=("--pw_k", "3")))
+    mcts_flags=("--pw_k", "3"),
+    # issue 37's rows on this world (docs/scorer_lab.md, "The exploratory lab on toy_deep"): every row at one
+    # training seed and one search seed, after the confirmatory lab; fixed before any of its runs
+    explore=LabFamily(None, ("last",), None, None, train_seeds=(42,), search_seeds=(42,), exploratory=True, notes=(
+        "exploratory: not in the pre-registered family; training seed 42 and search seed 42 only; no primary "
+        "comparison, every learned row's under Holm",))))
 
 
 def require_world(settings: Any) -> None:

@@ -41,10 +41,11 @@ class LabComparison(Comparison):
     tested: bool = True     # False: a reference row (the policy log-prob), shown but outside the Holm family
     adjusted_p: float | None = None   # Holm-adjusted p over the family (None: the primary, or not tested)
     train_seeds: int = 1    # training seeds the two-level bootstrap resampled (1: the paired bootstrap)
+    declared: bool = True   # the lab declares the primary comparison (False: an exploratory lab, all under Holm)
 
     @property
     def primary(self) -> bool:
-        return self.name == comparison_name(*PRIMARY)
+        return self.declared and self.name == comparison_name(*PRIMARY)
 
     @property
     def adjusted(self) -> str:
@@ -86,8 +87,11 @@ def claims_text(found: Sequence[LabComparison]) -> str:
              "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0. A line that says 'N "
              "training seeds' pairs the rows seed by seed (tree and training seed) and resamples the seeds too "
              "(two-level bootstrap: the CI includes the training variance).",
-             f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict "
-             f"after Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
+             (f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict "
+              f"after Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
+              if any(c.primary for c in found) else
+              f"Exploratory: no primary comparison. Holm: the verdict after Holm's adjustment over all {family} "
+              "comparisons of learned rows (family-wise 5%); the ") +
              "policy log-prob is a reference row. Where a comparison does not hold: \"not better by more than "
              f"{100 * EQUIVALENCE_MARGIN:g} points\" / \"equivalent within ±{100 * EQUIVALENCE_MARGIN:g} points\" "
              "by two one-sided bootstrap tests at 5%. MDE: the minimum detectable effect at 80% power, in points "

@@ -194,11 +194,13 @@ def seed_cells(cells: dict, slug: str, column: str, suffixes: Sequence[str]) -> 
     return [cells.get((slug + suffix, column)) for suffix in suffixes]
 
 
-def comparisons(rows: Sequence[LabRow], cells: dict, seed: int, masprm_tested: bool = True) -> list[LabComparison]:
+def comparisons(rows: Sequence[LabRow], cells: dict, seed: int, masprm_tested: bool = True,
+                primary: bool = True) -> list[LabComparison]:
     """Every row (and the log-prob) against the ORM and against the paper's MASPRM, in every column, over the
     training seeds both have (the lab's --seed among them), with the family's Holm-adjusted p-values;
     `masprm_tested` False: the comparisons against the MASPRM are shown, not tested (a family against the
-    ORM alone, as toy_deep's pre-registration fixes it)."""
+    ORM alone, as toy_deep's pre-registration fixes it); `primary` False: no comparison is the primary
+    one (an exploratory lab: the MASPRM against the ORM under MCTS joins the Holm family too)."""
     suffixes = list(dict.fromkeys(["", *map(seed_suffix, rows)]))   # the lab's --seed first
     rows = [row for row in rows if not seed_suffix(row)]
     names = {row.slug: row.name for row in rows} | EXTRA_ROWS | REFERENCE_ROWS
@@ -219,7 +221,7 @@ def comparisons(rows: Sequence[LabRow], cells: dict, seed: int, masprm_tested: b
                 found.append(LabComparison(f"vs {base.name}", comparison_name(names[slug], base.name, column),
                                            result, tested=slug not in REFERENCE_ROWS
                                            and (base.objective == "orm" or masprm_tested),
-                                           train_seeds=len(both) if result else 0))
+                                           train_seeds=len(both) if result else 0, declared=primary))
     adjust(found)
     return found
 
@@ -288,16 +290,18 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
                  made_by: dict[str, str] | None = None, sweep: Plan | None = None, world: dict | None = None,
-                 masprm_tested: bool = True) -> None:
+                 masprm_tested: bool = True, primary: bool = True) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
     ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added;
     ``world``: its name and test questions (default `TOY_WORLD`) and, where it has one, its pre-registration's
     file and commit (``preregistration``), also recorded in the table's JSON; ``masprm_tested``: whether the
-    comparisons against the MASPRM join the Holm family (`comparisons`)."""
+    comparisons against the MASPRM join the Holm family, ``primary``: whether the lab declares its primary
+    comparison (`comparisons`)."""
     cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
     swept = sweep_cells(logs_dirs, rows, sweep) if sweep else {}
-    found = comparisons(rows, cells, seed, masprm_tested) + (sweep_comparisons(swept, sweep, seed) if sweep else [])
+    found = comparisons(rows, cells, seed, masprm_tested, primary) + \
+        (sweep_comparisons(swept, sweep, seed) if sweep else [])
     adjust(found)   # one Holm family: the sweep's comparisons join the others (docs/scorer_lab.md)
     rows = [row for row in rows if not seed_suffix(row)]
     bench = read_json_or_none(stepbench)
