@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -262,6 +263,19 @@ def test_run_tasks_starts_each_command_after_what_it_needs(tmp_path):
     assert sorted(finished) == ["a", "b", "c", "d"] and finished.index("a") < finished.index("b")
     with pytest.raises(UsageError, match="bad.out"):   # a failing command stops the run, naming its output
         jobs.run_tasks([jobs.Task("bad", [sys.executable, "-c", "raise SystemExit(3)"])], 1, tmp_path)
+
+
+def test_each_command_says_its_wall_time_and_the_driver_counts_its_commands_cpu(tmp_path, capsys):
+    """The numbers a lab's time estimate is checked against: a command that sleeps 1.2 s reports 1 s of wall
+    time (at least 1 s; a busy machine adds start-up); one that spins for 0.5 s of CPU adds at least that to the children's CPU seconds."""
+    before = jobs.children_cpu_seconds()
+    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
+    jobs.run_tasks([jobs.Task("nap", [sys.executable, "-c", "import time; time.sleep(1.2)"]),
+                    jobs.Task("spin", [sys.executable, "-c", spin])], 1, tmp_path)
+    out = capsys.readouterr().out
+    nap = re.search(r"  \[nap: exit 0 after (\d+) s\]", out)
+    assert nap and int(nap.group(1)) >= 1 and "  [spin: exit 0 after " in out
+    assert jobs.children_cpu_seconds() - before >= 0.5
 
 
 def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):

@@ -9,6 +9,7 @@ commands running, each starting once the commands it needs have finished;
 """
 
 import os
+import resource
 import shlex
 import subprocess
 import sys
@@ -54,6 +55,7 @@ class Job:
             full_env.update(OMP_NUM_THREADS=str(threads), MKL_NUM_THREADS=str(threads))
         where = log.relative_to(ROOT) if log and log.is_relative_to(ROOT) else log
         print(f"$ {show(cmd)}" + (f"   [output: {where}]" if log else ""), flush=True)
+        self.started = time.monotonic()
         if log is None:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
         else:
@@ -66,7 +68,9 @@ class Job:
         if self.log is not None:
             lines = [ln for ln in self.log.read_text(errors="replace").replace("\r", "\n").splitlines()
                      if ln.strip() and "it/s]" not in ln and "s/it]" not in ln]
-            print("\n".join(f"  | {line}" for line in lines[-10:]), flush=True)
+            # its wall time: what a lab's time estimate is checked against (docs/scorer_lab.md, "Time budget")
+            print("\n".join(f"  | {line}" for line in lines[-10:])
+                  + f"\n  [{self.log.stem}: exit {code} after {time.monotonic() - self.started:.0f} s]", flush=True)
         if code != 0:
             raise UsageError(f"command failed (exit {code}): {show(self.cmd)}"
                              + (f"; its output is in {self.log}" if self.log else ""))
@@ -83,6 +87,13 @@ class Task:
     name: str                     # also its output file: <folder>/<name>.out
     cmd: list[str]
     after: tuple[str, ...] = ()
+
+
+def children_cpu_seconds() -> float:
+    """User + system CPU seconds of every command this process has run and waited for (they are its
+    children): a driver's cost on a shared machine, where wall time also counts the others' work."""
+    used = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return used.ru_utime + used.ru_stime
 
 
 def run_tasks(tasks: list[Task], jobs: int, folder: Path) -> None:

@@ -42,7 +42,7 @@ from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
-from masprm.stages.jobs import PY, ROOT, Task, run_tasks, stage, stage_command
+from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
 from masprm.stages.lab_estimate import rollout_label_seconds
 from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, replica_stage2,
                                     replica_trees, role_flags, scheme_records_path, scorer_calibrated, seed_root,
@@ -378,7 +378,8 @@ def main(argv: list[str] | None = None) -> int:
                           files["logs"]: make_command("lab-explore" if args.explore else "lab", world)},
                  sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested,
                  primary=not world.family.exploratory)
-    print(f"\nlab finished in {time.time() - started:.0f} s\ntable: {files['report']}\nclaims: {files['claims']}\n"
+    print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
+          f"\ntable: {files['report']}\nclaims: {files['claims']}\n"
           f"plot: {files['plot']}")
     return 0
 
