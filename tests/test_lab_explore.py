@@ -49,10 +49,9 @@ def test_the_exploratory_plan_is_every_row_at_one_seed_in_its_own_folder(tmp_pat
     # every row the default lab plans (the rollout rows need --rollout_rows), at training seed 42, no replica trees
     rows = [line.split(" -> ")[0].strip("# ") for line in out.splitlines() if line.startswith("#   ") and " -> " in line]
     assert len(rows) == len(LAB_SCORERS) - 6 and all(r.endswith(", training seed 42") for r in rows)
-    assert not [c for c in cmds if "--out_root" in c or value(c, "--output-dir")[:1] and
-                value(c, "--output-dir")[0].endswith(("-s7", "-s99"))]
-    # the confirmatory rows' scorers are reused where they are (the demo's and the lab's folders)
     trained = {value(c, "--output-dir")[0] for c in cmds if c[1].endswith("trainer.py")}
+    assert not [c for c in cmds if "--out_root" in c] and not [d for d in trained if d.endswith(("-s7", "-s99"))]
+    # the confirmatory rows' scorers are reused where they are (the demo's and the lab's folders)
     assert {"checkpoints/toy_deep-ppm", "checkpoints/toy_deep-orm", "checkpoints/toy_deep-lab-mc-prm",
             "checkpoints/toy_deep-lab-first_error-pqm"} <= trained
     methods = {m for c in evals for m in flag(c, "--methods")}
@@ -77,8 +76,7 @@ def test_the_exploratory_run_waits_for_the_labs_report(tmp_path, monkeypatch, ca
 
     for m in (demo, lab, jobs):
         monkeypatch.setattr(m, "ROOT", tmp_path)
-    monkeypatch.setattr(demo, "Job", started)
-    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(demo, "Job", started)   # the report is looked for under the lab's folder (ROOT), not the cwd
     monkeypatch.setattr(sys, "argv", ["lab", "--world", "toy_deep", "--explore"])
     with pytest.raises(SystemExit) as stop:
         lab.cli()
@@ -90,6 +88,11 @@ def test_the_exploratory_run_waits_for_the_labs_report(tmp_path, monkeypatch, ca
     (tmp_path / "results" / "toy_deep_lab.json").write_text("{}\n")
     with pytest.raises(RuntimeError, match="a command started"):        # with the report the run goes on
         lab.main(["--world", "toy_deep", "--explore"])
+
+
+def test_the_record_of_a_world_without_an_exploratory_family_is_refused():
+    with pytest.raises(ValueError, match="the toy world has no exploratory family"):
+        WORLD_RUNS["toy"].explored()
 
 
 def test_an_exploratory_lab_never_asks_the_demos_folder():

@@ -28,7 +28,9 @@ the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry
 ``--world toy_deep`` (`make lab WORLD=toy_deep`): the deep toy world's family (`world_runs`), its logs,
 results and scorers under logs/toy_deep_lab, results/toy_deep_lab*, checkpoints/toy_deep-lab-*; its report
 records the pre-registration's commit. A run stops before any work while the test split is empty; `--pilot`
-(`make lab-pilot WORLD=toy_deep`) runs only the dev pilot that sizes it (`masprm.stages.lab_pilot`).
+(`make lab-pilot WORLD=toy_deep`) runs only the dev pilot that sizes it (`masprm.stages.lab_pilot`);
+`--explore` (`make lab-explore WORLD=toy_deep`) the world's exploratory family (every row at one training and
+one search seed, under logs/toy_deep_explore and results/toy_deep_explore*), once the lab's report exists.
 """
 
 from __future__ import annotations
@@ -283,8 +285,8 @@ class LabArgs:
     """The lab's flags (every other setting is the demo's or one of the constants above)."""
 
     seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
-                                  help="evaluation seeds (default: 14 24 42, the demo's; with --explore the "
-                                       "exploratory family's)")
+                                  help=f"evaluation seeds (default: {' '.join(map(str, demo.SEEDS))}, the demo's; "
+                                       "with --explore the exploratory family's)")
     jobs: int = arg(2, flags=("--jobs",), help="commands run side by side, one thread each (default 2)")
     dry_run: bool = arg(False, flags=("--dry_run",), help="print the plan without running it")
     seed: int = arg(42, flags=("--seed",), help="seed of the scorers' training and the step benchmark")
@@ -347,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.dry_run:
         world.check_test_split()   # its searches evaluate the test split: nothing starts without one
         if world.family.exploratory:
-            world.check_explore_order(WORLD_RUNS[args.world])
+            world.check_explore_order(WORLD_RUNS[args.world], ROOT)
     demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
     prepare = demo.commands(demo_args)
     tasks, notes, rows, done = plan(args)
@@ -374,8 +376,8 @@ def main(argv: list[str] | None = None) -> int:
     logs = [files["logs"]] if world.family.exploratory else [world.demo_logs, files["logs"]]
     write_report(rows, logs, files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
-                 made_by={world.demo_logs: make_command("demo", world),
-                          files["logs"]: make_command("lab-explore" if args.explore else "lab", world)},
+                 made_by={folder: make_command("demo" if folder == world.demo_logs else
+                                               "lab-explore" if args.explore else "lab", world) for folder in logs},
                  sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested,
                  primary=not world.family.exploratory)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"

@@ -117,18 +117,19 @@ class WorldRun:
         """The world's exploratory lab (`lab --explore`): its `explore` family under logs/<world>_explore and
         results/<world>_explore*, beside the lab's own, never in them. Its scorers share the lab's folders
         (checkpoints/<world>-lab-*: a row both run is trained once), its report records no pre-registration
-        (the family is not in it), and it runs only once the lab's own report exists (`check_explore_order`)."""
-        check(self.explore is not None, f"--explore: the {self.name} world has no exploratory family (its lab "
-                                        f"runs every row: {make_command('lab', self)})")
+        (the family is not in it), and it runs only once the lab's own report exists (`check_explore_order`).
+        A user's --explore on a world without one is refused by the lab's settings (`LabArgs`) first."""
+        if self.explore is None:
+            raise ValueError(f"the {self.name} world has no exploratory family")
         return replace(self, family=self.explore, lab="explore", preregistration=None, pilot=False, explore=None)
 
-    def check_explore_order(self, own: "WorldRun") -> None:
-        """An exploratory run starts only after the world's own lab wrote its report (`own`: the world's record):
-        the exploratory family repeats some of the lab's comparisons at fewer seeds, and those are not to be
-        seen before the pre-registered ones."""
+    def check_explore_order(self, own: "WorldRun", root: Path) -> None:
+        """An exploratory run starts only after the world's own lab wrote its report (`own`: the world's record;
+        `root`: the folder the lab writes under): the exploratory family repeats some of the lab's comparisons
+        at fewer seeds, and those are not to be seen before the pre-registered ones."""
         report = Path(own.lab_files["report"]).with_suffix(".json")
-        check(report.is_file(), f"--explore: {report} is not there: the exploratory family runs after the "
-                                f"{self.name} lab's own report ({make_command('lab', own)})")
+        check((root / report).is_file(), f"--explore: {report} is not there: the exploratory family runs after "
+                                         f"the {self.name} lab's own report ({make_command('lab', own)})")
 
     def report_record(self) -> dict:
         """What the lab's report says of the world: its name, its test questions and, where it has one, the

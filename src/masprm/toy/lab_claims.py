@@ -83,16 +83,16 @@ def adjust(found: Sequence[LabComparison]) -> None:
 
 def claims_text(found: Sequence[LabComparison]) -> str:
     family = sum(1 for c in found if c.adjusted_p is not None)
+    tests = (f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict after "
+             f"Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
+             if any(c.primary for c in found) else   # an exploratory lab declares none
+             f"Exploratory: no primary comparison. Holm: the verdict after Holm's adjustment over all {family} "
+             "comparisons of learned rows (family-wise 5%); the ")
     lines = ["Every scorer against the ORM and against the paper's MASPRM: the paired difference in pass@1 per "
              "test question (mean over seeds), 95% bootstrap CI over questions; holds = CI above 0. A line that says 'N "
              "training seeds' pairs the rows seed by seed (tree and training seed) and resamples the seeds too "
              "(two-level bootstrap: the CI includes the training variance).",
-             (f"Primary (fixed in advance): {comparison_name(*PRIMARY)}, tested alone at 5%. Holm: the verdict "
-              f"after Holm's adjustment over the other {family} comparisons of learned rows (family-wise 5%); the "
-              if any(c.primary for c in found) else
-              f"Exploratory: no primary comparison. Holm: the verdict after Holm's adjustment over all {family} "
-              "comparisons of learned rows (family-wise 5%); the ") +
-             "policy log-prob is a reference row. Where a comparison does not hold: \"not better by more than "
+             tests + "policy log-prob is a reference row. Where a comparison does not hold: \"not better by more than "
              f"{100 * EQUIVALENCE_MARGIN:g} points\" / \"equivalent within ±{100 * EQUIVALENCE_MARGIN:g} points\" "
              "by two one-sided bootstrap tests at 5%. MDE: the minimum detectable effect at 80% power, in points "
              "(2.80 x the bootstrap standard error)."]
