@@ -79,6 +79,16 @@ def test_the_recorded_platt_scaling_is_read_and_checked():
         platt_of({"platt": {"a": float("nan"), "b": 0}})
 
 
+@pytest.mark.parametrize("a", [-0.13547880276481222, 0.0])   # the first: toy_deep's seed-42 MASPRM (48 values)
+def test_a_slope_that_is_not_positive_is_recorded_but_never_applied(a):
+    # applied, a < 0 reverses the order: of two values 0.2 > -0.2 the calibrated first is the smaller
+    assert a == 0 or calibrated_value(0.2, a, -0.0045) < calibrated_value(-0.2, a, -0.0045)
+    said = []
+    assert platt_of({"platt": {"a": a, "b": -0.0045, "n": 48, "l2": 1e-6}}, warn=said.append) is None
+    assert len(said) == 1 and f"a = {a:.4g} <= 0 would reverse the scorer's order; served uncalibrated" in said[0]
+    assert platt_of({"platt": {"a": 1e-3, "b": 0.0}}, warn=said.append) == (1e-3, 0.0) and len(said) == 1
+
+
 def test_calibration_pairs_of_the_step_and_pair_objectives():
     from masprm.train.pairwise import PAIRWISE
     from masprm.train.stepwise import LAST_STEP, STEPWISE
@@ -103,7 +113,7 @@ def test_calibrate_is_off_by_default_and_refused_where_it_is_not_built():
 
 
 @pytest.mark.slow
-def test_a_calibrated_scorer_records_its_fit_and_serves_it(tmp_path, tiny_model_dir):
+def test_a_calibrated_scorer_records_its_fit_and_serves_it(tmp_path, tiny_model_dir, capsys):
     from masprm.models.scorer import load_scorer
     from helpers_training import train_tiny
 
@@ -117,3 +127,10 @@ def test_a_calibrated_scorer_records_its_fit_and_serves_it(tmp_path, tiny_model_
     scorer.platt = None
     raw = scorer.score_batch([text])[0]
     assert calibrated == pytest.approx(calibrated_value(raw, meta["platt"]["a"], meta["platt"]["b"]), abs=1e-9)
+    # a folder whose recorded slope is negative loads, says so on one line, and serves its raw values
+    meta["platt"]["a"] = -0.5
+    (result.output_dir / "masprm_scorer.json").write_text(json.dumps(meta))
+    capsys.readouterr()
+    scorer = load_scorer(result.output_dir)
+    assert scorer.platt is None and scorer.score_batch([text])[0] == pytest.approx(raw, abs=1e-9)
+    assert "Platt slope a = -0.5 <= 0 would reverse the scorer's order" in capsys.readouterr().err

@@ -16,7 +16,7 @@ from __future__ import annotations
 import json
 import math
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from masprm.errors import ModelError
 from masprm.io import atomic_write_json
@@ -107,8 +107,9 @@ def read_out_of(meta: dict[str, Any]) -> str:
     return "sigmoid" if training_of(meta).get("objective") in BCE_OBJECTIVES and bce else "tanh"
 
 
-def platt_of(meta: dict[str, Any]) -> tuple[float, float] | None:
-    """The Platt scaling (a, b) ``--calibrate`` recorded (masprm.calibration), None for an uncalibrated scorer."""
+def platt_of(meta: dict[str, Any], warn: Callable[[str], Any] | None = None) -> tuple[float, float] | None:
+    """The Platt scaling (a, b) ``--calibrate`` recorded (masprm.calibration), None for an uncalibrated scorer
+    and for a recorded slope a <= 0, which is not applied (``warn`` is told why)."""
     platt = meta.get("platt")
     if platt is None:
         return None
@@ -118,6 +119,14 @@ def platt_of(meta: dict[str, Any]) -> tuple[float, float] | None:
         raise ModelError(f"{SCORER_META_FILE}: platt must hold numbers a and b, got {platt!r}") from None
     if not (math.isfinite(a) and math.isfinite(b)):
         raise ModelError(f"{SCORER_META_FILE}: platt must hold finite numbers a and b, got {platt!r}")
+    if a <= 0:
+        # Calibration sets the scale of a scorer's values and must keep their order: a slope a <= 0, fitted on a
+        # split the scorer ranks backwards or not at all (toy_deep's MASPRM: 48 held-out values, a = -0.14),
+        # would serve the scorer's negation, so a search would follow the opposite of what was trained.
+        if warn is not None:
+            warn(f"{SCORER_META_FILE}: Platt slope a = {a:.4g} <= 0 would reverse the scorer's order; "
+                 "served uncalibrated (docs/pipeline.md, --calibrate)")
+        return None
     return a, b
 
 

@@ -31,6 +31,7 @@ import torch
 from peft import PeftModel
 
 from masprm.errors import ModelError, first_line
+from masprm.log import get_logger
 from masprm.models.adapters import fit_embeddings_to_adapter
 from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, peft_alias_warning_silenced,
                                    resolve_device, scorer_options)
@@ -48,6 +49,8 @@ from masprm.models.generative_verifier import (QUESTION, answer_ids, question_id
 from masprm.models.implicit_reward import encode_step_tokens, step_rewards, token_log_probs
 from masprm.models.token_scorer import load_causal_lm, load_token_scorer, separator_token_id
 from masprm.state_text import DEFAULT_SEPARATOR, StepText
+
+log = get_logger(__name__)
 
 
 @dataclass
@@ -343,7 +346,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                           setting=setting, source=str(path),
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
-                    scale=logit_scale(meta), platt=platt_of(meta), setting=setting, source=str(path))
+                    scale=logit_scale(meta), platt=platt_of(meta, warn=lambda line: log.warning("%s: %s", path, line)),
+                    setting=setting, source=str(path))
 
 
 def load_weights(loader, record: ScorerFolder, base: str, options: ModelOptions, n_tokens: int | None, *,
