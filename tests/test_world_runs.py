@@ -114,6 +114,7 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
     assert len(mcts) < len(evals) and all("--pw_k" not in c for c in evals if c not in mcts)
     assert evals and all(flag(c, "--step_oracle") == ["toy_deep"] and flag(c, "--split") == ["test"]
                          and flag(c, "--seeds") == ["14", "24", "42"] for c in evals)
+    assert all(flag(c, "--search_batch_size") == ["128"] for c in evals)    # its measured batch (the toy's: 32)
     methods = {m for c in evals for m in flag(c, "--methods")}
     assert methods == {"single_pass", "sbs_logprob", "mcts_logprob", "bon_logprob", "sbs_prm", "mcts_prm", "mcts_orm",
                        "bon_orm", "sbs_oracle_step", "sbs_oracle_outcome", "mcts_oracle_step", "mcts_oracle_outcome",

@@ -64,9 +64,9 @@ SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--tra
                    "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
                    "--max-length", "256", "--quiet")
 CPU = ("--no_compile", "--device_map", "cpu")
-# Examples searched together, their model calls batched (results do not depend on it); the fastest sizes
-# measured on the demo's 2-core CPU: 64 trees, 32 evaluation examples.
-TREE_BATCH, EVAL_BATCH = 64, 32
+# Trees searched together, their model calls batched (results do not depend on it): the fastest size measured
+# on the demo's 2-core CPU. An evaluation's is its world's (`WorldRun.eval_batch`).
+TREE_BATCH = 64
 
 
 def output_folder(world: WorldRun) -> Path:
@@ -136,7 +136,7 @@ def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | No
             "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
             "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
             "--top_p", "0.95", "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
-            "--search_batch_size", str(EVAL_BATCH), *CPU, *world.eval_flags,
+            "--search_batch_size", str(world.eval_batch), *CPU, *world.eval_flags,
             *(world.mcts_flags if runs_mcts(methods) else ()), *budget]
 
 
