@@ -13,6 +13,7 @@ import pytest
 
 from helpers import flag
 from masprm.cli import UsageError
+from masprm.errors import ConfigError
 from masprm.roles import ROLES
 from masprm.stages import demo, jobs, lab
 
@@ -75,9 +76,9 @@ def plan(monkeypatch, tmp_path, **args):
     monkeypatch.setattr(lab, "labelbench_available", lambda: True)
     monkeypatch.setattr(lab, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "ROOT", tmp_path)
-    tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"seeds": [14, 24, 42], "seed": 42, "sample_n": None,
-                                                           "sbs_budget": [2, 3], "train_seeds": [42], "n_train": demo.N_TRAIN,
-                                                           "rollout_rows": True, "world": "toy", **args}))
+    settings = {"seeds": [14, 24, 42], "seed": 42, "sample_n": None, "sbs_budget": [2, 3], "train_seeds": [42],
+                "n_train": demo.N_TRAIN, "rollout_rows": True, "world": "toy", **args}
+    tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"rollout_seeds": settings["train_seeds"], **settings}))
     return {t.name: t for t in tasks}, notes, rows, done
 
 
@@ -174,6 +175,25 @@ def test_the_rollout_rows_are_planned_only_with_their_flag_and_change_no_other_c
     assert not any("--rollout-policy" in with_rows[n].cmd for n in ("labels_first_error", "labels_first_error_s7"))
 
 
+def test_the_rollout_rows_can_stay_at_fewer_training_seeds_than_the_others(monkeypatch, tmp_path):
+    every, _, _, _ = plan(monkeypatch, tmp_path, train_seeds=[42, 7])
+    fewer, _, rows, _ = plan(monkeypatch, tmp_path, train_seeds=[42, 7], rollout_seeds=[42])
+    # the same plan less the rollout rows' seed-7 labels, trainings and searches
+    assert set(every) - set(fewer) == {n for n in every if n.endswith("_s7") or "_s7_" in n
+                                       for s in ROLLOUT_SCHEMES if f"{s}-prm_s7" in n or n == f"labels_{s}_s7"}
+    assert {t: every[t] for t in fewer} == fewer and "train_mc-prm_s7" in fewer and "train_shapley-prm" in fewer
+    assert sorted(r.train_seed or 42 for r in rows if r.scheme == "shapley") == [42]
+    assert sorted(r.train_seed or 42 for r in rows if (r.scheme, r.objective) == ("mc", "prm")) == [7, 42]
+
+
+@pytest.mark.parametrize("seeds, message", [([7], "rollout_seeds must include --seed 42"),
+                                            ([42, 99], "rollout_seeds must be some of --train_seeds [42, 7]")])
+def test_rollout_seeds_outside_the_training_seeds_are_one_line(seeds, message):
+    assert lab.LabArgs(train_seeds=[42, 7]).rollout_seeds == [42, 7]   # default: every training seed
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        lab.LabArgs(train_seeds=[42, 7], rollout_seeds=seeds)
+
+
 def test_a_replica_seed_grows_its_trees_and_trains_every_row_on_them(monkeypatch, tmp_path):
     tasks, _, rows, done = plan(monkeypatch, tmp_path, train_seeds=[42, 7])
     run = Path(demo.run_folder()).name
@@ -235,7 +255,7 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
 
     monkeypatch.setattr(lab, "missing", missing)
     tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42],
-                                                     rollout_rows=True, world="toy"))
+                                                     rollout_rows=True, rollout_seeds=[42], world="toy"))
     assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
     assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}

@@ -11,11 +11,9 @@ On the demo's trees (its stages 0-3 run first, skipped where their outputs exist
   sweep      the compute-matched sweep: per budget of agent samples (4 8 12 24), best-of-N + ORM and SBS / MCTS
              with the demo's MASPRM and ORM at the settings matched on the train questions (compute_match.SWEEP)
 
-Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's
-seed on its trees, at the others on trees grown at that seed (their own stage 1 and 2), each seed's
-scorers searched with like the demo's seed's; the claims pair the rows seed by seed (two-level bootstrap).
-
-then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its facts in results/toy_lab.json),
+Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's seed on its
+trees, at the others on trees grown at that seed (their own stages 1 and 2); the claims pair rows seed by seed.
+Then the report (`masprm.toy.lab_report`): results/toy_lab.md (the table; its facts in results/toy_lab.json),
 results/toy_lab_claims.txt (every scorer against the ORM and against the paper's MASPRM, paired bootstrap CIs) and
 results/toy_lab.png. The conditions without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
 best-of-N samples are drawn once per seed and read back by every scorer (logs/toy_lab/sampled_passes). Commands run
@@ -23,14 +21,13 @@ best-of-N samples are drawn once per seed and read back by every scorer (logs/to
 pinned numerics. Outputs that exist are skipped (label files, finished scorers, benchmark reports); evaluation
 commands skip their COMPLETED conditions themselves; an interrupted lab continues where it stopped. A scheme or
 objective that is not registered is reported in one line and its row left out, and so is a row whose labels sample
-the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` prints that cost).
+the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` prints that cost), trained
+then at each of `--rollout_seeds` (default: every training seed).
 
-``--world toy_deep`` (`make lab WORLD=toy_deep`): the deep toy world's family (`world_runs`), its logs,
-results and scorers under logs/toy_deep_lab, results/toy_deep_lab*, checkpoints/toy_deep-lab-*; its report
-records the pre-registration's commit. A run stops before any work while the test split is empty; `--pilot`
-(`make lab-pilot WORLD=toy_deep`) runs only the dev pilot that sizes it (`masprm.stages.lab_pilot`);
-`--explore` (`make lab-explore WORLD=toy_deep`) the world's exploratory family (every row at one training and
-one search seed, under logs/toy_deep_explore and results/toy_deep_explore*), once the lab's report exists.
+``--world toy_deep``: the deep world's family (`world_runs`) under logs/toy_deep_lab, results/toy_deep_lab*,
+checkpoints/toy_deep-lab-*, its report recording the pre-registration's commit; `--pilot` only the dev pilot
+that sizes its test split (`lab_pilot`); `--explore` its exploratory family (logs/toy_deep_explore), once the
+lab's report exists.
 """
 
 from __future__ import annotations
@@ -69,9 +66,8 @@ PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4
 
 def budgets(args) -> dict:
     """The settings of the lab's conditions per search family (what the report tabulates)."""
-    b1, b2 = args.sbs_budget
-    return {"sbs": {"b1": b1, "b2": b2}, "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN},
-            "bon": {"bon_n": BON_N}}
+    return {"sbs": dict(zip(("b1", "b2"), args.sbs_budget)), "bon": {"bon_n": BON_N},
+            "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN}}
 
 
 def missing(scorer: LabScorer) -> str | None:
@@ -180,7 +176,8 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
     notes += world.family.notes
     rows = [s for s in world_rows(world) if not left_out(s, args.rollout_rows)]
-    replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows]
+    replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows
+                if seed in (args.rollout_seeds if needs_rollouts(s.scheme) else args.train_seeds)]
     bench = labelbench_available() and world.family.benchmarks
     if not labelbench_available():
         notes.append("label quality: masprm.toy.labelbench is not there; the label AUC column is left empty")
@@ -306,6 +303,9 @@ class LabArgs:
     rollout_rows: bool = arg(False, flags=("--rollout_rows",),
                              help="also the rows whose labels sample the policy afresh (mc_rollouts, "
                                   "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
+    rollout_seeds: list[int] | None = arg(None, flags=("--rollout_seeds",), nargs="+",
+                                          help="the training seeds of the rollout rows, some of --train_seeds "
+                                               "(default: all of them)")
     world: str = arg(DEFAULT_WORLD, flags=("--world",),
                      help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD}): its lab family")
     pilot: bool = arg(False, flags=("--pilot",), help="only the dev pilot that sizes toy_deep's test split (lab_pilot)")
@@ -326,10 +326,15 @@ class LabArgs:
         for name, value in defaults.items():
             if getattr(self, name) is None:
                 object.__setattr__(self, name, value)
+        if self.rollout_seeds is None:
+            object.__setattr__(self, "rollout_seeds", self.train_seeds)
         require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
-        check_seeds(self, ("seed", "seeds", "train_seeds"))
-        require(self.seed in self.train_seeds, "train_seeds",
-                f"train_seeds must include --seed {self.seed} (the demo's trees and scorers), got {self.train_seeds}")
+        check_seeds(self, ("seed", "seeds", "train_seeds", "rollout_seeds"))
+        for name in ("train_seeds", "rollout_seeds"):
+            require(self.seed in getattr(self, name), name, f"{name} must include --seed {self.seed} (the demo's "
+                                                            f"trees and scorers), got {getattr(self, name)}")
+        require(set(self.rollout_seeds) <= set(self.train_seeds), "rollout_seeds",
+                f"rollout_seeds must be some of --train_seeds {self.train_seeds}, got {self.rollout_seeds}")
         require(min(self.sbs_budget) >= 1, "sbs_budget",
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
         require(not self.pilot or WORLD_RUNS[self.world].pilot, "pilot",
