@@ -4,7 +4,8 @@ Trains a one-step ppm adapter on the tiny model (the real save/load path),
 loads it with `load_scorer`, and scores state texts of mixed length (a
 question plus 1-5 steps) with batch sizes 1, 8 and 32. Prints texts/s and
 tokens/s, and the same batches without the length sort, to show what sorting
-by length saves in padding.
+by length saves in padding; then the same adapter kept apart from its base
+(`load_scorer(merge=False)`) against merged into it (the default), as a ratio.
 
     python bench/bench_scorer.py [--threads N] [--texts T] [--repeats R]
 """
@@ -53,7 +54,7 @@ def make_scorer(folder: pathlib.Path):
                                  "rejected_actions": [f"{a} no"]}) + "\n")
     train_scorer(TrainConfig(mode="ppm", data_file=str(pairs), output_dir=str(folder / "scorer"),
                              model_id=str(model), max_steps=1, grad_accum=1, lora_r=8, progress=False))
-    return load_scorer(folder / "scorer")
+    return folder / "scorer"
 
 
 def main() -> int:
@@ -65,7 +66,8 @@ def main() -> int:
     torch.set_num_threads(args.threads)
 
     with tempfile.TemporaryDirectory() as tmp:
-        scorer = make_scorer(pathlib.Path(tmp))
+        folder = make_scorer(pathlib.Path(tmp))
+        scorer = load_scorer(folder)
         texts = state_texts(args.texts)
         n_tokens = sum(len(ids) for ids in scorer.encoder.encode(texts))
         print(f"{len(texts)} texts, {n_tokens / len(texts):.0f} tokens each on average, "
@@ -79,6 +81,11 @@ def main() -> int:
                                         for i in range(0, len(texts), batch_size)], args.repeats)
             print(f"{batch_size:>5} | {len(texts) / sorted_s:>8.1f} | {n_tokens / sorted_s:>9.0f} | "
                   f"{len(texts) / unsorted_s:>16.1f}")
+        apart = load_scorer(folder, merge=False)
+        apart.batch_size = scorer.batch_size = 32
+        merged_s, apart_s = (timed(lambda s=s: s.score_batch(texts), args.repeats) for s in (scorer, apart))
+        print(f"batch 32: the adapter merged into its base {apart_s / merged_s:.2f}x the texts/s of it kept apart "
+              f"({len(texts) / merged_s:.1f} against {len(texts) / apart_s:.1f})")
     return 0
 
 

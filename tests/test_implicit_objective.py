@@ -80,7 +80,7 @@ def test_a_trained_implicit_scorer_values_prefixes_by_their_partial_sums(tmp_pat
     adapter = json.loads((result.output_dir / "adapter_config.json").read_text())
     assert adapter["bias"] == "none" and not adapter.get("modules_to_save")   # the base stays pi_ref
     scorer = load_scorer(result.output_dir)
-    assert isinstance(scorer, ImplicitScorer)
+    assert isinstance(scorer, ImplicitScorer) and hasattr(scorer.model, "disable_adapter")   # never merged
     example, trainer, batch = first_eval_batch(result, ImplicitCollator)
     with torch.no_grad():
         _, p, _ = trainer.loss_and_predictions(trainer.model, batch)

@@ -46,6 +46,15 @@ def test_loaded_adapter_reproduces_the_trainers_eval_scores(ppm_run, scorer):
     assert scorer.separator == SEP and not scorer.model.training
 
 
+def test_an_adapter_is_merged_into_its_base_and_scores_as_it_did_apart(ppm_run, scorer):
+    from peft import PeftModel
+    apart = load_scorer(ppm_run.output_dir, merge=False)
+    assert isinstance(apart.model, PeftModel) and not isinstance(scorer.model, PeftModel)
+    assert not [name for name, _ in scorer.model.named_modules() if "lora_" in name]   # no adapter left to run
+    texts = [e["pos_text"] for e in ppm_run.eval_examples] + [e["neg_text"] for e in ppm_run.eval_examples]
+    np.testing.assert_allclose(scorer.score_batch(texts), apart.score_batch(texts), atol=1e-5)
+
+
 def test_full_fine_tune_is_loaded_as_a_plain_model(tmp_path, tiny_model_dir):
     rng = random.Random(6)
     data = write_jsonl(tmp_path / "prm.jsonl", [step_record(rng) for _ in range(30)])

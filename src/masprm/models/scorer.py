@@ -283,7 +283,7 @@ def adapter_base_model(record: ScorerFolder, base_model_id: str | None, setting:
 
 def load_scorer(path: str | Path, base_model_id: str | None = None, options: ModelOptions | None = None,
                 max_length: int | None = None, batch_size: int = 16, *, setting: str = "prm_dir",
-                record: ScorerFolder | None = None) -> HFScorer:
+                record: ScorerFolder | None = None, merge: bool = True) -> HFScorer:
     """Load a trained scorer in eval mode.
 
     `options=None` means `scorer_options(ModelOptions())`: a 4-bit NF4 base on
@@ -292,7 +292,8 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     `setting` names the scorer's setting (its folder's flag) in error messages.
     `record` is the folder as stage 4 already read it (``masprm.scorer_folder``), in the format it chose;
     None reads it here and reads it in the format it shows (``masprm.scorer_formats``). A public format
-    loads through ``masprm.models.public_scorers``.
+    loads through ``masprm.models.public_scorers``. `merge=False` keeps a LoRA adapter apart from its base
+    (`load_weights`; bench/bench_scorer.py measures what merging saves).
     """
     if options is None:
         options = scorer_options(ModelOptions())
@@ -323,7 +324,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     heads = {} if causal else {"heads": 2 if training.get("objective") == "biprm" else
                                int(meta.get("ensemble_heads", 1))}
     model = load_weights(load_causal_lm if causal else load_token_scorer, record, base, options, len(tokenizer),
-                         pad_token_id=tokenizer.pad_token_id, setting=setting, **heads)
+                         pad_token_id=tokenizer.pad_token_id, setting=setting, merge=merge and not implicit, **heads)
     # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).
     style = text_style(meta, folder, setting)
     encoder = TextEncoder(tokenizer, sep_id, max_length=max_length or meta.get("max_length", 2048),
@@ -351,9 +352,11 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
 
 
 def load_weights(loader, record: ScorerFolder, base: str, options: ModelOptions, n_tokens: int | None, *,
-                 setting: str, n_tokenizer: int | None = None, **kwargs):
+                 setting: str, n_tokenizer: int | None = None, merge: bool = True, **kwargs):
     """The scorer's model on its device in eval mode: ``loader`` (``masprm.models.token_scorer``) on ``base``,
-    its embeddings resized to ``n_tokens`` (None: as saved), and the folder's adapter on top."""
+    its embeddings resized to ``n_tokens`` (None: as saved), and the folder's adapter on top, merged into the
+    base's weights when ``merge`` and the base is not 4-bit (the implicit PRM keeps it apart: its reference
+    is the base without it)."""
     device = resolve_device(options.device_map)
     quantized = options.load_in_4bit
     place = (device.index or 0) if device.type == "cuda" else "cpu"
@@ -369,6 +372,11 @@ def load_weights(loader, record: ScorerFolder, base: str, options: ModelOptions,
         except (RuntimeError, ValueError, KeyError, OSError) as err:  # e.g. shapes of another base model
             raise ModelError(f"{setting} {folder}: the adapter does not fit base model {base}: "
                              f"{first_line(err)}", setting=setting) from None
+        if merge and not quantized:
+            # W + BA once instead of two extra matmuls and peft's wrappers in every layer of every forward: a
+            # search scores hundreds of texts per question (MCTS + mc+prm on toy_deep: 22% fewer CPU seconds;
+            # values equal to about 1e-6, bench/bench_scorer.py)
+            model = model.merge_and_unload()
     if not quantized:
         model.to(device)
     return model.eval()
