@@ -193,7 +193,7 @@ def test_the_tables_facts_say_which_command_made_each_cell_and_the_readme_marks_
     orm = next(ln for ln in lines if ln.startswith("| ORM |")).split(" | ")
     assert [c.endswith(" †") for c in masprm[4:7]] == [True, True, False]   # SBS, MCTS: the demo's; BoN: none
     assert not any(c.endswith("†") for c in orm) and not masprm[7].endswith("†")   # the ORM's MCTS is the lab's
-    assert lines[1].startswith(f"| {DEMO_NOTE} |")
+    assert lines[1].startswith(f"| {DEMO_NOTE.format(demo='make demo', lab='make lab')} |")
 
 
 def test_the_orm_leaf_run_and_the_oracles_have_rows_of_their_own():

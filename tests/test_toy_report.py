@@ -3,7 +3,7 @@
 import json
 
 from masprm.eval.aggregate import PlotCondition, Row
-from masprm.toy.report import DEMO_NOTE, demo_table, fill_blocks, main, stepbench_table
+from masprm.toy.report import demo_table, fill_blocks, main, stepbench_table
 
 
 def row(method: str, budget: str, pass1: list[float], pass5: list[float], tokens: list[float], work: list[float]):
@@ -97,7 +97,7 @@ def test_the_readme_summary_marks_the_cells_make_demo_made_from_the_labs_facts(t
     (tmp_path / "README.md").write_text("<!-- report: lab-summary -->\n<!-- /report -->\n")
     assert main(["--docs", str(docs), "--results", str(results), "--logs_dir", str(tmp_path / "nologs")]) == 0
     lines = (tmp_path / "README.md").read_text().splitlines()
-    assert lines[1].startswith(f"| {DEMO_NOTE} | label AUC")   # the first header says what † means
+    assert lines[1].startswith("| scorer (†: from `make demo`, the rest from `make lab`) | label AUC")   # what † means
     assert lines[3:6] == [
         # the MASPRM's and the ORM's SBS and MCTS are the demo's, and so is the difference of their MCTS cells
         "| MASPRM | 0.74 | 0.21 | 0.48 | 40.1 ± 2.0 † | 35.3 ± 1.2 † | 32.9 ± 2.5 | -2.4 [-5.7, +0.8] † |",
@@ -130,3 +130,35 @@ def test_the_readme_summary_keeps_a_few_lab_columns_and_adds_the_mcts_difference
         "<!-- /report -->\nend\n")
     # a results folder from before the table's facts: its Markdown table, unmarked, and a note saying so
     assert f"report: lab-summary: no {results / 'toy_lab.json'}" in capsys.readouterr().out
+
+
+def test_the_deep_worlds_lab_has_blocks_of_its_own_marked_by_its_demo(tmp_path):
+    docs, results = tmp_path / "docs", tmp_path / "results"
+    docs.mkdir()
+    results.mkdir()
+    columns = ["scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %",
+               "BoN min pass@1 %"]
+    demo, lab = "logs/toy_deep_demo", "logs/toy_deep_lab"
+    rows = [("masprm-ppm", ["MASPRM", "0.65", "0.10", "0.40", "2.4 ± 0.3", "3.8 ± 0.5", "–"], demo),
+            ("mc-orm", ["ORM", "outcome only", "0.30", "0.60", "20.0 ± 1.0", "30.0 ± 1.0", "–"], demo)]
+    (results / "toy_deep_lab.md").write_text("# toy_deep lab\n\n| a |\n|---|\n| 1 |\n")
+    (results / "toy_deep_lab_claims.txt").write_text("deep claims\n")
+    (results / "toy_deep_lab.json").write_text(json.dumps({
+        "columns": columns, "made_by": {demo: "make demo WORLD=toy_deep", lab: "make lab WORLD=toy_deep"},
+        "rows": [{"slug": k, "cells": dict(zip(columns, v)), "logs": {"MCTS pass@1 %": d, "SBS pass@1 %": lab}}
+                 for k, v, d in rows]}))
+    (results / "toy_deep_lab_claims.json").write_text(json.dumps([
+        {"name": "MASPRM vs ORM (MCTS)", "result": {"mean_diff": -0.262, "ci_low": -0.3, "ci_high": -0.22}}]))
+    (tmp_path / "README.md").write_text("<!-- report: toy_deep-lab-summary -->\n<!-- /report -->\n")
+    (docs / "lab.md").write_text("<!-- report: toy_deep-lab-table -->\n<!-- /report -->\n"
+                                 "<!-- report: toy_deep-lab-claims -->\n<!-- /report -->\n"
+                                 "<!-- report: lab-table -->\nthe toy world's, no source here\n<!-- /report -->\n")
+    assert main(["--docs", str(docs), "--results", str(results), "--logs_dir", str(tmp_path / "nologs")]) == 0
+    assert (docs / "lab.md").read_text() == (
+        "<!-- report: toy_deep-lab-table -->\n| a |\n|---|\n| 1 |\n<!-- /report -->\n"
+        "<!-- report: toy_deep-lab-claims -->\n```\ndeep claims\n```\n<!-- /report -->\n"
+        "<!-- report: lab-table -->\nthe toy world's, no source here\n<!-- /report -->\n")
+    lines = (tmp_path / "README.md").read_text().splitlines()
+    assert lines[1].startswith("| scorer (†: from `make demo WORLD=toy_deep`, the rest from `make lab WORLD=toy_deep`) |")
+    # the MCTS cells and their difference are the deep demo's; the SBS cells the lab's
+    assert lines[3] == "| MASPRM | 0.65 | 0.10 | 0.40 | 2.4 ± 0.3 | 3.8 ± 0.5 † | – | -26.2 [-30.0, -22.0] † |"

@@ -19,6 +19,8 @@ The blocks (`BLOCKS`) and where they come from:
     lab-summary   results/toy_lab.json (the lab table's facts) and toy_lab_claims.json (make lab): a few
                   columns for the README, the cells `make demo` made marked †; a results folder from
                   before toy_lab.json: the table of results/toy_lab.md, unmarked (with a note)
+    toy_deep-lab-table, -claims, -summary          the same of results/toy_deep_lab* (make lab WORLD=toy_deep)
+    toy_deep-explore-table, -claims, -summary      the same of results/toy_deep_explore* (make lab-explore ...)
 
 The docs are `--docs`/*.md and the README.md beside that folder.
 
@@ -126,7 +128,10 @@ SUMMARY_CLAIM = ("ORM", "MCTS", "MCTS vs ORM, points [95% CI]")   # baseline, co
 
 
 DEMO_MARK = " †"   # after a cell whose numbers `make demo` wrote (the lab reads the demo's own conditions)
-DEMO_NOTE = "scorer (†: from `make demo`, the rest from `make lab`)"   # the first header when a cell is marked
+DEMO_NOTE = "scorer (†: from `{demo}`, the rest from `{lab}`)"   # the first header when a cell is marked
+# Each lab's report files (results/<stem>.md, .json, _claims.txt, _claims.json) by its blocks' prefix: the toy
+# world's lab keeps the names it had before the second world existed.
+LAB_BLOCKS = {"lab": "toy_lab", "toy_deep-lab": "toy_deep_lab", "toy_deep-explore": "toy_deep_explore"}
 
 
 def markdown_rows(text: str) -> list[dict[str, str]]:
@@ -162,35 +167,45 @@ def lab_summary(table: Path, claims: Path) -> str:
     rows = lab_rows(table)
     column_key = f"{column} pass@1 %"
     base_by = next((by for cells, by in rows if cells.get("scorer") == base), {}).get(column_key)
+    made = {command for _, by in rows for command in by.values() if command}
+
+    def by_demo(command: str | None) -> bool:   # `make demo`, or `make demo WORLD=...`
+        return bool(command) and command.split(" WORLD=")[0] == "make demo"
+
     lines, marked = [], False
     for cells, by in rows:
         r = by_name.get(comparison_name(cells.get("scorer", ""), base, column))
         diff = (f"{100 * r['mean_diff']:+.1f} [{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]"
                 if r else "–")
-        demo = {c for c in SUMMARY_COLUMNS if by.get(c) == "make demo"}
-        if r and by.get(column_key) == base_by == "make demo":
+        demo = {c for c in SUMMARY_COLUMNS if by_demo(by.get(c))}
+        if r and by_demo(by.get(column_key)) and by.get(column_key) == base_by:
             demo.add(title)
         marked = marked or bool(demo)
         row = [*(cells.get(c, "–") for c in SUMMARY_COLUMNS), diff]
         lines.append("| " + " | ".join(v + (DEMO_MARK if c in demo else "") for c, v in zip((*SUMMARY_COLUMNS, title), row))
                      + " |")
-    head = [DEMO_NOTE if marked else SUMMARY_COLUMNS[0], *SUMMARY_COLUMNS[1:], title]
+    note = DEMO_NOTE.format(demo=next((c for c in sorted(made) if by_demo(c)), "make demo"),
+                            lab=next((c for c in sorted(made) if not by_demo(c)), "make lab"))
+    head = [note if marked else SUMMARY_COLUMNS[0], *SUMMARY_COLUMNS[1:], title]
     return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|", *lines])
 
 
 def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]:
     """block name -> (the file it is made from, how to make its body)."""
     results, logs = Path(args.results), Path(args.logs_dir)
-    return {
+    sources = {
         "demo-table": (logs, lambda: demo_table(aggregate(read_logs(logs))[0])),
         "demo-claims": (results / "toy_demo_claims.txt", lambda: _fenced(results / "toy_demo_claims.txt")),
         "stepbench": (results / "toy_stepbench.json", lambda: stepbench_table(
             json.loads((results / "toy_stepbench.json").read_text(encoding="utf-8")))),
-        "lab-table": (results / "toy_lab.md", lambda: _untitled(results / "toy_lab.md")),
-        "lab-claims": (results / "toy_lab_claims.txt", lambda: _fenced(results / "toy_lab_claims.txt")),
-        "lab-summary": (results / "toy_lab.md", lambda: lab_summary(results / "toy_lab.md",
-                                                                    results / "toy_lab_claims.json")),
     }
+    for prefix, stem in LAB_BLOCKS.items():
+        table, claims = results / f"{stem}.md", results / f"{stem}_claims.txt"
+        sources |= {f"{prefix}-table": (table, lambda table=table: _untitled(table)),
+                    f"{prefix}-claims": (claims, lambda claims=claims: _fenced(claims)),
+                    f"{prefix}-summary": (table, lambda table=table, claims=claims:
+                                          lab_summary(table, claims.with_suffix(".json")))}
+    return sources
 
 
 def fill_blocks(text: str, bodies: dict[str, str]) -> str:
