@@ -137,10 +137,10 @@ def test_the_deep_worlds_lab_has_blocks_of_its_own_marked_by_its_demo(tmp_path):
     docs.mkdir()
     results.mkdir()
     columns = ["scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %",
-               "BoN min pass@1 %"]
+               "BoN min pass@1 %", "BoN last pass@1 %"]
     demo, lab = "logs/toy_deep_demo", "logs/toy_deep_lab"
-    rows = [("masprm-ppm", ["MASPRM", "0.65", "0.10", "0.40", "2.4 ± 0.3", "3.8 ± 0.5", "–"], demo),
-            ("mc-orm", ["ORM", "outcome only", "0.30", "0.60", "20.0 ± 1.0", "30.0 ± 1.0", "–"], demo)]
+    rows = [("masprm-ppm", ["MASPRM", "0.65", "0.10", "0.40", "2.4 ± 0.3", "3.8 ± 0.5", "–", "–"], demo),
+            ("mc-orm", ["ORM", "outcome only", "0.30", "0.60", "20.0 ± 1.0", "30.0 ± 1.0", "–", "9.1 ± 0.4"], demo)]
     (results / "toy_deep_lab.md").write_text("# toy_deep lab\n\n| a |\n|---|\n| 1 |\n")
     (results / "toy_deep_lab_claims.txt").write_text("deep claims\n")
     (results / "toy_deep_lab.json").write_text(json.dumps({
@@ -160,5 +160,7 @@ def test_the_deep_worlds_lab_has_blocks_of_its_own_marked_by_its_demo(tmp_path):
         "<!-- report: lab-table -->\nthe toy world's, no source here\n<!-- /report -->\n")
     lines = (tmp_path / "README.md").read_text().splitlines()
     assert lines[1].startswith("| scorer (†: from `make demo WORLD=toy_deep`, the rest from `make lab WORLD=toy_deep`) |")
+    assert "| BoN last pass@1 % |" in lines[1] and "BoN min" not in lines[1]   # no row has a BoN min cell
+    assert lines[4].startswith("| ORM | outcome only | 0.30 | 0.60 | 20.0 ± 1.0 | 30.0 ± 1.0 † | 9.1 ± 0.4 | – |")
     # the MCTS cells and their difference are the deep demo's; the SBS cells the lab's
     assert lines[3] == "| MASPRM | 0.65 | 0.10 | 0.40 | 2.4 ± 0.3 | 3.8 ± 0.5 † | – | -26.2 [-30.0, -22.0] † |"

@@ -125,6 +125,9 @@ def _untitled(path: Path) -> str:
 # The lab table's columns the README's summary keeps, and the comparison it adds from the claims.
 SUMMARY_COLUMNS = ("scorer", "label AUC R / P / S / V", "step F1", "step AUC R / P", "SBS pass@1 %", "MCTS pass@1 %", "BoN min pass@1 %")
 SUMMARY_CLAIM = ("ORM", "MCTS", "MCTS vs ORM, points [95% CI]")   # baseline, column, the summary's header
+# A summary column no row of the lab has, and the one shown in its place (toy_deep ranks best-of-N by the last
+# step's value only).
+SUMMARY_FALLBACK = {"BoN min pass@1 %": "BoN last pass@1 %"}
 
 
 DEMO_MARK = " †"   # after a cell whose numbers `make demo` wrote (the lab reads the demo's own conditions)
@@ -165,6 +168,8 @@ def lab_summary(table: Path, claims: Path) -> str:
     by_name = {c["name"]: c["result"] for c in found}
     base, column, title = SUMMARY_CLAIM
     rows = lab_rows(table)
+    shown = tuple(SUMMARY_FALLBACK[c] if c in SUMMARY_FALLBACK and all(cells.get(c, "–") == "–" for cells, _ in rows)
+                  else c for c in SUMMARY_COLUMNS)
     column_key = f"{column} pass@1 %"
     base_by = next((by for cells, by in rows if cells.get("scorer") == base), {}).get(column_key)
     made = {command for _, by in rows for command in by.values() if command}
@@ -177,17 +182,17 @@ def lab_summary(table: Path, claims: Path) -> str:
         r = by_name.get(comparison_name(cells.get("scorer", ""), base, column))
         diff = (f"{100 * r['mean_diff']:+.1f} [{100 * r['ci_low']:+.1f}, {100 * r['ci_high']:+.1f}]"
                 if r else "–")
-        demo = {c for c in SUMMARY_COLUMNS if by_demo(by.get(c))}
+        demo = {c for c in shown if by_demo(by.get(c))}
         if r and by_demo(by.get(column_key)) and by.get(column_key) == base_by:
             demo.add(title)
         marked = marked or bool(demo)
-        row = [*(cells.get(c, "–") for c in SUMMARY_COLUMNS), diff]
-        lines.append("| " + " | ".join(v + (DEMO_MARK if c in demo else "") for c, v in zip((*SUMMARY_COLUMNS, title), row))
+        row = [*(cells.get(c, "–") for c in shown), diff]
+        lines.append("| " + " | ".join(v + (DEMO_MARK if c in demo else "") for c, v in zip((*shown, title), row))
                      + " |")
     note = DEMO_NOTE.format(demo=next((c for c in sorted(made) if by_demo(c)), "make demo"),
                             lab=next((c for c in sorted(made) if not by_demo(c)), "make lab"))
-    head = [note if marked else SUMMARY_COLUMNS[0], *SUMMARY_COLUMNS[1:], title]
-    return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * len(SUMMARY_COLUMNS) + "|", *lines])
+    head = [note if marked else shown[0], *shown[1:], title]
+    return "\n".join(["| " + " | ".join(head) + " |", "|---" + "|--:" * len(shown) + "|", *lines])
 
 
 def block_sources(args: ReportArgs) -> dict[str, tuple[Path, Callable[[], str]]]:
