@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.stages.lab_estimate import SECONDS, rollout_label_seconds, schedule, task_seconds
+from masprm.stages.lab_estimate import DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, schedule, task_seconds
 
 
 def test_the_schedule_by_hand():
@@ -30,8 +30,12 @@ def test_each_command_costs_its_conditions_times_its_seeds():
     assert task_seconds(evaluation("sbs_prm", "mcts_prm"), "logs/toy_demo") == 3 * (64 + 47)
     assert task_seconds(evaluation("sbs_prm", b=("2", "3")), "logs/toy_demo") == 3 * 34
     # best-of-N: the first command draws the passes (71 s), the others read them back (min 25 s, last 14 s)
-    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (71 + 25)
+    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo", draws=True) == 3 * (71 + 25)
+    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (25 + 25)
     assert task_seconds(evaluation("bon_prm", agg="last"), "logs/toy_demo") == 3 * 14
+    # another world's seconds (toy_deep: MCTS 273 s, a training 138 s)
+    assert task_seconds(evaluation("mcts_prm"), "logs/toy_demo", DEEP_SECONDS) == 3 * 273
+    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo", DEEP_SECONDS) == 138.0
     # the demo's own conditions, asked of its folder, are COMPLETED after make demo
     assert task_seconds(evaluation("mcts_prm", logs="logs/toy_demo"), "logs/toy_demo") == 0.0
     assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo") == SECONDS["train"] == 224.0
@@ -62,3 +66,13 @@ def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
     assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
     assert rollout_label_seconds("not_measured_yet") == 3477.0
     assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
+
+
+def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggregation():
+    def bon(name, *methods, agg):
+        return Task(name, ["python", "x.py", "--seeds", "42", "--methods", *methods, "--logs_dir", "logs/x",
+                           "--step_agg", agg])
+    # toy_deep ranks by the last step only: its drawing command is a `last` one (77 s), the ORM's reads back (30 s)
+    tasks = [bon("eval_no_scorer_last", "bon_logprob", agg="last"), bon("eval_orm_last", "bon_orm", agg="last")]
+    assert estimate(tasks, set(), 1, "logs/demo", DEEP_SECONDS) == (77.0 + 30.0, 77.0 + 30.0)
+    assert estimate(tasks, {"eval_no_scorer_last"}, 1, "logs/demo", DEEP_SECONDS)[0] == 30.0

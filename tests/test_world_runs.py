@@ -134,7 +134,9 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
     assert not [c for c in cmds if "sweep" in " ".join(c)]
     assert "# the compute-matched sweep: not measured yet on this world" in out
     assert "# the test split of toy_deep:" not in out                         # sized by the dev pilot
-    assert "# estimated time: unknown (" in out and "toy_deep's test split has 423)" in out
+    assert "# estimated time: unknown (" not in out   # its own measured seconds (lab_estimate.DEEP_SECONDS)
+    assert [line for line in out.splitlines() if line.startswith("# estimated time: ")][0].endswith(
+        "CPU minutes; from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
     assert "# the report records the commit of docs/preregistration.md: none (now)" in out   # no git here
 
 

@@ -3,7 +3,7 @@
 The demo's stages 0-3 first (skipped where their outputs exist), the rows, every command with what it
 waits for, the compute-matched sweep's settings, the report's files and the time estimate
 (`masprm.stages.lab_estimate`: the seconds measured per command on the toy world). A world whose
-commands were never timed (`WorldRun.timed`) gets no estimate, and one whose test split is empty says
+commands were never timed (not in `lab_estimate.WORLD_SECONDS`) gets no estimate, and one whose test split is empty says
 so: a run without --dry_run stops there before any work.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from masprm.stages.jobs import Task, show
-from masprm.stages.lab_estimate import SECONDS, estimate, task_seconds
+from masprm.stages.lab_estimate import SECONDS, WORLD_SECONDS, estimate, task_seconds
 from masprm.stages.world_runs import WorldRun, make_command, preregistration_commit
 from masprm.toy.compute_match import plan_lines
 
@@ -57,12 +57,13 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
         print(f"# the test split of {world.name}: 0 questions (sized by the dev pilot's power computation, DEV_POWER "
               f"in masprm/toy/deep_data.py, not measured yet: {make_command('lab-pilot', world)}): a run without "
               "--dry_run stops before any work")
-    if not world.timed:
+    seconds = WORLD_SECONDS.get(world.name)
+    if seconds is None:
         print(f"# estimated time: unknown ({len(tasks) - len(done)} commands; no command has been timed on "
               f"{world.name}, and the toy world's seconds per command are for its 4-agent team on 240 test "
               f"questions, {world.name}'s test split has {questions})")
         return
-    cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs)
+    cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs, seconds)
     print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
           "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
     fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]

@@ -22,6 +22,19 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
            # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
            # here; its stage 2 as the demo's (a second)
            "trees": 380.0, "stage2": 1.0}
+# toy_deep's (9 agents, 423 test questions): the searches measured on 2026-12-05 (bench/deep_costs.sh 60) with
+# the lab's settings and code (128 examples together, adapters merged), 60 dev questions, search seed 14, one
+# thread: user CPU seconds
+# less the 7.4 s start-up, scaled to 423 questions; a best-of-N ranking by the ORM (under its start-up) counted
+# as one by a process scorer. Trainings: the mean of the confirmatory lab's nine (36-316 s); a replica seed's
+# trees: its 400 at one thread (805 s). Not measured, scaled from the toy world's by agents (9 / 4) or set
+# to an upper bound: labels, labelbench, stepbench, stage2.
+DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
+                "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
+                "bon_last": 30.0, "trees": 805.0, "stage2": 5.0}
+DEEP_SECONDS["sbs_2x3"] = DEEP_SECONDS["sbs_3x5"] * sbs_samples(2, 3) / sbs_samples(3, 5)
+# The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
+WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
 # The settings those searches were measured at; another setting (the compute-matched sweep's) is costed in
 # proportion: SBS by its agent samples, MCTS by its simulations, best-of-N drawing its own N passes by N.
 MEASURED_AT = {"sbs": (3, 5), "mcts": 10, "bon_n": 8}
@@ -55,37 +68,39 @@ def flag_values(cmd: Sequence[str], name: str) -> list[str]:
     return out
 
 
-def condition_seconds(method: str, cmd: Sequence[str]) -> float:
-    """One seed of one condition of an evaluation command."""
+def condition_seconds(method: str, cmd: Sequence[str], seconds: dict[str, float] = SECONDS,
+                      draws: bool = False) -> float:
+    """One seed of one condition of an evaluation command (`seconds`: the world's, `WORLD_SECONDS`; `draws`:
+    the command that draws the best-of-N passes every other one reads back)."""
     family = method.partition("_")[0]
     if family == "single":
-        return SECONDS["single_pass"]
+        return seconds["single_pass"]
     if family == "sbs":
         b1, b2 = int(last_value(cmd, "--b1") or 3), int(last_value(cmd, "--b2") or 5)
-        scaled = SECONDS["sbs_3x5"] * sbs_samples(b1, b2) / sbs_samples(*MEASURED_AT["sbs"])
-        return SECONDS.get(f"sbs_{b1}x{b2}", scaled)
+        scaled = seconds["sbs_3x5"] * sbs_samples(b1, b2) / sbs_samples(*MEASURED_AT["sbs"])
+        return seconds.get(f"sbs_{b1}x{b2}", scaled)
     if family == "mcts":
-        return SECONDS["mcts"] * int(last_value(cmd, "--n_simulations") or MEASURED_AT["mcts"]) / MEASURED_AT["mcts"]
+        return seconds["mcts"] * int(last_value(cmd, "--n_simulations") or MEASURED_AT["mcts"]) / MEASURED_AT["mcts"]
     n = int(last_value(cmd, "--bon_n") or MEASURED_AT["bon_n"])
     if n != MEASURED_AT["bon_n"]:   # no other condition draws these passes: it draws and scores its own
-        return SECONDS["bon_draw"] * n / MEASURED_AT["bon_n"]
-    if method == "bon_logprob" and last_value(cmd, "--step_agg") == "min":
-        return SECONDS["bon_draw"]   # the first command draws the passes every scorer reads back
-    return SECONDS["bon_last"] if last_value(cmd, "--step_agg") == "last" else SECONDS["bon_min"]
+        return seconds["bon_draw"] * n / MEASURED_AT["bon_n"]
+    if method == "bon_logprob" and draws:
+        return seconds["bon_draw"]
+    return seconds["bon_last"] if last_value(cmd, "--step_agg") == "last" else seconds["bon_min"]
 
 
-def task_seconds(task: Task, demo_logs: str) -> float:
+def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
     kind = task.name.partition("_")[0]
     if kind == "labels" and "--rollout-policy" in task.cmd:
         return rollout_label_seconds(last_value(task.cmd, "--labels"))
     if kind in ("train", "labels", "labelbench", "trees", "stage2"):
-        return SECONDS[kind]
+        return seconds[kind]
     if task.name == "stepbench":
-        return SECONDS["stepbench"] + SECONDS["stepbench_scorer"] * task.cmd.count("--scorer")
+        return seconds["stepbench"] + seconds["stepbench_scorer"] * task.cmd.count("--scorer")
     if last_value(task.cmd, "--logs_dir") == demo_logs:
         return 0.0
     seeds = len(flag_values(task.cmd, "--seeds")) or 1
-    return seeds * sum(condition_seconds(m, task.cmd) for m in flag_values(task.cmd, "--methods"))
+    return seeds * sum(condition_seconds(m, task.cmd, seconds, draws) for m in flag_values(task.cmd, "--methods"))
 
 
 def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> float:
@@ -106,8 +121,11 @@ def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> flo
     return now
 
 
-def estimate(tasks: Sequence[Task], done: set[str], jobs: int, demo_logs: str) -> tuple[float, float]:
+def estimate(tasks: Sequence[Task], done: set[str], jobs: int, demo_logs: str,
+             seconds: dict[str, float] = SECONDS) -> tuple[float, float]:
     """(CPU seconds of the commands still to run, wall-clock seconds with `jobs` at a time)."""
     todo = [t for t in tasks if t.name not in done]
-    seconds = {t.name: task_seconds(t, demo_logs) for t in todo}
-    return sum(seconds.values()), schedule(todo, seconds, jobs)
+    # the lab's first best-of-N command without a scorer draws the passes (`masprm.stages.lab.plan`)
+    draw = next((t.name for t in tasks if "bon_logprob" in flag_values(t.cmd, "--methods")), None)
+    each = {t.name: task_seconds(t, demo_logs, seconds, draws=t.name == draw) for t in todo}
+    return sum(each.values()), schedule(todo, each, jobs)

@@ -61,7 +61,6 @@ class WorldRun:
     seed_roots: str                   # a replica training seed's trees and stage-2 files ("{seed}")
     preregistration: str | None = None   # the file whose commit the lab's report records
     demo_scorer_flags: tuple[str, ...] = ()   # added to the demo's scorer training (its MASPRM and ORM)
-    timed: bool = False               # lab_estimate's seconds per command were measured on this world
     mcts_flags: tuple[str, ...] = ()  # the world's declared MCTS options, on the evaluations that run MCTS
                                       # only (stage 4 refuses them elsewhere); (): the defaults, the toy world's
     pilot: bool = False               # its test split is sized by a dev pilot (`lab --pilot`, masprm.stages.lab_pilot)
@@ -168,7 +167,7 @@ WORLD_RUNS: Registry[WorldRun] = Registry("world")
 # The toy world: the issue-34 lab, every row and condition.
 WORLD_RUNS.register("toy", WorldRun(
     "toy", "configs/toy.yaml", (), (), 400, 5, _toy_test_size,
-    LabFamily(None, ("min", "last"), None, compute_match.SWEEP), "results/train_seed_{seed}", timed=True))
+    LabFamily(None, ("min", "last"), None, compute_match.SWEEP), "results/train_seed_{seed}"))
 # The deep toy world: the confirmatory family of issue 35 (docs/preregistration.md fixes its values).
 WORLD_RUNS.register("toy_deep", WorldRun(
     # MCTS with progressive widening (--pw_k 3, alpha 0.5): the option the world was chosen with (docs/toy_world.md)
