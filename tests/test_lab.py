@@ -12,7 +12,6 @@ from types import SimpleNamespace
 import pytest
 
 from helpers import flag
-from masprm.cli import UsageError
 from masprm.errors import ConfigError
 from masprm.roles import ROLES
 from masprm.stages import demo, jobs, lab
@@ -265,37 +264,6 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
     assert all(flag(t.cmd, "--logs_dir") == [lab.LOGS] for t in evals)   # a partial run stays out of the demo's logs
     for seeds, budget, reused in (([14, 24, 42], [3, 5], True), ([14, 7], [2, 3], False), ([42], [4, 4], False)):
         assert lab.reuse_demo(SimpleNamespace(seeds=seeds, sbs_budget=budget, sample_n=None)) is reused
-
-
-# --------------------------------------------------------------------------- the driver
-
-
-def test_run_tasks_starts_each_command_after_what_it_needs(tmp_path):
-    stamp = "import sys, time, pathlib; time.sleep({}); pathlib.Path(sys.argv[1]).open('a').write(sys.argv[2] + '\\n')"
-    order = tmp_path / "order.txt"
-
-    def task(name, delay, after=()):
-        return jobs.Task(name, [sys.executable, "-c", stamp.format(delay), str(order), name], after)
-
-    # b waits for a slow a although a slot is free; c needs nothing and may go first; d waits for an absent task
-    jobs.run_tasks([task("a", 0.6), task("b", 0, ("a",)), task("c", 0.2), task("d", 0, ("gone",))], 2, tmp_path)
-    finished = order.read_text().split()
-    assert sorted(finished) == ["a", "b", "c", "d"] and finished.index("a") < finished.index("b")
-    with pytest.raises(UsageError, match="bad.out"):   # a failing command stops the run, naming its output
-        jobs.run_tasks([jobs.Task("bad", [sys.executable, "-c", "raise SystemExit(3)"])], 1, tmp_path)
-
-
-def test_each_command_says_its_wall_time_and_the_driver_counts_its_commands_cpu(tmp_path, capsys):
-    """The numbers a lab's time estimate is checked against: a command that sleeps 1.2 s reports 1 s of wall
-    time (at least 1 s; a busy machine adds start-up); one that spins for 0.5 s of CPU adds at least that to the children's CPU seconds."""
-    before = jobs.children_cpu_seconds()
-    spin = "import time\nt = time.process_time()\nwhile time.process_time() - t < 0.5: pass"
-    jobs.run_tasks([jobs.Task("nap", [sys.executable, "-c", "import time; time.sleep(1.2)"]),
-                    jobs.Task("spin", [sys.executable, "-c", spin])], 1, tmp_path)
-    out = capsys.readouterr().out
-    nap = re.search(r"  \[nap: exit 0 after (\d+) s\]", out)
-    assert nap and int(nap.group(1)) >= 1 and "  [spin: exit 0 after " in out
-    assert jobs.children_cpu_seconds() - before >= 0.5
 
 
 def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):
