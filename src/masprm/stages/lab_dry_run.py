@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from masprm.stages.jobs import Task, show
-from masprm.stages.lab_estimate import SECONDS, WORLD_SECONDS, estimate, task_seconds
+from masprm.stages.lab_estimate import CHECKED, SECONDS, WORLD_SECONDS, estimate, task_seconds
 from masprm.stages.world_runs import WorldRun, make_command, preregistration_commit
 from masprm.toy.compute_match import plan_lines
 
@@ -64,8 +64,9 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
               f"questions, {world.name}'s test split has {questions})")
         return
     cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs, seconds)
+    bound = "an upper bound" if world.name in CHECKED else "not yet checked against a whole run"
     print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
-          "from the measured seconds per command in docs/scorer_lab.md, an upper bound; after make demo)")
+          f"from the measured seconds per command in docs/scorer_lab.md, {bound}; after make demo)")
     fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
     if fresh:   # the policy cost the tree-derived schemes do not pay (their stage 2: about a second)
         print(f"# of which the rollout rows' fresh policy samples in stage 2: "

@@ -32,9 +32,10 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
 DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
                 "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
                 "bon_last": 30.0, "trees": 805.0, "stage2": 5.0}
-DEEP_SECONDS["sbs_2x3"] = DEEP_SECONDS["sbs_3x5"] * sbs_samples(2, 3) / sbs_samples(3, 5)
 # The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
 WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
+# The worlds whose estimate was checked against a whole lab's measured time (an upper bound there).
+CHECKED = {"toy"}
 # The settings those searches were measured at; another setting (the compute-matched sweep's) is costed in
 # proportion: SBS by its agent samples, MCTS by its simulations, best-of-N drawing its own N passes by N.
 MEASURED_AT = {"sbs": (3, 5), "mcts": 10, "bon_n": 8}
