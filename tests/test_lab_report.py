@@ -312,3 +312,13 @@ def test_an_exploratory_lab_has_no_primary_and_puts_every_comparison_under_holm(
     assert sum(c.adjusted_p is not None for c in found.values()) == 8
     text = lab_report.claims_text(list(found.values()))
     assert "Primary (fixed in advance)" not in text and "over all 8 comparisons" in text and "; primary; " not in text
+
+
+def test_the_picture_gives_every_scorer_its_own_colour_past_twenty_rows():
+    # toy_deep's exploratory table has 22 rows: one palette of 20 repeated gave the two oracles the MASPRM's
+    # and the ORM's colours; and a 61st scorer is refused, never coloured like the first
+    colours = lab_report.distinct_colours(22)
+    assert len(set(colours)) == 22
+    assert colours[:20] == lab_report.distinct_colours(20)
+    with pytest.raises(ValueError, match="61 scorers"):
+        lab_report.distinct_colours(61)

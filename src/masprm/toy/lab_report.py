@@ -241,6 +241,16 @@ def plot_points(rows: Sequence[LabRow], cells: dict) -> list[tuple[str, str, flo
     return points
 
 
+def distinct_colours(n: int) -> list[tuple[float, float, float, float]]:
+    """n colours, no two alike: tab20's, then tab20b's and tab20c's (a lab table has more than 20 rows, and
+    one palette repeated gave the oracles the MASPRM's and the ORM's colours)."""
+    from matplotlib import colormaps
+    palettes = [colormaps[name] for name in ("tab20", "tab20b", "tab20c")]
+    if n > 20 * len(palettes):
+        raise ValueError(f"{n} scorers: at most {20 * len(palettes)} distinct colours")
+    return [palettes[i // 20](i % 20) for i in range(n)]
+
+
 def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path,
          sweep: dict[str, list[tuple[float, float, float]]] | None = None) -> bool:
     """Accuracy against model work, a colour per scorer and a marker per search, and beside it, where the
@@ -254,15 +264,15 @@ def plot(points: Sequence[tuple[str, str, float, float, float]], out: str | Path
     import matplotlib.ticker
 
     names = list(dict.fromkeys(p[0] for p in points))
-    colours = plt.get_cmap("tab20")
+    colour = dict(zip(names, distinct_colours(len(names))))
     markers = dict(zip(COLUMNS, "osD^"))
     fig, axes = plt.subplots(1, 2 if sweep else 1, figsize=(16 if sweep else 9, 6), squeeze=False)
     ax = axes[0][0]
     for name, column, work, mean, std in points:
-        ax.errorbar(work, 100 * mean, yerr=100 * std, fmt=markers[column], color=colours(names.index(name) % 20),
+        ax.errorbar(work, 100 * mean, yerr=100 * std, fmt=markers[column], color=colour[name],
                     capsize=2, markersize=5)
-    for i, name in enumerate(names):
-        ax.plot([], [], "s", color=colours(i % 20), label=name)
+    for name in names:
+        ax.plot([], [], "s", color=colour[name], label=name)
     for column, marker in markers.items():
         ax.plot([], [], marker, color="grey", label=column)
     ax.set_xscale("log")
