@@ -64,7 +64,7 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
               f"questions, {world.name}'s test split has {questions})")
         return
     cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs, seconds)
-    bound = "an upper bound" if world.name in CHECKED else "not yet checked against a whole run"
+    bound = CHECKED.get(world.name, "not yet checked against a whole run")
     print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
           f"from the measured seconds per command in docs/scorer_lab.md, {bound}; after make demo)")
     fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
