@@ -14,7 +14,7 @@ import pytest
 from helpers import flag
 from masprm.errors import ConfigError
 from masprm.roles import ROLES
-from masprm.stages import demo, jobs, lab
+from masprm.stages import demo, jobs, lab, lab_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
@@ -71,12 +71,12 @@ def test_dry_run_lists_every_scheme_and_method():
 
 def plan(monkeypatch, tmp_path, **args):
     """The plan with every scheme, objective and the label benchmark registered, in an empty folder."""
-    monkeypatch.setattr(lab, "missing", lambda scorer: None)
+    monkeypatch.setattr(lab_rows, "missing", lambda scorer: None)
     monkeypatch.setattr(lab, "labelbench_available", lambda: True)
     monkeypatch.setattr(lab, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     settings = {"seeds": [14, 24, 42], "seed": 42, "sample_n": None, "sbs_budget": [2, 3], "train_seeds": [42],
-                "n_train": demo.N_TRAIN, "rollout_rows": True, "world": "toy", **args}
+                "n_train": demo.N_TRAIN, "rollout_rows": True, "world": "toy", "rows": None, **args}
     tasks, notes, rows, done = lab.plan(SimpleNamespace(**{"rollout_seeds": settings["train_seeds"], **settings}))
     return {t.name: t for t in tasks}, notes, rows, done
 
@@ -252,9 +252,9 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
         return None if scorer.scheme in registered or scorer.demo_folder or scorer.objective == "traj" else \
             f"{scorer.name}: label scheme {scorer.scheme!r} is not registered"
 
-    monkeypatch.setattr(lab, "missing", missing)
+    monkeypatch.setattr(lab_rows, "missing", missing)
     tasks, notes, rows, _ = lab.plan(SimpleNamespace(seeds=[14], seed=42, sample_n=3, sbs_budget=[3, 5], train_seeds=[42],
-                                                     rollout_rows=True, rollout_seeds=[42], world="toy"))
+                                                     rollout_rows=True, rollout_seeds=[42], world="toy", rows=None))
     assert len(notes) == sum(bool(missing(s)) for s in lab.LAB_SCORERS) >= 4
     assert all(n.count("\n") == 0 for n in notes)
     assert {r.scheme for r in rows} == {"masprm", "mc", "advantage"}

@@ -42,10 +42,10 @@ from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
-from masprm.stages.lab_estimate import rollout_label_seconds
-from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, ensemble_of, orm_of, replica_stage2,
-                                    replica_trees, role_flags, scheme_records_path, scorer_calibrated, seed_root,
-                                    seed_run_folder, stepbench_done, world_rows)
+from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_rows, ensemble_of, left_out,
+                                    needs_rollouts, orm_of, replica_stage2, replica_trees, role_flags,
+                                    scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
+                                    world_rows)
 from masprm.stages.lab_sweep import sweep_tasks
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import CALIBRATED_MODES
@@ -68,38 +68,6 @@ def budgets(args) -> dict:
     """The settings of the lab's conditions per search family (what the report tabulates)."""
     return {"sbs": dict(zip(("b1", "b2"), args.sbs_budget)), "bon": {"bon_n": BON_N},
             "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN}}
-
-
-def missing(scorer: LabScorer) -> str | None:
-    """Why a row cannot run with this checkout (one line), or None."""
-    from masprm.train.objectives import OBJECTIVES
-    if scorer.objective not in OBJECTIVES:
-        return (f"{scorer.name}: objective {scorer.objective!r} is not registered (masprm.train.objectives); "
-                "row left out")
-    if scorer.own_labels:
-        try:
-            from masprm.labels import LABEL_SCHEMES
-        except ImportError:
-            return f"{scorer.name}: masprm.labels has no LABEL_SCHEMES registry; row left out"
-        if scorer.scheme not in LABEL_SCHEMES:
-            return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
-    return None
-
-
-def needs_rollouts(scheme: str) -> bool:
-    """The scheme's stage 2 samples from the policy (`--rollout-policy`): a cost the lab plans only when asked."""
-    from masprm.labels import LABEL_SCHEMES
-    return scheme in LABEL_SCHEMES and getattr(LABEL_SCHEMES[scheme], "needs_rollouts", False)
-
-
-def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
-    """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
-    why = missing(scorer)
-    if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
-        minutes = rollout_label_seconds(scorer.scheme) / 60
-        return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
-                f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
-    return why
 
 
 def search_budget(args) -> tuple[str, ...]:
@@ -175,7 +143,9 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     files, run = world.lab_files, Path(demo.run_folder(world)).name
     notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
     notes += world.family.notes
-    rows = [s for s in world_rows(world) if not left_out(s, args.rollout_rows)]
+    rows = chosen_rows([s for s in world_rows(world) if not left_out(s, args.rollout_rows)], args.rows)
+    if args.rows:   # the sweep measures the MASPRM and the ORM, not the rows named
+        notes.append(f"--rows: {len(rows)} of the family's rows (with the MASPRM and the ORM); no compute-matched sweep")
     replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows
                 if seed in (args.rollout_seeds if needs_rollouts(s.scheme) else args.train_seeds)]
     bench = labelbench_available() and world.family.benchmarks
@@ -252,7 +222,8 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
                                "--oracles"], tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
             stepbench_done(ROOT / files["stepbench"], scorers))
     # last: the compute-matched sweep (evaluation commands skip what is COMPLETED); none where it is not measured
-    for task in sweep_tasks(args, files["logs"], world.family.sweep, world) if world.family.sweep else ():
+    for task in sweep_tasks(args, files["logs"], world.family.sweep, world) if world.family.sweep and not args.rows \
+            else ():
         add(task)
     return tasks, notes, [*rows, *replicas], done
 
@@ -312,6 +283,8 @@ class LabArgs:
     explore: bool = arg(False, flags=("--explore",),
                         help="the world's exploratory family instead of its lab's (toy_deep: every row at one training "
                              "and one search seed, after its lab's report; docs/scorer_lab.md)")
+    rows: list[str] | None = arg(None, flags=("--rows",), nargs="+", help="only these rows (mc_rollouts+prm or "
+                                 "mc_rollouts-prm), with the MASPRM and the ORM, no compute-matched sweep (default: all)")
 
     def __post_init__(self) -> None:
         require_world(self)
@@ -339,6 +312,11 @@ class LabArgs:
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
         require(not self.pilot or WORLD_RUNS[self.world].pilot, "pilot",
                 f"pilot: the {self.world} world has no pilot (its test split is not sized by one)")
+        family = {name: s for s in world_rows(lab_world(self)) for name in (s.name, s.slug)}
+        for name in self.rows or ():
+            require(name in family, "rows", f"rows: no row {name!r} in the {self.world} world's "
+                                            f"{'exploratory ' * self.explore}family; valid: {', '.join(family)}")
+            require(not left_out(family[name], self.rollout_rows), "rows", f"rows: {left_out(family[name], False)}")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -15,6 +15,7 @@ from pathlib import Path
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
 from masprm.stages.jobs import ROOT, Task
+from masprm.stages.lab_estimate import rollout_label_seconds
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
 # Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
@@ -153,6 +154,48 @@ def orm_of(scorer: LabScorer) -> LabScorer:
 def ensemble_of(seed: int | None, world: str = DEFAULT_WORLD) -> LabScorer:
     """The ensemble row (`mc + ensemble`) at a training seed: its heads' spread ranks mc_rollouts_active's prefixes."""
     return row_at("ensemble", seed, world)
+
+
+def missing(scorer: LabScorer) -> str | None:
+    """Why a row cannot run with this checkout (one line), or None."""
+    from masprm.train.objectives import OBJECTIVES
+    if scorer.objective not in OBJECTIVES:
+        return (f"{scorer.name}: objective {scorer.objective!r} is not registered (masprm.train.objectives); "
+                "row left out")
+    from masprm.labels import LABEL_SCHEMES
+    if scorer.own_labels and scorer.scheme not in LABEL_SCHEMES:
+        return f"{scorer.name}: label scheme {scorer.scheme!r} is not registered (masprm.labels); row left out"
+    return None
+
+
+def needs_rollouts(scheme: str) -> bool:
+    """The scheme's stage 2 samples from the policy (`--rollout-policy`): a cost the lab plans only when asked."""
+    from masprm.labels import LABEL_SCHEMES
+    return scheme in LABEL_SCHEMES and getattr(LABEL_SCHEMES[scheme], "needs_rollouts", False)
+
+
+def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
+    """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
+    why = missing(scorer)
+    if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
+        minutes = rollout_label_seconds(scorer.scheme) / 60
+        return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
+                f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
+    return why
+
+
+def chosen_rows(rows: list[LabScorer], names: list[str] | None) -> list[LabScorer]:
+    """The rows `--rows` names (by table name or slug) with the ones they are measured against (the MASPRM and the
+    ORM, which every claim compares with) and the ones they need (the ensemble whose heads' spread ranks
+    mc_rollouts_active's prefixes, trained first); every row when none are named."""
+    if not names:
+        return rows
+    from masprm.labels import LABEL_SCHEMES
+    wanted = set(names)
+    for s in rows:
+        if wanted & {s.name, s.slug} and getattr(LABEL_SCHEMES.get(s.scheme), "needs_spreads", False):
+            wanted.add(ensemble_of(None, s.world).slug)
+    return [s for s in rows if s.objective == "orm" or s.scheme == "masprm" or wanted & {s.name, s.slug}]
 
 
 def replica_trees(args, seed: int) -> tuple[Task, bool]:
