@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.stages.lab_estimate import DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, schedule, task_seconds
+from masprm.stages.lab_estimate import (DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, row_objective, schedule,
+                                        task_seconds)
 
 
 def test_the_schedule_by_hand():
@@ -76,3 +77,25 @@ def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggrega
     tasks = [bon("eval_no_scorer_last", "bon_logprob", agg="last"), bon("eval_orm_last", "bon_orm", agg="last")]
     assert estimate(tasks, set(), 1, "logs/demo", DEEP_SECONDS) == (77.0 + 30.0, 77.0 + 30.0)
     assert estimate(tasks, {"eval_no_scorer_last"}, 1, "logs/demo", DEEP_SECONDS)[0] == 30.0
+
+
+def test_toy_deeps_generative_and_implicit_rows_cost_what_they_were_measured_at():
+    def search(name, *methods):
+        return Task(name, ["python", "x.py", "--seeds", "42", "--methods", *methods, "--logs_dir", "logs/x"])
+    assert [row_objective(n) for n in ("train_mc-gorm", "train_first_error_search-prm_s7", "eval_mc-traj-min_search",
+                                       "eval_first_error-gprm_last", "eval_no_scorer_search", "stepbench")] == \
+        ["gorm", "prm", "traj", "gprm", None, None]
+    # trainings: the gPRM's 916 s and the gORM's 547 s as measured, any other row's 138 s (implicit's included)
+    assert task_seconds(Task("train_first_error-gprm_s7", []), "logs/demo", DEEP_SECONDS) == 916.0
+    assert task_seconds(Task("train_mc-gorm", []), "logs/demo", DEEP_SECONDS) == 547.0
+    assert task_seconds(Task("train_mc-implicit", []), "logs/demo", DEEP_SECONDS) == 138.0
+    # SBS + MCTS at one seed: a scorer's 96 + 273 = 369 s; the implicit, gORM and gPRM rows' the middle of
+    # their measured 797-908 s; their best-of-N ranking as any scorer's (30 s)
+    assert task_seconds(search("eval_mc-prm_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP_SECONDS) == 369.0
+    for row in ("mc-implicit", "mc-gorm", "first_error-gprm"):
+        assert task_seconds(search(f"eval_{row}_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP_SECONDS) == \
+            pytest.approx(852.5)
+    assert task_seconds(search("eval_mc-gorm_last", "bon_prm"), "logs/demo", DEEP_SECONDS) == 30.0
+    # the toy world never timed them apart: a scorer's seconds
+    assert task_seconds(search("eval_mc-gorm_search", "sbs_prm", "mcts_prm"), "logs/demo") == 64.0 + 47.0
+    assert task_seconds(Task("train_mc-gorm", []), "logs/demo") == 224.0

@@ -29,16 +29,23 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
 # as one by a process scorer. Trainings: the mean of the confirmatory lab's nine (36-316 s); a replica seed's
 # trees: its 400 at one thread (805 s). Not measured, scaled from the toy world's by agents (9 / 4) or set
 # to an upper bound: labels, labelbench, stepbench, stage2.
+# The generative and implicit rows, priced apart from the exploratory lab's run (2026-12-05), where they cost
+# several times a scorer's: the gPRM's and gORM's trainings took 916 s and 547 s (`train_<objective>`, seconds),
+# the implicit, gORM and gPRM searches (SBS and MCTS, one seed) 797-908 s against the 369 s of a scorer's, each
+# priced at the middle of that range (`search_factor_<objective>`, times a scorer's). Their best-of-N rankings,
+# the implicit row's training and every other row came in at or under these seconds.
 DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
                 "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
-                "bon_last": 30.0, "trees": 805.0, "stage2": 5.0}
+                "bon_last": 30.0, "trees": 805.0, "stage2": 5.0, "train_gprm": 916.0, "train_gorm": 547.0,
+                **{f"search_factor_{objective}": 852.5 / 369.0 for objective in ("implicit", "gorm", "gprm")}}
 # The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
 WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
 # What checking each world's estimate against a whole lab's measured time found (a world never checked: none).
 CHECKED = {"toy": "an upper bound",
            # the exploratory lab of 2026-12-05: 182 CPU minutes estimated, 225 taken; its generative and implicit
-           # rows cost 2-7 times a scorer's seconds (docs/scorer_lab.md, "toy_deep: the exploratory results")
-           "toy_deep": "low by about a quarter where generative or implicit rows run"}
+           # rows cost 2-7 times a scorer's seconds (docs/scorer_lab.md, "toy_deep: the exploratory results"),
+           # priced apart since (DEEP_SECONDS): the family's dry run now says 229 CPU minutes (the run took 225)
+           "toy_deep": "its generative and implicit rows priced apart since the one check"}
 # The settings those searches were measured at; another setting (the compute-matched sweep's) is costed in
 # proportion: SBS by its agent samples, MCTS by its simulations, best-of-N drawing its own N passes by N.
 MEASURED_AT = {"sbs": (3, 5), "mcts": 10, "bon_n": 8}
@@ -93,18 +100,30 @@ def condition_seconds(method: str, cmd: Sequence[str], seconds: dict[str, float]
     return seconds["bon_last"] if last_value(cmd, "--step_agg") == "last" else seconds["bon_min"]
 
 
+def row_objective(task_name: str) -> str | None:
+    """The objective of the row a lab task trains or evaluates: its name carries the row's key,
+    `<scheme>-<objective>[-<agg>][_s<seed>]` after the task's kind (None: a task of no row)."""
+    key = task_name.partition("_")[2]
+    return key.split("-")[1].partition("_")[0] if "-" in key else None
+
+
 def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
-    kind = task.name.partition("_")[0]
+    kind, objective = task.name.partition("_")[0], row_objective(task.name)
     if kind == "labels" and "--rollout-policy" in task.cmd:
         return rollout_label_seconds(last_value(task.cmd, "--labels"))
-    if kind in ("train", "labels", "labelbench", "trees", "stage2"):
+    if kind == "train":
+        return seconds.get(f"train_{objective}", seconds["train"])
+    if kind in ("labels", "labelbench", "trees", "stage2"):
         return seconds[kind]
     if task.name == "stepbench":
         return seconds["stepbench"] + seconds["stepbench_scorer"] * task.cmd.count("--scorer")
     if last_value(task.cmd, "--logs_dir") == demo_logs:
         return 0.0
     seeds = len(flag_values(task.cmd, "--seeds")) or 1
-    return seeds * sum(condition_seconds(m, task.cmd, seconds, draws) for m in flag_values(task.cmd, "--methods"))
+    factor = seconds.get(f"search_factor_{objective}", 1.0)   # on its SBS and MCTS conditions, not best-of-N
+    return seeds * sum(condition_seconds(m, task.cmd, seconds, draws) * (factor if m.startswith(("sbs", "mcts"))
+                                                                         else 1.0)
+                       for m in flag_values(task.cmd, "--methods"))
 
 
 def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> float:
