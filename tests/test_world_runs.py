@@ -136,8 +136,8 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
     assert "# the test split of toy_deep:" not in out                         # sized by the dev pilot
     assert "# estimated time: unknown (" not in out   # its own measured seconds (lab_estimate.DEEP_SECONDS)
     assert [line for line in out.splitlines() if line.startswith("# estimated time: ")][0].endswith(
-        "CPU minutes; from the measured seconds per command in docs/scorer_lab.md, low by about a quarter where "
-        "generative or implicit rows run; after make demo)")
+        "CPU minutes; from the measured seconds per command in docs/scorer_lab.md, its generative and implicit rows "
+        "priced apart since the one check; after make demo)")
     assert "# the report records the commit of docs/preregistration.md: none (now)" in out   # no git here
 
 
