@@ -4,13 +4,15 @@ paths, its seeds, its order (after the lab's report), and the refusals."""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import pytest
 
 from helpers import flag
+from masprm.cli import UsageError
 from masprm.stages import demo, jobs, lab
 from masprm.stages.lab_rows import LAB_SCORERS
-from masprm.stages.world_runs import WORLD_RUNS
+from masprm.stages.world_runs import WORLD_RUNS, published
 from test_world_runs import TOY_PATHS, commands, dry_run, value
 
 
@@ -82,8 +84,22 @@ def test_the_exploratory_run_waits_for_the_labs_report(tmp_path, monkeypatch, ca
         lab.cli()
     captured = capsys.readouterr()
     assert stop.value.code == 2 and captured.out == "" and len(captured.err.splitlines()) == 1
-    assert "--explore: results/toy_deep_lab.json is not there" in captured.err and "make lab WORLD=toy_deep" in captured.err
+    assert "--explore: results/toy_deep_lab.json is not there and docs/scorer_lab.md has no toy_deep-lab-claims " \
+           "block" in captured.err and "make lab WORLD=toy_deep" in captured.err
     assert list(tmp_path.iterdir()) == []                                   # nothing written
+    # the report's claims published in the docs count as the report; an empty block or another world's does not
+    (tmp_path / "docs").mkdir()
+    for text in ("<!-- report: toy_deep-lab-claims -->\n\n<!-- /report -->\n",
+                 "<!-- report: toy-lab-claims -->\nvs ORM\n<!-- /report -->\n"):
+        (tmp_path / "docs" / "scorer_lab.md").write_text(text)
+        with pytest.raises(UsageError, match="has no toy_deep-lab-claims block"):
+            lab.main(["--world", "toy_deep", "--explore"])
+    (tmp_path / "docs" / "scorer_lab.md").write_text("<!-- report: toy_deep-lab-claims -->\nvs ORM\n<!-- /report -->\n")
+    with pytest.raises(RuntimeError, match="a command started"):
+        lab.main(["--world", "toy_deep", "--explore"])
+    (tmp_path / "docs" / "scorer_lab.md").unlink()
+    # this checkout's docs publish toy_deep's confirmatory claims: a fresh clone may run the exploratory family
+    assert published(Path(__file__).parents[1] / "docs" / "scorer_lab.md", "toy_deep-lab-claims")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "toy_deep_lab.json").write_text("{}\n")
     with pytest.raises(RuntimeError, match="a command started"):        # with the report the run goes on

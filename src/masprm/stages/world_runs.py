@@ -14,6 +14,7 @@ results/<world>_*, scorers under checkpoints/<world>-*; a replica training seed'
 
 from __future__ import annotations
 
+import re
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -127,10 +128,14 @@ class WorldRun:
     def check_explore_order(self, own: "WorldRun", root: Path) -> None:
         """An exploratory run starts only after the world's own lab wrote its report (`own`: the world's record;
         `root`: the folder the lab writes under): the exploratory family repeats some of the lab's comparisons
-        at fewer seeds, and those are not to be seen before the pre-registered ones."""
+        at fewer seeds, and those are not to be seen before the pre-registered ones. The report's claims
+        published in docs/scorer_lab.md (`make report`) count too: a checkout that never ran the lab itself
+        comes after them all the same."""
         report = Path(own.lab_files["report"]).with_suffix(".json")
-        check((root / report).is_file(), f"--explore: {report} is not there: the exploratory family runs after "
-                                         f"the {self.name} lab's own report ({make_command('lab', own)})")
+        block = f"{own.name}-lab-claims"
+        check((root / report).is_file() or published(root / "docs" / "scorer_lab.md", block),
+              f"--explore: {report} is not there and docs/scorer_lab.md has no {block} block: the exploratory "
+              f"family runs after the {self.name} lab's own report ({make_command('lab', own)})")
 
     def report_record(self) -> dict:
         """What the lab's report says of the world: its name, its test questions and, where it has one, the
@@ -194,6 +199,16 @@ WORLD_RUNS.register("toy_deep", WorldRun(
 def require_world(settings: Any) -> None:
     """A config's `world` setting is a registered world (one line listing the valid ones, exit 2)."""
     require(settings.world in WORLD_RUNS, "world", f"world: {WORLD_RUNS.unknown_message(settings.world)}")
+
+
+def published(docs: Path, block: str) -> bool:
+    """`docs` holds the generated block `block` with something in it (`masprm.toy.report` fills it)."""
+    try:
+        text = docs.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return False
+    found = re.search(rf"<!-- report: {re.escape(block)} -->\n(.*?)<!-- /report -->", text, re.DOTALL)
+    return bool(found and found.group(1).strip())
 
 
 def make_command(target: str, world: WorldRun) -> str:
