@@ -67,6 +67,9 @@ def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
     assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
     assert rollout_label_seconds("not_measured_yet") == 3477.0
     assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
+    # toy_deep never timed them: the toy world's seconds scaled by agents, 9 / 4 (its tree-derived stage 2: 30 s)
+    assert task_seconds(labels("mc_rollouts", *policy), "logs/demo", DEEP_SECONDS) == 430.0 * 9 / 4
+    assert task_seconds(labels("mc"), "logs/demo", DEEP_SECONDS) == 30.0
 
 
 def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggregation():
