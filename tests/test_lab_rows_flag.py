@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
+from helpers import flag
 from masprm.errors import ConfigError
 from masprm.stages import demo, lab
 
@@ -32,11 +35,16 @@ def test_the_rows_named_come_with_the_masprm_the_orm_and_the_ensemble_active_lab
     # the compute-matched sweep measures the MASPRM and the ORM: left out, and the note says so
     assert any(n.startswith("sweep") for n in everything) and not any(n.startswith("sweep") for n in tasks)
     assert "--rows: 5 of the family's rows (with the MASPRM and the ORM); no compute-matched sweep" in notes
-    # every command of the selection is the whole family's command, but the step benchmark reads its rows only
-    assert all(task.cmd == everything[name].cmd for name, task in tasks.items() if name != "stepbench")
+    # every command of the selection is the whole family's, its logs and reports under names of their own (a
+    # run of some rows never replaces the family's), and its step benchmark reads its rows only
+    own = [x for t in tasks.values() for x in t.cmd if "toy_lab" in x]
+    assert own and all("toy_lab_rows" in x for x in own)
+    assert all([x.replace("toy_lab_rows", "toy_lab") for x in task.cmd] == everything[name].cmd
+               for name, task in tasks.items() if name != "stepbench")
     bench = tasks["stepbench"].cmd
     assert [bench[i + 1].split("=")[0] for i, x in enumerate(bench) if x == "--scorer"] == \
         ["masprm-ppm", "mc-orm", "mc-ensemble", "shapley-prm", "mc_rollouts_active-prm"]
+    assert flag(bench, "--out") == ["results/toy_lab_rows_stepbench.json"]
 
 
 def test_rows_by_slug_or_name_and_none_means_every_row(plan):
@@ -57,3 +65,13 @@ def test_an_unknown_row_or_a_rollout_row_without_its_flag_is_one_line_naming_the
     with pytest.raises(ConfigError, match="in the toy_deep world's exploratory family"):
         lab.LabArgs(world="toy_deep", explore=True, rows=["mc+nope"])
     assert lab.LabArgs(rows=["shapley+prm"], rollout_rows=True).rows == ["shapley+prm"]
+
+
+def test_a_run_of_some_rows_reports_under_its_own_names(tmp_path):
+    import subprocess
+    import sys
+    out = subprocess.run([sys.executable, "src/lab.py", "--rows", "mc+prm", "--train_seeds", "42", "--dry_run"],
+                         capture_output=True, text=True, cwd=Path(__file__).parents[1], check=True).stdout
+    assert "# then the report: results/toy_lab_rows.md, results/toy_lab_rows_claims.txt, results/toy_lab_rows.png" \
+        in out
+    assert "--logs_dir logs/toy_lab_rows " in out and "--logs_dir logs/toy_lab " not in out

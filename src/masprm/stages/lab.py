@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import importlib.util
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, run_cli
@@ -87,9 +87,12 @@ DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (d
 
 
 def lab_world(args) -> WorldRun:
-    """The world's record the lab runs: its own lab's, or with --explore its exploratory lab's (`explored`)."""
+    """The world's record the lab runs: its own lab's, or with --explore its exploratory lab's (`explored`);
+    with --rows under names of its own (logs/<world>_<lab>_rows, results/<world>_<lab>_rows*), so that a run
+    of some rows never replaces the whole family's report, step benchmark or logs."""
     world = WORLD_RUNS[args.world]
-    return world.explored() if getattr(args, "explore", False) else world
+    world = world.explored() if getattr(args, "explore", False) else world
+    return replace(world, lab=f"{world.lab}_rows") if getattr(args, "rows", None) else world
 
 
 def reuse_demo(args) -> bool:

@@ -21,6 +21,8 @@ The blocks (`BLOCKS`) and where they come from:
                   before toy_lab.json: the table of results/toy_lab.md, unmarked (with a note)
     toy_deep-lab-table, -claims, -summary          the same of results/toy_deep_lab* (make lab WORLD=toy_deep)
     toy_deep-explore-table, -claims, -summary      the same of results/toy_deep_explore* (make lab-explore ...)
+    lab-rows-..., toy_deep-explore-rows-...        the same of a run of some rows (python src/lab.py --rows ...):
+                                                   results/toy_lab_rows*, results/toy_deep_explore_rows*
 
 The docs are `--docs`/*.md and the README.md beside that folder.
 
@@ -134,7 +136,9 @@ DEMO_MARK = " †"   # after a cell whose numbers `make demo` wrote (the lab rea
 DEMO_NOTE = "scorer (†: from `{demo}`, the rest from `{lab}`)"   # the first header when a cell is marked
 # Each lab's report files (results/<stem>.md, .json, _claims.txt, _claims.json) by its blocks' prefix: the toy
 # world's lab keeps the names it had before the second world existed.
-LAB_BLOCKS = {"lab": "toy_lab", "toy_deep-lab": "toy_deep_lab", "toy_deep-explore": "toy_deep_explore"}
+LAB_BLOCKS = {"lab": "toy_lab", "toy_deep-lab": "toy_deep_lab", "toy_deep-explore": "toy_deep_explore",
+              # a run of some rows (`lab --rows`) reports under its own names
+              "lab-rows": "toy_lab_rows", "toy_deep-explore-rows": "toy_deep_explore_rows"}
 
 
 def markdown_rows(text: str) -> list[dict[str, str]]:
