@@ -292,6 +292,13 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     # 2 rows x 4 searches x 2 baselines, and the sweep's 11 comparisons (SBS with either scorer at each of the 4
     # budgets, the ORM's MCTS at 12 and 24, the MASPRM's at 24), none run here
     assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2 + 11
+    made_by = json.loads((tmp_path / "results/toy_lab.json").read_text())["made_by"]
+    assert made_by == {"logs/toy_demo": "make demo", "logs/toy_lab": "make lab"}
+    # a run of some rows reports under its own names, each of its cells made by the command as typed
+    assert lab.main(["--seeds", "14", "--n_train", "3", "--rows", "mc+prm"]) == 0
+    made_by = json.loads((tmp_path / "results/toy_lab_rows.json").read_text())["made_by"]
+    assert made_by == {"logs/toy_demo": "make demo", "logs/toy_lab_rows": "python src/lab.py --seeds 14 --n_train 3 "
+                                                                          "--rows mc+prm"}
 
 
 TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each scorer's MCTS has its own count

@@ -33,6 +33,8 @@ lab's report exists.
 from __future__ import annotations
 
 import importlib.util
+import shlex
+import sys
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -360,10 +362,12 @@ def main(argv: list[str] | None = None) -> int:
     from masprm.toy.lab_report import write_report
     # an exploratory lab reads its own folder only (`reuse_demo`)
     logs = [files["logs"]] if world.family.exploratory else [world.demo_logs, files["logs"]]
+    # what made each folder's cells: the Makefile's target, or a run of some rows as it was typed
+    made = "python src/lab.py " + shlex.join(sys.argv[1:] if argv is None else argv) if args.rows else \
+        make_command("lab-explore" if args.explore else "lab", world)
     write_report(rows, logs, files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
-                 made_by={folder: make_command("demo" if folder == world.demo_logs else
-                                               "lab-explore" if args.explore else "lab", world) for folder in logs},
+                 made_by={folder: make_command("demo", world) if folder == world.demo_logs else made for folder in logs},
                  sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested,
                  primary=not world.family.exploratory)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
