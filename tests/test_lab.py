@@ -297,6 +297,8 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     # a run of some rows reports under its own names, each of its cells made by the command as typed
     assert lab.main(["--seeds", "14", "--n_train", "3", "--rows", "mc+prm"]) == 0
     made_by = json.loads((tmp_path / "results/toy_lab_rows.json").read_text())["made_by"]
+    claims = (tmp_path / "results/toy_lab_rows_claims.txt").read_text()   # no sweep; no declared primary
+    assert "compute-matched" not in claims and "primary" not in claims.lower().split("vs orm")[1]
     assert made_by == {"logs/toy_demo": "make demo", "logs/toy_lab_rows": "python src/lab.py --seeds 14 --n_train 3 "
                                                                           "--rows mc+prm"}
 

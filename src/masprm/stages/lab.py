@@ -368,8 +368,9 @@ def main(argv: list[str] | None = None) -> int:
     write_report(rows, logs, files["stepbench"], files["labelbench"], files["report"],
                  files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
                  made_by={folder: make_command("demo", world) if folder == world.demo_logs else made for folder in logs},
-                 sweep=world.family.sweep, world=world.report_record(), masprm_tested=world.family.masprm_tested,
-                 primary=not world.family.exploratory)
+                 # a run of some rows has no sweep, and repeats the primary comparison without declaring it
+                 sweep=None if args.rows else world.family.sweep, world=world.report_record(),
+                 masprm_tested=world.family.masprm_tested, primary=not world.family.exploratory and not args.rows)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
           f"\ntable: {files['report']}\nclaims: {files['claims']}\n"
           f"plot: {files['plot']}")
