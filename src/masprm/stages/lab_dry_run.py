@@ -72,6 +72,4 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
         print(f"# of which the rollout rows' fresh policy samples in stage 2: "
               f"{sum(task_seconds(t, world.demo_logs, seconds) for t in fresh) / 60:.0f} CPU minutes ("
               + ", ".join(f"{t.name} {task_seconds(t, world.demo_logs, seconds) / 60:.0f}" for t in fresh)
-              + f"; a tree-derived scheme's: {seconds['labels']:.0f} s)"
-              + (f"; the toy world's times {scale:.2f}, not measured on {world.name}, a lower bound"
-                 if (scale := seconds.get("rollout_labels_scale", 1.0)) != 1.0 else ""))
+              + f"; a tree-derived scheme's: {seconds['labels']:.0f} s)")

@@ -37,9 +37,14 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
 DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
                 "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
                 "bon_last": 30.0, "trees": 805.0, "stage2": 5.0, "train_gprm": 916.0, "train_gorm": 547.0,
-                # the rollout schemes' stage 2 (ROLLOUT_LABELS, the toy world's), not measured here: scaled by
-                # agents like the other unmeasured figures, a lower bound (a rollout runs the rest of the team)
-                "rollout_labels_scale": 9 / 4,
+                # the rollout schemes' stage 2 on a seed's 400 trees (`labels_<scheme>`), measured on 2026-12-05
+                # as ROLLOUT_LABELS on the toy world: user CPU seconds on 40 trees of the seed-42 search (2 for
+                # shapley), scaled by the trees in the root window, 69 of 400 against 8 of 40 (1 of 2), start-up
+                # included (an upper bound by about a minute); mc_rollouts_active not measured (it needs the
+                # ensemble row): priced as its uniform control at the same budget
+                "labels_mc_rollouts": 865.0, "labels_first_error_search": 367.0,
+                "labels_step_consistency": 622.0, "labels_shapley": 6842.0, "labels_mc_rollouts_uniform": 60.0,
+                "labels_mc_rollouts_active": 60.0,
                 **{f"search_factor_{objective}": 852.5 / 369.0 for objective in ("implicit", "gorm", "gprm")}}
 # The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
 WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
@@ -113,7 +118,8 @@ def row_objective(task_name: str) -> str | None:
 def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
     kind, objective = task.name.partition("_")[0], row_objective(task.name)
     if kind == "labels" and "--rollout-policy" in task.cmd:
-        return rollout_label_seconds(last_value(task.cmd, "--labels")) * seconds.get("rollout_labels_scale", 1.0)
+        scheme = last_value(task.cmd, "--labels")
+        return seconds.get(f"labels_{scheme}", rollout_label_seconds(scheme))
     if kind == "train":
         return seconds.get(f"train_{objective}", seconds["train"])
     if kind in ("labels", "labelbench", "trees", "stage2"):
