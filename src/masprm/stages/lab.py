@@ -150,7 +150,8 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     notes += world.family.notes
     rows = chosen_rows([s for s in world_rows(world) if not left_out(s, args.rollout_rows)], args.rows)
     if args.rows:   # the sweep measures the MASPRM and the ORM, not the rows named
-        notes.append(f"--rows: {len(rows)} of the family's rows (with the MASPRM and the ORM); no compute-matched sweep")
+        notes.append(f"the family's other rows and the compute-matched sweep: --rows ran {len(rows)} rows (those it "
+                     "names, the MASPRM, the ORM and the rows they need)")
     replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows
                 if seed in (args.rollout_seeds if needs_rollouts(s.scheme) else args.train_seeds)]
     bench = labelbench_available() and world.family.benchmarks
