@@ -22,13 +22,13 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
            # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
            # here; its stage 2 as the demo's (a second)
            "trees": 380.0, "stage2": 1.0}
-# toy_deep's (9 agents, 423 test questions): the searches measured on 2026-12-05 (bench/deep_costs.sh 60) with
+# toy_deep's (8 agents, 423 test questions): the searches measured on 2026-12-05 (bench/deep_costs.sh 60) with
 # the lab's settings and code (128 examples together, adapters merged), 60 dev questions, search seed 14, one
 # thread: user CPU seconds
 # less the 7.4 s start-up, scaled to 423 questions; a best-of-N ranking by the ORM (under its start-up) counted
 # as one by a process scorer. Trainings: the mean of the confirmatory lab's nine (36-316 s); a replica seed's
-# trees: its 400 at one thread (805 s). Not measured, scaled from the toy world's by agents (9 / 4) or set
-# to an upper bound: labels, labelbench, stepbench, stage2.
+# trees: its 400 at one thread (805 s). Not measured, scaled from the toy world's by 9 / 4 (above its 8 agents
+# to the toy's 4) or set to an upper bound: labels, labelbench, stepbench, stage2.
 # The generative and implicit rows, priced apart from the exploratory lab's run (2026-12-05), where they cost
 # several times a scorer's: the gPRM's and gORM's trainings took 916 s and 547 s (`train_<objective>`, seconds),
 # the implicit, gORM and gPRM searches (SBS and MCTS, one seed) 797-908 s against the 369 s of a scorer's, each
