@@ -66,6 +66,8 @@ def test_an_unknown_row_or_a_rollout_row_without_its_flag_is_one_line_naming_the
     with pytest.raises(ConfigError, match="in the toy_deep world's exploratory family"):
         lab.LabArgs(world="toy_deep", explore=True, rows=["mc+nope"])
     assert lab.LabArgs(rows=["shapley+prm"], rollout_rows=True).rows == ["shapley+prm"]
+    with pytest.raises(ConfigError, match="^rows: the pilot runs its primary comparison only"):
+        lab.LabArgs(world="toy_deep", pilot=True, rows=["mc+prm"])
 
 
 def test_a_run_of_some_rows_reports_under_its_own_names(tmp_path):

@@ -27,7 +27,7 @@ then at each of `--rollout_seeds` (default: every training seed).
 ``--world toy_deep``: the deep world's family (`world_runs`) under logs/toy_deep_lab, results/toy_deep_lab*,
 checkpoints/toy_deep-lab-*, its report recording the pre-registration's commit; `--pilot` only the dev pilot
 that sizes its test split (`lab_pilot`); `--explore` its exploratory family (logs/toy_deep_explore), once the
-lab's report exists.
+lab's report exists. `--rows NAME ...`: some rows of a family (`lab_rows.chosen_rows`) under names of their own.
 """
 
 from __future__ import annotations
@@ -296,6 +296,8 @@ class LabArgs:
         require_world(self)
         require(not (self.explore and self.pilot), "explore", "explore: --explore and --pilot are two different runs; "
                                                                "ask for one")
+        require(not (self.rows and self.pilot), "rows", "rows: the pilot runs its primary comparison only; --rows "
+                                                        "selects the rows of a lab or of --explore")
         if self.explore:
             require(WORLD_RUNS[self.world].explore is not None, "explore",
                     f"explore: the {self.world} world has no exploratory family (its lab runs every row)")
