@@ -78,3 +78,14 @@ def test_a_run_of_some_rows_reports_under_its_own_names(tmp_path):
     assert "# then the report: results/toy_lab_rows.md, results/toy_lab_rows_claims.txt, results/toy_lab_rows.png" \
         in out
     assert "--logs_dir logs/toy_lab_rows " in out and "--logs_dir logs/toy_lab " not in out
+
+
+def test_a_rollout_row_left_out_gives_its_worlds_stage_2_cost():
+    from masprm.stages.lab_rows import LAB_SCORERS, left_out
+    from masprm.stages.world_runs import WORLD_RUNS
+    shapley = next(s for s in LAB_SCORERS if s.scheme == "shapley")
+    # the toy world's measured 3,477 CPU s; toy_deep's own 6,842 (lab_estimate.DEEP_SECONDS)
+    assert "its stage 2 about 58 CPU minutes per training seed" in left_out(shapley, rollout_rows=False)
+    deep = shapley.in_world(WORLD_RUNS["toy_deep"])
+    assert "its stage 2 about 114 CPU minutes per training seed" in left_out(deep, rollout_rows=False)
+    assert left_out(deep, rollout_rows=True) is None

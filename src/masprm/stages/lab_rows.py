@@ -15,7 +15,7 @@ from pathlib import Path
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
 from masprm.stages.jobs import ROOT, Task
-from masprm.stages.lab_estimate import rollout_label_seconds
+from masprm.stages.lab_estimate import WORLD_SECONDS, rollout_label_seconds
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
 # Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
@@ -178,7 +178,8 @@ def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
     """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
     why = missing(scorer)
     if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
-        minutes = rollout_label_seconds(scorer.scheme) / 60
+        seconds = WORLD_SECONDS.get(scorer.world, {})   # the world's own where measured (toy_deep's)
+        minutes = seconds.get(f"labels_{scorer.scheme}", rollout_label_seconds(scorer.scheme)) / 60
         return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
                 f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
     return why
