@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,8 +73,6 @@ def test_an_unknown_row_or_a_rollout_row_without_its_flag_is_one_line_naming_the
 
 
 def test_a_run_of_some_rows_reports_under_its_own_names(tmp_path):
-    import subprocess
-    import sys
     out = subprocess.run([sys.executable, "src/lab.py", "--rows", "mc+prm", "--train_seeds", "42", "--dry_run"],
                          capture_output=True, text=True, cwd=Path(__file__).parents[1], check=True).stdout
     assert "# then the report: results/toy_lab_rows.md, results/toy_lab_rows_claims.txt, results/toy_lab_rows.png" \

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Sequence
 
 from masprm.stages.jobs import Task, show
-from masprm.stages.lab_estimate import CHECKED, SECONDS, WORLD_SECONDS, estimate, task_seconds
+from masprm.stages.lab_estimate import CHECKED, WORLD_SECONDS, estimate, task_seconds
 from masprm.stages.world_runs import WorldRun, make_command, preregistration_commit
 from masprm.toy.compute_match import plan_lines
 

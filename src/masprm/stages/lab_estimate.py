@@ -64,9 +64,10 @@ ROLLOUT_LABELS = {"mc_rollouts": 430.0, "first_error_search": 333.0, "step_consi
                   "mc_rollouts_uniform": 158.0, "mc_rollouts_active": 113.0}
 
 
-def rollout_label_seconds(scheme: str) -> float:
-    """A rollout-based scheme's stage 2 on the demo's trees (an unmeasured one: the costliest measured)."""
-    return ROLLOUT_LABELS.get(scheme, max(ROLLOUT_LABELS.values()))
+def rollout_label_seconds(scheme: str, seconds: dict[str, float] = SECONDS) -> float:
+    """A rollout-based scheme's stage 2 on the demo's trees: the world's own (`labels_<scheme>` in its
+    seconds) where measured, else the toy world's (an unmeasured scheme: the costliest measured)."""
+    return seconds.get(f"labels_{scheme}", ROLLOUT_LABELS.get(scheme, max(ROLLOUT_LABELS.values())))
 
 
 def last_value(cmd: Sequence[str], name: str) -> str | None:
@@ -118,8 +119,7 @@ def row_objective(task_name: str) -> str | None:
 def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
     kind, objective = task.name.partition("_")[0], row_objective(task.name)
     if kind == "labels" and "--rollout-policy" in task.cmd:
-        scheme = last_value(task.cmd, "--labels")
-        return seconds.get(f"labels_{scheme}", rollout_label_seconds(scheme))
+        return rollout_label_seconds(last_value(task.cmd, "--labels"), seconds)
     if kind == "train":
         return seconds.get(f"train_{objective}", seconds["train"])
     if kind in ("labels", "labelbench", "trees", "stage2"):

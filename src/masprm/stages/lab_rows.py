@@ -178,8 +178,7 @@ def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
     """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
     why = missing(scorer)
     if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
-        seconds = WORLD_SECONDS.get(scorer.world, {})   # the world's own where measured (toy_deep's)
-        minutes = seconds.get(f"labels_{scorer.scheme}", rollout_label_seconds(scorer.scheme)) / 60
+        minutes = rollout_label_seconds(scorer.scheme, WORLD_SECONDS.get(scorer.world, {})) / 60
         return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
                 f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
     return why

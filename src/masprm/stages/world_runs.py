@@ -14,7 +14,6 @@ results/<world>_*, scorers under checkpoints/<world>-*; a replica training seed'
 
 from __future__ import annotations
 
-import re
 import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -203,12 +202,12 @@ def require_world(settings: Any) -> None:
 
 def published(docs: Path, block: str) -> bool:
     """`docs` holds the generated block `block` with something in it (`masprm.toy.report` fills it)."""
+    from masprm.toy.report import block_body   # the report's own block syntax; read only for this check
     try:
         text = docs.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
         return False
-    found = re.search(rf"<!-- report: {re.escape(block)} -->\n(.*?)<!-- /report -->", text, re.DOTALL)
-    return bool(found and found.group(1).strip())
+    return bool((block_body(text, block) or "").strip())
 
 
 def make_command(target: str, world: WorldRun) -> str:

@@ -230,6 +230,11 @@ def block_names(text: str) -> list[str]:
     return [m.group("name") for m in _BLOCK.finditer(text)]
 
 
+def block_body(text: str, name: str) -> str | None:
+    """The body of the generated block `name` in `text` (None: no such block)."""
+    return next((m.group("body") for m in _BLOCK.finditer(text) if m.group("name") == name), None)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Rewrite the docs' measured tables from the results files.")
     add_config_args(p, ReportArgs)
