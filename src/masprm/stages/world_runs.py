@@ -23,6 +23,7 @@ from masprm.cli import check
 from masprm.config import require
 from masprm.registry import Registry
 from masprm.toy import compute_match
+from masprm.toy.report import block_body   # the docs' generated blocks, in the report's own syntax
 
 
 @dataclass(frozen=True)
@@ -202,7 +203,6 @@ def require_world(settings: Any) -> None:
 
 def published(docs: Path, block: str) -> bool:
     """`docs` holds the generated block `block` with something in it (`masprm.toy.report` fills it)."""
-    from masprm.toy.report import block_body   # the report's own block syntax; read only for this check
     try:
         text = docs.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError):
