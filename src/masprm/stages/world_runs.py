@@ -14,13 +14,13 @@ results/<world>_*, scorers under checkpoints/<world>-*; a replica training seed'
 
 from __future__ import annotations
 
-import subprocess
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Callable, Mapping
 
 from masprm.cli import check
 from masprm.config import require
+from masprm.provenance import code_commit, preregistration_commit
 from masprm.registry import Registry
 from masprm.toy import compute_match
 from masprm.toy.report import block_body   # the docs' generated blocks, in the report's own syntax
@@ -213,25 +213,3 @@ def published(docs: Path, block: str) -> bool:
 def make_command(target: str, world: WorldRun) -> str:
     """How a user runs a Makefile target on this world (the Makefile's WORLD defaults to the toy world)."""
     return f"make {target}" + (f" WORLD={world.name}" if world.name != DEFAULT_WORLD else "")
-
-
-def preregistration_commit(path: str, run: Callable[..., Any] = subprocess.run) -> str:
-    """The last commit that touched `path` (`git log -1 --format=%H -- PATH`), or "none" (no such commit, no git)."""
-    try:
-        out = run(["git", "log", "-1", "--format=%H", "--", path], capture_output=True, text=True, check=False)
-    except OSError:
-        return "none"
-    commit = (out.stdout or "").strip() if out.returncode == 0 else ""
-    return commit or "none"
-
-
-def code_commit(run: Callable[..., Any] = subprocess.run) -> dict:
-    """The checkout's commit (`git rev-parse HEAD`) and whether its tracked files differ from it ("none": no git)."""
-    try:
-        head = run(["git", "rev-parse", "HEAD"], capture_output=True, text=True, check=False)
-        status = run(["git", "status", "--porcelain", "--untracked-files=no"], capture_output=True, text=True,
-                     check=False)
-    except OSError:
-        return {"commit": "none", "dirty": None}
-    commit = (head.stdout or "").strip() if head.returncode == 0 else ""
-    return {"commit": commit or "none", "dirty": bool((status.stdout or "").strip()) if status.returncode == 0 else None}
