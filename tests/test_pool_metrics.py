@@ -10,6 +10,8 @@ from masprm.answers import is_correct
 from masprm.eval.aggregate import aggregate, parse_log, to_csv
 from masprm.eval.pool_metrics import judge_summary, pool_report_lines, pool_summary, rank_auc, with_pool_verdicts
 
+from helpers_stage4_logs import log_text
+
 
 def test_rank_auc_counts_pairs_and_splits_ties():
     # positives 0.35, 0.8 against negatives 0.1, 0.4: 0.35 beats 0.1 only, 0.8 beats both -> 3 of 4
@@ -78,8 +80,8 @@ def test_the_log_lines_aggregate_and_only_where_written():
     lines = pool_report_lines({"extra": extra})
     assert lines[0] == "Oracle Hit@k (k = 2.33333): 0.6667"
     assert "Candidate AUC per question (mean of 2): 0.5000" in lines
-    text = "\n".join(["=== START voter | dataset=gsm8k", "Accuracy (pass@1): 0.3333", *lines, "COMPLETED"])
-    plain = "\n".join(["=== START sbs | dataset=gsm8k", "Accuracy (pass@1): 0.5", "COMPLETED"])
+    text = log_text(acc=0.3333).replace("COMPLETED", "\n".join([*lines, "COMPLETED"]))
+    plain = log_text(acc=0.5)
     rows, skipped = aggregate([parse_log("gsm8k_voter_x_m_1", text), parse_log("gsm8k_sbs_y_m_1", plain)])
     assert not skipped
     header, voter, sbs = to_csv(rows).splitlines()

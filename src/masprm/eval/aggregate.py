@@ -3,9 +3,12 @@
 An experiment id is a log's file name without `.txt` and without its trailing
 `_<seed>`; the logs of one experiment differ only in that seed. Only logs
 whose status line says COMPLETED count (in the original's logs handoff_prm's
-paired lines follow it). Per metric the CSV has the mean and (except pass@3 and pass@5) the sample
-standard deviation across seeds (0 for one seed), 4 decimals; missing values
-are `N/A`. Column names, row order (first appearance in the sorted file names)
+paired lines follow it), and only when every metric line it reads, standard or
+optional, is there once (an optional one may be absent), finite and in range
+(``read_metrics``); any other log is named among the skipped. Per metric the CSV
+has the mean and (except pass@3 and pass@5) the sample standard deviation across
+seeds (0 for one seed), 4 decimals; an optional metric a row lacks, or that its
+logs call undefined (`N/A`), is `N/A`. Column names, row order (first appearance in the sorted file names)
 and CSV dialect are the original aggregator's, so its logs give its CSV; when
 some log has a manifest (this project's), two columns follow: Method and
 Budget, from the manifest's facts (a log without one: from its label).
@@ -34,10 +37,10 @@ from pathlib import Path
 from typing import Iterable, Sequence
 
 from masprm.eval.logs import LogFiles, text_status
-from masprm.eval.pool_metrics import OPTIONAL_LINES   # columns only when a row has them
+from masprm.eval.pool_metrics import OPTIONAL_LINES, OPTIONAL_RANGES, UNDEFINED   # columns only when a row has them
 from masprm.paths import matching_files
 
-_NUMBER = r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?)"
+_NUMBER = re.compile(r"[-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?")
 # metric key (the CSV's column stem, as the original names it) -> the log line it is read from
 METRIC_LINES = {
     "pass@1": r"Accuracy \(pass@1\):",
@@ -52,16 +55,34 @@ METRIC_LINES = {
 # new one is read, and a log with only the original's line still aggregates.
 NEW_METRIC_LINES = {"prm_calls": r"Mean scorer calls per example:"}
 NO_STD = {"pass@3", "pass@5"}
-_OPTIONAL = {k: re.compile(rf"^{label}\s*{_NUMBER}", re.MULTILINE) for k, label in OPTIONAL_LINES.items()}
-# per metric, its lines' spellings, the preferred first
-_SPELLINGS = {k: [s for s in (NEW_METRIC_LINES.get(k), label) if s] for k, label in METRIC_LINES.items()}
-_PATTERNS = {k: [re.compile(rf"^{s}\s*{_NUMBER}", re.MULTILINE) for s in spellings]
-             for k, spellings in _SPELLINGS.items()}
-_LINES = {k: [re.compile(rf"^{s}", re.MULTILINE) for s in spellings] for k, spellings in _SPELLINGS.items()}
-# What a metric can be: a rate in [0, 1], or a count per example (>= 0). A log with a value outside
-# its range, a metric line written twice, or none for pass@1 is not counted (`log_problem`).
+# What a metric can be: a rate in [0, 1], or a count per example (>= 0).
 METRIC_RANGES = {k: (0.0, 1.0) if k.startswith("pass@") else (0.0, math.inf) for k in METRIC_LINES}
-REQUIRED_METRICS = ("pass@1",)
+
+
+@dataclass(frozen=True)
+class MetricLine:
+    """One metric as the aggregator reads it: its line's spellings (the preferred first), its range, and whether
+    a log may lack it (the optional ones: only some methods write them, and write "N/A" when undefined).
+
+    Every line is read the same way (``read_metrics``): written at most once per spelling, its value the first
+    word after the label, a finite number in the range; a standard metric's line must be there, so a log cut in
+    the middle of its metric lines is not counted."""
+
+    key: str
+    spellings: tuple[str, ...]
+    low: float
+    high: float
+    optional: bool = False
+
+    @property
+    def patterns(self) -> list[re.Pattern]:
+        return [re.compile(rf"^{s}(.*)$", re.MULTILINE) for s in self.spellings]
+
+
+READ_LINES = [*(MetricLine(k, tuple(s for s in (NEW_METRIC_LINES.get(k), label) if s), *METRIC_RANGES[k])
+                for k, label in METRIC_LINES.items()),
+              *(MetricLine(k, (label,), *OPTIONAL_RANGES[k], optional=True) for k, label in OPTIONAL_LINES.items())]
+_READ_PATTERNS = {line.key: line.patterns for line in READ_LINES}
 _START = re.compile(r"^=== START (.+?) \| dataset=(\S+)", re.MULTILINE)   # labels have spaces
 _SEED = re.compile(r"^(.*)_(\d+)$")
 
@@ -182,43 +203,55 @@ def split_experiment(stem: str) -> tuple[str, int | None]:
     return (m.group(1), int(m.group(2))) if m else (stem, None)
 
 
+def _value(found: str, line: MetricLine) -> tuple[float | None, str | None]:
+    """(value, problem) of the text after a metric line's label: its first word a finite number in the line's
+    range; an optional metric's "N/A" is an undefined value (None, no problem)."""
+    word = (found.split() or [""])[0]
+    if line.optional and word == UNDEFINED:
+        return None, None
+    value = float(word) if _NUMBER.fullmatch(word) else math.nan
+    if not math.isfinite(value):
+        return None, f"its {line.key} value is not a number"
+    if not line.low <= value <= line.high:
+        return None, f"its {line.key} value {value:g} is outside [{line.low:g}, {line.high:g}]"
+    return value, None
+
+
+def read_metrics(text: str) -> tuple[dict[str, float], str | None]:
+    """Every metric of a log's text (``READ_LINES``), and why they cannot be counted (None: they can; else
+    the first problem met, the values of a line with a problem left out).
+
+    Each spelling present is checked; the value comes from the preferred one. A standard metric's line
+    missing, any line written twice, or a value that is no finite number in its range is a problem."""
+    metrics: dict[str, float] = {}
+    problems = []
+    for line in READ_LINES:
+        found = [pattern.findall(text) for pattern in _READ_PATTERNS[line.key]]
+        most = max(map(len, found))
+        if most > 1:
+            problems.append(f"its {line.key} line is written {most} times")
+        elif most == 0 and not line.optional:
+            problems.append(f"it has no {line.key} line")
+        read = [_value(values[0], line) for values in found if values]
+        bad = [problem for _, problem in read if problem]
+        problems += bad
+        if most == 1 and not bad and (value := next((v for v, _ in read if v is not None), None)) is not None:
+            metrics[line.key] = value
+    return metrics, problems[0] if problems else None
+
+
 def log_problem(text: str, seed: int | None) -> str | None:
-    """Why a finished log's numbers cannot be averaged, or None: each metric line at most once (pass@1
-    exactly once), each value a finite number in its range (``METRIC_RANGES``), a seed in the name."""
+    """Why a finished log's numbers cannot be averaged, or None: a seed in the name and every metric line as
+    ``read_metrics`` wants it."""
     if seed is None:
         return "its name carries no seed (_<seed> before .txt)"
-    for key, lines in _LINES.items():
-        counts = [len(line.findall(text)) for line in lines]
-        if max(counts) > 1:
-            return f"its {key} line is written {max(counts)} times"
-        if max(counts) == 0 and key in REQUIRED_METRICS:
-            return f"it has no {key} line"
-        for count, pattern in zip(counts, _PATTERNS[key]):   # every spelling present is checked
-            if count == 0:
-                continue
-            found = pattern.search(text)
-            value = float(found.group(1)) if found else math.nan
-            low, high = METRIC_RANGES[key]
-            if not math.isfinite(value):
-                return f"its {key} value is not a number"
-            if not low <= value <= high:
-                return f"its {key} value {value:g} is outside [{low:g}, {high:g}]"
-    return None
-
-
-def metric_value(key: str, text: str) -> float | None:
-    """A metric of METRIC_LINES read from a log's text: its preferred spelling's line, else the original's."""
-    for pattern in _PATTERNS[key]:
-        if m := pattern.search(text):
-            return float(m.group(1))
-    return None
+    return read_metrics(text)[1]
 
 
 def parse_log(stem: str, text: str, manifest: dict | None = None, summary: dict | None = None) -> ParsedLog:
     """A log's text, with its manifest and summary sidecars where they exist."""
     status = text_status(text)
-    metrics = {k: v for k in METRIC_LINES if (v := metric_value(k, text)) is not None}
-    metrics.update({k: float(m.group(1)) for k, pat in _OPTIONAL.items() if (m := pat.search(text))})
+    metrics = read_metrics(text)[0]
     start = _START.search(text)
     experiment, seed = split_experiment(stem)
     label = start.group(1) if start else experiment

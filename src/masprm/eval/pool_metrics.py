@@ -41,6 +41,10 @@ OPTIONAL_LINES = {
     "judge_calls": r"Judge calls per example:",
     "judge_parse_failure_rate": r"Judge parse-failure rate:",
 }
+# What each can be (the aggregator skips a log with a value outside): shares and AUCs in [0, 1], calls >= 0.
+# An undefined value is written "N/A" (``_number``) and left out of its mean.
+OPTIONAL_RANGES = {key: (0.0, math.inf) if key == "judge_calls" else (0.0, 1.0) for key in OPTIONAL_LINES}
+UNDEFINED = "N/A"
 
 
 def rank_auc(scores: Sequence[float], labels: Sequence[bool]) -> float:
@@ -118,7 +122,7 @@ def selector_summary(records: Sequence[dict]) -> dict:
 
 
 def _number(value: float | None) -> str:
-    return "N/A" if value is None else f"{value:.4f}"
+    return UNDEFINED if value is None else f"{value:.4f}"
 
 
 def pool_report_lines(summary: dict) -> list[str]:
