@@ -23,5 +23,7 @@ LABEL_SCHEMES.register_lazy("first_error_search", "masprm.labels.first_error_sea
 LABEL_SCHEMES.register_lazy("step_consistency", "masprm.labels.step_consistency:SCHEME")
 LABEL_SCHEMES.register_lazy("mc_rollouts_uniform", "masprm.labels.mc_budget:UNIFORM")
 LABEL_SCHEMES.register_lazy("mc_rollouts_active", "masprm.labels.mc_budget:ACTIVE")
+# the supervised row: the toy worlds' step truth (it lives with them; refused for any other trees)
+LABEL_SCHEMES.register_lazy("step_truth", "masprm.toy.step_truth:SCHEME")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]

@@ -130,11 +130,30 @@ class Options:
     ppm_root_window: tuple[float, float] = arg((-0.7, 0.7), nargs=2, metavar=("LO", "HI"),
                                                help="mine pairs only from trees whose root value is in [LO, HI] "
                                                     "(default -0.7 0.7)")
+    prm_root_window: tuple[float, float] = arg(PRM_ROOT_WINDOW, nargs=2, metavar=("LO", "HI"),
+                                               help="write PRM samples (and a steps label scheme's records) only "
+                                                    "from trees whose root value is in [LO, HI], both ends "
+                                                    "included (default -0.7 0.7, the original's); another "
+                                                    "window is written into the output's name "
+                                                    "(prm_samples_window<LO>_<HI>_<run>.jsonl)")
     view: str = arg("full", choices=VIEWS, help="full: the routed transcript; local: one agent's inbox + its "
                                                 "output (default full)")
 
     def __post_init__(self) -> None:
         self.ppm_root_window = tuple(self.ppm_root_window)
+        self.prm_root_window = tuple(self.prm_root_window)
+
+    @property
+    def window_tag(self) -> str:
+        """The PRM window in the outputs' names when it is not the original's ('' for the default, so that
+        default runs keep their names): stage 2 has no fingerprint of its own, its files' names are its identity."""
+        return window_tag(self.prm_root_window)
+
+
+def window_tag(window: tuple[float, float]) -> str:
+    """'_window<LO>_<HI>' for a PRM root window other than PRM_ROOT_WINDOW, else ''."""
+    lo, hi = window
+    return "" if (lo, hi) == PRM_ROOT_WINDOW else f"_window{lo:g}_{hi:g}"
 
 
 @dataclass
@@ -181,7 +200,7 @@ class Preprocessor:
         if tree is None:
             return [], []
         root_value = tree.root.value
-        prm = self._take(root_value, PRM_ROOT_WINDOW, lambda: prm_records(tree, o.target_nodes, o.view, c),
+        prm = self._take(root_value, o.prm_root_window, lambda: prm_records(tree, o.target_nodes, o.view, c),
                          c.prm, self._seen_prm, _prm_key)
         ppm = [] if not o.make_ppm else self._take(
             root_value, o.ppm_root_window,
@@ -259,9 +278,9 @@ class Preprocessor:
             return None
         if not c.trees:
             return "no PRM samples: no tree could be read"
-        lo, hi = PRM_ROOT_WINDOW
+        lo, hi = o.prm_root_window
         if c.prm.outside_window == c.trees:
-            return f"no PRM samples: every tree's root value is outside [{lo:g}, {hi:g}]"
+            return f"no PRM samples: every tree's root value is outside [{lo:g}, {hi:g}] (--prm-root-window)"
         shape = (f"of exactly {o.target_nodes} nodes" if o.target_nodes > 0 else "from the root to a leaf")
         if not c.candidate_paths:
             return f"no PRM samples: no tree (with its root in [{lo:g}, {hi:g}]) has a path {shape}"

@@ -20,11 +20,11 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from masprm.errors import ConfigError
 from masprm.graph import MASGraph
-from masprm.labels.mining import (PRM_ROOT_WINDOW, Counts, Options, OutputCounts, PathLabeller, Preprocessor, _ppm_key,
+from masprm.labels.mining import (Counts, Options, OutputCounts, PathLabeller, Preprocessor, _ppm_key,
                                   _prm_key, prm_records)
 from masprm.labels.pairs import PAPER_RULE, PairRule, ppm_pairs
 from masprm.registry import Registry
@@ -56,6 +56,9 @@ class LabelScheme:
     report: Callable[[Counter], str] | None = None        # the notes as the summary shows them
     needs_rollouts: bool = False                          # needs fresh policy samples (LabelContext.rollouts)
     needs_spreads: bool = False                           # needs an ensemble scorer (LabelContext.spreads)
+    # (tree files, --input) -> what the scheme reads from its input before any output opens (LabelContext.settings
+    # then), or a UsageError: a scheme that can label only some trees refuses the others in one line first
+    check_input: Callable[[Sequence[Path], Path], Any] | None = None
 
     def __post_init__(self) -> None:
         if self.kind not in RECORD_KINDS:
@@ -109,8 +112,8 @@ class LabelRunner(Preprocessor):
 
     @property
     def window(self) -> tuple[float, float]:
-        """Steps schemes use the PRM samples' root window, pair schemes the --ppm-root-window."""
-        return PRM_ROOT_WINDOW if self.scheme.kind == "steps" else self.options.ppm_root_window
+        """Steps schemes use the PRM samples' root window (--prm-root-window), pair schemes the --ppm-root-window."""
+        return self.options.prm_root_window if self.scheme.kind == "steps" else self.options.ppm_root_window
 
     def label_file(self, path: str | Path, name: str | None = None) -> list[dict]:
         """The records of one tree file, after dedupe; [] for a bad tree."""

@@ -27,7 +27,7 @@ from masprm.errors import ConfigError
 from masprm.graph import MASGraph, load_mas_config, resolve_config_path
 from masprm.io import AtomicJsonlWriter
 from masprm.labels import LABEL_SCHEMES, LabelScheme
-from masprm.labels.mining import Options, Preprocessor
+from masprm.labels.mining import Options, Preprocessor, window_tag
 from masprm.labels.scheme import LabelRunner
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
@@ -111,8 +111,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     check(args.target_nodes != 1, "--target-nodes 1 is the root alone: use 2 or more, or <= 0 for variable depth")
     for flag in ("ppm_max_pairs", "ppm_pos_topk", "ppm_neg_topk"):
         check(getattr(args, flag) >= 1, f"--{flag.replace('_', '-')} must be at least 1")
-    lo, hi = args.ppm_root_window
-    check(lo <= hi, f"--ppm-root-window: LO ({lo:g}) must not exceed HI ({hi:g})")
+    for flag in ("ppm_root_window", "prm_root_window"):
+        lo, hi = getattr(args, flag)
+        check(lo <= hi, f"--{flag.replace('_', '-')}: LO ({lo:g}) must not exceed HI ({hi:g})")
+    check(window_tag(args.prm_root_window) == "" or args.labels is None or LABEL_SCHEMES[args.labels].kind == "steps",
+          f"--prm-root-window is the window of the PRM samples and the steps label schemes; --labels {args.labels} "
+          "writes pairs, whose window is --ppm-root-window")
     return args
 
 
@@ -147,20 +151,21 @@ def find_trees(input_path: Path) -> list[Path]:
     return files
 
 
-def output_paths(input_path: Path, view: str) -> tuple[Path, Path]:
-    """results/<run> -> results/prm_samples[_local]_<run>.jsonl, results/ppm_pairs[_local]_<run>.jsonl."""
+def output_paths(input_path: Path, view: str, window: str = "") -> tuple[Path, Path]:
+    """results/<run> -> results/prm_samples[_local][<window>]_<run>.jsonl, results/ppm_pairs[_local]_<run>.jsonl
+    (``window``: the PRM root window's tag, `masprm.labels.mining.window_tag`; '' for the original's)."""
     # worked out lexically: an --input that is a link gets its outputs next to the link, never next to
     # the link's target (a folder the user did not name)
     where = lexical_path(input_path)
     run = where.stem if where.is_file() else where.name
     tag = "" if view == "full" else f"_{view}"
-    return (where.with_name(f"prm_samples{tag}_{run}.jsonl"),
+    return (where.with_name(f"prm_samples{tag}{window}_{run}.jsonl"),
             where.with_name(f"ppm_pairs{tag}_{run}.jsonl"))
 
 
-def labels_path(input_path: Path, view: str, scheme: str) -> Path:
-    """results/<run> -> results/labels_<scheme>[_local]_<run>.jsonl."""
-    prm_path, _ = output_paths(input_path, view)
+def labels_path(input_path: Path, view: str, scheme: str, window: str = "") -> Path:
+    """results/<run> -> results/labels_<scheme>[_local][<window>]_<run>.jsonl (a steps scheme's window tag)."""
+    prm_path, _ = output_paths(input_path, view, window)
     return prm_path.with_name(prm_path.name.replace("prm_samples", f"labels_{scheme}", 1))
 
 
@@ -227,8 +232,10 @@ def stream(files: list[Path], root: Path, paths: list[Path],
 def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph: MASGraph | None) -> None:
     """--labels NAME: the scheme's records in labels_<NAME>[_local]_<run>.jsonl."""
     scheme: LabelScheme = LABEL_SCHEMES[args.labels]
-    runner = LabelRunner(scheme, config_from_args(Options, args), args.scheme_settings, graph)
-    path = check_output_file(labels_path(args.input, args.view, scheme.name), "input",
+    options = config_from_args(Options, args)
+    settings = scheme.check_input(files, args.input) if scheme.check_input else args.scheme_settings
+    runner = LabelRunner(scheme, options, settings, graph)
+    path = check_output_file(labels_path(args.input, args.view, scheme.name, options.window_tag), "input",
                              label=f"input {args.input}: output")
     if args.export:
         check_output_file(trl_path(path), "input", label=f"input {args.input}: output")
@@ -305,7 +312,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     options = config_from_args(Options, args)
     prep = Preprocessor(options, graph)
-    prm_path, ppm_path = output_paths(args.input, args.view)
+    prm_path, ppm_path = output_paths(args.input, args.view, options.window_tag)
     outputs = (ppm_path, prm_path) if args.make_ppm else (prm_path,)
     for path in outputs + tuple(trl_path(p) for p in outputs if args.export):
         check_output_file(path, "input", label=f"input {args.input}: output")
