@@ -2,6 +2,7 @@
 
     core (the top-level modules)  <  plots, labels, models  <  search  <  handoff  <  eval  <  toy  <  stages
                                                               train (labels, models)
+                                     archive (run archives: core only; toy's report and the stages read them)
 
 Imports inside functions count too: a lazy import is still a dependency.
 """
@@ -20,8 +21,9 @@ ALLOWED = {   # package -> the packages it may import
     "train": {"core", "labels", "models"},
     "handoff": {"core", "search"},
     "eval": {"core", "plots", "search", "handoff", "models"},   # plots: stage 1's runner draws its trees
-    "toy": {"core", "search", "handoff", "eval", "models", "labels", "train"},
-    "stages": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "toy"},
+    "archive": {"core"},
+    "toy": {"core", "search", "handoff", "eval", "models", "labels", "train", "archive"},
+    "stages": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "toy", "archive"},
 }
 
 

@@ -32,6 +32,9 @@ PURE = {
     "masprm.eval.settings": HEAVY,
     "masprm.models.options": HEAVY,      # the stages' model flags, without a model library
     "masprm.identity": HEAVY,
+    "masprm.archive.pack": HEAVY,        # packing and reading run archives (masprm-archive, make report)
+    "masprm.archive.read": HEAVY,
+    "masprm.archive.cli": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.scorer_meta": HEAVY,
