@@ -99,11 +99,11 @@ def test_active_spends_the_budget_where_the_heads_disagree():
     assert ctx.notes["rollouts"] == 7 and source.usage.agent_runs == 3 * 2 + 3 + 1
 
 
-def test_a_budget_of_zero_gives_mcs_labels_and_the_same_seed_the_same_labels():
-    mc = [r["labels"] for r in LABEL_SCHEMES["mc"].records(parse_tree(gsm8k_tree(), "t.json"),
-                                                            LabelContext(Options()))]
-    assert labels_of("mc_rollouts_uniform", BudgetSettings(rollout_budget=0))[0] == mc
-    assert labels_of("mc_rollouts_active", ActiveSettings(rollout_budget=0), ScriptedSpreads())[0] == mc
+def test_a_budget_of_zero_is_refused_and_the_same_seed_gives_the_same_labels():
+    # 0 would load the policy and sample nothing (every prefix would keep its mc label)
+    for settings in (BudgetSettings, ActiveSettings):
+        with pytest.raises(ConfigError, match="rollout_budget must be at least 1, got 0 .*--labels mc writes"):
+            settings(rollout_budget=0)
     once = labels_of("mc_rollouts_active", ActiveSettings(rollout_budget=9, active_rollouts=2), ScriptedSpreads(), 5)
     again = labels_of("mc_rollouts_active", ActiveSettings(rollout_budget=9, active_rollouts=2), ScriptedSpreads(), 5)
     assert once[0] == again[0] and once[2].cache == again[2].cache
@@ -112,7 +112,7 @@ def test_a_budget_of_zero_gives_mcs_labels_and_the_same_seed_the_same_labels():
 def test_active_refuses_without_an_ensemble_and_the_flags_are_checked():
     with pytest.raises(ConfigError, match="no ensemble scorer was given"):
         labels_of("mc_rollouts_active", ActiveSettings())
-    with pytest.raises(ConfigError, match="rollout_budget must be at least 0"):
+    with pytest.raises(ConfigError, match="rollout_budget must be at least 1"):
         BudgetSettings(rollout_budget=-1)
     with pytest.raises(ConfigError, match="active_rollouts must be at least 1"):
         ActiveSettings(active_rollouts=0)

@@ -101,7 +101,7 @@ def test_the_local_view_has_its_own_file_name(workdir):
     (["--rollout-budget", "8"], "--rollout-budget is a setting of --labels mc_rollouts_active and --labels "
                                 "mc_rollouts_uniform (add --labels NAME)"),
     (["--labels", "mc_rollouts_active", "--rollout-policy", "x", "--rollout-ensemble", "y", "--rollout-budget", "-1"],
-     "rollout_budget must be at least 0, got -1"),
+     "rollout_budget must be at least 1, got -1"),
 ])
 def test_flag_errors_are_one_line_and_write_nothing(workdir, argv, message):
     with pytest.raises(MasprmError) as err:

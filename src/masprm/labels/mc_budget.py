@@ -15,7 +15,8 @@ are shared among them (``masprm.labels.allocation``):
 A step's label is its node's Monte Carlo value with the extra rollouts pooled
 in: (q_sum + Σ outcomes) / (visits + a) for a node with a fresh completions
 (each outcome ±1, as the search's back-ups), its ``mc`` label unchanged when
-a = 0, so a budget of 0 gives ``mc``'s records. The last step of a graded
+a = 0 (a prefix the budget does not reach). A budget of 0 is refused: it would
+load the policy to write ``mc``'s records. The last step of a graded
 path is its own outcome. Records are the PRM samples' paths. Pure Python;
 the completions come from ``LabelContext.rollouts``, the spreads from
 ``LabelContext.spreads``.
@@ -26,7 +27,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Protocol, Sequence
 
-from masprm.config import arg, require_each
+from masprm.config import arg, require, require_each
 from masprm.errors import ConfigError
 from masprm.labels.allocation import even_split, ranked_split
 from masprm.labels.mining import candidate_paths, clamp, is_graded
@@ -45,10 +46,12 @@ class Spreads(Protocol):
 @dataclass
 class BudgetSettings:
     rollout_budget: int = arg(32, help="mc_rollouts_uniform, mc_rollouts_active: fresh completions per tree, "
-                                       "shared among its open prefixes (default 32)")
+                                       "shared among its open prefixes, at least 1 (default 32)")
 
     def __post_init__(self) -> None:
-        require_each(self, ("rollout_budget",), lambda v: v >= 0, "must be at least 0")
+        # 0 would load the policy and sample nothing: the records would be --labels mc's
+        require(self.rollout_budget >= 1, "rollout_budget", f"rollout_budget must be at least 1, got "
+                f"{self.rollout_budget} (a budget of 0 samples nothing: --labels mc writes those records)")
 
 
 @dataclass

@@ -18,7 +18,7 @@ every record. Pure Python: no torch import.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, fields, is_dataclass
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -26,7 +26,7 @@ from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.labels.mining import (Counts, Options, OutputCounts, PathLabeller, Preprocessor, _ppm_key,
                                   _prm_key, prm_records)
-from masprm.labels.pairs import PAPER_RULE, PairRule, ppm_pairs
+from masprm.labels.pairs import PAPER_RULE, PairRule, dedupe_key, ppm_pairs
 from masprm.registry import Registry
 from masprm.tree_schema import TreeStep, Tree
 
@@ -95,6 +95,15 @@ def walk(node: TreeStep):
 # --------------------------------------------------------------------------- one pass over many trees
 
 
+def put_back(target: Any, data: dict) -> None:
+    """Set a dataclass's fields from its ``asdict`` form, nested dataclasses in place."""
+    for f in fields(target):
+        if is_dataclass(getattr(target, f.name)):
+            put_back(getattr(target, f.name), data[f.name])
+        else:
+            setattr(target, f.name, data[f.name])
+
+
 def _default_report(notes: Counter) -> str:
     return " ".join(f"{k}={v}" for k, v in notes.items())
 
@@ -109,6 +118,7 @@ class LabelRunner(Preprocessor):
         self.output = OutputCounts()
         self.per_step: Counter[int] = Counter()   # kept pairs per step index
         self._seen: set[bytes] = set()
+        self._added: list[bytes] = []             # dedupe keys added since the last progress_state
 
     @property
     def window(self) -> tuple[float, float]:
@@ -125,11 +135,33 @@ class LabelRunner(Preprocessor):
         key = _prm_key if self.scheme.kind == "steps" else _ppm_key
         records = self._take(tree.root.value, self.window, lambda: self.scheme.records(tree, self.ctx),
                              self.output, self._seen, key)
+        if self.options.dedupe:
+            self._added.extend(dedupe_key(key(rec)) for rec in records)
         for rec in records:
             rec.setdefault("meta", {})["label_scheme"] = self.scheme.name
             if self.scheme.kind == "pairs":
                 self.per_step[rec["meta"].get("step_index")] += 1
         return records
+
+    # -- a stopped run resumes (masprm.labels.progress): what the next tree's records and the summary depend on
+
+    def progress_state(self) -> dict:
+        """The counts and notes so far and the dedupe keys added since the last call, as JSON (the notes and
+        the pairs per step as [key, count] lists: their order and their keys' types are the summary's)."""
+        added = [k.hex() for k in self._added]
+        self._added.clear()
+        return {"counts": asdict(self.counts), "output": asdict(self.output), "notes": list(self.ctx.notes.items()),
+                "per_step": list(self.per_step.items()), "seen": added}
+
+    def resume_state(self, state: dict) -> None:
+        """Back to where ``progress_state`` was taken, its dedupe keys added to the seen ones."""
+        put_back(self.counts, state["counts"])   # in place: the context holds the same Counts
+        put_back(self.output, state["output"])
+        self.ctx.notes.clear()
+        self.ctx.notes.update(dict(state["notes"]))
+        self.per_step.clear()
+        self.per_step.update({step: n for step, n in state["per_step"]})
+        self._seen.update(bytes.fromhex(k) for k in state["seen"])
 
     def summary(self, out_path: Path) -> str:
         c, o = self.counts, self.output

@@ -13,13 +13,15 @@ A completion keeps a recorded prefix and samples every agent still to speak
 (Math-Shepherd's and OmegaPRM's rollouts from a step); completions are cached
 by prefix, so each prefix is paid for once per run. The source counts what
 it cost (agent runs and generated tokens), so a scheme can report its extra
-policy cost next to the tree-derived schemes'.
+policy cost next to the tree-derived schemes'. Its state after each tree (call
+count, usage, the completions the tree cached) goes into stage 2's progress
+file (``masprm.labels.progress``), so a stopped run resumes to the same samples.
 Pure Python: no torch import; the policy is any ``masprm.interfaces.Policy``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Sequence
 
 from masprm.graph import MASGraph, RoutingState
@@ -86,6 +88,7 @@ class RolloutSource:
     usage: Usage = field(default_factory=Usage)
     calls: int = 0
     cache: dict = field(default_factory=dict)   # (question, prefix) -> the final answers of its completions
+    filled: list = field(default_factory=list, repr=False)   # cache keys (re)filled since the last progress_state
 
     def _context(self) -> SearchContext:
         ctx = SearchContext(self.policy, self.graph, self.settings, keys=RequestKeys(self.seed, self.calls),
@@ -103,6 +106,7 @@ class RolloutSource:
             states = drive(complete(ctx, question, [list(key[1]) for key in todo], k, self.temperature), ctx)
             for j, key in enumerate(todo):
                 self.cache[key] = [s.final_answer() for s in states[j * k:(j + 1) * k]]
+            self.filled.extend(todo)
         return [self.cache[key][:k] for key in keys]
 
     def replay(self, question: str, messages: Sequence[Message], keeps: Sequence[frozenset[int]]) -> list[float]:
@@ -110,3 +114,21 @@ class RolloutSource:
         ctx = self._context()
         states: list[RoutingState] = drive(replay(ctx, question, messages, keeps, self.temperature), ctx)
         return [self.grade(question, s.final_answer()) for s in states]
+
+    # -- a stopped run resumes (masprm.labels.progress): the state the next tree's samples depend on
+
+    def progress_state(self) -> dict:
+        """The call count (it keys every later call's random streams), the usage, and the completions cached
+        since the last call, as JSON."""
+        added = [[question, [list(m) for m in prefix], self.cache[(question, prefix)]]
+                 for question, prefix in dict.fromkeys(self.filled)]
+        self.filled.clear()
+        return {"calls": self.calls, "usage": asdict(self.usage), "cache": added}
+
+    def resume_state(self, state: dict) -> None:
+        """Back to where ``progress_state`` was taken (its cache entries added to the cache)."""
+        self.calls = state["calls"]
+        for name, value in state["usage"].items():
+            setattr(self.usage, name, value)
+        for question, prefix, answers in state["cache"]:
+            self.cache[(question, tuple((agent, text) for agent, text in prefix))] = answers

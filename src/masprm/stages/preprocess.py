@@ -20,18 +20,22 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from masprm.checks import check_output_file, check_seeds, file_identity
+from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, check_checker
+from masprm.checks import check_local_model, check_output_file, check_seeds, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
-from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names
+from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names, require_each
 from masprm.errors import ConfigError
 from masprm.graph import MASGraph, load_mas_config, resolve_config_path
 from masprm.io import AtomicJsonlWriter
 from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor, window_tag
+from masprm.labels.progress import TreeProgress
 from masprm.labels.scheme import LabelRunner
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
-from masprm.answers import is_correct
+from masprm.identity import code_version, path_identity, stable_hash
+from masprm.models.model_checks import check_policy
+from masprm.run_folder import SETTINGS_FILE, read_settings
 from masprm.state_text import join_steps
 from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
 from masprm.outputs import lexical_path
@@ -51,14 +55,15 @@ class Inputs:
                            "results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct, the original's)")
     config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
                                          "<dataset> being the input folder's name before '_res_')")
-    force: bool = arg(False, help="--view local: route with --config even when the trees record another MAS config")
+    force: bool = arg(False, help="--view local and the rollout-based label schemes: route and sample with --config "
+                                  "even when the trees record another MAS config")
     seed: int = arg(42, help="seed of the rollout-based label schemes' fresh samples; everything else stage 2 "
                              "writes is deterministic and uses no randomness")
     rollout_policy: Path | None = arg(None, help="the policy model folder the rollout-based label schemes "
                                                  "(mc_rollouts, first_error_search, step_consistency, shapley, "
                                                  "mc_rollouts_uniform, mc_rollouts_active) "
                                                  "sample from, with the team of --config")
-    rollout_temperature: float = arg(0.7, help="sampling temperature of those fresh samples (default 0.7, "
+    rollout_temperature: float = arg(0.7, help="sampling temperature of those fresh samples, > 0 (default 0.7, "
                                                "stage 1's)")
     rollout_ensemble: Path | None = arg(None, help="a trained ensemble scorer folder (--mode ensemble) whose heads' "
                                                    "spread ranks the prefixes of --labels mc_rollouts_active")
@@ -72,6 +77,7 @@ class Inputs:
 
     def __post_init__(self) -> None:
         check_seeds(self)
+        require_each(self, ("rollout_temperature",), lambda v: v > 0, "must be > 0")   # stage 1's rule
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
@@ -187,13 +193,18 @@ def load_graph(args: argparse.Namespace) -> MASGraph | None:
             raise UsageError(f"--config: {derived} (derived from the input folder name) not found; "
                              "pass --config") from None
     graph = load_mas_config(path)
-    if args.view == "local" and not args.force:
-        check_recorded_config(args.input, path)
+    # what a team other than the trees' would do here (--force lets it)
+    harm = [why for why, used in (("the local view would route inboxes through another team", args.view == "local"),
+                                  ("the rollouts would sample another team", args.rollout_policy is not None)) if used]
+    if harm and not args.force:
+        check_recorded_config(args.input, path, " and ".join(harm))
     return graph
 
 
-def check_recorded_config(input_path: Path, config: Path) -> None:
-    """The local view routes inboxes through the team that built the trees: compare with their record."""
+def check_recorded_config(input_path: Path, config: Path,
+                          harm: str = "the local view would route inboxes through another team") -> None:
+    """The local view routes inboxes, and the rollouts sample, through the team that built the trees: compare
+    with their record (``harm``: what another team would do)."""
     first = input_path if input_path.is_file() else next(iter(find_trees(input_path)))
     try:
         meta = json.loads(first.read_text(encoding="utf-8")).get("meta") or {}
@@ -206,24 +217,39 @@ def check_recorded_config(input_path: Path, config: Path) -> None:
         identity = file_identity(recorded)
     same = file_identity(config) == identity if identity else Path(recorded).resolve() == config.resolve()
     check(same, f"--config {config} is not the MAS config the trees were built with ({recorded}, recorded in "
-                f"{first}); the local view would route inboxes through another team. Pass that config, "
-                "or --force to use this one anyway")
+                f"{first}); {harm}. Pass that config, or --force to use this one anyway")
 
 
 def stream(files: list[Path], root: Path, paths: list[Path],
-           records_of: Callable[[Path, str], list[list[dict]]], prep: Preprocessor) -> None:
-    """One pass over the tree files: ``records_of(file, name)`` gives one list of records per output path."""
+           records_of: Callable[[Path, str], list[list[dict]]], prep: Preprocessor,
+           progress: TreeProgress | None = None) -> None:
+    """One pass over the tree files: ``records_of(file, name)`` gives one list of records per output path.
+    With ``progress`` (one output), each finished tree is kept as it finishes and a rerun takes the trees an
+    earlier run of the same settings finished from it."""
+    names = [str(f.relative_to(root)) for f in files]
     with ExitStack() as stack:
         outs = [stack.enter_context(AtomicJsonlWriter(path)) for path in paths]
+        done = progress.resume(names) if progress is not None else []
         # The bar shows on a terminal only and leaves no line behind, so an error stays one line.
-        for f in progress_bar(files, terminal_only=True, desc="Processing trees", unit="tree", leave=False):
-            for out, records in zip(outs, records_of(f, str(f.relative_to(root)))):
+        for i, (f, name) in enumerate(progress_bar(list(zip(files, names)), terminal_only=True,
+                                                   desc="Processing trees", unit="tree", leave=False)):
+            if i < len(done):
+                found = [done[i]]
+            else:
+                found = records_of(f, name)
+                if progress is not None:
+                    progress.add(name, found[0])
+            for out, records in zip(outs, found):
                 for rec in records:
                     out.write(rec)
         # Raised inside the writers' block, so the previous outputs stay in place.
         if not prep.counts.trees:
+            if progress is not None:
+                progress.finish()   # nothing was labelled: nothing to resume
             raise UsageError(f"--input: none of the {len(files)} tree file(s) could be read "
                              f"({prep.counts.malformed_named[0]}); nothing was written")
+    if progress is not None:
+        progress.finish()   # the output is in place
     for bad in (prep.malformed_summary(), prep.off_config_summary()):
         if bad:
             log.warning(f"[preprocess] warning: {bad}")
@@ -244,7 +270,11 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
     source = rollout_source(args, files, graph) if scheme.needs_rollouts else None
     runner.ctx.rollouts = source
     runner.ctx.spreads = ensemble_spreads(args.rollout_ensemble) if scheme.needs_spreads else None
-    stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner)
+    # the policy's samples are what a stop would lose: each finished tree is kept as it finishes
+    progress = None if source is None else TreeProgress(
+        path, rollout_fingerprint(args, runner, files, root, graph), {"runner": runner, "source": source},
+        say=lambda line: log.info(f"[preprocess][labels {scheme.name}] {line}"))
+    stream(files, root, [path], lambda f, name: [runner.label_file(f, name)], runner, progress)
     log.info(runner.summary(path), extra=RESULT)
     if source is not None:   # the policy cost the tree-derived schemes do not pay
         log.info(f"[preprocess][labels {scheme.name}] policy cost: {source.usage.agent_runs} agent runs, "
@@ -257,7 +287,7 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
 
 def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph) -> RolloutSource:
     """The policy, the team and the gold check the rollout-based schemes sample and grade with (the gold of
-    each question from its tree file's meta)."""
+    each question from its tree file's meta, compared by the rule the trees were graded with)."""
     gold: dict[str, str | None] = {}
     for f in files:
         try:
@@ -265,13 +295,63 @@ def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph)
             gold[str(tree["node_text"]).strip()] = (tree.get("meta") or {}).get("gold")
         except (OSError, ValueError, KeyError, TypeError, AttributeError):
             continue   # a bad tree file is counted and named when it is labelled
-    from masprm.models.backends import load_policy
+    correct = ANSWER_CHECKERS[trees_checker(args.input)]
+    policy = rollout_policy(args.rollout_policy, list(gold), graph, where=str(args.input))
+    return RolloutSource(policy, graph, lambda q, answer: 1.0 if correct(answer, gold.get(q.strip())) else -1.0,
+                         SamplingSettings(), temperature=args.rollout_temperature, seed=args.seed)
+
+
+def trees_checker(input_path: Path) -> str:
+    """The answer checker the trees were graded with, as their run folder's ``.run_settings`` records it (the
+    default when it names none): the rollouts are graded by the same rule, or the run is refused in one line."""
+    folder = lexical_path(input_path)
+    folder = folder.parent if folder.is_file() else folder
+    recorded = (read_settings(folder) or {}).get("answer_checker", DEFAULT_CHECKER)
+    where = f"--input {input_path}: its trees were graded with --answer_checker {recorded} (recorded in " \
+            f"{folder / SETTINGS_FILE})"
+    check(recorded in ANSWER_CHECKERS, f"{where}, a checker this version does not have "
+                                       f"({', '.join(ANSWER_CHECKERS.names())}); the rollouts would be graded by "
+                                       "another rule")
+    try:
+        check_checker(recorded)
+    except ConfigError as err:
+        raise UsageError(f"{where}, the rule the rollouts are graded by, and {err}") from None
+    return recorded
+
+
+def rollout_policy(folder: Path, questions: list[str], graph: MASGraph, where: str) -> Any:
+    """--rollout-policy: checked as stage 4's judge is (a full model with weights and a tokenizer, a chat
+    template, each question with the team's longest system prompt inside its context), then loaded on the CPU."""
     from masprm.models.options import ModelOptions
 
-    # the hf backend, imported (with torch) only once the flags are checked
-    policy = load_policy(None, str(args.rollout_policy), ModelOptions(device_map="cpu"), setting="rollout_policy")
-    return RolloutSource(policy, graph, lambda q, answer: 1.0 if is_correct(answer, gold.get(q.strip())) else -1.0,
-                         SamplingSettings(), temperature=args.rollout_temperature, seed=args.seed)
+    options = ModelOptions(device_map="cpu")
+    model = check_local_model(str(folder), "rollout_policy")
+    check_policy(model, "rollout_policy", options, questions=questions, where=where,
+                 prompts=[agent.system_prompt for agent in graph.agents])
+    from masprm.models.backends import load_policy   # the hf backend, with torch, only once it is checked
+
+    return load_policy(None, model, options, setting="rollout_policy")
+
+
+def rollout_fingerprint(args: argparse.Namespace, runner: LabelRunner, files: list[Path], root: Path,
+                        graph: MASGraph) -> str:
+    """Everything the records of a rollout-based label run depend on: the scheme and its settings, the mining
+    flags, the seed and temperature, the policy, the ensemble, the team, the grading rule, each tree file's
+    name and content, and the code (a progress file of another is not resumed)."""
+    def content(f: Path) -> str | None:
+        try:
+            return file_identity(f)
+        except OSError:
+            return None   # an unreadable tree is counted and named when it is labelled
+
+    return stable_hash({
+        "scheme": runner.scheme.name, "settings": repr(runner.ctx.settings), "options": repr(runner.options),
+        "seed": args.seed, "temperature": args.rollout_temperature, "sampling": repr(SamplingSettings()),
+        "policy": path_identity(args.rollout_policy, model=True),
+        "ensemble": path_identity(args.rollout_ensemble, model=True),
+        "config": content(Path(graph.source)), "checker": trees_checker(args.input),
+        "trees": [[str(f.relative_to(root)), content(f)] for f in files],
+        "code": code_version(("stages/preprocess.py",))}, length=16)
 
 
 @dataclass
