@@ -287,3 +287,65 @@ def test_cli_scorer_names_are_checked_before_anything_loads(tmp_path):
                          "--out", str(out))
     assert proc.returncode == 2 and "twice" in proc.stderr
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- --split and the world's own defaults
+
+
+def test_defaults_follow_the_world_and_the_split():
+    toy = stepbench.StepBenchArgs()
+    assert (toy.policy, toy.mas_config, toy.out) == ("artifacts/toy/policy", "configs/toy.yaml",
+                                                     "results/toy_stepbench.json")   # as before the option
+    deep = stepbench.StepBenchArgs(world="toy_deep", split="dev")
+    assert (deep.policy, deep.mas_config, deep.out) == ("artifacts/toy_deep/policy", "configs/toy_deep.yaml",
+                                                        "results/toy_deep_stepbench_dev.json")
+    assert stepbench.bench_splits(deep) == {"calibration": ("train", "calibration_samples"),
+                                            "dev": ("dev", "samples")}   # no test split anywhere
+    assert stepbench.bench_splits(toy) == {"calibration": ("train", "calibration_samples"),
+                                           "test": ("test", "samples")}
+
+
+def test_a_dev_run_samples_the_train_and_dev_splits_only(tmp_path, monkeypatch):
+    asked: list[str] = []
+
+    class Stop(Exception):
+        pass
+
+    def scorer_loaded(folder, policy, setting):
+        raise Stop   # every transcript set is drawn before the first scorer loads
+
+    monkeypatch.setattr(stepbench, "generate_split", lambda split, task: asked.append(split) or PROBLEMS)
+    monkeypatch.setattr(stepbench, "load_policy", lambda args: None)
+    monkeypatch.setattr(stepbench, "sample_split", lambda models, graph, problems, args, samples: [])
+    monkeypatch.setattr(stepbench, "load_scorer_folder", scorer_loaded)
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "s").mkdir()
+    monkeypatch.setattr(sys, "argv", ["stepbench", "--world", "toy_deep", "--split", "dev", "--policy",
+                                      str(tmp_path / "policy"), "--scorer", f"s={tmp_path / 's'}", "--mas_config",
+                                      str(ROOT / "configs/toy_deep.yaml"), "--out", str(tmp_path / "bench.json")])
+    with pytest.raises(Stop):
+        stepbench.main()
+    assert asked == ["train", "dev"]
+
+
+def run_elsewhere(cwd, *args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "masprm.toy.stepbench", *args], cwd=cwd,
+                          env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
+
+
+def test_toy_deep_never_falls_back_to_the_toy_worlds_scorers(tmp_path):
+    # the toy world's demo folders are there, toy_deep's are not: one line naming toy_deep's, nothing written
+    for name in ("toy-ppm", "toy-orm"):
+        (tmp_path / "checkpoints" / name).mkdir(parents=True)
+    (tmp_path / "policy").mkdir()
+    proc = run_elsewhere(tmp_path, "--world", "toy_deep", "--policy", "policy")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
+    assert "checkpoints/toy_deep-ppm is not there" in proc.stderr and "--prm_dir" in proc.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["checkpoints", "policy"]
+
+
+def test_a_split_the_world_lacks_is_one_line(tmp_path):
+    (tmp_path / "policy").mkdir()
+    proc = run_elsewhere(tmp_path, "--split", "dev", "--policy", "policy", "--scorer", "a=policy")
+    assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0
+    assert "--split" in proc.stderr and "the toy world has no dev split (its splits: train, test)" in proc.stderr

@@ -11,13 +11,15 @@ were trained without them.
 
 Transcripts are sampled from the policy (one pass through the team at
 ``--temperature``) on two splits: ``train`` (calibration,
-``--calibration_samples`` per question) and ``test`` (the benchmark,
-``--samples`` per question), once, whatever the number of scorers. Each
-scorer gives every step a value:
+``--calibration_samples`` per question) and the benchmark's split
+(``--split``: ``test`` by default, ``dev`` for design work, which then never
+samples or reads the test split; ``--samples`` per question), once, whatever
+the number of scorers. Each scorer gives every step a value:
 
 - a scorer folder (``--scorer NAME=FOLDER``, repeatable; ``--prm_dir`` is
   the scorer ``masprm``, ``--orm_dir`` the scorer ``orm``, and without any
-  ``--scorer`` both default to the demo's folders): its value of the state
+  ``--scorer`` both default to the world's demo folders,
+  ``checkpoints/<world>-ppm`` and ``-orm``, never another world's): its value of the state
   after the step, the full transcript so far (what SBS and MCTS read; the
   ORM was trained on finished transcripts only). Each folder is loaded once
   and reads every step of a split in one batched call;
@@ -34,8 +36,9 @@ as probabilities of a right step: a scorer's tanh value v as (v + 1) / 2,
 the log-prob as exp(mean log-prob per token), i.e. the geometric-mean token
 probability.
 
-``--world toy_deep`` (with that world's --policy and --mas_config) samples the deep toy world's
-splits and judges them with its step truth (`masprm.toy.worlds.StepTruth`); the default is the toy world.
+``--world toy_deep`` samples the deep toy world's splits with its policy and team (the defaults of
+``--policy`` and ``--mas_config`` follow ``--world``) and judges them with its step truth
+(`masprm.toy.worlds.StepTruth`); the default is the toy world.
 """
 
 from __future__ import annotations
@@ -74,24 +77,31 @@ from masprm.toy.worlds import WORLDS, StepTruth
 
 LOGPROB = "logprob"    # the policy's own step value, always reported
 ORACLES = ("oracle_step", "oracle_outcome")   # the reference scorers that need no model (--oracles)
-DEFAULT_FOLDERS = {"masprm": "checkpoints/toy-ppm", "orm": "checkpoints/toy-orm"}   # without --scorer
-SPLITS = {"calibration": ("train", "calibration_samples"), "test": ("test", "samples")}
+DEFAULT_FOLDERS = {"masprm": "ppm", "orm": "orm"}   # without --scorer: checkpoints/<world>-<objective>, the demo's
+BENCH_SPLITS = ("test", "dev")   # --split: the split the benchmark's transcripts are sampled on
 CI_RESAMPLES, CI_SEED = 1000, 0   # the step metrics' bootstrap over test transcripts (docs/scorer_lab.md)
 
 
 @dataclass(frozen=True)
 class StepBenchArgs:
-    policy: PathText = arg("artifacts/toy/policy", help="the policy model folder (default artifacts/toy/policy)")
+    policy: PathText | None = arg(None, help="the policy model folder (default: the world's build, "
+                                             "artifacts/<world>/policy)")
     prm_dir: PathText | None = arg(None, flags=("--prm_dir",),
-                              help="the MASPRM folder, reported as 'masprm' (default checkpoints/toy-ppm "
+                              help="the MASPRM folder, reported as 'masprm' (default checkpoints/<world>-ppm "
                                    "when no --scorer is given)")
     orm_dir: PathText | None = arg(None, flags=("--orm_dir",),
-                              help="the ORM folder, reported as 'orm' (default checkpoints/toy-orm when no "
+                              help="the ORM folder, reported as 'orm' (default checkpoints/<world>-orm when no "
                                    "--scorer is given)")
     scorer: list[str] = arg(default_factory=list, flags=("--scorer",), action="append", metavar="NAME=FOLDER",
                             help="a scorer folder, reported under NAME (repeatable)")
-    mas_config: PathText = arg("configs/toy.yaml", flags=("--mas_config",), help="the team")
-    out: PathText = arg("results/toy_stepbench.json", help="JSON report to write")
+    mas_config: PathText | None = arg(None, flags=("--mas_config",), help="the team (default: the world's, "
+                                                                          "configs/<world>.yaml)")
+    out: PathText | None = arg(None, help="JSON report to write (default results/<world>_stepbench.json; with "
+                                          "--split dev results/<world>_stepbench_dev.json)")
+    split: str = arg("test", flags=("--split",), choices=BENCH_SPLITS,
+                     help="the split the benchmark's transcripts are sampled on: test (default) or dev (design "
+                          "work: the test split is then never sampled or read; a world with a dev split only); "
+                          "the thresholds are chosen on the train split either way")
     samples: int = arg(2, help="transcripts sampled per test question (default 2)")
     calibration_samples: int = arg(1, flags=("--calibration_samples",),
                                    help="transcripts sampled per train question, to choose the thresholds (default 1)")
@@ -107,6 +117,15 @@ class StepBenchArgs:
 
     def __post_init__(self) -> None:
         require(self.world in WORLDS, "world", f"world: {WORLDS.unknown_message(self.world)}")
+        world = WORLDS[self.world]
+        require(self.split in world.truth.task.splits, "split",
+                f"split: the {self.world} world has no {self.split} split (its splits: "
+                f"{', '.join(s for s in world.truth.task.splits if s != 'sft')})")
+        defaults = {"policy": f"{world.out}/policy", "mas_config": world.config,
+                    "out": f"results/{self.world}_stepbench{'_dev' if self.split == 'dev' else ''}.json"}
+        for name, value in defaults.items():   # the world's own, never another world's (frozen: set once here)
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
         require_each(self, ("samples", "calibration_samples", "search_batch_size"), lambda v: v >= 1,
                      "must be at least 1")
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
@@ -115,8 +134,15 @@ class StepBenchArgs:
 
 
 def scorer_folders(args: StepBenchArgs) -> dict[str, str]:
-    """NAME -> folder of every scorer to load, in the order given (--prm_dir, --orm_dir, then each --scorer)."""
-    folders = {} if args.scorer else {name: folder for name, folder in DEFAULT_FOLDERS.items()}
+    """NAME -> folder of every scorer to load, in the order given (--prm_dir, --orm_dir, then each --scorer);
+    without --scorer the world's demo folders (one line naming a missing one: no other world's stands in)."""
+    folders = {} if args.scorer else {name: f"checkpoints/{args.world}-{objective}"
+                                      for name, objective in DEFAULT_FOLDERS.items()}
+    for name, folder in folders.items():
+        flag = "prm_dir" if name == "masprm" else "orm_dir"
+        check(getattr(args, flag) is not None or Path(folder).is_dir(),
+              f"--{flag}: the {args.world} world's default scorer folder {folder} is not there (its demo's); give "
+              f"--{flag} FOLDER or --scorer NAME=FOLDER")
     for name, flag in (("masprm", "prm_dir"), ("orm", "orm_dir")):
         if getattr(args, flag):
             folders[name] = getattr(args, flag)
@@ -128,6 +154,13 @@ def scorer_folders(args: StepBenchArgs) -> dict[str, str]:
         check(name not in folders, f"--scorer {spec}: the name {name!r} is given twice")
         folders[name] = folder
     return folders
+
+
+def bench_splits(args: StepBenchArgs) -> dict[str, tuple[str, str]]:
+    """The transcript sets, each (its split, the flag of its samples per question): the calibration set on the
+    train split, the benchmark's on --split (its name in the report). Nothing else is sampled: a dev run never
+    draws from the test split."""
+    return {"calibration": ("train", "calibration_samples"), args.split: (args.split, "samples")}
 
 
 # --------------------------------------------------------------------------- sampling
@@ -285,13 +318,14 @@ def main() -> int:
         world.check_graph(graph)
     except ValueError as err:
         check(False, f"{err} (--mas_config)")
-    for split, _ in SPLITS.values():   # a split without questions has nothing to sample (toy_deep's test, unsized)
+    splits = bench_splits(args)
+    for split, _ in splits.values():   # a split without questions has nothing to sample (toy_deep's test, unsized)
         check(world.truth.task.size(split) > 0, f"--world {args.world}: its {split} split is empty")
 
     started = time.time()
     models = load_policy(args)
     sets = {name: sample_split(models, graph, generate_split(split, world.truth.task), args, getattr(args, samples))
-            for name, (split, samples) in SPLITS.items()}
+            for name, (split, samples) in splits.items()}
     for name, folder in folders.items():   # one scorer in memory at a time
         scorer = load_scorer_folder(folder, args.policy, flags.get(name, "scorer"))
         for ts in sets.values():
@@ -307,10 +341,10 @@ def main() -> int:
         "labels": {name: summarize([t.pop("label") for t in ts], world.truth.error_kinds) for name, ts in sets.items()},
         "calibration": {"bins": ECE_BINS, "probability": "scorer value v: (v + 1) / 2; logprob: exp(mean log-prob "
                                                          "per token)"},
-        "scorers": {s: scorer_report(sets["calibration"], sets["test"], s)
+        "scorers": {s: scorer_report(sets["calibration"], sets[args.split], s)
                     for s in [*folders, *(ORACLES if args.oracles else ()), LOGPROB]},
         "seconds": round(time.time() - started, 1),
-        "transcripts": sets["test"],
+        "transcripts": sets[args.split],
     }
     atomic_write_json(args.out, report)
     print("\n".join(report_lines(report)))
