@@ -29,13 +29,66 @@ def test_rest_in_dataset_order_shuffled_by_pythons_random_then_cut():
 def test_the_file_lists_prompts_or_questions(tmp_path):
     path = tmp_path / "train_pairs.jsonl"
     path.write_text(json.dumps({"prompt": "A?", "question": "ignored"}) + "\n\n"
-                    + json.dumps({"question": "B?"}) + "\n" + json.dumps({"other": 1}) + "\n")
-    assert read_excluded_questions(path) == {"A?", "B?"}
-    path.write_text(json.dumps({"prompt": "A?"}) + "\n{broken\n")
-    with pytest.raises(DataError, match="train_pairs.jsonl: line 2 is not JSON"):
+                    + json.dumps({"question": "B?"}) + "\n" + json.dumps({"question": "caf\u00e9?"}) + "\n")
+    assert read_excluded_questions(path) == {"A?", "B?", "café?"}
+
+
+A_PROMPT = json.dumps({"prompt": "A?"}) + "\n"
+# Each fault of encoding and schema, the bytes of the file, and what its one line says after `file:line: `.
+FAULTS = [
+    ("latin-1", A_PROMPT.encode() + '{"prompt": "caf\xe9?"}\n'.encode("latin-1"),
+     "2: not UTF-8 text (byte 0xe9); save the file as UTF-8"),
+    ("lone-surrogate", (A_PROMPT + '{"prompt": "x\\ud800"}\n').encode(),
+     "2: a string holds a lone surrogate (\\ud800), which cannot be written as UTF-8; fix the file's text"),
+    ("no-field", (A_PROMPT + '{"other": 1}\n').encode(),
+     "2: a record with neither 'prompt' nor 'question' (the question to leave out)"),
+    ("bare-scalar", (A_PROMPT + '"A?"\n').encode(), "2: expected a JSON object, got str"),
+    ("bare-number", (A_PROMPT + "7\n").encode(), "2: expected a JSON object, got int"),
+    ("number-prompt", (A_PROMPT + '{"prompt": 7}\n').encode(), "2: 'prompt' must be a string, got int"),
+    ("null-question", (A_PROMPT + '{"question": null}\n').encode(), "2: 'question' must be a string, got NoneType"),
+    ("list-prompt", (A_PROMPT + '{"prompt": ["A?"]}\n').encode(), "2: 'prompt' must be a string, got list"),
+    ("broken-json", (A_PROMPT + "{broken\n").encode(),
+     "2: not valid JSON (Expecting property name enclosed in double quotes)"),
+]
+
+
+@pytest.mark.parametrize("data, said", [f[1:] for f in FAULTS], ids=[f[0] for f in FAULTS])
+def test_each_encoding_and_schema_fault_is_refused_naming_file_and_line(tmp_path, data, said):
+    path = tmp_path / "dev.jsonl"
+    path.write_bytes(data)
+    with pytest.raises(DataError) as err:
         read_excluded_questions(path)
-    with pytest.raises(DataError, match="no such file"):
+    assert str(err.value) == f"{path}:{said}" and err.value.setting == "exclude_questions_file"
+
+
+def test_an_empty_file_and_a_path_that_is_no_file_are_refused(tmp_path):
+    from masprm.errors import ConfigError
+
+    (tmp_path / "empty.jsonl").write_text("\n\n")
+    with pytest.raises(DataError, match="empty.jsonl: holds no record, so no question would be left out$"):
+        read_excluded_questions(tmp_path / "empty.jsonl")
+    with pytest.raises(ConfigError, match="missing.jsonl: no such file"):
         read_excluded_questions(tmp_path / "missing.jsonl")
+    with pytest.raises(ConfigError, match="is a folder, not a file"):
+        read_excluded_questions(tmp_path)
+
+
+@pytest.mark.parametrize("data, said", [f[1:] for f in FAULTS[:3]], ids=[f[0] for f in FAULTS[:3]])
+def test_stage_4_refuses_a_faulty_file_in_one_line_before_any_model_loads(tmp_path, monkeypatch, capsys,
+                                                                         tiny_model_dir, data, said):
+    """The whole command: exit 2, one line naming the flag, the file and its line; no log folder made."""
+    from helpers import snapshot
+    from helpers_cli import FAST, run_module, write_gsm8k
+
+    (tmp_path / "dev.jsonl").write_bytes(data)
+    write_gsm8k(tmp_path / "gsm8k.jsonl")
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.evaluate", [
+        "--dataset", "gsm8k", "--split", "test", "--data_file", "gsm8k.jsonl", "--gen_model_id", str(tiny_model_dir),
+        "--methods", "single_pass", "--exclude_questions_file", "dev.jsonl", "--logs_dir", "logs", *FAST])
+    assert code == 2 and lines == [f"evaluate.py: error: --exclude_questions_file: dev.jsonl:{said}"]
+    assert snapshot(tmp_path) == before
 
 
 def test_toy_split_without_the_listed_questions(tmp_path):

@@ -6,35 +6,39 @@ examples of a whole loaded split by that branch's rule. Pure Python.
 
 from __future__ import annotations
 
-import json
 import random
 from pathlib import Path
 
 from masprm.data import Example, LoadedData
 from masprm.errors import DataError
+from masprm.io import iter_jsonl
+from masprm.paths import check_input_file
 
 
 def read_excluded_questions(path: str | Path, setting: str = "exclude_questions_file") -> set[str]:
     """The questions a JSONL file lists: each record's ``prompt``, else its ``question`` (blank lines skipped).
 
     Stage 2's pair and sample files and the hub's GSM8K rows both work, so a development run can
-    leave out every question a scorer was trained on.
+    leave out every question a scorer was trained on. The file goes through the project's JSONL reader
+    (UTF-8, one JSON object a line, strings UTF-8 can hold); a record with neither field, or whose
+    field is no string, and a file that lists no question are refused naming ``file:line``: a run the
+    user believes question-disjoint must not silently exclude nothing.
     """
-    path = Path(path)
-    if not path.is_file():
-        raise DataError(f"{setting} {path}: no such file", setting=setting)
+    check_input_file(path, setting)
     questions: set[str] = set()
-    with open(path, encoding="utf-8") as fh:
-        for number, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-            except json.JSONDecodeError as err:
-                raise DataError(f"{setting} {path}: line {number} is not JSON ({err.msg})", setting=setting) from None
-            question = record.get("prompt", record.get("question")) if isinstance(record, dict) else None
-            if question is not None:
-                questions.add(str(question))
+    try:
+        for number, record in iter_jsonl(path):
+            key = "prompt" if "prompt" in record else "question" if "question" in record else None
+            if key is None:
+                raise DataError(f"{path}:{number}: a record with neither 'prompt' nor 'question' (the question "
+                                "to leave out)")
+            if not isinstance(record[key], str):
+                raise DataError(f"{path}:{number}: '{key}' must be a string, got {type(record[key]).__name__}")
+            questions.add(record[key])
+    except DataError as err:   # the reader's own lines name the file; the flag is added in front
+        raise DataError(str(err), setting=setting) from None
+    if not questions:
+        raise DataError(f"{path}: holds no record, so no question would be left out", setting=setting)
     return questions
 
 
