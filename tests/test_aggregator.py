@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from masprm.eval.aggregate import (aggregate, columns, facts_of, format_table, model_work, parse_log, read_logs,
-                              row_cells, split_experiment, split_label, to_csv)
+from masprm.eval.aggregate import (PlotCondition, Row, aggregate, columns, facts_of, format_table, model_work,
+                              option_flags, parse_log, read_logs, row_cells, row_names, split_experiment,
+                              split_label, to_csv)
 from masprm.eval.budget_plot import plot_results, plot_series, uses_model_work
 from masprm.eval.methods import budget_label
 from masprm.eval.logs import render_log, stable_hash
@@ -213,8 +214,36 @@ def test_curves_of_one_method_are_told_apart_by_the_settings_that_differ(tmp_pat
             write_condition(tmp_path, "mcts_prm", {**MCTS, "uct_type": uct, "n_simulations": sims}, 1, 0.5,
                             generated=10 * sims, scored=0)
     series = plot_series(aggregate(read_logs(tmp_path))[0])
-    assert sorted(series) == ["mcts_prm (uct_type=puct)", "mcts_prm (uct_type=uct)"]
+    assert sorted(series) == ["mcts_prm --uct_type puct", "mcts_prm --uct_type uct"]   # as the command sets them
     assert all(len(points) == 2 for points in series.values())
+
+
+def test_rows_of_one_method_and_budget_are_named_by_the_options_that_differ(tmp_path):
+    # the demo's mcts_prm rows: 5 and 10 simulations, and 10 with --orm_leaf (the ORM values the leaves);
+    # before, the CSV and the printed table had two rows "mcts_prm, 10 sims"
+    for sims, leaf in ((5, False), (10, False), (10, True)):
+        write_condition(tmp_path, "mcts_prm", {**MCTS, "n_simulations": sims, "orm_leaf": leaf}, 1, 0.3,
+                        generated=10 * sims, scored=0)
+    write_condition(tmp_path, "mcts_orm", {**MCTS, "n_simulations": 10, "orm_leaf": False}, 1, 0.3,
+                    generated=100, scored=0)   # alone in its method: its name is the method, whatever it sets
+    rows, _ = aggregate(read_logs(tmp_path))
+    named = sorted(tuple(r[-2:]) for r in list(csv.reader(to_csv(rows).splitlines()))[1:])
+    assert named == [("mcts_orm", "10 sims"), ("mcts_prm", "10 sims"), ("mcts_prm", "5 sims"),
+                     ("mcts_prm --orm_leaf", "10 sims")]
+    assert "mcts_prm --orm_leaf  10 sims" in format_table(rows)   # the printed table, its columns padded
+    assert sorted(plot_series(rows)) == ["mcts_orm", "mcts_prm", "mcts_prm --orm_leaf"]   # the legend: the same
+    # a value option is written with its value; a switch that is off or a setting unset is not written
+    assert option_flags({"orm_leaf": True, "distinct_tries": 2, "pw_k": None, "x": False},
+                        ["distinct_tries", "orm_leaf", "pw_k", "x"]) == ["--distinct_tries 2", "--orm_leaf"]
+
+
+def test_rows_that_differ_in_no_setting_are_named_by_their_label_then_numbered():
+    # two scorer folders (the definitions differ outside the settings): the labels name the folders
+    a = Row("e1", "MCTS + PPM (N=5, 3 children) [prm: a]", condition=PlotCondition("mcts_prm", "5 sims", "s1"))
+    b = Row("e2", "MCTS + PPM (N=5, 3 children) [prm: b]", condition=PlotCondition("mcts_prm", "5 sims", "s2"))
+    c = Row("e3", "MCTS + PPM (N=5, 3 children) [prm: b]", condition=PlotCondition("mcts_prm", "5 sims", "s3"))
+    assert row_names([a, b, c]) == ["mcts_prm (MCTS + PPM [prm: a])", "mcts_prm (MCTS + PPM [prm: b]) #1",
+                                    "mcts_prm (MCTS + PPM [prm: b]) #2"]
 
 
 def test_label_splitting_and_budget_names():

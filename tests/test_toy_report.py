@@ -22,6 +22,17 @@ def test_the_demo_table_lists_methods_in_order_and_budgets_by_work():
     assert lines[4] == "| mcts_prm | 10 sims | 35.0 ± 7.1 | 55.0 | 210 | 1000 |"
 
 
+def test_the_demo_tables_rows_are_named_as_the_csv_names_them():
+    # the demo's two mcts_prm rows at 10 simulations differ only in --orm_leaf: the table names it
+    plain, leaf = (row("mcts_prm", "10 sims", [0.3, 0.3], [0.5, 0.5], [200, 200], [900, 900]) for _ in range(2))
+    plain.condition = PlotCondition("mcts_prm", "10 sims", "plain", {"orm_leaf": False}, recorded=True)
+    leaf.condition = PlotCondition("mcts_prm", "10 sims", "leaf", {"orm_leaf": True}, recorded=True)
+    leaf.work = [1300, 1300]
+    lines = demo_table([leaf, plain]).splitlines()
+    assert [line.split(" | ")[0:2] for line in lines[2:]] == [["| mcts_prm", "10 sims"],
+                                                              ["| mcts_prm --orm_leaf", "10 sims"]]
+
+
 def test_the_stepbench_table_has_a_row_per_scorer_and_ece_when_reported():
     report = {"scorers": {
         "masprm": {"acc_erroneous": 0.14, "acc_correct": 0.38, "f1": 0.2077, "auc": 0.41,
@@ -53,7 +64,7 @@ def test_the_command_rewrites_from_the_results_and_check_says_when_docs_are_stal
     assert main(flags) == 0
     assert doc.read_text() == ("# Toy\n<!-- report: demo-claims -->\n```\n(i) claim: +1.0 points (holds)\n```\n"
                                "<!-- /report -->\n<!-- report: lab-table -->\nnot run yet\n<!-- /report -->\n")
-    assert "lab-table: " in capsys.readouterr().out   # its source is missing: left as it is
+    assert "lab-table (" in capsys.readouterr().out   # its source is missing: named, left as it is
     assert main([*flags, "--check"]) == 0
 
 

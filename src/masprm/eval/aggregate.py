@@ -340,28 +340,76 @@ def _fmt(value: float | None) -> str:
     return "N/A" if value is None else f"{value:.4f}"
 
 
-def row_cells(row: Row, optional: Sequence[str] = (), conditions: bool = False) -> list[str]:
+def option_flags(settings: dict, keys: Sequence[str]) -> list[str]:
+    """The settings `keys` as a command line sets them: ``--orm_leaf`` for a switch that is on, ``--uct_type puct``
+    for a value; a switch that is off or a setting left unset says nothing (the command would not name it)."""
+    flags = []
+    for key in keys:
+        value = settings.get(key)
+        if value is None or value is False:
+            continue
+        if value is True:
+            flags.append(f"--{key}")
+        else:
+            shown = " ".join(map(str, value)) if isinstance(value, (list, tuple)) else str(value)
+            flags.append(f"--{key} {shown}")
+    return flags
+
+
+def row_names(rows: Sequence[Row]) -> list[str]:
+    """Each row's name, as the table's Method column, the CSV and the plot's legend all write it: the method;
+    where rows of one method differ in more than their budget (``PlotCondition.series``), plus the settings that
+    differ between them as flags (``mcts_prm --orm_leaf``), else the label's name (it names the scorer folders);
+    names still equal are numbered (``#2``). Rows that differ only in their budget share a name."""
+    def key(row: Row) -> tuple[str, str]:
+        return row.condition.method, row.condition.series
+
+    first: dict[tuple[str, str], Row] = {}
+    for row in rows:
+        first.setdefault(key(row), row)
+    firsts, names = list(first.values()), []
+    for row in firsts:
+        cond = row.condition
+        same = [r.condition for r in firsts if r.condition.method == cond.method]
+        keys = sorted({k for c in same for k in c.settings}, key=str)
+        differ = [k for k in keys if len({json.dumps(c.settings.get(k), default=str) for c in same}) > 1]
+        if len(same) == 1:
+            names.append(cond.method)
+        elif differ:
+            names.append(" ".join([cond.method, *option_flags(cond.settings, differ)]))
+        else:
+            names.append(f"{cond.method} ({split_label(row.label)[0]})")
+    numbered = {key(row): n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}"
+                for i, (row, n) in enumerate(zip(firsts, names))}
+    return [numbered[key(row)] for row in rows]
+
+
+def row_cells(row: Row, optional: Sequence[str] = (), conditions: bool = False, name: str | None = None) -> list[str]:
+    """A row's cells; `name` its Method cell (default: the method; ``row_names`` tells rows of one method apart)."""
     cells = [row.experiment, str(len(row.seeds))]
     for key in [*metric_order(), *optional]:
         cells.append(_fmt(row.mean(key)))
         if key not in NO_STD:
             cells.append(_fmt(row.std(key)))
-    return cells + ([row.condition.method, row.condition.budget] if conditions else [])
+    return cells + ([name or row.condition.method, row.condition.budget] if conditions else [])
+
+
+def _table_cells(rows: Sequence[Row]) -> list[list[str]]:
+    """The header and every row's cells, each row's Method cell named by what tells it apart (``row_names``)."""
+    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
+    return [columns(optional, conditions),
+            *(row_cells(row, optional, conditions, name) for row, name in zip(rows, row_names(rows)))]
 
 
 def to_csv(rows: Sequence[Row]) -> str:
     buf = io.StringIO()
     writer = csv.writer(buf)   # the csv module's default dialect (CRLF rows), as the original wrote
-    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
-    writer.writerow(columns(optional, conditions))
-    for row in rows:
-        writer.writerow(row_cells(row, optional, conditions))
+    writer.writerows(_table_cells(rows))
     return buf.getvalue()
 
 
 def format_table(rows: Sequence[Row]) -> str:
-    optional, conditions = present_optional(rows), has_recorded_conditions(rows)
-    table = [columns(optional, conditions)] + [row_cells(r, optional, conditions) for r in rows]
+    table = _table_cells(rows)
     widths = [max(len(line[i]) for line in table) for i in range(len(table[0]))]
     lines = ["  ".join(cell.ljust(w) for cell, w in zip(line, widths)).rstrip() for line in table]
     lines.insert(1, "-" * len(lines[0]))

@@ -5,11 +5,10 @@ to draw).
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from masprm.eval.aggregate import split_label
+from masprm.eval.aggregate import row_names
 from masprm.io import atomic_open
 
 if TYPE_CHECKING:
@@ -29,37 +28,18 @@ def plot_series(rows: Sequence[Row]) -> dict[str, list[Point]]:
     """One curve per method: its experiments' points sorted by work (see `uses_model_work`).
 
     Experiments join a curve when their manifests agree except in the method's
-    budget settings; a curve is named by its method, plus what tells it apart
-    where two curves share a method (`_curve_names`). Rows without an accuracy
-    or a work value are left out.
+    budget settings; a curve is named as the table names its rows (``row_names``:
+    the method, plus what tells it apart where two curves share a method). Rows
+    without an accuracy or a work value are left out.
     """
     model = uses_model_work(rows)
     curves: dict[str, list[tuple[Row, float]]] = {}
-    for row in rows:
+    for row, name in zip(rows, row_names(rows)):
         x = row.work_mean() if model else row.mean("tokens")
         if row.mean("pass@1") is not None and x is not None:
-            curves.setdefault(row.condition.series, []).append((row, x))
-    names = _curve_names([members[0][0] for members in curves.values()])
+            curves.setdefault(name, []).append((row, x))
     return {name: sorted((x, r.mean("pass@1"), r.std("pass@1"), r.condition.budget) for r, x in members)
-            for name, members in zip(names, curves.values())}
-
-
-def _curve_names(firsts: Sequence[Row]) -> list[str]:
-    """The method; where curves share one, plus the non-budget settings that differ between them, else
-    the condition label's name (it names the scorer folders); names still equal are numbered."""
-    names = []
-    for row in firsts:
-        cond = row.condition
-        same = [r.condition for r in firsts if r.condition.method == cond.method]
-        keys = sorted({k for c in same for k in c.settings}, key=str)
-        differ = [k for k in keys if len({json.dumps(c.settings.get(k), default=str) for c in same}) > 1]
-        if len(same) == 1:
-            names.append(cond.method)
-        elif differ:
-            names.append(f"{cond.method} ({', '.join(f'{k}={cond.settings.get(k)}' for k in differ)})")
-        else:
-            names.append(f"{cond.method} ({split_label(row.label)[0]})")
-    return [n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}" for i, n in enumerate(names)]
+            for name, members in curves.items()}
 
 
 def plot_results(rows: Sequence[Row], out: str | Path) -> bool:
