@@ -2,7 +2,8 @@
 
 - ``oracle_outcome``: the gold check on a finished transcript (+1 right, −1 wrong); a partial one is 0
   (an outcome judge has nothing to say before the end).
-- ``oracle_step``: the world's step labeller (``--step_oracle``, a `STEP_ORACLES` entry): +1 while
+- ``oracle_step``: the world's step labeller (``--step_oracle``, a `STEP_ORACLES` entry; by default the
+  dataset's own, `default_step_oracle`): +1 while
   every message so far is right, −1 from the first wrong one. Only a world that can check each
   message has one (the toy world: `masprm.toy.oracle`).
 - ``true_value``: 2 p̂ − 1, where p̂ is the share of ``--true_value_rollouts`` fresh single passes of
@@ -38,6 +39,15 @@ STEP_ORACLES.register_lazy("toy", "masprm.toy.oracle:toy_step_oracle")
 STEP_ORACLES.register_lazy("toy_deep", "masprm.toy.deep_label:deep_step_oracle")
 
 
+def default_step_oracle(dataset: str | None) -> str:
+    """The step labeller of a run that names none (``--step_oracle`` left open): the dataset's own where one is
+    registered under its name (a toy_deep run is judged by toy_deep's; the toy world's knows none of its
+    stories), else the toy world's, the default from before the datasets had their own (so such runs keep their
+    fingerprints). Stage 4 resolves it before any fingerprint; a search context left open resolves it by its
+    example's dataset."""
+    return dataset if dataset is not None and dataset in STEP_ORACLES else "toy"
+
+
 def _gold(ctx: SearchContext) -> str:
     if ctx.example is None:
         raise RuntimeError("an oracle scorer needs the example (its gold answer) in the search context")
@@ -53,8 +63,8 @@ def outcome_value(ctx: SearchContext, state: RoutingState) -> float:
 
 def step_value(ctx: SearchContext, state: RoutingState) -> float:
     """+1 when every message so far is right by the world's step labeller, else −1 (the root: +1)."""
-    oracle = STEP_ORACLES[ctx.settings.step_oracle]
     _gold(ctx)
+    oracle = STEP_ORACLES[ctx.settings.step_oracle or default_step_oracle(ctx.example.meta.get("dataset"))]
     right = oracle(ctx.example.question, list(state.outputs.values()))
     return 1.0 if all(right) else -1.0
 

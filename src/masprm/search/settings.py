@@ -174,10 +174,12 @@ class ORMLeafSettings(MethodSettings):
 class StepOracleSettings(MethodSettings):
     """*_oracle_step: which world's step labeller judges each message (masprm.search.oracles.STEP_ORACLES)."""
 
-    step_oracle: str = arg("toy", flags=("--step_oracle",), help="the step labeller of oracle_step (default toy)")
+    step_oracle: str | None = arg(None, flags=("--step_oracle",),
+                                  help="the step labeller of oracle_step (default: the dataset's own where it has "
+                                       "one, toy or toy_deep; else toy)")
 
     def __post_init__(self) -> None:
-        require(self.step_oracle in STEP_ORACLES, "step_oracle",
+        require(self.step_oracle is None or self.step_oracle in STEP_ORACLES, "step_oracle",
                 f"step_oracle: {STEP_ORACLES.unknown_message(self.step_oracle)}")
 
 

@@ -44,7 +44,8 @@ from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_formats import ScorerFormatFlags, choose_format
 from masprm.search.engine import EngineSettings
 from masprm.search.judge import JUDGE_ROLE
-from masprm.search.settings import MCTS_OPTIONS, MCTSSettings, ORMLeafSettings, ViewSettings
+from masprm.search.oracles import default_step_oracle
+from masprm.search.settings import MCTS_OPTIONS, MCTSSettings, ORMLeafSettings, StepOracleSettings, ViewSettings
 from masprm.log import RESULT, get_logger
 
 log = get_logger(__name__)
@@ -141,6 +142,10 @@ def resolve_defaults(settings: EvalSettings, routing: str) -> EvalSettings:
     dataset = data.dataset or (HANDOFF_DATASET if handoff else DEFAULT_DATASET)
     sample_n = data.sample_n if data.sample_n is not None or not handoff else HANDOFF_SAMPLE_N
     mas_config = settings.models.mas_config or (HANDOFF_CONFIG if handoff else f"configs/{dataset}.yaml")
+    oracle = settings.method_values.get(StepOracleSettings)
+    if oracle is not None and oracle.step_oracle is None:   # the dataset's own step labeller
+        resolved = replace(oracle, step_oracle=default_step_oracle(dataset))
+        settings = replace(settings, method_values={**settings.method_values, StepOracleSettings: resolved})
     return settings.with_data(dataset=dataset, sample_n=sample_n).with_models(mas_config=mas_config)
 
 
