@@ -13,6 +13,8 @@ Runs the README's five stages as a user would, with ``--dataset toy`` (``--world
      and the step-level benchmark                    (python -m masprm.toy.stepbench)
   5. mean / std over seeds, table, budget curves, and the paper's claims as
      paired comparisons with bootstrap CIs           (aggregator.py, masprm.toy.claims)
+  6. the run's archive, archives/<world>_demo-v<N>    (python -m masprm.archive pack; --no_archive: none)
+     and whether its numbers match the published ones (docs/toy_world.md's generated blocks)
 
 Every command is printed before it runs (`masprm.stages.jobs`), under the same pinned numerics
 (`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
@@ -24,6 +26,8 @@ resumes by itself, so an interrupted demo continues where it stopped;
 ``make clean-demo`` starts over.
 """
 
+import shlex
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -37,7 +41,9 @@ from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages.jobs import PY, ROOT, Background, Job, run_side_by_side, show, stage, stage_command
+from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
+from masprm.toy.report import demo_verdict
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
 # team and train-split size are its record's (`world_runs`); the toy world's, named here for readers:
@@ -220,8 +226,8 @@ def prepare_scorers(c: Commands, args) -> None:
 
 
 @dataclass(frozen=True)
-class DemoArgs:
-    """The demo's flags (every other setting is one of the constants above)."""
+class DemoArgs(ArchiveFlags):
+    """The demo's flags (every other setting is one of the constants above; the archive's: `ArchiveFlags`)."""
 
     seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(SEEDS),
                            help="evaluation seeds")
@@ -243,6 +249,12 @@ class DemoArgs:
         check_seeds(self, ("seed", "seeds"))
 
 
+def run_command(given: list[str], world: WorldRun) -> str:
+    """How the demo was started, as its archive records it: the Makefile's target when it passed no other flag."""
+    plain = given in ([], ["--world", world.name], [f"--world={world.name}"])
+    return make_command("demo", world) if plain else "python src/demo.py " + shlex.join(given)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = ArgumentParser(description="Run the MASPRM pipeline end to end on the toy world (CPU, minutes).")
     add_config_args(p, DemoArgs)
@@ -254,6 +266,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"$ {show(cmd)}")
         return 0
     world.check_test_split()   # stage 4 evaluates the test split: nothing starts without one
+    args.check_archive()
     started, timings, output, files = time.time(), [], output_folder(world), world.demo_files
 
     t = stage("0 build the toy world (cached)")
@@ -284,12 +297,20 @@ def main(argv: list[str] | None = None) -> int:
     Job(c.claims).wait()
     timings.append(("5 aggregate", time.time() - t))
 
+    t = stage("6 the run's archive")
+    archive_run(args, f"{world.name}_demo", demo_paths(world, c, run_folder(world)),
+                command=run_command(sys.argv[1:] if argv is None else argv, world),
+                seeds=args.seeds, train_seed=args.seed, world=world)
+    timings.append(("6 archive", time.time() - t))
+
     print("\n=== demo finished ===")
     for name, seconds in timings:
         print(f"{name:<26} {seconds:7.1f} s")
     print(f"{'total':<26} {time.time() - started:7.1f} s")
     print(f"table:  {files['table']}\nplot:   {Path(files['table']).with_suffix('.png')}\nclaims: {files['claims']}\n"
           f"step-level benchmark: {files['stepbench']}")
+    if world.name == DEFAULT_WORLD:   # the toy world's demo is the one docs/toy_world.md publishes
+        print(f"numbers: {demo_verdict(ROOT / 'docs', ROOT / 'results', ROOT / world.demo_logs)}")
     return 0
 
 

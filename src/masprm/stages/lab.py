@@ -49,6 +49,7 @@ from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_
                                     scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
                                     world_rows)
 from masprm.stages.lab_sweep import sweep_tasks
+from masprm.stages.run_archive import ArchiveFlags, archive_run, lab_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import CALIBRATED_MODES
 
@@ -255,8 +256,9 @@ def labels_task(scheme: str, seed: int | None) -> str:
 
 
 @dataclass(frozen=True)
-class LabArgs:
-    """The lab's flags (every other setting is the demo's or one of the constants above)."""
+class LabArgs(ArchiveFlags):
+    """The lab's flags (every other setting is the demo's or one of the constants above; its archive's:
+    `ArchiveFlags`)."""
 
     seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
                                   help=f"evaluation seeds (default: {' '.join(map(str, demo.SEEDS))}, the demo's; "
@@ -355,6 +357,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
     check_output_dir(ROOT / files["logs"], "logs")   # its commands' logs and outputs: never written through a link
+    args.check_archive()
     started = time.time()
     demo.prepare_scorers(prepare, demo_args)
     stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
@@ -374,6 +377,10 @@ def main(argv: list[str] | None = None) -> int:
                  # a run of some rows has no sweep, and repeats the primary comparison without declaring it
                  sweep=None if args.rows else world.family.sweep, world=world.report_record(),
                  masprm_tested=world.family.masprm_tested, primary=not world.family.exploratory and not args.rows)
+    own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them
+    archive_run(args, f"{world.name}_{world.lab}", {**demo.demo_paths(own, prepare, demo.run_folder(own)),
+                                                    **lab_paths(world, made)},
+                command=made, seeds=args.seeds, train_seed=args.seed, world=world)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
           f"\ntable: {files['report']}\nclaims: {files['claims']}\n"
           f"plot: {files['plot']}")

@@ -1,7 +1,13 @@
 """`make report`: the measured tables of the docs, written from the results files so they cannot drift.
 
     python -m masprm.toy.report            # rewrite every generated block of docs/*.md
-    python -m masprm.toy.report --check    # exit 1 when a block differs from what the results give
+    python -m masprm.toy.report --check    # exit 1 when a block differs from what the results give (its diff shown)
+
+A block is made from the run archives checked into the repository (`--archives`, default archives/ beside the
+docs folder: each run's newest version, checked whole and read from a temporary copy), so a fresh clone
+regenerates them without running anything; a block no archive holds is made from the checkout's results and
+logs where they are, and left as it is otherwise (the command names each such block). A block made from an
+archive ends with a line naming it (`SOURCE_LINE`).
 
 A doc marks each generated block with its source:
 
@@ -26,19 +32,22 @@ The blocks (`BLOCKS`) and where they come from:
 
 The docs are `--docs`/*.md and the README.md beside that folder.
 
-A block whose source is missing is left as it is, and the command says so.
-Pure Python: no torch import.
+A block whose source is missing is left as it is, and the command says so; `--check` prints each block that
+differs as a unified diff. Pure Python: no torch import.
 """
 
 from __future__ import annotations
 
+import difflib
 import json
+import os
 import re
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
 
+from masprm.archive.read import newest, opened
 from masprm.cli import ArgumentParser, UsageError, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.eval.aggregate import Row, aggregate, read_logs
@@ -55,7 +64,10 @@ class ReportArgs:
                                    "README.md beside it (default docs)")
     results: PathText = arg("results", help="folder of the results files (default results)")
     logs_dir: PathText = arg("logs/toy_demo", flags=("--logs_dir",), help="the demo's stage-4 logs (default logs/toy_demo)")
-    check: bool = arg(False, help="write nothing; exit 1 when a block differs from what the results give")
+    check: bool = arg(False, help="write nothing; exit 1 when a block differs from what its source gives, and "
+                                  "print each such block's diff")
+    archives: PathText | None = arg(None, help="folder of the run archives the blocks are made from first "
+                                               "(default: archives beside the --docs folder)")
 
 
 # --------------------------------------------------------------------------- the demo's table
@@ -235,40 +247,137 @@ def block_body(text: str, name: str) -> str | None:
     return next((m.group("body") for m in _BLOCK.finditer(text) if m.group("name") == name), None)
 
 
+# --------------------------------------------------------------------------- archives, diffs and the command
+
+DEMO_LOGS = "logs/toy_demo"   # the demo's stage-4 logs, in a checkout and in its archive
+DEMO_BLOCKS = ("demo-table", "demo-claims", "stepbench")   # the blocks `make demo` makes (docs/toy_world.md)
+# The last line of a block made from an archive: which one (a path relative to the README's folder).
+SOURCE_LINE = "*Made by `make report` from the archive `{archive}` (`masprm-archive verify {archive}`).*"
+_SOURCE = re.compile(r"^\*Made by `make report` from the archive `[^`]+`")
+
+
+def archive_bodies(archives: Path, names: set[str], base: Path) -> dict[str, tuple[str, str]]:
+    """name -> (body, the archive's path) of each block in `names` whose source one of the run archives in
+    `archives` holds (each run's newest version, checked whole; the first run by name wins), read from a
+    temporary copy of its files at their run paths."""
+    found: dict[str, tuple[str, str]] = {}
+    for archive in newest(archives):
+        shown = os.path.relpath(archive, base)
+        with opened(archive) as root:
+            sources = block_sources(ReportArgs(results=str(root / "results"), logs_dir=str(root / DEMO_LOGS)))
+            for name in sorted(names - set(found)):
+                if name in sources and sources[name][0].exists():
+                    found[name] = (f"{sources[name][1]().rstrip()}\n\n{SOURCE_LINE.format(archive=shown)}", shown)
+    return found
+
+
+def without_source(body: str) -> str:
+    """A block's body without the line naming its archive: its numbers only."""
+    return "\n".join(line for line in body.splitlines() if not _SOURCE.match(line)).strip()
+
+
+@dataclass(frozen=True)
+class Stale:
+    """A generated block whose body in a doc differs from what its source gives."""
+
+    doc: str
+    name: str
+    old: str
+    new: str
+
+    def diff(self) -> list[str]:
+        return list(difflib.unified_diff(self.old.splitlines(), self.new.splitlines(),
+                                         f"{self.doc} [{self.name}] (in the doc)",
+                                         f"{self.doc} [{self.name}] (from its source)", lineterm=""))
+
+
+def stale_blocks(docs: list[Path], bodies: dict[str, str], numbers_only: bool = False) -> list[Stale]:
+    """The blocks of `docs` named in `bodies` that differ from them (`numbers_only`: the lines naming an
+    archive left out of the comparison)."""
+    found = []
+    for doc in docs:
+        text = doc.read_text(encoding="utf-8")
+        for name in block_names(text):
+            if name not in bodies:
+                continue
+            old, new = block_body(text, name) or "", bodies[name].rstrip() + "\n"
+            if (without_source(old) != without_source(new)) if numbers_only else old != new:
+                found.append(Stale(str(doc), name, old, new))
+    return found
+
+
+def doc_files(docs: str | Path) -> list[Path]:
+    """The docs whose blocks are generated: `docs`/*.md and the README.md beside that folder."""
+    readme = Path(docs).parent / "README.md"
+    return sorted(Path(docs).glob("*.md")) + ([readme] if readme.exists() else [])
+
+
+def demo_verdict(docs: str | Path, results: str | Path, logs_dir: str | Path) -> str:
+    """The demo's last line: whether the numbers it made match the published ones (docs/toy_world.md's
+    blocks, their archive lines left out), or which blocks differ and by how many lines."""
+    args = ReportArgs(docs=str(docs), results=str(results), logs_dir=str(logs_dir))
+    sources = block_sources(args)
+    bodies = {name: sources[name][1]() for name in DEMO_BLOCKS if sources[name][0].exists()}
+    where = f"{Path(docs) / 'toy_world.md'}"
+    if not bodies:
+        return f"no published numbers to compare with: none of its outputs is there (see {where})"
+    stale = stale_blocks(doc_files(docs), bodies, numbers_only=True)
+    if not stale:
+        return f"matches the published numbers ({', '.join(bodies)} of {where})"
+    changed = [f"{s.name} ({sum(1 for line in s.diff() if line[:1] in '+-' and line[:3] not in ('+++', '---'))} "
+               f"lines)" for s in stale]
+    return (f"differs from the published numbers in {len(stale)} block(s): {', '.join(changed)}; "
+            f"`make report-check` shows the diff, {where} says when the numbers may differ")
+
+
 def main(argv: list[str] | None = None) -> int:
-    p = ArgumentParser(description="Rewrite the docs' measured tables from the results files.")
+    p = ArgumentParser(description="Rewrite the docs' measured tables from the run archives and results files.")
     add_config_args(p, ReportArgs)
     args = config_from_args(ReportArgs, p.parse_args(argv))
     check_input_dir(args.docs, "docs")         # a missing folder is a mistyped flag, never "0 docs rewritten"
-    check_input_dir(args.results, "results")
+    base = Path(args.docs).parent
+    archives = Path(args.archives) if args.archives else base / "archives"
+    if args.archives:
+        check_input_dir(args.archives, "archives")
+    if os.path.lexists(args.results) or not newest(archives):   # a fresh clone has archives and no results
+        check_input_dir(args.results, "results")
     sources = block_sources(args)
-    readme = Path(args.docs).parent / "README.md"
-    docs = sorted(Path(args.docs).glob("*.md")) + ([readme] if readme.exists() else [])
+    docs = doc_files(args.docs)
     used = {name for doc in docs for name in block_names(doc.read_text(encoding="utf-8"))}
     unknown = used - set(sources)
     if unknown:
         print(f"report: unknown block(s) {', '.join(sorted(unknown))} (known: {', '.join(sources)})", file=sys.stderr)
         return 2
-    bodies = {}
-    for name in sorted(used):
+    from_archives = archive_bodies(archives, used, base)
+    bodies = {name: body for name, (body, _) in from_archives.items()}
+    missing = []
+    for name in sorted(used - set(bodies)):
         source, make = sources[name]
         if source.exists():
             bodies[name] = make()
         else:
-            print(f"report: {name}: {source} not found, block left as it is")
+            missing.append(f"{name} ({source})")
+    if missing:   # one line: a fresh clone has many, and each is named
+        print(f"report: no archive in {archives} holds these blocks' sources and the checkout has none of them, "
+              f"left as they are: {', '.join(missing)}")
+    if from_archives:
+        print("report: from archives: " + ", ".join(f"{name} ({archive})" for name, (_, archive)
+                                                     in sorted(from_archives.items())))
     if args.check and not bodies:   # a check that compared nothing must not pass
         raise UsageError(f"--check compared nothing: no generated block in {args.docs}/*.md or its README has "
-                         f"its source (results in {args.results}, logs in {args.logs_dir})")
-    stale = []
-    for doc in docs:
-        text = doc.read_text(encoding="utf-8")
-        new = fill_blocks(text, bodies)
-        if new != text:
-            stale.append(str(doc))
-            if not args.check:
-                atomic_write_text(doc, new)
-    verb = "differ from the results" if args.check else "rewritten"
-    print(f"report: {len(stale)} doc(s) {verb}" + (f": {', '.join(stale)}" if stale else ""))
+                         f"its source (archives in {archives}, results in {args.results}, logs in {args.logs_dir})")
+    stale = stale_blocks(docs, bodies)
+    if args.check:
+        for block in stale:
+            print("\n".join(block.diff()))
+    else:
+        for doc in sorted({block.doc for block in stale}):
+            text = Path(doc).read_text(encoding="utf-8")
+            atomic_write_text(doc, fill_blocks(text, bodies))
+    named = sorted({block.doc for block in stale})
+    verb = "differ from their sources" if args.check else "rewritten"
+    print(f"report: {len(named)} doc(s) {verb}" + (f": {', '.join(named)} (blocks "
+                                                    f"{', '.join(b.name for b in stale)})" if stale else ""))
     return 1 if args.check and stale else 0
 
 
