@@ -304,8 +304,7 @@ def rollout_source(args: argparse.Namespace, files: list[Path], graph: MASGraph)
 def trees_checker(input_path: Path) -> str:
     """The answer checker the trees were graded with, as their run folder's ``.run_settings`` records it (the
     default when it names none): the rollouts are graded by the same rule, or the run is refused in one line."""
-    folder = lexical_path(input_path)
-    folder = folder.parent if folder.is_file() else folder
+    folder = input_path.parent if input_path.is_file() else input_path
     recorded = (read_settings(folder) or {}).get("answer_checker", DEFAULT_CHECKER)
     where = f"--input {input_path}: its trees were graded with --answer_checker {recorded} (recorded in " \
             f"{folder / SETTINGS_FILE})"
