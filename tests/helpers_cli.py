@@ -135,3 +135,38 @@ def stage1_args(folder: Path, model_dir: Path, n: int = 3) -> list[str]:
     data = write_gsm8k(folder / "gsm8k.jsonl")
     return ["--dataset", "gsm8k", "--data_file", str(data), "--mas_config", str(folder / "team.yaml"),
             "--model_id", str(model_dir), "--n", str(n), "--n_rollouts", "2", "--n_candidates", "2", *FAST]
+
+
+class _ParserCaught(Exception):
+    """Raised at a command's first parse: the parser is built, nothing has run."""
+
+
+def command_modules() -> list[str]:
+    """Every module of the package with a command: a ``main`` that builds a ``masprm.cli.ArgumentParser``
+    (found by reading the sources, so a new command is walked without being listed here)."""
+    package = REPO / "src" / "masprm"
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        text = path.read_text(encoding="utf-8")
+        if "ArgumentParser(" in text and "\ndef main(" in text:
+            found.append(".".join(("masprm", *path.relative_to(package).with_suffix("").parts)))
+    return found
+
+
+def command_parser(module_name: str):
+    """The parser a command's ``main`` builds, caught when it first parses (no work is done)."""
+    from unittest import mock
+
+    from masprm.cli import ArgumentParser
+
+    module = importlib.import_module(module_name)
+    caught = []
+
+    def catch(self, args=None, namespace=None):
+        caught.append(self)
+        raise _ParserCaught
+
+    with mock.patch.object(ArgumentParser, "parse_known_args", catch), mock.patch.object(sys, "argv", [module_name]):
+        with pytest.raises(_ParserCaught):
+            module.main()
+    return caught[0]

@@ -17,7 +17,7 @@ import re
 import sys
 from typing import Callable, Mapping, NoReturn
 
-from masprm import __version__
+from masprm import __version__, run_config
 from masprm.errors import LINE_LIMIT, MasprmError, first_line, no_space_reason
 from masprm.log import get_logger, set_verbosity
 from masprm.paths import os_problem
@@ -93,11 +93,29 @@ class ArgumentParser(argparse.ArgumentParser):
             found[long] = action
         return found
 
+    def _config_flag(self) -> None:
+        """``--config FILE`` (``masprm.run_config``) on every command that does not declare its own --config;
+        added when the parser is complete (at parse or help time), so a stage's own flag is never shadowed. A
+        parser of subcommands leaves it to each subcommand's parser (the file holds one subcommand's settings)."""
+        if run_config.FLAG not in self._option_string_actions and self._subparsers is None:
+            self.add_argument(run_config.FLAG, dest=run_config.DEST, metavar="FILE", help=run_config.HELP)
+
+    def format_help(self) -> str:
+        self._config_flag()
+        return super().format_help()
+
     def parse_known_args(self, args=None, namespace=None):
         verbosity = self._verbosity_flags()
+        self._config_flag()
         args = list(sys.argv[1:] if args is None else args)
         end = args.index("--") if "--" in args else len(args)
         args = [self._declared_spelling(token) for token in args[:end]] + args[end:]
+        own = self._option_string_actions.get(run_config.FLAG)
+        if own is not None and own.dest == run_config.DEST:
+            try:   # the file's settings become tokens before the typed ones: a typed flag wins
+                args = run_config.with_run_config(self, args)
+            except run_config.RunConfigError as err:
+                self.error(str(err))
         # Remember each setting's flag (dest -> first spelling), so run_cli can name the flag of
         # a domain error's setting in this script's own spelling.
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
@@ -108,6 +126,10 @@ class ArgumentParser(argparse.ArgumentParser):
         for action in verbosity.values():   # the command's own -q/-v are no setting: nothing downstream sees them
             if action.dest.startswith("log_") and hasattr(parsed, action.dest):
                 delattr(parsed, action.dest)
+        if getattr(parsed, run_config.DEST, None) is not None:   # only an abbreviation (--conf) gets here
+            self.error(f"{run_config.FLAG}: spell the flag out in full (--config FILE or --config=FILE)")
+        if hasattr(parsed, run_config.DEST):   # read above; like -q/-v, no setting
+            delattr(parsed, run_config.DEST)
         log.debug("%s: %s", self.prog, " ".join(f"{k}={v!r}" for k, v in sorted(vars(parsed).items())))
         # and which value each setting got, so an OSError on a path can be traced back to its flag
         PARSED_PATHS.update({k: os.fspath(v) for k, v in vars(parsed).items()

@@ -36,7 +36,7 @@ class DataSettings:
 
     dataset: str | None = arg(None, flags=("--dataset",),
                               help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods)")
-    split: str = arg("test", flags=("--split",))
+    split: str = arg("test", flags=("--split",), help="dataset split to evaluate (default: test)")
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
     data_file: PathText | None = arg(None, flags=("--data_file",), help="local JSON/JSONL/Parquet file in the hub schema")
@@ -119,7 +119,9 @@ class RunSettings:
                              help="conditions to run: " + ", ".join(sorted(METHODS)))
     workers: int | None = arg(None, flags=("--workers",), help="parallel workers (Ray actors when > 1; default: one "
                               "per GPU x $WORKERS_PER_GPU, or $RAY_NUM_WORKERS, or 1 on a CPU machine)")
-    logs_dir: PathText = arg("logs", flags=("--logs_dir",))
+    logs_dir: PathText = arg("logs", flags=("--logs_dir",),
+                             help="folder of the text logs and their sidecars, one set per condition and seed; the "
+                                  "same command resumes from them (default: logs)")
     allow_unfinished_scorer: bool = arg(False, flags=("--allow_unfinished_scorer",),
                                         help="use a scorer folder whose training did not finish "
                                              "(its newest checkpoint)")

@@ -38,7 +38,7 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
-from masprm.scorer_formats import OWN, choose_format
+from masprm.scorer_formats import OWN, choose_format, head_of
 from masprm.calibration import calibrated_value
 from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, platt_of,
                                 text_style, training_of)
@@ -321,8 +321,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
     if implicit and not is_adapter:
         raise ModelError(f"{setting} {folder}: an implicit PRM needs its LoRA adapter (its reference is the base "
                          "model without it), and the folder holds a full model", setting=setting)
-    heads = {} if causal else {"heads": 2 if training.get("objective") == "biprm" else
-                               int(meta.get("ensemble_heads", 1))}
+    heads = {} if causal else {"heads": head_of(record)[1]}
     model = load_weights(load_causal_lm if causal else load_token_scorer, record, base, options, len(tokenizer),
                          pad_token_id=tokenizer.pad_token_id, setting=setting, merge=merge and not implicit, **heads)
     # Tokenised as in training: prompt and steps apart (stepwise objectives) or the whole text (pairwise).

@@ -198,10 +198,10 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
 @dataclass(frozen=True)
 class TinyArgs:
     out_dir: PathText = arg(positional=True, help="folder to write (created if missing)")
-    seed: int = arg(0, flags=("--seed",))
-    vocab_size: int = arg(512, flags=("--vocab_size",))
-    hidden_size: int = arg(64, flags=("--hidden_size",))
-    num_layers: int = arg(2, flags=("--num_layers",))
+    seed: int = arg(0, flags=("--seed",), help="seed of the random weights (default: 0)")
+    vocab_size: int = arg(512, flags=("--vocab_size",), help="tokenizer and embedding size (default: 512)")
+    hidden_size: int = arg(64, flags=("--hidden_size",), help="hidden width, a multiple of --num_heads (default: 64)")
+    num_layers: int = arg(2, flags=("--num_layers",), help="transformer layers (default: 2)")
     num_heads: int = arg(4, flags=("--num_heads",),
                          help="attention heads (default: 4, head size 16; vLLM's CPU attention needs head size "
                               "32 or more: --num_heads 2)")

@@ -281,10 +281,10 @@ class PolicyArgs:
 
     seed: int | None = arg(None, flags=("--seed",), help="policy initialisation and data order")
     steps: int | None = arg(None, flags=("--steps",), help="policy training steps")
-    batch_size: int | None = arg(None, flags=("--batch_size",))
-    lr: float | None = arg(None, flags=("--lr",))
-    hidden_size: int | None = arg(None, flags=("--hidden_size",))
-    num_layers: int | None = arg(None, flags=("--num_layers",))
+    batch_size: int | None = arg(None, flags=("--batch_size",), help="policy training batch size")
+    lr: float | None = arg(None, flags=("--lr",), help="policy learning rate")
+    hidden_size: int | None = arg(None, flags=("--hidden_size",), help="policy hidden width")
+    num_layers: int | None = arg(None, flags=("--num_layers",), help="policy transformer layers")
     target_noise: float | None = arg(None, flags=("--target_noise",),
                                      help="share of SFT transcripts whose Reader misreads and (apart) whose Planner "
                                           "swaps an operation, the team following (toy_deep only)")

@@ -103,9 +103,10 @@ class TrainConfig:
                                     "the original's main branch) or pair_acc (its newer branch)")
     weight_decay: float = arg(0.0, help="AdamW weight decay (default: 0, the original's main branch; its newer "
                                         "branch uses 0.01)")
-    init_adapter_dir: str | None = arg(None, flags=("--init-adapter-dir", "--init_adapter_dir"),
-                                       help="start from the LoRA adapter in this folder instead of a new one "
-                                            "(its base model must be --model-id; --lora-* must agree with it)")
+    init_adapter_dir: PathText | None = arg(None, flags=("--init-adapter-dir", "--init_adapter_dir"),
+                                           help="start from the LoRA adapter in this folder instead of a new one "
+                                                "(its base model must be --model-id; --lora-* must agree with it; "
+                                                "checked whole before the output folder is made)")
     train_new_token_only: bool = arg(False, flags=("--train-new-token-only",),
                                      help="train only the added separator's embedding row (peft's trainable "
                                           "token indices) instead of a full trainable copy of the embeddings")
@@ -157,6 +158,8 @@ class TrainConfig:
         need(self.ppm_best_metric == "loss" or self.mode == "ppm", "ppm_best_metric",
              "applies to --mode ppm only (the other objectives keep their own metric)")
         need(math.isfinite(self.weight_decay) and self.weight_decay >= 0, "weight_decay", "must be a finite number >= 0")
+        need(self.init_adapter_dir != "", "init_adapter_dir", "must name a folder (an empty value would train "
+                                                               "from scratch)")
         if (self.init_adapter_dir or self.train_new_token_only) and not self.lora:
             setting = "init_adapter_dir" if self.init_adapter_dir else "train_new_token_only"
             raise ConfigError(f"{setting} needs LoRA (it is about a LoRA adapter); drop --no-lora", setting=setting)

@@ -170,16 +170,14 @@ def _resume_checkpoint(cfg: TrainConfig, out: Path) -> str | None:
     return None
 
 
-def _check_fits_context(cfg: TrainConfig, examples: list[dict]) -> None:
-    """No tokenised text is longer than the base model's context (a `max_length` above it lets one through,
-    and the model would train on positions it never had); checked before the model loads."""
+def _check_fits_context(cfg: TrainConfig) -> None:
+    """`max_length` is at most the base model's context (when its config gives one); checked before the output
+    folder is made. A longer one would let a text through to positions the model never had, in training and
+    again at inference, where the scorer cuts its texts to the `max_length` it records."""
     context = model_context(cfg.model_id, "model_id", cfg.trust_remote_code)
-    longest = max((len(v) for ex in examples for k, v in ex.items() if k.endswith("ids") and isinstance(v, list)),
-                  default=0)
-    if context is not None and longest > context:
-        raise ConfigError(f"max_length {cfg.max_length}: the records are up to {longest} tokens at this length, "
-                          f"more than the context of {cfg.model_id} ({context} tokens); pass `max_length` "
-                          f"{context} or less", setting="max_length")
+    if context is not None and cfg.max_length > context:
+        raise ConfigError(f"max_length {cfg.max_length}: more than the context of {cfg.model_id} ({context} "
+                          f"tokens); pass `max_length` {context} or less", setting="max_length")
 
 
 def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any) -> None:
@@ -217,12 +215,13 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                         "; training needs at least 2 (one is held out for evaluation)", setting="data_file")
     check_output_dir(cfg.output_dir, "output_dir", inputs={"model_id": cfg.model_id, "data_file": cfg.data_file,
                                                           "init_adapter_dir": cfg.init_adapter_dir})
-    warm_start = check_warm_start(cfg) if cfg.init_adapter_dir else {}
     check_local_model(cfg.model_id, "model_id")
     from masprm.models.loading import load_tokenizer, resolve_attn_impl, resolve_device
 
     attn_kernel = resolve_attn_impl(cfg.attn_impl)
     check_model_serves(cfg.model_id, "model_id", attn_impl=attn_kernel, trust_remote_code=cfg.trust_remote_code)
+    _check_fits_context(cfg)
+    warm_start = check_warm_start(cfg) if cfg.init_adapter_dir else {}   # against the checked base
 
     import torch
     from transformers import PrinterCallback, TrainingArguments, set_seed
@@ -245,7 +244,6 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
     encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
-    _check_fits_context(cfg, examples)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
     if cfg.eval_split_by == "question":
