@@ -82,6 +82,14 @@ def test_a_local_base_model_is_never_written_as_base_model(tmp_path, monkeypatch
     assert "base_model" not in front_matter(model_card({**PPM_META, "base_model_id": "org/model"}))
 
 
+def test_only_a_local_base_is_looked_up_from_the_folders_above_the_scorer():
+    # a base given as a checkout's relative path (the demo's): the snippet searches the scorer folder and the
+    # folders above it (run in test_scorer_sharing.py); a hub base is the hub's id, left to transformers
+    local = card_snippet({**PPM_META, "base_model_id": "artifacts/toy/policy"})
+    assert "os.path.join(above, BASE)" in local and "os.path.join(above, BASE)" not in card_snippet(PPM_META)
+    assert "runs as written from inside this folder" in model_card({**PPM_META, "base_model_id": "artifacts/toy/policy"})
+
+
 def test_recorded_objective_label_scheme_and_aggregation_are_stated():
     meta = {**PPM_META, "mode": "traj", "objective": "traj", "label_scheme": "first_error", "step_agg": "min",
             "text_style": "steps"}

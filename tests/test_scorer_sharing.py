@@ -88,6 +88,29 @@ def test_a_failed_push_keeps_a_complete_scorer_and_says_so_in_one_line(prm_score
         "completed"
 
 
+def test_the_card_snippet_runs_as_written_inside_a_checkout_whose_base_is_a_relative_path(prm_dir, tiny_model_dir,
+                                                                                           tmp_path):
+    """The demo's scorers name their base as training was given it, relative to the checkout
+    (`--model-id artifacts/toy/policy`): the card's code, run from inside the scorer folder as it says
+    (SCORER = "."), finds that base from the folders above (before, it asked the hub for "artifacts/toy/policy")."""
+    import shutil
+
+    from masprm.scorer_meta import read_scorer_meta
+    from masprm.train.card import write_model_card
+
+    checkout = tmp_path / "checkout"
+    shutil.copytree(tiny_model_dir, checkout / "artifacts" / "toy" / "policy")
+    scorer = checkout / "checkpoints" / "toy-ppm"
+    shutil.copytree(prm_dir, scorer, ignore=shutil.ignore_patterns("checkpoint-*", "runs", "map_cache"))
+    adapter = json.loads((scorer / "adapter_config.json").read_text())
+    (scorer / "adapter_config.json").write_text(json.dumps({**adapter, "base_model_name_or_path": "artifacts/toy/policy"}))
+    write_model_card(scorer, {**read_scorer_meta(scorer), "base_model_id": "artifacts/toy/policy"})
+    code = card_code(scorer)
+    assert "SCORER = \".\"" in code
+    # the same adapter on the same base weights: the project's values for the original folder
+    assert run_snippet(code, cwd=scorer) == pytest.approx(project_scores(prm_dir), abs=1e-6)
+
+
 def test_the_card_snippet_scores_a_stepwise_scorer_as_the_project(prm_scorer_pushed):
     out, _ = prm_scorer_pushed
     code = card_code(out)

@@ -197,6 +197,19 @@ def _read_out_text(meta: dict[str, Any]) -> str:
         f"tanh({logit_scale(meta):g} * the head's logit) (2 sigmoid(logit) - 1: the logit was trained with BCE)"
 
 
+# A local base is named by its path as training was given it, usually relative to the checkout it ran in
+# (artifacts/toy/policy): the snippet looks for it from where it runs, then from the scorer folder and each
+# folder above it, so the card's code runs as written from inside a scorer folder of that checkout.
+LOCAL_BASE_CODE = (
+    "# a base named by a path relative to the checkout it was trained in (artifacts/toy/policy): found from here,\n"
+    "# else from the scorer folder or the first folder above it that holds that path\n"
+    "if not os.path.isabs(BASE) and not os.path.isdir(BASE):\n"
+    "    above = os.path.abspath(SCORER)\n"
+    "    while not os.path.isdir(os.path.join(above, BASE)) and os.path.dirname(above) != above:\n"
+    "        above = os.path.dirname(above)\n"
+    "    BASE = os.path.join(above, BASE) if os.path.isdir(os.path.join(above, BASE)) else BASE\n")
+
+
 def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged: bool = False) -> str:
     """Python that loads this scorer with peft + transformers and defines ``score(prompt, steps)``."""
     sep = meta.get("separator", DEFAULT_SEPARATOR)
@@ -214,6 +227,7 @@ def card_snippet(meta: dict[str, Any], *, scorer_ref: str | None = None, merged:
         load = ("# the base model named in adapter_config.json, its embeddings resized to the adapter's stored size\n"
                 "# (training resized them to the tokenizer's length) before the adapter loads: also offline\n"
                 "BASE = PeftConfig.from_pretrained(SCORER).base_model_name_or_path\n"
+                f"{'' if hub_base_model(meta) else LOCAL_BASE_CODE}"
                 "model = AutoModelForTokenClassification.from_pretrained(BASE, num_labels=1, dtype=torch.float32)\n"
                 "model.resize_token_embeddings(len(tokenizer))\n"
                 "model = PeftModel.from_pretrained(model, SCORER)\n")
@@ -279,10 +293,12 @@ def model_card(meta: dict[str, Any], *, hub_model_id: str | None = None, merged:
              "aggregation over its steps so far)" if objective == "traj" and meta.get("step_agg") else
              "the step value at the **last** separator")
     local_base = "" if hub_base_model(meta) or merged or not meta.get("lora", True) else (
-        "\nThe adapter names its base model by the local path it was trained from, which exists only on that "
-        "machine. Elsewhere, load the base yourself: `AutoModelForTokenClassification.from_pretrained(BASE, "
-        "num_labels=1, dtype=torch.float32)`, then `model.resize_token_embeddings(len(tokenizer))` and "
-        "`peft.PeftModel.from_pretrained(model, SCORER)`.\n")
+        "\nThe adapter names its base model by the local path it was trained from; the code finds a relative "
+        "path such as `artifacts/toy/policy` from where it runs, or from this folder "
+        "or a folder above it, so it runs as written from inside this folder in the checkout it was trained in. "
+        "Elsewhere, set `BASE` to your copy of the base, or load it yourself: "
+        "`AutoModelForTokenClassification.from_pretrained(BASE, num_labels=1, dtype=torch.float32)`, then "
+        "`model.resize_token_embeddings(len(tokenizer))` and `peft.PeftModel.from_pretrained(model, SCORER)`.\n")
     return (
         "---\n" + yaml.safe_dump(head, sort_keys=False, allow_unicode=True) + "---\n\n"
         f"# {title}\n\n"
