@@ -62,17 +62,16 @@ def test_a_system_prompt_or_question_longer_than_the_context_is_refused_before_l
         check_questions_fit(folder, "model_id", ["2 + 2?"], where="data.jsonl", prompts=[prompt * 3])
 
 
-def test_stage3_refuses_records_longer_than_the_base_model_s_context(tiny_model_dir, tmp_path):
+def test_stage3_refuses_a_max_length_beyond_the_base_model_s_context(tiny_model_dir, tmp_path):
     import types
 
     from masprm.errors import ConfigError
     from masprm.train.trainer import _check_fits_context
 
     folder = _policy_copy(tiny_model_dir, tmp_path, edit_config=lambda d: d.update(max_position_embeddings=64))
-    cfg = types.SimpleNamespace(model_id=folder, trust_remote_code=False, max_length=100)
-    _check_fits_context(cfg, [{"pos_ids": [1] * 64, "neg_ids": [1] * 10}])   # up to the context: fine
+    _check_fits_context(types.SimpleNamespace(model_id=folder, trust_remote_code=False, max_length=64))   # = context
     with pytest.raises(ConfigError) as caught:
-        _check_fits_context(cfg, [{"pos_ids": [1] * 65, "neg_ids": [1] * 10}])
-    assert str(caught.value) == (f"max_length 100: the records are up to 65 tokens at this length, more than the "
-                                 f"context of {folder} (64 tokens); pass `max_length` 64 or less")
+        _check_fits_context(types.SimpleNamespace(model_id=folder, trust_remote_code=False, max_length=65))
+    assert str(caught.value) == (f"max_length 65: more than the context of {folder} (64 tokens); pass `max_length` "
+                                 "64 or less")
     assert caught.value.setting == "max_length"

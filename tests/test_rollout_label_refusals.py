@@ -128,3 +128,10 @@ def test_an_unknown_or_unreadable_checker_record_is_refused(workdir, monkeypatch
     (workdir / "results" / RUN / ".run_settings").write_text(text)
     got = refused(monkeypatch, capsys, workdir, [*ROLLOUTS, "--rollout-policy", "scorers/lora"])
     assert got == line.format(run=RUN)
+
+
+def test_a_folder_where_the_progress_file_goes_is_refused_before_any_work(workdir, monkeypatch, capsys):
+    (workdir / "results" / f"labels_mc_rollouts_{RUN}.partial.jsonl").mkdir()
+    line = refused(monkeypatch, capsys, workdir, [*ROLLOUTS, "--rollout-policy", "scorers/lora"])
+    assert line.startswith(f"--input results/{RUN}: output ") and \
+        line.endswith(f"results/labels_mc_rollouts_{RUN}.partial.jsonl: is a folder, not a file")

@@ -27,6 +27,7 @@ Pure Python: no torch import (``huggingface_hub`` only to look at its cache).
 from __future__ import annotations
 
 import json
+import math
 import os
 import socket
 from functools import lru_cache
@@ -103,22 +104,65 @@ def check_text_data_file(path: str | os.PathLike, setting: str = "data_file") ->
 # --------------------------------------------------------------------------- model folders
 
 
-def check_safetensors(path: Path, setting: str) -> None:
-    """The file is complete: an 8-byte header length, a JSON header, and every tensor's bytes."""
+# Bytes per element of each safetensors dtype (the format's own list), to check each tensor's byte count.
+SAFETENSORS_DTYPE_BYTES = {"BOOL": 1, "U8": 1, "I8": 1, "F8_E4M3": 1, "F8_E5M2": 1, "F8_E8M0": 1, "I16": 2, "U16": 2,
+                           "F16": 2, "BF16": 2, "I32": 4, "U32": 4, "F32": 4, "I64": 8, "U64": 8, "F64": 8}
+# The safetensors library refuses a JSON header over 100 MB; a length beyond it is a corrupt file, not a model.
+SAFETENSORS_HEADER_MAX = 100_000_000
+
+
+def safetensors_header(path: Path, setting: str, label: str | None = None) -> dict[str, dict]:
+    """The tensors of a safetensors file by name ({"dtype", "shape", "data_offsets"}), the file checked whole
+    from its header alone: an 8-byte header length within the file and the format's limit, a JSON object,
+    each tensor's dtype known, its shape whole numbers, its bytes its shape's count times its dtype's size
+    and inside the file, and the file ending where the last tensor ends. One ModelError naming `setting`
+    (`label` in its place at the start of the line) otherwise, before any loader reads the file."""
+    where = f"{label or setting}: {path}"
+
+    def bad(why: str) -> ModelError:
+        return ModelError(f"{where} is not a readable safetensors file (truncated or corrupt: {why})",
+                          setting=setting)
+
     size = path.stat().st_size
-    try:
-        with open(path, "rb") as fh:
-            n = int.from_bytes(fh.read(8), "little")
-            if size < 8 or 8 + n > size:
-                raise ValueError
+    with open(path, "rb") as fh:
+        if size < 8:
+            raise bad(f"{size} bytes, less than its 8-byte header length")
+        n = int.from_bytes(fh.read(8), "little")
+        if n > SAFETENSORS_HEADER_MAX or 8 + n > size:
+            raise bad(f"its header length says {n} bytes, the file has {size}")
+        try:
             header = json.loads(fh.read(n))
-        end = max((v["data_offsets"][1] for k, v in header.items() if k != "__metadata__"), default=0)
-    except (ValueError, KeyError, TypeError, IndexError):
-        raise ModelError(f"{setting}: {path} is not a readable safetensors file (truncated or corrupt)",
-                         setting=setting) from None
+        except (ValueError, UnicodeDecodeError):
+            raise bad("its header is not JSON") from None
+    if not isinstance(header, dict):
+        raise bad("its header is not a JSON object")
+    tensors = {k: v for k, v in header.items() if k != "__metadata__"}
+    end = 0
+    for name, entry in tensors.items():
+        ok = isinstance(entry, dict) and entry.get("dtype") in SAFETENSORS_DTYPE_BYTES
+        shape, offsets = (entry.get("shape"), entry.get("data_offsets")) if ok else (None, None)
+        if not (ok and _counts(shape) and _counts(offsets) and len(offsets) == 2 and offsets[0] <= offsets[1]):
+            raise bad(f"tensor {name!r} has no valid dtype, shape and data_offsets")
+        count = math.prod(shape) * SAFETENSORS_DTYPE_BYTES[entry["dtype"]]
+        if offsets[1] - offsets[0] != count:
+            raise bad(f"tensor {name!r} of shape {shape} needs {count} bytes, its offsets give "
+                      f"{offsets[1] - offsets[0]}")
+        end = max(end, offsets[1])
     if 8 + n + end != size:
-        raise ModelError(f"{setting}: {path} is truncated or corrupt ({size} bytes, its header "
-                         f"describes {8 + n + end})", setting=setting)
+        raise ModelError(f"{where} is truncated or corrupt ({size} bytes, its header describes {8 + n + end})",
+                         setting=setting)
+    return tensors
+
+
+def _counts(values: object) -> bool:
+    """A JSON list of whole numbers >= 0 (a shape, or a tensor's byte offsets)."""
+    return isinstance(values, list) and all(isinstance(x, int) and not isinstance(x, bool) and x >= 0
+                                            for x in values)
+
+
+def check_safetensors(path: Path, setting: str) -> None:
+    """The file is complete (``safetensors_header``)."""
+    safetensors_header(path, setting)
 
 
 def _check_weights(folder: Path, names: tuple[str, ...], setting: str, what: str, label: str | None = None) -> None:

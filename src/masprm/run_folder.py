@@ -115,7 +115,8 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     """Create `folder` if needed and hold its lock; a folder another run holds is a ConfigError.
 
     The folder being a link, or a link in it that leads out of it, is refused (ConfigError naming it)
-    before anything is written. A folder this call created is removed again if the run left it empty.
+    before anything is written. A run that fails having written only its own record leaves no record
+    (``_remove_own_records``), and a folder this call created is removed again if the run left it empty.
     """
     folder = Path(folder)
     created = not os.path.lexists(folder)
@@ -132,8 +133,12 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
                           f"or use another `{setting}`") from None
     except OSError as err:  # a file system without locks (some network mounts): run, but say so
         log.warning(f"warning: cannot lock {folder} ({err.strerror}); a second run on it would not be stopped")
+    before = set() if created else {p.name for p in folder.iterdir()}
     try:
         yield folder
+    except BaseException:
+        _remove_own_records(folder, before)
+        raise
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)  # closing the last descriptor releases the lock
@@ -142,6 +147,16 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
                 folder.rmdir()
             except OSError:
                 pass   # it holds the run's outputs
+
+
+def _remove_own_records(folder: Path, before: set[str]) -> None:
+    """A run refused late (a connection, a model's first output) removes the records it wrote about itself
+    (``.run_settings``) when it wrote nothing else: no record of a run that made nothing is left, and nothing
+    that was there before it (a resumed run's record and trees) is touched."""
+    made = {p.name for p in folder.iterdir()} - before - {LOCK_FILE}
+    if made and made <= {SETTINGS_FILE}:
+        for name in made:
+            (folder / name).unlink(missing_ok=True)
 
 
 def announce_holder(folder: Path) -> None:

@@ -7,6 +7,7 @@
     folder.base_model      # the base the adapter names (else the record's base_model_id), or None
     folder.training        # what it was trained as (masprm.scorer_meta.training_of)
     folder.config          # config.json of the target (None: an adapter folder, or unreadable)
+    folder.config_error    # why that config.json cannot be trusted (not JSON, labels of the wrong type), or None
     folder.scorer_format   # how it is read (masprm.scorer_formats), once chosen; None until then
 
 Stage 4 reads each scorer folder it uses once and carries the record to the
@@ -78,6 +79,7 @@ class ScorerFolder:
     config: dict[str, Any] | None = None   # the target's config.json (a full model's architecture and labels)
     scorer_format: str | None = None       # the format it is read in (None: not chosen yet)
     format_options: dict[str, Any] = field(default_factory=dict)   # that format's settings (step tag, tokens)
+    config_error: str | None = None        # why config.json cannot be trusted (``config_problem``)
 
     @property
     def target(self) -> Path | None:
@@ -131,6 +133,36 @@ def _read_object(path: Path) -> tuple[dict[str, Any] | None, str | None]:
     return data, None
 
 
+def _whole(value: Any, least: int) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= least
+
+
+def config_problem(config: dict[str, Any]) -> str | None:
+    """Why a model's config.json cannot say what it is (None when it can): ``architectures`` a list of names,
+    ``num_labels`` a whole number >= 1, ``id2label`` an object from the labels 0..n-1 (as text, JSON's keys)
+    to names and ``label2id`` its inverse, both of as many labels as ``num_labels`` when it is given. The
+    formats read their head's size from these values; transformers would turn a bad one into a traceback."""
+    names = config.get("architectures")
+    if names is not None and not (isinstance(names, list) and all(isinstance(n, str) for n in names)):
+        return f"config.json: architectures must be a list of class names, got {json.dumps(names)[:80]}"
+    count = config.get("num_labels")
+    if count is not None and not _whole(count, 1):
+        return f"config.json: num_labels must be a whole number >= 1, got {json.dumps(count)[:80]}"
+    id2label, label2id = config.get("id2label"), config.get("label2id")
+    if id2label is not None:
+        if not isinstance(id2label, dict) or not all(isinstance(v, str) for v in id2label.values()):
+            return "config.json: id2label must map label numbers to names"
+        keys = sorted(id2label, key=lambda k: (not k.isdigit(), len(k), k))
+        if keys != [str(i) for i in range(len(keys))]:
+            return (f"config.json: id2label's keys must be the label numbers 0..{len(keys) - 1}, got "
+                    f"{', '.join(json.dumps(k) for k in keys[:4])}")
+        if count is not None and len(keys) != count:
+            return f"config.json: id2label names {len(keys)} labels, num_labels says {count}"
+    if label2id is not None and not (isinstance(label2id, dict) and all(_whole(v, 0) for v in label2id.values())):
+        return "config.json: label2id must map label names to label numbers"
+    return None
+
+
 def read_scorer_folder(path: str | os.PathLike) -> ScorerFolder:
     """The folder's record (see the module docstring); a folder that does not exist reads as empty."""
     folder = Path(path).expanduser()
@@ -149,5 +181,7 @@ def read_scorer_folder(path: str | os.PathLike) -> ScorerFolder:
     adapter, adapter_error = None, None
     if (target / ADAPTER_CONFIG).is_file():
         adapter, adapter_error = _read_object(target / ADAPTER_CONFIG)
-    config = _read_object(target / MODEL_CONFIG)[0] if (target / MODEL_CONFIG).is_file() else None
-    return ScorerFolder(folder, checkpoint, meta, own, adapter, meta_error, adapter_error, config)
+    config, config_error = _read_object(target / MODEL_CONFIG) if (target / MODEL_CONFIG).is_file() else (None, None)
+    config_error = config_error or (config_problem(config) if config is not None else None)
+    return ScorerFolder(folder, checkpoint, meta, own, adapter, meta_error, adapter_error, config,
+                        config_error=config_error)

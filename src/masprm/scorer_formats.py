@@ -43,6 +43,7 @@ from masprm.errors import ModelError
 from masprm.registry import Registry
 from masprm.roles import ROLES, ModelRole
 from masprm.scorer_folder import ScorerFolder
+from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES
 
 OWN = "masprm"
 GOOD_LABEL_NAMES = ("good", "positive", "correct", "+", "label_1")   # an id2label name that means P(good)
@@ -180,6 +181,8 @@ def choose_format(record: ScorerFolder, flags: ScorerFormatFlags | None = None, 
         return record
     flags = flags or ScorerFormatFlags()
     where = f"`{setting}` {record.path}"
+    if record.config_error:   # the labels the formats read come from it: never guessed past a bad value
+        raise ModelError(f"{where}: {record.config_error}", setting=setting)
     if architecture(record).endswith("ForProcessRewardModel"):
         raise ModelError(f"{where}: config.json names {architecture(record)}, a model that runs its own code (a "
                          "custom head) and that masprm does not load; save it as a token classifier with two labels "
@@ -192,6 +195,19 @@ def choose_format(record: ScorerFolder, flags: ScorerFormatFlags | None = None, 
                          f"`scorer_format` out to read it so", setting="scorer_format")
     fmt = SCORER_FORMATS[named] if named is not None else (found[0] if found else SCORER_FORMATS[OWN])
     return replace(record, scorer_format=fmt.name, format_options=flags.options_for(fmt, record))
+
+
+def head_of(record: ScorerFolder) -> tuple[str, int | None]:
+    """(the transformers head the folder's model is read with, its outputs): a public format's own, else the
+    project's: the causal LM of a generative or implicit scorer (None: the vocabulary), else a token classifier
+    of one output (two for biprm, one per head of an ensemble). The loader and the folder check both read it."""
+    fmt = SCORER_FORMATS[record.scorer_format or OWN]
+    if fmt.name != OWN:
+        return fmt.model, fmt.num_labels
+    objective = record.training.get("objective")
+    if objective in CAUSAL_LM_OBJECTIVES:
+        return "causal_lm", None
+    return "token_classification", 2 if objective == "biprm" else record.meta.get("ensemble_heads", 1)
 
 
 def scorer_identity(record: ScorerFolder) -> dict[str, Any]:

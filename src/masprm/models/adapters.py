@@ -31,9 +31,12 @@ def adapter_config(folder: str | Path, setting: str) -> dict[str, Any]:
     if not path.is_file():
         raise ModelError(f"{setting} {folder}: no LoRA adapter in it ({ADAPTER_CONFIG} is missing)", setting=setting)
     try:
-        return json.loads(path.read_text(encoding="utf-8"))
+        conf = json.loads(path.read_text(encoding="utf-8"))
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise ModelError(f"{setting} {path}: not valid JSON ({first_line(err)})", setting=setting) from None
+    if not isinstance(conf, dict):
+        raise ModelError(f"{setting} {path}: must hold a JSON object", setting=setting)
+    return conf
 
 
 def adapter_content_id(folder: str | Path) -> str:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Iterator
 
-from masprm.checks import in_hub_cache, looks_like_path
+from masprm.checks import in_hub_cache, looks_like_path, safetensors_header
 from masprm.errors import ConfigError, DataError, ModelError, ModelOutputError, first_line, quoted
 
 # Keys a checkpoint may hold that no model expects (old rotary caches).
@@ -57,54 +57,137 @@ def _fail(setting: str, model_id: str, problem: str) -> ModelError:
 # --------------------------------------------------------------------------- the weight files' tensors
 
 
-def _safetensors_shapes(path: Path) -> dict[str, tuple[int, ...]]:
-    with open(path, "rb") as fh:
-        n = int.from_bytes(fh.read(8), "little")
-        header = json.loads(fh.read(n))
-    return {k: tuple(v["shape"]) for k, v in header.items() if k != "__metadata__"}
+def _safetensors_shapes(path: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
+    """Shapes from the file's header, the file checked whole first (``masprm.checks.safetensors_header``)."""
+    return {k: tuple(v["shape"]) for k, v in safetensors_header(path, setting, f"{setting} {model_id}").items()}
 
 
-def _pickle_shapes(path: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
-    """Shapes from a ``pytorch_model.bin`` read as transformers reads it (``weights_only``), on no device."""
+def _load_pickle(path: Path, setting: str, model_id: str, device: str) -> Any:
+    """A torch pickle read as transformers and peft read it (``weights_only``: tensors and plain containers,
+    never code); anything else is one line naming the setting."""
     import torch
 
     try:
         try:
-            state = torch.load(path, map_location="meta", weights_only=True, mmap=True)
+            return torch.load(path, map_location=device, weights_only=True, mmap=True)
         except RuntimeError as err:
             if "mmap" not in str(err):
                 raise
-            state = torch.load(path, map_location="meta", weights_only=True)   # the old, non-zip format
+            return torch.load(path, map_location=device, weights_only=True)   # the old, non-zip format
     except (pickle.UnpicklingError, RuntimeError, ValueError, EOFError, AttributeError) as err:
         found = re.search(r"Unsupported global: GLOBAL ([\w.]+)", str(err))
         why = f"it holds a {found.group(1)} object, not only tensors" if found else quoted(first_line(err), 160)
         raise _fail(setting, model_id, f"{path.name} cannot be loaded safely (torch.load with weights_only "
                                        f"refuses it: {why}); use a safetensors copy of the weights") from None
+
+
+def _pickle_tensors(path: Path, setting: str, model_id: str, device: str) -> dict[str, Any]:
+    state = _load_pickle(path, setting, model_id, device)
     if not isinstance(state, dict):
         raise _fail(setting, model_id, f"{path.name} does not hold a state dict (it holds "
                                        f"{type(state).__name__})")
-    return {k: tuple(v.shape) for k, v in state.items() if hasattr(v, "shape")}
+    return {k: v for k, v in state.items() if hasattr(v, "shape")}
 
 
-def weight_shapes(folder: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
-    """Every tensor name and shape in the folder's weight files (safetensors first, as transformers picks)."""
-    for index_name, single, reader in (("model.safetensors.index.json", "model.safetensors", _safetensors_shapes),
-                                       ("pytorch_model.bin.index.json", "pytorch_model.bin", None)):
-        read = reader or (lambda path: _pickle_shapes(path, setting, model_id))
+def _pickle_shapes(path: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
+    """Shapes from a ``pytorch_model.bin`` read on no device."""
+    return {k: tuple(v.shape) for k, v in _pickle_tensors(path, setting, model_id, "meta").items()}
+
+
+def file_shapes(path: Path, setting: str, model_id: str) -> dict[str, tuple[int, ...]]:
+    """Every tensor name and shape of one weight file (safetensors from its header, a pickle on no device)."""
+    reader = _safetensors_shapes if path.suffix == ".safetensors" else _pickle_shapes
+    return reader(path, setting, model_id)
+
+
+def weight_files(folder: Path, setting: str, model_id: str,
+                 names: tuple[str, ...] = ("model.safetensors", "pytorch_model.bin")) -> list[Path]:
+    """The weight files a loader reads from the folder: the first of `names` present (safetensors first, as
+    transformers and peft pick), or the shards its ``.index.json`` names; [] when there are none."""
+    for single in names:
+        index_name = f"{single}.index.json"
         if (folder / single).is_file():
-            return read(folder / single)
+            return [folder / single]
         if (folder / index_name).is_file():
             try:
                 shards = sorted(set(json.loads((folder / index_name).read_text(encoding="utf-8"))["weight_map"].values()))
             except (OSError, ValueError, KeyError, TypeError, AttributeError):
                 raise _fail(setting, model_id, f"{index_name} is not a valid weight index") from None
-            shapes: dict[str, tuple[int, ...]] = {}
-            for shard in shards:
-                if not (folder / shard).is_file():
-                    raise _fail(setting, model_id, f"{index_name} names {shard}, which is missing")
-                shapes.update(read(folder / shard))
-            return shapes
-    return {}
+            missing = next((shard for shard in shards if not (folder / shard).is_file()), None)
+            if missing is not None:
+                raise _fail(setting, model_id, f"{index_name} names {missing}, which is missing")
+            return [folder / shard for shard in shards]
+    return []
+
+
+def weight_shapes(folder: Path, setting: str, model_id: str,
+                  names: tuple[str, ...] = ("model.safetensors", "pytorch_model.bin")) -> dict[str, tuple[int, ...]]:
+    """Every tensor name and shape in the folder's weight files (``weight_files``)."""
+    shapes: dict[str, tuple[int, ...]] = {}
+    for path in weight_files(folder, setting, model_id, names):
+        shapes.update(file_shapes(path, setting, model_id))
+    return shapes
+
+
+# --------------------------------------------------------------------------- the weights' values
+
+# Weights up to this size are read whole for NaN and inf before a model loads (a 1.5B model in bf16 in a few
+# seconds on 2 cores); a larger model's are not (reading 100 GB twice would double its start), and its first
+# output is checked instead (``check_finite_outputs``).
+FINITE_SCAN_MAX_BYTES = 8 << 30
+_FINITE_CHUNK = 1 << 24   # elements converted to float32 at a time: 64 MB however large the tensor
+
+
+def _tensors(path: Path, setting: str, model_id: str, only: set[str] | None) -> Iterator[tuple[str, Any]]:
+    """(name, tensor) of one weight file on the CPU, one at a time (`only`: those names alone)."""
+    if path.suffix != ".safetensors":
+        for name, tensor in _pickle_tensors(path, setting, model_id, "cpu").items():
+            if only is None or name in only:
+                yield name, tensor
+        return
+    from safetensors import safe_open
+
+    with safe_open(str(path), framework="pt") as fh:
+        for name in fh.keys():
+            if only is None or name in only:
+                yield name, fh.get_tensor(name)
+
+
+def check_finite_weights(files: list[Path], setting: str, model_id: str, *, only: set[str] | None = None) -> None:
+    """Every floating-point tensor of `files` (`only`: those names) is finite: a NaN or inf weight gives NaN
+    values, which a search would rank by at random and a training would carry into every tensor it saves.
+    One ModelError naming the tensor and the file."""
+    import torch
+
+    for path in files:
+        for name, tensor in _tensors(path, setting, model_id, only):
+            if not tensor.is_floating_point():
+                continue
+            flat = tensor.reshape(-1)
+            for at in range(0, flat.numel(), _FINITE_CHUNK):
+                chunk = flat[at:at + _FINITE_CHUNK].float()
+                if not bool(torch.isfinite(chunk).all()):
+                    what = "NaN" if bool(torch.isnan(chunk).any()) else "inf"
+                    raise _fail(setting, model_id, f"{path.name}: tensor {name} holds {what} (the weights are "
+                                                   "broken; a model of them gives no usable value)")
+
+
+_FINITE_PASSED: set[tuple] = set()   # (folder stamp, names) whose weights were read and found finite
+
+
+def check_finite_model(folder: Path, setting: str, model_id: str, *, only: set[str] | None = None) -> None:
+    """``check_finite_weights`` on the folder's weight files: all tensors while they total at most
+    FINITE_SCAN_MAX_BYTES, above it only `only`'s (a scorer's head), when given. A folder that passed is
+    not read again while its files stay the same (a policy that is also a scorer's base)."""
+    key = (folder_stamp(str(folder)), frozenset(only) if only is not None else None)
+    if key in _FINITE_PASSED:
+        return
+    files = weight_files(folder, setting, model_id)
+    if sum(p.stat().st_size for p in files) <= FINITE_SCAN_MAX_BYTES:
+        check_finite_weights(files, setting, model_id)
+    elif only is not None:
+        check_finite_weights(files, setting, model_id, only=only)
+    _FINITE_PASSED.add(key)
 
 
 # --------------------------------------------------------------------------- config against weights
@@ -121,15 +204,17 @@ def check_attn_impl_name(attn_impl: str | None) -> None:
                       f"{', '.join(k for k in known if not k.startswith('paged'))})", setting="attn_impl")
 
 
-def _meta_model(config: Any, attn_impl: str | None, trust_remote_code: bool, setting: str, model_id: str):
+def meta_model(config: Any, attn_impl: str | None, trust_remote_code: bool, setting: str, model_id: str,
+                auto_class: Any = None):
+    """The config's model (`auto_class`, default the causal LM) built on the ``meta`` device: no weight read."""
     import torch
     from transformers import AutoModelForCausalLM
 
     check_attn_impl_name(attn_impl)
     try:
         with torch.device("meta"):
-            return AutoModelForCausalLM.from_config(config, attn_implementation=attn_impl,
-                                                    trust_remote_code=trust_remote_code)
+            return (auto_class or AutoModelForCausalLM).from_config(config, attn_implementation=attn_impl,
+                                                                    trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001 - transformers reports an impossible config with many types
         text = first_line(err)
         if attn_impl and ("attn_implementation" in text or "Attention" in text):
@@ -244,7 +329,10 @@ def check_generation_config(folder: Path, config: Any, tokenizer: Any, vocab: in
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or not ok(value):
             raise _fail(setting, model_id, f"generation_config.json: {key} must be a number {rule}, got {quoted(value)}")
     eos = generation.get("eos_token_id")
-    for source in (getattr(config, "eos_token_id", None), tokenizer.eos_token_id):
+    # the tokenizer's EOS counts only when its files name one: a tokenizer class's built-in default
+    # (Qwen2's <|endoftext|>) is not the end of a chat turn, and no file of the folder chose it
+    named = tokenizer.eos_token_id if _tokenizer_names_eos(folder) else None
+    for source in (getattr(config, "eos_token_id", None), named):
         eos = source if eos is None else eos
     ids = [eos] if not isinstance(eos, list) else eos
     ids = [i for i in ids if i is not None]
@@ -255,6 +343,19 @@ def check_generation_config(folder: Path, config: Any, tokenizer: Any, vocab: in
     if bad is not None:
         raise _fail(setting, model_id, f"the EOS token id {quoted(bad)} is outside the vocabulary (0..{vocab - 1}), so "
                                        "no message could end")
+
+
+def _tokenizer_names_eos(folder: Path) -> bool:
+    """Whether tokenizer_config.json or special_tokens_map.json names an EOS token."""
+    for name in ("tokenizer_config.json", "special_tokens_map.json"):
+        try:
+            data = json.loads((folder / name).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        eos = data.get("eos_token") if isinstance(data, dict) else None
+        if (eos.get("content") if isinstance(eos, dict) else eos):
+            return True
+    return False
 
 
 def context_length(config: Any) -> int | None:
@@ -310,10 +411,11 @@ def _check(model_id: str, setting: str, attn_impl: str | None, trust_remote_code
         config = AutoConfig.from_pretrained(str(folder), trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001 - an unknown model_type, bad JSON, bad values
         raise _fail(setting, model_id, f"config.json cannot be used ({quoted(first_line(err), 200)})") from None
-    model = _meta_model(config, attn_impl, trust_remote_code, setting, model_id)
+    model = meta_model(config, attn_impl, trust_remote_code, setting, model_id)
     shapes = weight_shapes(folder, setting, model_id)
     if shapes:
         check_weights_fit_config(model, shapes, setting, model_id)
+        check_finite_model(folder, setting, model_id)
     tokenizer = _load_tokenizer(folder, trust_remote_code, setting, model_id)
     rows = model.get_input_embeddings().weight.shape[0]
     if len(tokenizer) > rows:

@@ -10,10 +10,12 @@ so a bad folder costs neither a policy load nor a log file.
 from __future__ import annotations
 
 import re
+from pathlib import Path
 from typing import Any
 
-from masprm.errors import ModelError, quoted
-from masprm.models.model_checks import _safetensors_shapes, local_folder, weight_shapes
+from masprm.errors import ModelError, first_line, quoted
+from masprm.models.model_checks import (check_finite_model, check_finite_weights, file_shapes, local_folder,
+                                        meta_model, weight_files, weight_shapes)
 
 # adapter_config.json values a LoRA scorer loads with: key -> (rule, test); a missing key is peft's default
 ADAPTER_VALUES = {
@@ -24,34 +26,52 @@ ADAPTER_VALUES = {
     "target_modules": ("a module name or a list of them", lambda v: isinstance(v, str)
                        or (isinstance(v, list) and all(isinstance(x, str) for x in v))),
 }
-# masprm_scorer.json lengths the scorer's texts are cut to
-META_LENGTHS = {"max_length": 2, "max_prompt_length": 0}
+# masprm_scorer.json counts the loader reads: key -> the least value (the texts' lengths, an ensemble's heads)
+META_LENGTHS = {"max_length": 2, "max_prompt_length": 0, "ensemble_heads": 1}
 _LORA = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.lora_(?P<kind>[AB])(?:\.[^.]+)?\.weight$")
+ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")   # as peft picks them
 
 
 def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> None:
     """A scorer folder (``masprm.scorer_folder.ScorerFolder``) checked whole before any model loads: its
-    adapter config's and its record's values in range, and every LoRA matrix shaped for the module of the
-    base it adapts (read from the weight files' headers: no weight is loaded). One ModelError naming `setting`."""
+    config.json's and its record's values in range; an adapter by ``check_adapter`` against the base; a full
+    model's head (``check_model_head``) and weights finite. One ModelError naming `setting`."""
     where = f"{setting} {record.path}"
+    if record.config_error:
+        raise ModelError(f"{where}: {record.config_error}", setting=setting)
     for key, least in META_LENGTHS.items():
         value = record.meta.get(key)
         if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
             raise ModelError(f"{where}: masprm_scorer.json: {key} must be a whole number >= {least}, got "
                              f"{quoted(value)}", setting=setting)
-    if not record.is_adapter or record.adapter is None:
+    if record.target is None:
         return
+    if record.is_adapter:
+        if record.adapter is not None:
+            check_adapter(record.target, record.adapter, base_model_id, setting, where)
+        return
+    check_model_head(record, setting)
+
+
+def check_adapter(folder: Path, conf: dict[str, Any], base_model_id: str | None, setting: str, where: str) -> None:
+    """A LoRA adapter folder checked whole before it loads (a scorer's, or a warm start's): its config's
+    values in range, its weight file sane (a safetensors header that describes the file, a pickle of tensors
+    only), every weight finite and, against the base model's weight headers (no weight loaded), every
+    target module present and every LoRA matrix shaped for the module it adapts. One ModelError `where: ...`."""
     for key, (rule, ok) in ADAPTER_VALUES.items():
-        if record.adapter.get(key) is not None and not ok(record.adapter[key]):
-            raise ModelError(f"{where}: adapter_config.json: {key} must be {rule}, got "
-                             f"{quoted(record.adapter[key])}", setting=setting)
+        if conf.get(key) is not None and not ok(conf[key]):
+            raise ModelError(f"{where}: adapter_config.json: {key} must be {rule}, got {quoted(conf[key])}",
+                             setting=setting)
+    label = where.removeprefix(f"{setting} ")
+    files = weight_files(folder, setting, label, ADAPTER_FILES)
+    adapter = {k: v for path in files for k, v in file_shapes(path, setting, label).items()}
+    check_finite_weights(files, setting, label)
     base = local_folder(base_model_id) if base_model_id else None
-    weights = record.target / "adapter_model.safetensors"
-    if base is None or not weights.is_file():
+    if base is None:   # a hub id not downloaded yet: its shapes are checked when it loads
         return
-    adapter = _safetensors_shapes(weights)
     found = weight_shapes(base, setting, base_model_id)
-    rank = record.adapter.get("r")
+    _check_targets(conf.get("target_modules"), found, base_model_id, setting, where)
+    rank = None if conf.get("rank_pattern") else conf.get("r")   # per-module ranks: each matrix's own
     for name, shape in sorted(adapter.items()):
         match = _LORA.match(name)
         if match is None:
@@ -67,3 +87,63 @@ def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> N
         if tuple(shape) != tuple(expected):
             raise ModelError(f"{where}: the adapter does not fit base model {base_model_id}: {name} is {list(shape)}, "
                              f"the base's {match.group('module')} needs {list(expected)}", setting=setting)
+
+
+def _check_targets(targets: Any, found: dict[str, tuple[int, ...]], base_model_id: str, setting: str,
+                   where: str) -> None:
+    """Each of the adapter's target modules names a module of the base, by peft's rule (a name matches a
+    module whose path ends in it; a single string is a regular expression over whole paths); peft would
+    otherwise refuse it only once the base is loaded."""
+    if not targets or targets == "all-linear":
+        return
+    modules = {name.rsplit(".", 1)[0] for name in found if "." in name}
+    modules |= {m.removeprefix("model.") for m in modules}
+    if isinstance(targets, str):
+        if not any(re.fullmatch(targets, m) for m in modules):
+            raise ModelError(f"{where}: adapter_config.json: target_modules {targets!r} matches no module of base "
+                             f"model {base_model_id} (an adapter of another model?)", setting=setting)
+        return
+    missing = next((t for t in targets if not any(m == t or m.endswith(f".{t}") for m in modules)), None)
+    if missing is not None:
+        raise ModelError(f"{where}: adapter_config.json: target module {missing!r} is not a module of base model "
+                         f"{base_model_id} (an adapter of another model?)", setting=setting)
+
+
+def check_model_head(record: Any, setting: str) -> None:
+    """A full-model scorer holds the trained head its format reads, of the size it reads, and finite weights:
+    transformers would fill a missing or mismatched head at random (the loader mutes that report), and the
+    scorer would rank at random with no word. The head's tensors are those of the format's model (built from
+    config.json on no device) outside its base model."""
+    from transformers import AutoConfig
+
+    from masprm.models.token_scorer import HEADS   # transformers' head classes (the loader's own table)
+    from masprm.scorer_formats import OWN, SCORER_FORMATS, head_of, label_count
+
+    kind, labels = head_of(record)
+    target, label = record.target, str(record.path)
+    where = f"{setting} {label}"
+    fmt = SCORER_FORMATS[record.scorer_format or OWN]
+    if fmt.name != OWN and labels is not None and label_count(record.config or {}) != labels:
+        raise ModelError(f"{where}: config.json names {label_count(record.config or {})} labels, but a {fmt.title} "
+                         f"(scorer format {fmt.name}) reads {labels}; a head of another size would be made up at "
+                         "random", setting=setting)
+    if kind == "causal_lm" or record.config is None:
+        check_finite_model(target, setting, label)
+        return
+    try:
+        config = AutoConfig.from_pretrained(str(target), num_labels=labels)
+    except Exception as err:  # noqa: BLE001 - an unknown model_type, bad values
+        raise ModelError(f"{where}: config.json cannot be used ({quoted(first_line(err), 200)})",
+                         setting=setting) from None
+    model = meta_model(config, None, False, setting, label, HEADS[kind][0])
+    prefix = f"{model.base_model_prefix}."
+    head = {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(prefix)}
+    found = weight_shapes(target, setting, label)
+    for name, shape in sorted(head.items()):
+        if name not in found:
+            raise ModelError(f"{where}: the weights hold no trained head ({name} {list(shape)} is missing): "
+                             f"loaded as a {fmt.title} it would score with a random one", setting=setting)
+        if found[name] != shape:
+            raise ModelError(f"{where}: the head does not fit: {name} is {list(found[name])} in the weights, a "
+                             f"{fmt.title} of {labels} output(s) reads {list(shape)}", setting=setting)
+    check_finite_model(target, setting, label, only=set(head))

@@ -15,6 +15,7 @@ outputs only when the whole pass succeeds.
 
 import argparse
 import json
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,7 +30,7 @@ from masprm.graph import MASGraph, load_mas_config, resolve_config_path
 from masprm.io import AtomicJsonlWriter
 from masprm.labels import LABEL_SCHEMES, LabelScheme
 from masprm.labels.mining import Options, Preprocessor, window_tag
-from masprm.labels.progress import TreeProgress
+from masprm.labels.progress import TreeProgress, partial_path
 from masprm.labels.scheme import LabelRunner
 from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
@@ -265,6 +266,8 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
                              label=f"input {args.input}: output")
     if args.export:
         check_output_file(trl_path(path), "input", label=f"input {args.input}: output")
+    if scheme.needs_rollouts:   # the progress file beside it (masprm.labels.progress)
+        check_output_file(partial_path(path), "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
         log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
     source = rollout_source(args, files, graph) if scheme.needs_rollouts else None
@@ -350,7 +353,9 @@ def rollout_fingerprint(args: argparse.Namespace, runner: LabelRunner, files: li
         "ensemble": path_identity(args.rollout_ensemble, model=True),
         "config": content(Path(graph.source)), "checker": trees_checker(args.input),
         "trees": [[str(f.relative_to(root)), content(f)] for f in files],
-        "code": code_version(("stages/preprocess.py",))}, length=16)
+        # the scheme's module too: the registry names it in a string, which no import scan follows
+        "code": code_version(("stages/preprocess.py",), sys.modules[runner.scheme.records.__module__].__file__)},
+        length=16)
 
 
 @dataclass

@@ -21,7 +21,7 @@ from masprm.answer_checkers import ANSWER_CHECKERS, CHECKER_HELP, DEFAULT_CHECKE
 from masprm.checks import (check_known_dataset, check_local_model, check_output_dir, check_plain_name, check_seeds,
                            check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
-from masprm.cluster import ClusterSettings, local_folders
+from masprm.cluster import ClusterSettings, check_reachable, local_folders
 from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
 from masprm.paths import PathText
 from masprm.data import load_examples
@@ -152,6 +152,8 @@ def main(argv: list[str] | None = None) -> int:
     if loaded.skipped:
         log.info(f"skipped {loaded.skipped} examples without a usable gold answer")
 
+    if ray.use_ray and ray.cluster.address:
+        check_reachable(ray.cluster)   # a head that does not answer is refused before the run folder is made
     with locked_folder(out_dir):  # one run per folder at a time
         check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags], built[BackendFlags]))
         announce_holder(out_dir)

@@ -20,6 +20,7 @@ from typing import Any
 from masprm.checks import check_output_dir, check_scorer_folder
 from masprm.errors import ConfigError, ModelError, first_line
 from masprm.io import honour_umask
+from masprm.models.scorer_checks import check_scorer_fits
 from masprm.scorer_folder import read_scorer_folder
 from masprm.scorer_meta import write_scorer_meta
 from masprm.train.card import write_model_card
@@ -45,7 +46,9 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
     """Write the adapter scorer in ``folder`` merged into its base as a standalone model in ``out``."""
     out = check_merged_out(out, inputs={setting: folder, "base_model_id": base_model_id})
     # the whole folder, before any model loads: an unfinished training (status "training") is refused
-    check_scorer_folder(folder, setting, base_model_id=base_model_id, base_setting="base_model_id")
+    record = read_scorer_folder(folder)
+    check_scorer_folder(record, setting, base_model_id=base_model_id, base_setting="base_model_id")
+    check_scorer_fits(record, setting, base_model_id or record.base_model)   # its values, weights, shapes
     import torch
     from peft import PeftModel
 
@@ -54,7 +57,6 @@ def merge_scorer(folder: str | Path, out: str | Path, *, base_model_id: str | No
     from masprm.models.token_scorer import load_token_scorer, separator_token_id
     from masprm.state_text import DEFAULT_SEPARATOR
 
-    record = read_scorer_folder(folder)
     source = resolve_scorer_folder(folder, setting, record)
     if not record.is_adapter:
         raise ConfigError(f"{setting} {folder}: already a standalone model (no LoRA adapter to merge); "
