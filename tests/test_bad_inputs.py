@@ -137,6 +137,8 @@ CASES = [
     ("s5-logs-unfinished", "aggregator", ["--logs_dir", "unfinished_logs"], "--logs_dir"),
     ("s5-out-folder", "aggregator", ["--out", "empty_dir"], "--out"),
     ("s5-out-under-file", "aggregator", ["--out", "afile/agg.csv"], "--out"),
+    ("s5-archive-missing", "aggregator", ["--archive", "nope", "--out", "agg.csv"], "--archive"),
+    ("s5-archive-not-one", "aggregator", ["--archive", "empty_dir", "--out", "agg.csv"], "empty_dir"),
     ("s5-out-readonly", "aggregator", ["--out", f"{READONLY}/agg.csv"], "--out"),
     # ---- show_tree: src/show_tree.py
     ("st-missing", "show_tree", ["results/none.json"], "results/none.json"),
@@ -177,6 +179,8 @@ CASES = [
     ("s3-attn-impl", "trainer", tr("--attn-impl", "bogus"), "--attn-impl"),
     ("s4-device-map", "eval", ev("--device_map", "tpu:9"), "--device_map"),
     ("s4-attn-impl", "eval", ev("--attn_impl", "bogus"), "--attn_impl"),
+    ("s1-decode", "run_mcts", stage1("--decode", "cudagraph"), "--decode"),
+    ("s4-decode", "eval", ev("--decode", "cudagraph"), "--decode"),
     # ---- seeds numpy cannot take
     ("s1-seed-negative", "run_mcts", stage1("--seed", "-1"), "--seed"),
     ("s1-seed-too-big", "run_mcts", stage1("--seed", str(2**32), "--out_root", "fresh"), "--seed"),
