@@ -98,3 +98,61 @@ def test_the_fixed_sweep_is_the_rule_applied_to_the_measurement():
     assert SWEEP[12][("mcts", "orm")] == {"n_simulations": 1, "max_children": 3}
     assert SWEEP[24][("mcts", "masprm")] == {"n_simulations": 18, "max_children": 3}
     assert SWEEP[24][("mcts", "orm")] == {"n_simulations": 17, "max_children": 3}
+
+
+def _measurement_log(folder, method, settings, samples, name):
+    from helpers_stage4_logs import write_stage4_log
+
+    manifest = {"condition": method, "seed": 14, "definition": {"method": method, "settings": settings}}
+    write_stage4_log(folder / f"toy_{method}_{name}_policy_14", [], manifest, label=method,
+                     summary={"pass@1": 0.0, "agent_runs_mean": samples})
+
+
+def _run(monkeypatch, capsys, folder):
+    from helpers import snapshot
+    from helpers_cli import run_module
+
+    before = snapshot(folder)
+    result = run_module(monkeypatch, capsys, "masprm.toy.compute_match", ["--logs_dir", str(folder)])
+    assert snapshot(folder) == before   # it reads, never writes
+    return result
+
+
+@pytest.mark.parametrize("present, missing", [
+    ((), "sbs_prm / mcts_prm / mcts_orm"),                           # an empty folder
+    (("bon",), "sbs_prm / mcts_prm / mcts_orm"),                     # a foreign folder: logs of another method
+    (("sbs", "mcts_prm"), "mcts_orm"),                               # a part of the measurement
+])
+def test_a_folder_without_the_whole_measurement_is_refused_instead_of_a_plan_from_nothing(
+        tmp_path, monkeypatch, capsys, present, missing):
+    made = {"bon": ("bon_orm", {"bon_n": 8, "step_agg": "last"}), "sbs": ("sbs_prm", {"b1": 1, "b2": 1}),
+            "mcts_prm": ("mcts_prm", {"n_simulations": 1, "max_children": 3})}
+    for i, key in enumerate(present):
+        _measurement_log(tmp_path, *made[key], 4.0, f"x{i}")
+    code, lines, out = _run(monkeypatch, capsys, tmp_path)
+    assert code == 2 and out == "" and lines == [
+        f"compute_match.py: error: --logs_dir {tmp_path}: no COMPLETED {missing} log of the measurement (MCTS at "
+        'max_children 3; docs/scorer_lab.md, "Compute-matched sweep"); the plan needs SBS and both MCTS rows']
+
+
+@pytest.mark.parametrize("damage, said", [
+    (lambda stem: stem.with_suffix(".txt").write_bytes(b"=== START sbs \xe9\nCOMPLETED\n"),
+     ".txt: the stage-4 log is not UTF-8 text (byte 0xe9 at offset 14); save it as UTF-8"),
+    (lambda stem: stem.with_name(stem.name + ".manifest.json").write_text('{"condition": '),
+     ".manifest.json: not valid JSON (Expecting value: line 1 column 15 (char 14))"),
+    (lambda stem: stem.with_name(stem.name + ".manifest.json").write_text("[1, 2]"),
+     ".manifest.json: expected a JSON object, got list"),
+])
+def test_an_unreadable_log_or_sidecar_is_one_line_naming_the_file(tmp_path, monkeypatch, capsys, damage, said):
+    _measurement_log(tmp_path, "sbs_prm", {"b1": 1, "b2": 1}, 4.0, "a")
+    stem = tmp_path / "toy_sbs_prm_a_policy_14"
+    damage(stem)
+    code, lines, _ = _run(monkeypatch, capsys, tmp_path)
+    assert code == 2 and lines == [f"compute_match.py: error: {stem}{said}"]
+
+
+def test_a_folder_named_like_a_log_is_named_never_opened(tmp_path, monkeypatch, capsys):
+    (tmp_path / "toy_sbs_prm_a_policy_14.txt").mkdir()
+    code, lines, _ = _run(monkeypatch, capsys, tmp_path)
+    assert code == 2 and lines == [f"compute_match.py: error: {tmp_path}/toy_sbs_prm_a_policy_14.txt: a folder, "
+                                   "where a stage-4 log goes; move it out of the logs folder"]

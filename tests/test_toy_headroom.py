@@ -120,3 +120,40 @@ def test_seeds_pool_per_question_before_the_gates():
     # per question: (1 + 0)/2 - (0 + 0)/2 = 0.5 and (1 + 1)/2 - (1 + 0)/2 = 0.5: mean 0.5, sd 0
     d = headroom.difference([0.5, 1.0], [0.0, 0.5])
     assert d["diff"] == 0.5 and d["sd"] == 0.0
+
+
+@pytest.mark.parametrize("module, argv", [
+    ("masprm.toy.headroom", ["--world", "toy", "--split", "train"]),
+    ("masprm.toy.deep_synthetic", []),
+])
+@pytest.mark.parametrize("n", ["1", "0", "-3"])
+def test_fewer_questions_than_a_standard_error_needs_are_refused_before_any_search(tmp_path, monkeypatch, capsys,
+                                                                                  module, argv, n):
+    """Both tools end in the gates' paired standard errors, which need two questions: --n 1 once searched for
+    minutes and then failed in a traceback."""
+    from helpers import snapshot
+    from helpers_cli import run_module
+
+    monkeypatch.chdir(tmp_path)
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, module, [*argv, "--n", n, "--out", "r.json"])
+    assert code == 2 and lines == [f"{module.rsplit('.', 1)[-1]}.py: error: --n must be at least 2 (a standard "
+                                   f"error over questions needs two), got {n}"]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("out", ["policy/headroom.json", "policy/sub/headroom.json", "policy/config.json"])
+def test_an_out_inside_the_policy_it_reads_is_refused_before_the_policy_loads(tmp_path, monkeypatch, capsys, out):
+    """A report written into the policy folder would change the policy's files (and so its identity)."""
+    from helpers import snapshot
+    from helpers_cli import run_module
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "policy").mkdir()
+    (tmp_path / "policy" / "config.json").write_text("{}")   # the tool's own check: a model folder's config
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom",
+                                ["--world", "toy", "--split", "train", "--policy", "policy", "--out", out])
+    assert code == 2 and lines == [f"headroom.py: error: --out {out}: is inside the input folder policy (--policy); "
+                                   "writing there would change what the run reads: choose an output outside it"]
+    assert snapshot(tmp_path) == before

@@ -317,9 +317,15 @@ def power_at(effect: float, se: float, *, alpha: float = 0.05) -> float:
     return nd.cdf(effect / se - z) + nd.cdf(-effect / se - z)
 
 
+# The questions a paired standard error (and so an MDE or a CI's width) needs: a command whose analysis takes
+# one refuses fewer before any search (its --n / --sample_n), never after minutes of work.
+MIN_QUESTIONS = 2
+QUESTIONS_RULE = f"must be at least {MIN_QUESTIONS} (a standard error over questions needs two)"
+
+
 def paired_se(diffs: Sequence[float]) -> float:
     """The standard error of a mean of paired differences: sample sd (n − 1) / sqrt(n)."""
-    if len(diffs) < 2:
+    if len(diffs) < MIN_QUESTIONS:
         raise ValueError("a standard error needs at least two differences")
     return statistics.stdev(diffs) / math.sqrt(len(diffs))
 

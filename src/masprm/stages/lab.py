@@ -42,6 +42,7 @@ from pathlib import Path
 from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
 from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_rows, ensemble_of, left_out,
@@ -278,7 +279,8 @@ class LabArgs(ArchiveFlags):
                                      f"{SBS_BUDGET[1]}, the README's; 2 3, the demo's second budget, is a few "
                                      "minutes shorter)")
     sample_n: int | None = arg(None, flags=("--sample_n",),
-                               help="evaluate the first N test questions only (a quick look; default: all 240)")
+                               help="evaluate the first N test questions only, at least 2 (a quick look; default: "
+                                    "all 240)")
     rollout_rows: bool = arg(False, flags=("--rollout_rows",),
                              help="also the rows whose labels sample the policy afresh (mc_rollouts, "
                                   "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
@@ -311,7 +313,8 @@ class LabArgs(ArchiveFlags):
                 object.__setattr__(self, name, value)
         if self.rollout_seeds is None:
             object.__setattr__(self, "rollout_seeds", self.train_seeds)
-        require_each(self, ("jobs", "n_train", "sample_n"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("jobs", "n_train"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("sample_n",), lambda v: v >= MIN_QUESTIONS, QUESTIONS_RULE)   # the report's paired CIs
         check_seeds(self, ("seed", "seeds", "train_seeds", "rollout_seeds"))
         for name in ("train_seeds", "rollout_seeds"):
             require(self.seed in getattr(self, name), name, f"{name} must include --seed {self.seed} (the demo's "

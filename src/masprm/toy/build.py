@@ -41,7 +41,7 @@ from safetensors.numpy import load_file
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.identity import syntax_text
-from masprm.checks import check_seeds
+from masprm.checks import check_output_dir, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.paths import PathText
 from masprm.errors import ConfigError
@@ -316,6 +316,8 @@ def main() -> int:
     world = WORLDS[args.world]
     out = args.out or world.out
     config = str(resolve_config_path(args.mas_config or world.config))   # a path or a shipped config's name
+    if not args.verify_shipped:   # the build writes its data and policy there: never into what it reads
+        check_output_dir(out, "out", inputs={"mas_config": config, "shipped policy": shipped_dir(world)})
     load_toy_team(config, world)   # a bad team fails before the trainer (and torch) is imported
     spec = policy.spec(world)
     head = spec.hidden_size / spec.num_heads   # rotary embeddings rotate pairs of a head's dimensions

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Mapping, Sequence
 
-from masprm.cli import ArgumentParser, run_cli
+from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.paths import check_input_dir
 
@@ -147,6 +147,12 @@ def main(argv: list[str] | None = None) -> int:
     args = config_from_args(MeasureArgs, p.parse_args(argv))
     check_input_dir(args.logs_dir, "logs_dir")
     sbs, mcts = read_measurement(args.logs_dir)
+    # a plan from a part of the measurement would read "none fits" where nothing was measured
+    missing = [method for method, means in (("sbs_prm", sbs), ("mcts_prm", mcts.get("masprm")),
+                                            ("mcts_orm", mcts.get("orm"))) if not means]
+    check(not missing, f"--logs_dir {args.logs_dir}: no COMPLETED {' / '.join(missing)} log of the measurement "
+                       f"(MCTS at max_children {MAX_CHILDREN}; docs/scorer_lab.md, \"Compute-matched sweep\"); the "
+                       "plan needs SBS and both MCTS rows")
     print("SBS agent samples per question: " + ", ".join(f"{b1}x{b2} {v:.2f}" for (b1, b2), v in sorted(sbs.items())))
     for row, means in sorted(mcts.items()):
         print(f"MCTS ({row}) agent samples per question: " + ", ".join(f"{n} {v:.2f}" for n, v in sorted(means.items())))

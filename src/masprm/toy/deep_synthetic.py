@@ -38,6 +38,7 @@ from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.io import atomic_write_json
+from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
 from masprm.search.engine import LoadedModels
 from masprm.toy.deep_label import story_of
 from masprm.toy import deep_task, headroom
@@ -132,13 +133,14 @@ class SyntheticArgs:
     planner: tuple[float, ...] = arg((0.1,), flags=("--planner",), nargs="+", help="Planner error rate(s)")
     op: tuple[float, ...] = arg((0.1,), flags=("--op",), nargs="+", help="each Op agent's error rate(s)")
     verifier: tuple[float, ...] = arg((0.02,), flags=("--verifier",), nargs="+", help="Verifier error rate(s)")
-    n: int = arg(100, flags=("--n",), help="dev questions")
+    n: int = arg(100, flags=("--n",), help="dev questions, at least 2 (a standard error needs two; default 100)")
     seed: int = arg(14, flags=("--seed",), help="search seed (and the question order)")
     simulations: int = arg(10, flags=("--simulations",), help="MCTS simulations (the demo's 10)")
     out: str | None = arg(None, flags=("--out",), help="JSON of every point's report (optional)")
 
     def __post_init__(self) -> None:
-        require_each(self, ("n", "simulations"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("simulations",), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("n",), lambda v: v >= MIN_QUESTIONS, QUESTIONS_RULE)
         for name in ("reader", "planner", "op", "verifier"):
             check(all(0.0 <= x <= 1.0 for x in getattr(self, name)), f"--{name}: rates are between 0 and 1")
         check_seeds(self)
@@ -150,11 +152,11 @@ def main() -> int:
     args = config_from_args(SyntheticArgs, p.parse_args())
     check(args.world in WORLDS and args.world.startswith("toy_deep"),
           f"--world: a deep toy world ({', '.join(w for w in WORLDS.names() if w.startswith('toy_deep'))})")
-    if args.out is not None:
-        check_output_file(args.out, "out")
     world = WORLDS[args.world]
+    if args.out is not None:
+        check_output_file(args.out, "out", inputs={"team config": world.config})
     graph = load_mas_config(world.config)
-    examples = list(world.task.load("dev", n=args.n, seed=args.seed))
+    examples = headroom.questions(world, "dev", args.n, args.seed)
     reports = []
     for point in itertools.product(args.reader, args.planner, args.op, args.verifier):
         rates = ErrorRates(*point)

@@ -40,7 +40,7 @@ from masprm.eval.methods import METHODS
 from masprm.graph import MASGraph, load_mas_config
 from masprm.io import atomic_write_json, atomic_write_text
 from masprm.log import get_logger
-from masprm.paired_stats import bootstrap_ci, mde, paired_se
+from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE, bootstrap_ci, mde, paired_se
 from masprm.paths import PathText
 from masprm.search.beam import Beam, beam_search
 from masprm.search.context import SearchContext
@@ -317,12 +317,22 @@ def report_lines(r: dict) -> list[str]:
             f"over these questions: {100 * r['a_mcts']['mde']:.1f} points)"]
 
 
+def questions(world: Any, split: str, n: int | None, seed: int) -> list:
+    """The split's first `n` questions in `seed`'s order, at least the two the gates' standard errors need
+    (a split smaller than that is refused before any search)."""
+    examples = list(world.task.load(split, n=n, seed=seed))
+    check(len(examples) >= MIN_QUESTIONS, f"--split {split}: {len(examples)} question(s) in the {world.name} world; "
+                                          f"the gates' standard errors need at least {MIN_QUESTIONS}")
+    return examples
+
+
 @dataclass(frozen=True)
 class HeadroomArgs:
     world: str = arg("toy_deep", flags=("--world",), help="toy world (toy, toy_deep)")
     split: str = arg("dev", flags=("--split",), help="never the test split (default dev; the toy world has none: train)")
     policy: PathText | None = arg(None, flags=("--policy",), help="policy folder (default: the world's build)")
-    n: int | None = arg(None, flags=("--n",), help="questions (default: the whole split)")
+    n: int | None = arg(None, flags=("--n",), help="questions, at least 2 (a standard error needs two; default: "
+                                                   "the whole split)")
     seeds: tuple[int, ...] = arg((14,), flags=("--seeds",), nargs="+",
                                  help="search seeds (the first one also orders the questions); the gates are on "
                                       "each question's mean over them")
@@ -331,7 +341,8 @@ class HeadroomArgs:
     out: PathText = arg("results/toy_deep_headroom.json", flags=("--out",), help="JSON report (a .txt beside it)")
 
     def __post_init__(self) -> None:
-        require_each(self, ("n", "simulations", "batch_size"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("simulations", "batch_size"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("n",), lambda v: v >= MIN_QUESTIONS, QUESTIONS_RULE)
         check_seeds(self, ("seeds",))
 
 
@@ -351,16 +362,17 @@ def main() -> int:
     check(args.split in world.task.splits, f"--split: {args.world} has splits {', '.join(world.task.splits)}")
     text_out = Path(args.out).with_suffix(".txt")   # the report's lines, beside the JSON
     check(text_out != Path(args.out), f"--out {args.out}: the text report goes beside it as .txt; name the JSON *.json")
-    check_output_file(args.out, "out")
-    check_output_file(text_out, "out")
     policy_dir = Path(args.policy or Path(world.out) / "policy")
     check((policy_dir / "config.json").is_file(), f"--policy: {policy_dir} is not a model folder "
                                                   f"(build it: python -m masprm.toy.build --world {args.world})")
+    inputs = {"policy": policy_dir, "team config": world.config}   # a file inside the policy changes it
+    check_output_file(args.out, "out", inputs=inputs)
+    check_output_file(text_out, "out", inputs=inputs)
+    examples = questions(world, args.split, args.n, args.seeds[0])
     from masprm.models import backends   # imports torch: only once the flags are checked
     from masprm.models.options import ModelOptions
 
     models = LoadedModels(backends.load_policy(None, str(policy_dir), ModelOptions(device_map="cpu"), setting="policy"))
-    examples = list(world.task.load(args.split, n=args.n, seed=args.seeds[0]))
     report = measure(models, load_mas_config(world.config), args.world, examples, seeds=args.seeds,
                      sims=args.simulations, batch_size=args.batch_size, mcts_options=mcts_options)
     report["policy"], report["split"] = str(policy_dir), args.split

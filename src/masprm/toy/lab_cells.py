@@ -13,7 +13,6 @@ tokens read, `masprm.eval.aggregate.model_work`), agent samples per question and
 
 from __future__ import annotations
 
-import json
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -21,9 +20,13 @@ from typing import Any, Callable, Protocol, Sequence
 
 from masprm.answers import is_correct
 from masprm.eval.aggregate import facts_of, model_work, split_experiment
-from masprm.eval.logs import COMPLETED, LogFiles, log_status, read_records
+from masprm.checks import read_utf8
+from masprm.errors import DataError
+from masprm.eval.logs import COMPLETED, LogFiles, read_records, text_status
+from masprm.io import read_json
 from masprm.eval.metrics import split_misses
 from masprm.paired_stats import PairedResult, two_level_bootstrap
+from masprm.paths import matching_files
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.toy.lab_claims import LOGPROB, ORM_LEAF, REFERENCE_ROWS, question_values
 
@@ -119,15 +122,19 @@ def read_placed(logs_dirs: Sequence[str | Path], place: Callable[[dict], Any]) -
     where a place has several experiments, the newest wins."""
     experiments: dict[tuple[Path, str], tuple[Any, Cell]] = {}
     for folder in map(Path, logs_dirs):
-        for log in sorted(folder.glob("*.txt")):
+        if not folder.is_dir():   # a family whose logs were never made
+            continue
+        for log, problem in matching_files(folder, "*.txt", "logs_dir"):
+            if problem:   # a folder, a FIFO, a dangling link named *.txt: never opened
+                raise DataError(f"{log}: {problem}, where a stage-4 log goes; move it out of the logs folder")
             experiment, seed = split_experiment(log.stem)
             files = LogFiles(log.with_name(log.stem))
-            if seed is None or log_status(log) != COMPLETED or not files.manifest.is_file():
+            if seed is None or text_status(read_utf8(log, "stage-4 log")) != COMPLETED or not files.manifest.is_file():
                 continue
-            place_of = place(json.loads(files.manifest.read_text(encoding="utf-8")))
+            place_of = place(_json_object(files.manifest))
             if place_of is None or not files.summary.is_file():
                 continue
-            summary = json.loads(files.summary.read_text(encoding="utf-8"))
+            summary = _json_object(files.summary)
             _, cell = experiments.setdefault((folder, experiment), (place_of, Cell(experiment, folder)))
             cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
     cells: dict[Any, Cell] = {}
@@ -135,6 +142,14 @@ def read_placed(logs_dirs: Sequence[str | Path], place: Callable[[dict], Any]) -
         if where not in cells or cells[where].mtime < cell.mtime:
             cells[where] = cell
     return cells
+
+
+def _json_object(path: Path) -> dict:
+    """A condition's JSON sidecar, checked (UTF-8, JSON, an object): else one line naming the file."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def accuracy_text(cell: Cell | None) -> str:

@@ -1,0 +1,35 @@
+"""The toy tools and the lab take their flags as the stages do: the ranges their analysis needs, outputs never
+inside what they read, every refusal one line with exit 2 before any work (the headroom and compute-match
+tools' own cases are in test_toy_headroom.py and test_compute_match.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from helpers import snapshot
+from helpers_cli import run_module
+from masprm.toy.worlds import WORLDS
+
+
+@pytest.mark.parametrize("world", ["toy", "toy_deep"])
+def test_a_build_into_the_shipped_policy_it_copies_is_refused(tmp_path, monkeypatch, capsys, world):
+    """The build copies the shipped policy into <out>/policy: an --out inside the shipped folder would change
+    the policy every fresh clone starts from."""
+    shipped = WORLDS[world].shipped_dir
+    before = snapshot(shipped)
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.build",
+                                ["--world", world, "--out", str(shipped / "again")])
+    assert code == 2 and lines == [f"build.py: error: --out {shipped}/again: is inside the input folder {shipped} "
+                                   "(`shipped policy`); writing there would change what the run reads: choose an "
+                                   "output outside it"]
+    assert snapshot(shipped) == before and not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("n", ["1", "0"])
+def test_the_lab_on_fewer_questions_than_its_paired_statistics_need_is_refused(tmp_path, monkeypatch, capsys, n):
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.lab", ["--sample_n", n, "--dry_run"])
+    assert code == 2 and lines == [f"lab.py: error: --sample_n must be at least 2 (a standard error over questions "
+                                   f"needs two), got {n}"]
+    assert not any(tmp_path.iterdir())
