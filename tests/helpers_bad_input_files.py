@@ -2,7 +2,8 @@
 
 ``build_workspace`` lays them out: configs (good, broken and off the schema), data, model folders that
 cannot serve, stage-1 trees made by the real command, pairs, scorer folders (good, broken, of the wrong
-kind), logs, links and loops; ``hostile_inputs`` and ``round4_inputs`` add the inputs of the later rows.
+kind), logs, links and loops; ``hostile_inputs``, ``round4_inputs`` and ``round5_inputs`` add the inputs of
+the later rows.
 """
 
 from __future__ import annotations
@@ -193,6 +194,41 @@ def round4_inputs(root: Path) -> None:
         "=== START single_pass | dataset=gsm8k ===\nAccuracy (pass@1): nan\nCOMPLETED\n")
 
 
+def round5_inputs(root: Path) -> None:
+    """The inputs of the fifth reliability round (issue 61): model folders whose weights, head or config
+    cannot serve, and adapters (a scorer's, a warm start's) that do not fit their base."""
+    import datetime
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    models, base = root / "models", root / "models" / "a" / "tiny"
+    nan = _model_variant(models, base, "nan")
+    weights = load_file(str(nan / "model.safetensors"))
+    weights["model.norm.weight"] = torch.full_like(weights["model.norm.weight"], float("inf"))
+    save_file(weights, str(nan / "model.safetensors"), metadata={"format": "pt"})
+    noeos = _model_variant(models, base, "noeos", {"eos_token_id": None})
+    for name, key in (("generation_config.json", "eos_token_id"), ("tokenizer_config.json", "eos_token")):
+        data = json.loads((noeos / name).read_text())
+        data.pop(key)
+        (noeos / name).write_text(json.dumps(data))
+    two = {"architectures": ["Qwen2ForTokenClassification"], "id2label": {"0": "bad", "1": "good"},
+           "label2id": {"bad": 0, "good": 1}}
+    _model_variant(models, base, "claims_prm", two)   # a policy's weights: no score head
+    _model_variant(models, base, "labels_text", {**two, "num_labels": "two"})
+    lora = "base_model.model.model.layers.0.self_attn.q_proj.lora_{}.weight"
+    target = _adapter_folder(root / "scorers" / "target_missing", base)
+    conf = json.loads((target / "adapter_config.json").read_text())
+    (target / "adapter_config.json").write_text(json.dumps({**conf, "target_modules": ["q_proj", "c_attn"]}))
+    nan_adapter = _adapter_folder(root / "scorers" / "nan_adapter", base)
+    save_file({lora.format("A"): torch.full((2, 64), float("nan")), lora.format("B"): torch.zeros(64, 2)},
+              str(nan_adapter / "adapter_model.safetensors"))
+    pickled = _adapter_folder(root / "scorers" / "pickle_adapter", base)
+    (pickled / "adapter_model.safetensors").unlink()
+    torch.save({lora.format("A"): torch.zeros(2, 64), "saved": datetime.datetime(2024, 1, 1)},
+               pickled / "adapter_model.bin")
+
+
 def build_workspace(root: Path, tiny_model_dir) -> Path:
     """Everything the cases read, under `root`: configs, data, models, trees, pairs, scorers, logs."""
     from masprm.eval.logs import render_log
@@ -306,4 +342,5 @@ def build_workspace(root: Path, tiny_model_dir) -> Path:
     (root / "aggregated_results.png").write_bytes(b"\x89PNG old")
     hostile_inputs(root, tiny_model_dir)
     round4_inputs(root)
+    round5_inputs(root)
     return root

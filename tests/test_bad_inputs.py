@@ -276,9 +276,31 @@ CASES = [
     ("r4-s4-adapter-misfit", "eval", ev(*PRM, "scorers/misfit"), "the adapter does not fit base model"),
     ("r4-s4-store-link", "eval", ev("--logs_dir", "plogs"), "--logs_dir plogs: sampled_passes is a link to"),
     ("r4-s3-empty-separator", "trainer", tr("--step-separator", ""), "--step-separator"),
+    # ---- round 5 (issue 61): every model folder through one checker before anything loads
+    ("r5-s1-model-nan", "run_mcts", stage1("--model_id", "models/nan"),
+     "--model_id models/nan: model.safetensors: tensor model.norm.weight holds inf"),
+    ("r5-s1-model-no-eos", "run_mcts", stage1("--model_id", "models/noeos"),
+     "--model_id models/noeos: no end-of-turn token"),
+    ("r5-s4-gen-nan", "eval", ev("--gen_model_id", "models/nan"), "--gen_model_id models/nan: model.safetensors"),
+    ("r5-s4-prm-no-head", "eval", ev(*PRM, "models/claims_prm"),
+     "--prm_dir models/claims_prm: the weights hold no trained head (score.bias [2] is missing)"),
+    ("r5-s4-prm-labels-text", "eval", ev(*PRM, "models/labels_text"),
+     'config.json: num_labels must be a whole number >= 1, got "two"'),
+    ("r5-s4-prm-target-missing", "eval", ev(*PRM, "scorers/target_missing"),
+     "adapter_config.json: target module 'c_attn' is not a module of base model"),
+    ("r5-s4-prm-adapter-nan", "eval", ev(*PRM, "scorers/nan_adapter"),
+     "--prm_dir scorers/nan_adapter: adapter_model.safetensors: tensor "),
+    ("r5-s3-init-adapter-nan", "trainer", tr("--init-adapter-dir", "scorers/nan_adapter"),
+     "--init-adapter-dir scorers/nan_adapter: adapter_model.safetensors: tensor "),
+    ("r5-s3-init-adapter-pickle", "trainer", tr("--init-adapter-dir", "scorers/pickle_adapter"),
+     "adapter_model.bin cannot be loaded safely"),
+    ("r5-s3-init-adapter-shapes", "trainer", tr("--init-adapter-dir", "scorers/misfit"),
+     "--init-adapter-dir scorers/misfit: the adapter does not fit base model"),
+    ("r5-s3-max-length", "trainer", tr("--max-length", "4096"), "--max-length 4096: more than the context of"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
-ROUND4 = 26   # rows added by the fourth (issue 44), the last ones
+ROUND4 = 26   # rows added by the fourth (issue 44)
+ROUND5 = sum(c[0].startswith("r5-") for c in CASES)   # rows added by the fifth (issue 61), the last ones
 
 
 @pytest.fixture
@@ -317,7 +339,8 @@ def test_bad_input_is_one_line_exit_2_and_writes_nothing(workspace, monkeypatch,
 
 
 def test_the_table_is_large_and_covers_every_cli():
-    assert len(CASES) >= 103 + 60 + 20 and ROUND3 >= 60 and len(CASES) - ROUND3 - ROUND4 == 103
-    assert all(c[0].startswith("r4-") for c in CASES[-ROUND4:])
+    assert len(CASES) >= 103 + 60 + 20 and ROUND3 >= 60 and len(CASES) - ROUND3 - ROUND4 - ROUND5 >= 103
+    assert all(c[0].startswith("r4-") for c in CASES[-ROUND4 - ROUND5:len(CASES) - ROUND5])
+    assert ROUND5 >= 11 and all(c[0].startswith("r5-") for c in CASES[-ROUND5:])
     assert {c[1] for c in CASES} == set(SCRIPTS)
     assert len({c[0] for c in CASES}) == len(CASES)
