@@ -61,13 +61,14 @@ def demo_paths(world: WorldRun, commands, trees: str) -> dict[str, str | None]:
 
 def lab_paths(world: WorldRun, command: str) -> dict[str, str | None]:
     """What a lab on `world` (its record for the run: `lab_world`) made: its logs, report files and benchmarks,
-    its scorers, each by the lab's command."""
+    its scorers and stage-2 records, each by the lab's command."""
     files = world.lab_files
     report, claims = Path(files["report"]), Path(files["claims"])
     paths = [files["logs"], str(report), str(report.with_suffix(".json")), str(claims),
              str(claims.with_suffix(".json")), files["plot"], files["stepbench"], files["labelbench"]]
-    scorers = sorted(str(p.relative_to(ROOT)) for p in ROOT.glob(f"{world.lab_checkpoints}*") if p.is_dir())
-    return {p: command for p in paths + scorers}
+    # level full: its scorers and its rows' stage-2 records on the demo's trees (replica seeds' trees stay out)
+    full = [*ROOT.glob(f"{world.lab_checkpoints}*"), *ROOT.glob(f"results/labels_*_{world.name}_res_*.jsonl")]
+    return {p: command for p in paths + sorted(str(p.relative_to(ROOT)) for p in full)}
 
 
 def pack_command(flags: ArchiveFlags, run: str, paths) -> str:
