@@ -151,6 +151,11 @@ class MASGraph:
         self.topo_position = {a: i for i, a in enumerate(self.topo_order)}
         self.sinks = tuple(a for a in range(n) if not self._children[a])
 
+    @property
+    def agent_names(self) -> list[str]:
+        """The agents' names by index (what trees and their pictures show for an agent index)."""
+        return [agent.name for agent in self.agents]
+
     def _topological_order(self) -> tuple[int, ...]:
         """Kahn's algorithm, ignoring question edges, smallest ready index first."""
         n = len(self.agents)

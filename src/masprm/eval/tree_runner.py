@@ -84,7 +84,7 @@ class TreeJob:
         png = None
         if self.plot:   # drawn where the search ran: the driver only writes bytes
             from masprm.plots.tree_plot import tree_png
-            png = tree_png(tree)
+            png = tree_png(tree, names=self.graph.agent_names)
         return BuiltTree(example.idx, tree, png)
 
     def write(self, built: "BuiltTree") -> dict[str, Any]:
@@ -97,7 +97,7 @@ class TreeJob:
                    **built.tree["meta"]["stats"]}
         if self.verbose:
             from masprm.plots.tree_plot import tree_report
-            summary["report"] = tree_report(built.tree)
+            summary["report"] = tree_report(built.tree, names=self.graph.agent_names)
         return summary
 
 

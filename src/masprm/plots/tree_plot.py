@@ -7,14 +7,22 @@ drawn with the Agg canvas directly (no pyplot state): one line collection for
 the edges, one scatter per node shape, and text only where it says something
 (visit counts of visited nodes, one agent label per sibling group), because
 text is what costs time.
+
+Agents are shown by their team's names (``Reader``, ``Solver``) where the team is known: stage 1 draws with
+the team it searched with, and ``show_tree`` finds the team a tree records (``recorded_team_names``). The
+tree files hold agent indices only, so they stay as they are; without a team an agent is ``agent 2``.
 """
 
 from __future__ import annotations
 
 import io
 import os
-from typing import Any, Iterator
+from pathlib import Path
+from typing import Any, Iterator, Sequence
 
+from masprm.errors import MasprmError
+from masprm.graph import load_mas_config, resolve_config_path
+from masprm.identity import file_identity
 from masprm.io import atomic_write_bytes
 from masprm.tree_schema import agent_of_action
 
@@ -22,8 +30,43 @@ Tree = dict[str, Any]
 UNVISITED = (0.85, 0.85, 0.85, 1.0)  # an expanded but never visited candidate has no value yet
 
 
+Names = Sequence[str] | None   # the team's agent names by index; None: agents shown by index
+
+
 def agent_of(node: Tree) -> int | None:
     return agent_of_action(node.get("action_text"))
+
+
+def agent_label(node: Tree, names: Names = None) -> str:
+    """The agent that wrote ``node``: its name in the team (``Solver``), else ``agent 2``."""
+    index = agent_of(node)
+    if names is not None and index is not None and 0 <= index < len(names):
+        return names[index]
+    return f"agent {index}"
+
+
+def recorded_team_names(tree: Tree, tree_file: str | os.PathLike | None = None) -> list[str] | None:
+    """The agent names of the team a stage-1 tree records (``meta.config``), or None when that team is not found.
+
+    The recorded path is tried as it is (from the working folder, or a shipped team's name), then from each
+    folder above the tree file (a run folder's checkout); a file counts only when its content is the recorded
+    one (``meta.config_identity``), so a team edited since the search never renames its agents.
+    """
+    meta = tree.get("meta") or {}
+    recorded, identity = meta.get("config"), meta.get("config_identity")
+    if not isinstance(recorded, str) or not recorded:
+        return None
+    path = Path(recorded)
+    above = [] if path.is_absolute() or tree_file is None else [d / path for d in Path(tree_file).resolve().parents]
+    for candidate in [path, *above]:
+        try:
+            found = resolve_config_path(candidate)
+            if identity is not None and file_identity(found) != identity:
+                continue
+            return load_mas_config(found).agent_names
+        except (MasprmError, OSError):   # not there, not readable, not a team: try the next place
+            continue
+    return None
 
 
 def _shortened(text: str | None, width: int) -> str:
@@ -39,7 +82,7 @@ def _stats(node: Tree) -> str:
 
 
 def tree_text(tree: Tree, max_depth: int | None = None, max_children: int | None = None,
-              width: int = 100) -> str:
+              width: int = 100, names: Names = None) -> str:
     """One line per node, indented by depth: agent, output (shortened), visits and values."""
     lines: list[str] = []
 
@@ -49,7 +92,7 @@ def tree_text(tree: Tree, max_depth: int | None = None, max_children: int | None
             lines.append(f"ROOT {_stats(node)} {_shortened(node.get('node_text'), width)}")
         else:
             mark = " (terminal)" if node.get("is_terminal") else ""
-            lines.append(f"{indent}-> agent {agent_of(node)}{mark} {_stats(node)} "
+            lines.append(f"{indent}-> {agent_label(node, names)}{mark} {_stats(node)} "
                          f"{_shortened(node.get('node_text'), width)}")
         if max_depth is not None and depth >= max_depth:
             return
@@ -83,7 +126,7 @@ def top_rollouts(tree: Tree, k: int = 3) -> list[list[Tree]]:
 
 
 def tree_report(tree: Tree, k: int = 3, max_depth: int = 3, max_children: int = 3,
-                width: int = 100) -> str:
+                width: int = 100, names: Names = None) -> str:
     """What ``--verbose`` prints: the top of the tree and its k most visited rollouts.
 
     A terminal leaf's reward is its q_mean: every back-up through it carries
@@ -91,12 +134,12 @@ def tree_report(tree: Tree, k: int = 3, max_depth: int = 3, max_children: int = 
     """
     meta = tree.get("meta", {})
     head = f"=== tree {meta.get('index', '?')} | gold={meta.get('gold')!r} | root q_mean={tree.get('q_mean', 0.0):.3f}"
-    lines = [head + " ===", tree_text(tree, max_depth, max_children, width)]
+    lines = [head + " ===", tree_text(tree, max_depth, max_children, width, names)]
     for rank, path in enumerate(top_rollouts(tree, k), start=1):
         leaf = path[-1]
         lines.append(f"--- rollout {rank} (visits={leaf.get('visits', 0)}) ---")
         for step, node in enumerate(path[1:], start=1):
-            lines.append(f"  step {step} agent {agent_of(node)}: {_shortened(node.get('node_text'), width)}")
+            lines.append(f"  step {step} {agent_label(node, names)}: {_shortened(node.get('node_text'), width)}")
         lines.append(f"  final answer: {_shortened(leaf.get('final_answer'), width)}")
         lines.append(f"  reward: {leaf.get('q_mean', 0.0):+.0f}")
     return "\n".join(lines)
@@ -134,12 +177,12 @@ def _layout(tree: Tree) -> tuple[list[Tree], list[tuple[float, float]], list[int
     return nodes, xy, parent
 
 
-def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100) -> None:
+def save_tree_png(tree: Tree, path: str | os.PathLike, dpi: int = 100, names: Names = None) -> None:
     """Draw the tree (``tree_png``) into a PNG file, atomically."""
-    atomic_write_bytes(path, tree_png(tree, dpi))
+    atomic_write_bytes(path, tree_png(tree, dpi, names))
 
 
-def tree_png(tree: Tree, dpi: int = 100) -> bytes:
+def tree_png(tree: Tree, dpi: int = 100, names: Names = None) -> bytes:
     """The tree as PNG bytes: nodes coloured by q_mean (red -1 .. green +1), visits inside, edges labelled by agent.
 
     All children of one node come from the same agent (the parent's next
@@ -168,7 +211,7 @@ def tree_png(tree: Tree, dpi: int = 100) -> bytes:
             siblings.setdefault(p, []).append(i)
     for p, kids in siblings.items():
         (px, py), kx = xy[p], (xy[kids[0]][0] + xy[kids[-1]][0]) / 2
-        ax.text((px + kx) / 2 + 0.06, py - 0.5, f"agent {agent_of(nodes[kids[0]])}", fontsize=7,
+        ax.text((px + kx) / 2 + 0.06, py - 0.5, agent_label(nodes[kids[0]], names), fontsize=7,
                 ha="left", va="center", color="0.25", zorder=3)
 
     values = [max(-1.0, min(1.0, float(n.get("q_mean", 0.0)))) for n in nodes]
