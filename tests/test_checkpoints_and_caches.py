@@ -41,20 +41,80 @@ def test_a_corrupt_checkpoint_file_sets_the_checkpoint_aside(tmp_path, name, dam
     assert (tmp_path / "incomplete-checkpoint-2" / name).exists() and reason in said[0]
 
 
-@pytest.mark.parametrize("stored", [
-    {"examples": {"input_ids": [1]}, "skipped": 0},
-    {"examples": [[1, 2, 3]], "skipped": 0},
-    {"examples": [{"input_ids": [{"x": 1}]}], "skipped": 0},
-    {"examples": [{"input_ids": [1]}], "skipped": -1},
-    {"examples": [], "skipped": 0},
-    ["not", "a", "cache"],
-])
-def test_a_cache_of_the_wrong_structure_is_rebuilt(stored):
-    from masprm.train.cache import _well_formed
+GOOD = [{"text": "a", "input_ids": [1, 2], "positions": [1], "targets": [0.5], "pos_has_sep": True, "weight": 1.0,
+         "group": 0}]
 
-    assert not _well_formed(stored)
-    assert _well_formed({"examples": [{"text": "a", "input_ids": [1, 2], "positions": [1], "targets": [0.5],
-                                      "pos_has_sep": True, "weight": 1.0}], "skipped": 0})
+
+def _cache_run(tmp_path, monkeypatch):
+    """cached_examples on a stand-in objective and tokenizer: (call, the cache file, the builds made)."""
+    from types import SimpleNamespace
+
+    from masprm.train import cache
+
+    built = []
+
+    def build(records, encoder, separator, source):
+        built.append(source)
+        return [dict(ex) for ex in GOOD], 0
+
+    monkeypatch.setattr(cache, "OBJECTIVES", {"prm": SimpleNamespace(build_examples=build)})
+    data = tmp_path / "samples.jsonl"
+    data.write_text("{}\n")
+    cfg = SimpleNamespace(data_file=str(data), seed=1, mode="prm", max_length=64, max_prompt_length=0,
+                          separator="</step>")
+    tokenizer = type("Tok", (), {"name_or_path": "tok", "bos_token_id": None, "__len__": lambda self: 10})()
+    encoder = SimpleNamespace(tokenizer=tokenizer)
+    path = tmp_path / "out" / cache.CACHE_DIR / f"prm_{cache.cache_key(cfg, encoder.tokenizer)}.json"
+    return (lambda: cache.cached_examples(cfg, [{}], encoder, tmp_path / "out")), path, built
+
+
+def _written(path):
+    """What the cache writes for GOOD under the file's own key (a valid file to damage)."""
+    from masprm.train.cache import _digest
+
+    key = path.stem.split("_", 1)[1]
+    return {"key": key, "digest": _digest(GOOD, 0), "examples": GOOD, "skipped": 0}
+
+
+@pytest.mark.parametrize("name, damage, said", [
+    ("old-layout", lambda p, w: json.dumps({"examples": [{"x": 1}], "skipped": 0}),
+     "written for other data or settings"),
+    ("no-group", lambda p, w: json.dumps({**w, "examples": [{k: v for k, v in GOOD[0].items() if k != "group"}]}),
+     "its content does not match its digest (edited or cut)"),
+    ("ids-text", lambda p, w: json.dumps({**w, "examples": [{**GOOD[0], "input_ids": "12"}]}),
+     "its content does not match its digest (edited or cut)"),
+    ("other-key", lambda p, w: json.dumps({**w, "key": "0" * 16}), "written for other data or settings"),
+    ("nested", lambda p, w: json.dumps({**w, "examples": [{"input_ids": [{"x": 1}]}]}),
+     "its examples are not the cache's layout"),
+    ("empty", lambda p, w: json.dumps({**w, "examples": []}), "its examples are not the cache's layout"),
+    ("negative", lambda p, w: json.dumps({**w, "skipped": -1}), "not the cache's layout"),
+    ("list", lambda p, w: json.dumps(["not", "a", "cache"]), "not the cache's layout"),
+    ("cut", lambda p, w: json.dumps(w)[:40], "unreadable (JSONDecodeError)"),
+    ("edited-text", lambda p, w: json.dumps(w).replace('"text": "a"', '"text": "b"'),
+     "its content does not match its digest (edited or cut)"),
+    ("latin-1", lambda p, w: json.dumps(w).replace('"text": "a"', '"text": "\u00e9"').encode("latin-1"),
+     "unreadable (UnicodeDecodeError)"),
+])
+def test_a_cache_not_written_for_this_key_is_rebuilt_in_one_line(tmp_path, monkeypatch, caplog, name, damage, said):
+    """A map cache of the wrong structure (or edited, cut, copied from another run) never reaches the trainer:
+    it is rebuilt, one warning line naming the file and why, and the rebuilt file is read back next time."""
+    import logging
+
+    call, path, built = _cache_run(tmp_path, monkeypatch)
+    path.parent.mkdir(parents=True)
+    damaged = damage(path, _written(path))
+    path.write_bytes(damaged if isinstance(damaged, bytes) else damaged.encode())
+    with caplog.at_level(logging.WARNING):
+        examples, skipped, from_cache = call()
+    assert (examples, skipped, from_cache) == (GOOD, 0, False) and len(built) == 1
+    assert [r.getMessage() for r in caplog.records] == [f"tokenised-data cache {path}: {said}; rebuilt"]
+    assert call() == (GOOD, 0, True) and len(built) == 1   # the file it wrote is its own: read back
+
+
+def test_a_cache_this_module_wrote_is_read_back_unchanged(tmp_path, monkeypatch):
+    call, path, built = _cache_run(tmp_path, monkeypatch)
+    assert call()[2] is False and json.loads(path.read_text()) == _written(path)
+    assert call() == (GOOD, 0, True) and len(built) == 1
 
 
 def test_torch_files_are_zip_archives():
