@@ -168,6 +168,8 @@ def test_what_vllm_cannot_serve_is_refused_in_one_line_before_loading(tiny32, tm
         check_backend(FLAGS, str(tmp_path / "adapter"), OPTIONS)
     with pytest.raises(ConfigError, match="attn_impl eager is the hf backend's"):
         check_backend(FLAGS, tiny32, ModelOptions(device_map="cpu", attn_impl="eager"))
+    with pytest.raises(ConfigError, match="decode static is the hf backend's"):
+        check_backend(FLAGS, tiny32, ModelOptions(device_map="cpu", decode="static"))
     with pytest.raises(ConfigError, match="device_map cuda:1: vLLM places the model itself"):
         check_backend(FLAGS, tiny32, ModelOptions(device_map="cuda:1"))
     with pytest.raises(ConfigError, match="load_in_4bit"):   # this vLLM has no bitsandbytes, or fp4 was asked for

@@ -31,6 +31,9 @@ CAUSAL_LM_OBJECTIVES = ("implicit", "gorm", "gprm")
 # value it was trained to predict; the original serves tanh(z) for every scorer, which is right for a logit
 # regressed as atanh(v) (--loss mse / huber) and is kept for the Bradley-Terry logits of the paper's ppm.
 READ_OUTS = {"tanh": 1.0, "sigmoid": 0.5}    # read_out -> the factor on z inside tanh
+# Where a stepwise (prm / orm) scorer's head reads a step (--head-read, recorded as head_read only when not the
+# first, the original's): at the step's separator, or the mean of the head's token logits over the step's tokens.
+HEAD_READS = ("step_end", "step_mean")
 BCE_OBJECTIVES = ("prm", "orm")
 
 
@@ -128,6 +131,14 @@ def platt_of(meta: dict[str, Any], warn: Callable[[str], Any] | None = None) -> 
                  "served uncalibrated (docs/pipeline.md, --calibrate)")
         return None
     return a, b
+
+
+def head_read_of(meta: dict[str, Any]) -> str:
+    """Where the scorer's head reads a step: the recorded head_read, else the original's step end."""
+    read = meta.get("head_read", HEAD_READS[0])
+    if read not in HEAD_READS:
+        raise ModelError(f"{SCORER_META_FILE}: head_read {read!r} is not one of {', '.join(HEAD_READS)}")
+    return read
 
 
 def logit_scale(meta: dict[str, Any]) -> float:

@@ -230,21 +230,36 @@ def try_compile(model):
 def compile_with_fallback(model, compiler):
     """Replace model.forward by compiler(forward); the first failing call reverts to eager."""
     eager_forward = model.forward
-    compiled_forward = compiler(eager_forward, dynamic=True)
+    model.eager_forward = eager_forward   # the uncompiled forward, for code that compiles its own step
 
-    # `generate` reads forward's signature to decide what to pass: without `wraps` it would stop
-    # sending logits_to_keep=1 and position_ids, and prefill would compute logits for every position.
-    @functools.wraps(eager_forward)
-    def forward(*args, **kwargs):
-        if model.forward is not forward:  # compilation already failed once
-            return eager_forward(*args, **kwargs)
+    def revert() -> None:
+        model.forward = eager_forward
+
+    # `generate` reads forward's signature to decide what to pass: without `wraps` (in eager_fallback) it would
+    # stop sending logits_to_keep=1 and position_ids, and prefill would compute logits for every position.
+    model.forward = eager_fallback(eager_forward, compiler(eager_forward, dynamic=True), revert)
+    return model
+
+
+def eager_fallback(eager, compiled, on_failure=None):
+    """A function that calls `compiled` until one call fails, then `eager` for good (that call repeated).
+
+    Compilation is lazy, so a compiler failure shows up on the first real call: it is warned about once
+    and `on_failure()` runs (e.g. to put the eager function back in place)."""
+    failed = []
+
+    @functools.wraps(eager)
+    def call(*args, **kwargs):
+        if failed:
+            return eager(*args, **kwargs)
         try:
-            return compiled_forward(*args, **kwargs)
+            return compiled(*args, **kwargs)
         except Exception as err:  # noqa: BLE001 - any compiler failure means: run eagerly
-            model.forward = eager_forward
+            failed.append(err)
+            if on_failure is not None:
+                on_failure()
             detail = first_line(err, limit=200) if str(err).strip() else ""
             warn_once(f"torch.compile failed ({type(err).__name__}: {detail}); continuing without compilation")
-            return eager_forward(*args, **kwargs)
+            return eager(*args, **kwargs)
 
-    model.forward = forward
-    return model
+    return call

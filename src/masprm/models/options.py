@@ -1,7 +1,7 @@
 """How a model is loaded (`ModelOptions`) and the shared model-loading flags that set it (`ModelFlags`).
 
 Stages 1 and 4 take the same model flags:
-`--device_map --load_in_4bit --bnb_4bit_quant_type --attn_impl --no_compile --trust_remote_code --dtype`.
+`--device_map --load_in_4bit --bnb_4bit_quant_type --attn_impl --no_compile --trust_remote_code --dtype --decode`.
 Pure Python (no torch import): a stage's flags and their errors need no model library.
 """
 
@@ -14,6 +14,9 @@ from masprm.config import arg
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 QUANT_TYPES = ("fp4", "nf4")   # bitsandbytes' 4-bit formats; fp4 is its default, which the original's policy used
 SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")   # a scorer's own precision (`scorer_options`)
+# How the policy's decode loop runs (masprm.models.policy, masprm.models.static_decode): "auto" is eager on a CPU
+# (fastest there) and a static KV cache under CUDA graphs on CUDA when compiling is on.
+DECODE_MODES = ("auto", "eager", "static", "graphs")
 
 
 @dataclass(frozen=True)
@@ -27,6 +30,7 @@ class ModelOptions:
     trust_remote_code: bool = False
     dtype: str | None = None  # None: the caller's default (policy: float16 on CUDA, as the original), else `choose_dtype`'s rule
     quant_type: str = "fp4"   # the 4-bit format of load_in_4bit (scorers: nf4, see scorer_options)
+    decode: str = "auto"      # the policy's decode loop: one of DECODE_MODES
 
 
 @dataclass(frozen=True)
@@ -49,8 +53,13 @@ class ModelFlags:
     dtype: str | None = arg(None, flags=("--dtype",), choices=POLICY_DTYPES,
                             help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
                                  "float32 on CPU)")
+    decode: str = arg(ModelOptions.decode, flags=("--decode",), choices=DECODE_MODES,
+                      help="how the policy decodes: eager (a dynamic KV cache, one eager forward per token), "
+                           "static (a static KV cache, bucketed by rows and length), graphs (the static cache's "
+                           "step under torch.compile(mode='reduce-overhead'): CUDA graphs on a GPU); default auto: "
+                           "graphs on CUDA unless --no_compile, eager otherwise (docs/performance.md)")
 
     def options(self) -> ModelOptions:
         return ModelOptions(device_map=self.device_map, load_in_4bit=self.load_in_4bit, attn_impl=self.attn_impl,
                             compile=not self.no_compile, trust_remote_code=self.trust_remote_code, dtype=self.dtype,
-                            quant_type=self.bnb_4bit_quant_type)
+                            quant_type=self.bnb_4bit_quant_type, decode=self.decode)

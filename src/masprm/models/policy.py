@@ -34,6 +34,8 @@ from masprm.interfaces import LogProb, Messages
 from masprm.models.chat import STREAM_PRIME as _P, ChatTokens, sampling_warps, stream_seed
 from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
 from masprm.models.model_checks import check_finite_outputs
+from masprm.models.options import DECODE_MODES
+from masprm.models.static_decode import StaticDecoder, default_compiler, full_attention_only
 
 # Per-row random streams: a counter-based hash of (stream seed, step, token id) gives each
 # candidate token its own uniform draw, so a row's sample is the same in any batch
@@ -54,22 +56,104 @@ def uniform_noise(seeds: torch.Tensor, step: int, tokens: torch.Tensor) -> torch
     return (x.double() + 0.5) / _P
 
 
-def pick_token(logits: torch.Tensor, top_p: float, top_k: int, seeds: torch.Tensor, step: int) -> torch.Tensor:
-    """A sample from softmax(logits) cut to top-k, then to top-p (as `generate` warps), per row.
+def candidates(logits: torch.Tensor, top_k: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(values, token ids) of each row's candidates, best first: its top k (a partial selection, no sort of
+    the vocabulary), or every token sorted when top_k is 0. NaN ranks first, so values[:, 0] is non-finite
+    exactly when the row's largest logit is (NaN, +inf, or -inf for every token)."""
+    if top_k > 0:
+        return logits.topk(min(top_k, logits.shape[-1]), dim=-1)
+    return logits.sort(dim=-1, descending=True)
+
+
+def draw(values: torch.Tensor, tokens: torch.Tensor, top_p: float, seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """A sample per row from softmax(values) over its candidates cut to top-p, from the row's own stream.
 
     Gumbel-max: the argmax of log-prob + Gumbel noise is a draw from the
     distribution; the noise of a token comes from the row's own stream.
     """
-    if top_k > 0:
-        values, tokens = logits.topk(min(top_k, logits.shape[-1]), dim=-1)
-    else:
-        values, tokens = logits.sort(dim=-1, descending=True)
     probs = values.softmax(-1)
     keep = (probs.cumsum(-1) - probs) < top_p   # the mass before a token: keep while under top_p
     keep[:, 0] = True
     gumbel = -torch.log(-torch.log(uniform_noise(seeds, step, tokens)))
     score = torch.where(keep, values.double() + gumbel, torch.tensor(float("-inf"), dtype=torch.double))
     return tokens.gather(1, score.argmax(-1, keepdim=True))[:, 0]
+
+
+def pick_token(logits: torch.Tensor, top_p: float, top_k: int, seeds: torch.Tensor, step: int) -> torch.Tensor:
+    """A sample from softmax(logits) cut to top-k, then to top-p (as `generate` warps), per row."""
+    return draw(*candidates(logits, top_k), top_p, seeds, step)
+
+
+class RowSampler:
+    """The per-token work of a decode step, for all rows: the repetition penalty on each row's seen tokens,
+    temperature, top-k, top-p and the keyed draw (`generate`'s order), greedy at temperature <= 0.
+
+    The penalty gathers the logits of a row's seen tokens (prompt and sampled so far, kept as ids, a row's
+    first token repeated as padding: scattering one value twice is harmless), rescales them and scatters them
+    back, rather than passing over the whole vocabulary three times; the values and the float operations on
+    them are those of a vocabulary-wide `where`, so the tokens are the same to the bit. `bad` is a device
+    flag, true when a row's largest logit is not finite, read with the step's stop check (one host read).
+    """
+
+    def __init__(self, prompts: list[list[int]], max_new_tokens: int, *, temperature: float, top_p: float,
+                 top_k: int, penalty: float, seeds: torch.Tensor):
+        self.temperature, self.top_p, self.top_k, self.seeds = temperature, top_p, top_k, seeds
+        self.penalty = None if penalty == 1.0 else penalty
+        self.seen: torch.Tensor | None = None
+        self.bad = torch.zeros((), dtype=torch.bool, device=seeds.device)
+        if self.penalty is not None:
+            self.width = max(len(row) for row in prompts)
+            ids = [row + row[:1] * (self.width + max_new_tokens - len(row)) for row in prompts]
+            self.seen = torch.tensor(ids, dtype=torch.long, device=seeds.device)
+
+    def pick(self, logits: torch.Tensor, step: int) -> torch.Tensor:
+        """The rows' tokens at decode step `step` (0-based) from their next-token logits."""
+        logits = logits.float()
+        if self.seen is not None:
+            ids = self.seen[:, :self.width + step].to(logits.device)
+            seen = logits.gather(1, ids)
+            logits = logits.scatter(1, ids, torch.where(seen < 0, seen * self.penalty, seen / self.penalty))
+        if self.temperature <= 0:
+            token = logits.argmax(-1)
+            top = logits.gather(1, token[:, None])[:, 0]
+        else:
+            values, tokens = candidates(logits / self.temperature, self.top_k)
+            top = values[:, 0]
+            token = draw(values, tokens, self.top_p, self.seeds.to(values.device), step)
+        self.bad = ~torch.isfinite(top).all()
+        return token
+
+    def saw(self, tokens: torch.Tensor, step: int) -> None:
+        """Record the rows' tokens of step `step` among their seen tokens."""
+        if self.seen is not None:
+            self.seen[:, self.width + step] = tokens
+
+
+class EagerSteps:
+    """The eager loop's decode steps (`--decode eager`): a dynamic KV cache grown by one position per token.
+
+    transformers reads a 2D attention mask on the host at every step (to skip it when no row is padded); the
+    padding is known here before decoding starts, so a step passes no mask when no row is padded and, where
+    the model takes one (SDPA attention, full-attention layers only), the 4D mask transformers would build
+    when some are: the same mask, without the host read.
+    """
+
+    def __init__(self, model, cache_arg: str, cache, attention_mask: torch.Tensor, positions: torch.Tensor,
+                 padded: bool):
+        self.model, self.cache_arg, self.cache = model, cache_arg, cache
+        self.attention_mask, self.positions, self.padded = attention_mask, positions, padded
+        self.prepared = model.config._attn_implementation == "sdpa" and full_attention_only(model)
+
+    def next(self, tokens: torch.Tensor) -> torch.Tensor:
+        self.attention_mask = torch.cat([self.attention_mask, torch.ones_like(self.attention_mask[:, :1])], dim=1)
+        self.positions = self.positions + 1
+        mask = self.attention_mask
+        if self.prepared:   # a decode step's query sees every cached position: the causal part is all true
+            mask = mask.bool()[:, None, None, :] if self.padded else None
+        result = self.model(input_ids=tokens[:, None], attention_mask=mask, position_ids=self.positions,
+                            use_cache=True, logits_to_keep=1, **{self.cache_arg: self.cache})
+        self.cache = getattr(result, self.cache_arg)
+        return result.logits[:, -1, :]
 
 
 class HFPolicy(ChatTokens):
@@ -89,6 +173,9 @@ class HFPolicy(ChatTokens):
             else "past_key_values"
         if self.model.generation_config.pad_token_id is None:
             self.model.generation_config.pad_token_id = self.pad_id
+        self.decode = decode_mode(options, self.model)
+        self._static = None if self.decode == "eager" else StaticDecoder(
+            self.model, compiler=default_compiler(self.device) if self.decode == "graphs" else None)
 
     # -- prompts --------------------------------------------------------------
 
@@ -129,6 +216,8 @@ class HFPolicy(ChatTokens):
         The n samples of one prompt share its prefill: each distinct prompt is
         encoded once and its KV cache (and first logits) copied to its rows, so
         a call of n samples per prompt reads each prompt once, not n times.
+        A step reads the device once: whether every row has stopped, with
+        whether a row's logits were not finite (then refused in one line).
         """
         rows = len(seqs)
         distinct: dict[tuple[int, ...], int] = {}
@@ -137,49 +226,43 @@ class HFPolicy(ChatTokens):
         positions = (attention_mask.cumsum(-1) - 1).clamp(min=0)
         result = self.model(input_ids=input_ids, attention_mask=attention_mask, position_ids=positions,
                             use_cache=True, logits_to_keep=1, **{self._cache_arg: None})
-        cache = getattr(result, self._cache_arg)
         logits = result.logits[:, -1, :]
-        if len(distinct) < rows:   # copy each prompt's state to its sample rows
-            index = torch.tensor(owner)   # a CPU index selects rows on any device (layers may sit on several GPUs)
-            cache.batch_select_indices(index)
-            logits, attention_mask, positions = logits[index], attention_mask[index], positions[index]
-        seeds = torch.tensor([seed for _, seed in seqs], dtype=torch.long, device=self.device)
+        index = torch.tensor(owner)   # a CPU index selects rows on any device (layers may sit on several GPUs)
+        padded = len({len(row) for row in distinct}) > 1
+        steps = self._steps(getattr(result, self._cache_arg), index, attention_mask, positions[:, -1:],
+                            max_new_tokens, padded)
+        if len(distinct) < rows:   # each prompt's first logits to its sample rows
+            logits = logits[index.to(logits.device)]
         top_k, penalty = sampling_warps(self.model.generation_config)
-        penalty = None if penalty == 1.0 else penalty
-        seen = None
-        if penalty is not None:   # the tokens of each row so far (prompt and sampled), for the penalty
-            seen = torch.zeros((rows, self.model.get_output_embeddings().weight.shape[0]), dtype=torch.bool,
-                               device=self.device)
-            for i, (row, _) in enumerate(seqs):
-                seen[i, torch.tensor(row, device=self.device)] = True
+        seeds = torch.tensor([seed for _, seed in seqs], dtype=torch.long, device=self.device)
+        sampler = RowSampler([list(row) for row, _ in seqs], max_new_tokens, temperature=temperature, top_p=top_p,
+                             top_k=top_k, penalty=penalty, seeds=seeds)
         stop = torch.tensor(sorted(self.stop_ids), device=self.device)
         done = torch.zeros(rows, dtype=torch.bool, device=self.device)
         out = torch.full((rows, max_new_tokens), self.pad_id, dtype=torch.long, device=self.device)
-        positions = positions[:, -1:]
         for step in range(max_new_tokens):
-            logits = logits.float()
-            # a row's max is NaN when any logit is, +inf when one is, -inf when all are: no token can be drawn
-            if not bool(torch.isfinite(logits.amax(-1)).all()):
-                check_finite_outputs([float("nan")], self.setting, self.model_id, f"logits (new token {step + 1})")
-            if seen is not None:
-                logits = torch.where(seen, torch.where(logits < 0, logits * penalty, logits / penalty), logits)
-            token = logits.argmax(-1) if temperature <= 0 else pick_token(
-                logits / temperature, top_p, top_k, seeds, step)
-            token = token.to(self.device)
+            token = sampler.pick(logits, step).to(self.device)
             token = torch.where(done, torch.full_like(token, self.pad_id), token)
             out[:, step] = token
             done |= torch.isin(token, stop)
-            if bool(done.all()) or step == max_new_tokens - 1:
+            bad, finished = torch.stack([sampler.bad.to(self.device), done.all()]).tolist()   # the one host read
+            if bad:
+                check_finite_outputs([float("nan")], self.setting, self.model_id, f"logits (new token {step + 1})")
+            if finished or step == max_new_tokens - 1:
                 break
-            if seen is not None:
-                seen[torch.arange(rows, device=self.device), token] = True
-            attention_mask = torch.cat([attention_mask, torch.ones_like(attention_mask[:, :1])], dim=1)
-            positions = positions + 1
-            result = self.model(input_ids=token[:, None], attention_mask=attention_mask, position_ids=positions,
-                                use_cache=True, logits_to_keep=1, **{self._cache_arg: cache})
-            cache = getattr(result, self._cache_arg)
-            logits = result.logits[:, -1, :]
+            sampler.saw(token, step)
+            logits = steps.next(token)
         return out.tolist()
+
+    def _steps(self, cache, index: torch.Tensor, attention_mask: torch.Tensor, positions: torch.Tensor,
+               max_new_tokens: int, padded: bool):
+        """The decode steps after a prefill, in the policy's decode mode (`DECODE_MODES`)."""
+        if self._static is not None:
+            return self._static.begin(cache, index, attention_mask, positions, max_new_tokens)
+        if len(index) > attention_mask.shape[0]:   # copy each prompt's state to its sample rows
+            cache.batch_select_indices(index)
+            attention_mask, positions = attention_mask[index], positions[index]
+        return EagerSteps(self.model, self._cache_arg, cache, attention_mask, positions, padded)
 
     @torch.no_grad()
     def logprob(self, requests: Sequence[tuple[Messages, str]]) -> list[LogProb]:
@@ -234,6 +317,25 @@ class HFPolicy(ChatTokens):
         for i, value in zip(owner, picked):
             sums[i] += value
         return sums   # checked finite where every backend's are (masprm.models.backends.CheckedPolicy)
+
+
+def decode_mode(options: ModelOptions, model) -> str:
+    """The decode loop a policy runs (`DECODE_MODES`): "auto" is graphs on one CUDA device with compiling on,
+    else eager; a static cache needs full-attention layers only (else eager, warned)."""
+    from masprm.errors import ConfigError
+    from masprm.models.loading import warn_once
+
+    if options.decode not in DECODE_MODES:
+        raise ConfigError(f"decode {options.decode!r}: expected one of {', '.join(DECODE_MODES)}", setting="decode")
+    mode = options.decode
+    if mode == "auto":
+        devices = set(getattr(model, "hf_device_map", {}).values()) or {model.device}
+        mode = "graphs" if model.device.type == "cuda" and options.compile and len(devices) == 1 else "eager"
+    if mode != "eager" and not full_attention_only(model):
+        warn_once(f"--decode {mode}: the model has sliding-window layers, which the static cache does not "
+                  "take here; decoding eagerly")
+        mode = "eager"
+    return mode
 
 
 def load(model_id: str, options: ModelOptions, flags, *, setting: str = "model_id",

@@ -37,11 +37,12 @@ from masprm.models.loading import (ModelOptions, choose_dtype, load_tokenizer, p
                                    resolve_device, scorer_options)
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.step_agg import log_aggregate
+from masprm.models.step_read import read_logits
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_formats import OWN, choose_format, head_of
 from masprm.calibration import calibrated_value
-from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, logit_scale, platt_of,
-                                text_style, training_of)
+from masprm.scorer_meta import (CAUSAL_LM_OBJECTIVES, DEFAULT_SOFTMIN_TEMPERATURE, head_read_of, logit_scale,
+                                platt_of, text_style, training_of)
 from masprm.models.text_encoder import TextEncoder, pad_right, score_position
 from masprm.models.bidirectional import read_streams, two_streams
 from masprm.models.generative_verifier import (QUESTION, answer_ids, question_ids, question_tokens,
@@ -64,6 +65,7 @@ class HFScorer:
     batch_size: int = 16
     scale: float = 1.0    # the read-out's factor on the logit (scorer_meta.logit_scale)
     platt: tuple[float, float] | None = None   # Platt scaling (a, b) fitted by --calibrate (scorer_meta.platt_of)
+    head_read: str = "step_end"   # where the head reads a step (masprm.models.step_read, scorer_meta.head_read_of)
     tokens_seen: int = 0  # cumulative tokens fed to the model (usage accounting)
     last_tokens: list[int] = field(default_factory=list)  # tokens of each text of the last call
     setting: str = "prm_dir"   # the flag of the folder it came from, and the folder, for error lines
@@ -116,8 +118,13 @@ class HFScorer:
         return self.row_values(logits, [ids for ids, _ in rows])
 
     def row_values(self, logits: torch.Tensor, rows: list[list[int]]) -> list[float]:
-        """The value of each row: tanh(scale * its logit at its last separator) (its last token without one)."""
+        """The value of each row: tanh(scale * its logit at its last separator) (its last token without one), the
+        logit read as the head reads a step (`head_read`)."""
         at = torch.tensor([score_position(ids, self.encoder.sep_id) for ids in rows], device=logits.device)
+        if self.head_read != "step_end":
+            ids, _ = pad_right(rows, self.pad_id)
+            read = read_logits(logits, ids.to(logits.device), at[:, None], self.encoder.sep_id, self.head_read)
+            return torch.tanh(self.scale * read[:, 0]).tolist()
         return torch.tanh(self.scale * logits[torch.arange(len(rows), device=logits.device), at]).tolist()
 
 
@@ -347,6 +354,7 @@ def load_scorer(path: str | Path, base_model_id: str | None = None, options: Mod
                           step_agg=training["step_agg"], softmin_temperature=training["softmin_temperature"])
     return HFScorer(model, encoder, separator, pad_id=tokenizer.pad_token_id, batch_size=batch_size,
                     scale=logit_scale(meta), platt=platt_of(meta, warn=lambda line: log.warning("%s: %s", path, line)),
+                    head_read=head_read_of(meta),
                     setting=setting, source=str(path))
 
 

@@ -73,6 +73,9 @@ def check(model_id: str, options: Any, flags: Any, setting: str = "model_id") ->
     if options.attn_impl != "sdpa":
         raise ConfigError(f"attn_impl {options.attn_impl} is the hf backend's: vLLM chooses its own attention",
                           setting="attn_impl")
+    if options.decode != "auto":
+        raise ConfigError(f"decode {options.decode} is the hf backend's: vLLM runs its own decode loop "
+                          "(--enforce_eager turns its CUDA graphs off)", setting="decode")
     if options.device_map not in ("auto", "cpu", "cuda"):
         raise ConfigError(f"device_map {options.device_map}: vLLM places the model itself (pick GPUs with "
                           "CUDA_VISIBLE_DEVICES and `tensor_parallel_size`)", setting="device_map")

@@ -64,6 +64,7 @@ from masprm.data import Example
 from masprm.models import backends
 from masprm.models.options import ModelOptions
 from masprm.paired_stats import bootstrap_ci
+from masprm.scorer_folder import read_scorer_folder
 from masprm.search.engine import LoadedModels, Models, RequestKeys, run_batched
 from masprm.search.expand import SearchStep, ensure_logprobs, propose
 from masprm.search.oracles import outcome_value, step_value
@@ -292,8 +293,11 @@ def report_lines(report: dict) -> list[str]:
 
 
 def load_scorer_folder(folder: str, policy: str, setting: str) -> Any:
+    """A scorer on the CPU: an adapter on the base model it names (a scorer backbone of its own, not the
+    policy), on the policy where it names none."""
     from masprm.models.scorer import load_scorer   # imports torch: only once the flags are checked
-    return load_scorer(folder, policy, ModelOptions(device_map="cpu"), setting=setting)
+    base = None if read_scorer_folder(folder).base_model else policy
+    return load_scorer(folder, base, ModelOptions(device_map="cpu"), setting=setting)
 
 
 def load_policy(args: StepBenchArgs) -> LoadedModels:

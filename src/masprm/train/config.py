@@ -9,18 +9,22 @@ Pure Python: no torch import.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 
 from masprm.checks import check_seed
 from masprm.config import arg
 from masprm.paths import PathText
 from masprm.errors import ConfigError
-from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, TRAJ_AGGS
+from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, HEAD_READS, TRAJ_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
 from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
 CALIBRATED_MODES = ("prm", "orm", "ppm")   # the objectives whose eval predictions --calibrate can fit on
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
+HEAD_READ_MODES = ("prm", "orm")          # the stepwise objectives, whose head reads a value per step
+# Settings added after scorers first recorded theirs, left out of masprm_scorer.json at these values (the
+# original's): a default training writes the record it wrote before they existed, byte for byte.
+UNRECORDED_DEFAULTS = {"head_read": HEAD_READS[0]}
 
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 # The original trainer's defaults: the stage-2 file its preprocessing wrote for its GSM8K run folder
@@ -88,6 +92,11 @@ class TrainConfig:
     ensemble_confidence: float = arg(0.9, help="--mode ensemble: the confidence max(p, 1 - p) of the heads' mean "
                                                "that a trusted step needs (default: 0.9)")
     lora_r: int = arg(256, help="LoRA rank (default: 256)")
+    head_read: str = arg(HEAD_READS[0], choices=HEAD_READS,
+                         help="--mode prm / orm: where the value head reads a step: step_end, at its separator "
+                              "(default, the original's), or step_mean, the mean of the head's token logits over "
+                              "the step's tokens (after the separator before it, the question with the first step); "
+                              "recorded in masprm_scorer.json, so the scorer reads steps the same way when served")
     lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
     lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
                                          "dropout off")
@@ -173,6 +182,10 @@ class TrainConfig:
             raise ConfigError("mode implicit needs LoRA: its reference policy is the base model read with the "
                               "adapter disabled", setting="lora")
         need(self.step_agg in TRAJ_AGGS, "step_agg", f"must be one of {', '.join(TRAJ_AGGS)}")
+        need(self.head_read in HEAD_READS, "head_read", f"must be one of {', '.join(HEAD_READS)}")
+        if self.head_read != HEAD_READS[0] and self.mode not in HEAD_READ_MODES:
+            raise ConfigError(f"head_read {self.head_read} is built for --mode {' and '.join(HEAD_READ_MODES)} (a "
+                              f"value per step at its separator), got --mode {self.mode}", setting="head_read")
         need(math.isfinite(self.softmin_temperature) and self.softmin_temperature > 0, "softmin_temperature",
              "must be a finite number > 0")
         if self.load_in_4bit and not self.lora:
@@ -186,3 +199,9 @@ class TrainConfig:
         if self.eval_steps and self.save_steps and self.save_steps % self.eval_steps:
             raise ConfigError(f"save_steps ({self.save_steps}) must be a multiple of eval_steps ({self.eval_steps}) "
                               "so the best checkpoint can be kept", setting="save_steps")
+
+
+def recorded_settings(cfg: TrainConfig) -> dict:
+    """The settings masprm_scorer.json records: every field, less those of UNRECORDED_DEFAULTS at that value."""
+    return {name: value for name, value in asdict(cfg).items()
+            if name not in UNRECORDED_DEFAULTS or value != UNRECORDED_DEFAULTS[name]}

@@ -9,7 +9,8 @@ bce against the soft target (y + 1) / 2 -- the last-step-only variant's bce targ
 is binary, y > 0. The last-step-only variant is evaluated on every separator, each
 labelled with the final outcome, as the original's ORM evaluation. The model kept
 has the highest eval pearson; every dropout is off and batches are grouped by
-length, as TRL's PRM trainer.
+length, as TRL's PRM trainer. ``--head-read step_mean`` reads each step's logit as
+the mean over the step's tokens instead of at its separator (`masprm.models.step_read`).
 """
 
 from __future__ import annotations
@@ -22,7 +23,10 @@ import torch
 import torch.nn.functional as F
 
 from masprm.errors import ConfigError, DataError
+from masprm.models.step_read import read_logits
 from masprm.models.text_encoder import TextEncoder, pad_right
+from masprm.models.token_scorer import separator_token_id
+from masprm.scorer_meta import HEAD_READS
 from masprm.state_text import join_steps
 from masprm.train.data import record_group
 from masprm.train.metrics import PAD, regression_metrics
@@ -105,15 +109,19 @@ class StepTrainer(ScorerTrainer):
     """Per-separator value regression (prm) or outcome classification (orm)."""
 
     def __init__(self, *args, loss: str = "bce", huber_beta: float = 0.1, binary_targets: bool = False,
-                 **kwargs):
+                 head_read: str = HEAD_READS[0], separator: str | None = None, **kwargs):
         super().__init__(*args, **kwargs)
         if loss not in LOSSES:
             raise ConfigError(f"loss must be one of {', '.join(LOSSES)}, got {loss!r}", setting="loss")
         self.loss_name, self.huber_beta, self.binary_targets = loss, huber_beta, binary_targets
+        self.head_read = head_read
+        # a step's span ends at its separator (the tokenizer already holds it: the training added it first)
+        self.sep_id = (separator_token_id(self.processing_class, separator, add_if_missing=False)
+                       if head_read != HEAD_READS[0] else None)
 
     def loss_and_predictions(self, model, inputs):
         logits = self.token_logits(model, inputs)
-        logit = logits.gather(1, inputs["target_positions"])
+        logit = read_logits(logits, inputs["input_ids"], inputs["target_positions"], self.sep_id, self.head_read)
         y, mask = inputs["target_values"].float(), inputs["target_mask"]
         per = step_loss(logit, y, self.loss_name, self.huber_beta, self.binary_targets) * mask
         loss = per.sum() / mask.sum().clamp(min=1)
@@ -140,13 +148,18 @@ def stepwise_objective(name: str, *, train_on_last_step_only: bool) -> Objective
         return build_step_examples(records, encoder, sep, last_only=train_on_last_step_only, **kw)
 
     def trainer_kwargs(cfg) -> dict:
-        return {"loss": cfg.loss, "huber_beta": cfg.huber_beta, "binary_targets": train_on_last_step_only}
+        return {"loss": cfg.loss, "huber_beta": cfg.huber_beta, "binary_targets": train_on_last_step_only,
+                "head_read": cfg.head_read, "separator": cfg.separator}
+
+    def meta(cfg) -> dict:   # head_read only when not the original's, so default scorers' records are unchanged
+        read = {} if cfg.head_read == HEAD_READS[0] else {"head_read": cfg.head_read}
+        return {"read_out": "sigmoid" if cfg.loss == "bce" else "tanh", **read}
 
     return Objective(
         name=name, records="steps", text_style="steps", build_examples=build, collator=StepCollator,
         trainer_cls=StepTrainer, compute_metrics=_eval, best_metric="pearson", greater_is_better=True,
         keep_dropout=False, sampling="group_by_length", trainer_kwargs=trainer_kwargs,
-        meta=lambda cfg: {"read_out": "sigmoid" if cfg.loss == "bce" else "tanh"}, calibration_pairs=_calibration_pairs)
+        meta=meta, calibration_pairs=_calibration_pairs)
 
 
 STEPWISE = stepwise_objective("stepwise", train_on_last_step_only=False)

@@ -20,7 +20,7 @@ import math
 import os
 import pickle
 from contextlib import ExitStack
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -34,7 +34,7 @@ from masprm.run_folder import announce_holder, locked_folder
 from masprm.calibration import fit_from_values
 from masprm.scorer_meta import SCORER_META_FILE, platt_of, read_scorer_meta, write_scorer_meta
 from masprm.train.card import base_license, write_model_card
-from masprm.train.config import TrainConfig
+from masprm.train.config import TrainConfig, recorded_settings
 from masprm.train.cache import cached_examples
 from masprm.train.checkpoints import (check_not_finished, check_same_data, checkpoints, data_record,
                                      resume_checkpoint)
@@ -184,7 +184,7 @@ def _write_meta(cfg: TrainConfig, objective: Objective, out: Path, **extra: Any)
     meta = {"mode": cfg.mode, "objective": cfg.mode, **objective.meta(cfg),
             "separator": cfg.separator, "base_model_id": cfg.model_id, "data": data_record(cfg.data_file),
             "max_length": cfg.max_length, "max_prompt_length": cfg.max_prompt_length,
-            "text_style": objective.text_style, "lora": cfg.lora, "settings": asdict(cfg), **extra}
+            "text_style": objective.text_style, "lora": cfg.lora, "settings": recorded_settings(cfg), **extra}
     write_scorer_meta(out, meta)
 
 
