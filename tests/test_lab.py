@@ -271,7 +271,8 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     monkeypatch.setattr(jobs, "ROOT", tmp_path)
     monkeypatch.setattr(lab, "ROOT", tmp_path)   # the commands' outputs: under tmp_path/logs/toy_lab
     noop = [sys.executable, "-c", "pass"]
-    monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[]))
+    monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[],
+                                                                       aggregate=noop, stepbench=noop, claims=noop))
     prepared = []
     monkeypatch.setattr(demo, "make_scorers", lambda c, args: prepared.append(args.n_train))
     touch = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')"
@@ -294,6 +295,10 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     assert (tmp_path / lab.CLAIMS).read_text().count("not evaluated") == 2 * 4 * 2 + 11
     made_by = json.loads((tmp_path / "results/toy_lab.json").read_text())["made_by"]
     assert made_by == {"logs/toy_demo": "make demo", "logs/toy_lab": "make lab"}
+    # its archive, in the checkout it ran in: the lab's report files and logs, each by `make lab`
+    archived = {e["path"]: e.get("command") for e in
+                json.loads((tmp_path / "archives/toy_lab-v1/manifest.json").read_text())["files"]}
+    assert archived["results/toy_lab.md"] == "make lab" and "results/toy_lab_claims.json" in archived
     # a run of some rows reports under its own names, each of its cells made by the command as typed
     assert lab.main(["--seeds", "14", "--n_train", "3", "--rows", "mc+prm"]) == 0
     made_by = json.loads((tmp_path / "results/toy_lab_rows.json").read_text())["made_by"]

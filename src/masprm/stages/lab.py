@@ -50,7 +50,7 @@ from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_
                                     scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
                                     world_rows)
 from masprm.stages.lab_sweep import sweep_tasks
-from masprm.stages.run_archive import ArchiveFlags, archive_run, lab_paths
+from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import CALIBRATED_MODES
 
@@ -381,7 +381,7 @@ def main(argv: list[str] | None = None) -> int:
                  sweep=None if args.rows else world.family.sweep, world=world.report_record(),
                  masprm_tested=world.family.masprm_tested, primary=not world.family.exploratory and not args.rows)
     own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them
-    archive_run(args, f"{world.name}_{world.lab}", {**demo.demo_paths(own, prepare, demo.run_folder(own)),
+    archive_run(args, f"{world.name}_{world.lab}", {**demo_paths(own, prepare, demo.run_folder(own)),
                                                     **lab_paths(world, made)},
                 command=made, seeds=args.seeds, train_seed=args.seed, world=world)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
