@@ -318,3 +318,37 @@ def test_the_demo_says_whether_its_numbers_match_the_published_ones(tiny_run, tm
     done = packed(tiny_run, out=tmp_path / "archives")   # published from the archive: its line does not count
     assert report.main(["--docs", str(docs), "--archives", str(done.path.parent)]) == 0
     assert report.demo_verdict(docs, results, logs).startswith("matches the published numbers")
+
+
+def test_the_demo_packs_what_it_made_once_and_its_archive_flags_are_checked(tiny_run, monkeypatch, capsys):
+    from types import SimpleNamespace
+
+    from masprm.stages import demo, jobs
+    from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
+    from masprm.stages.world_runs import WORLD_RUNS
+
+    monkeypatch.setattr(jobs, "ROOT", tiny_run)
+    world = WORLD_RUNS["toy"]
+    made = SimpleNamespace(aggregate=["python", "aggregator.py"], stepbench=["python", "-m", "masprm.toy.stepbench"],
+                           claims=["python", "-m", "masprm.toy.claims"], trees=["python", "src/run_mcts.py"],
+                           pairs=["python", "src/train/preprocess_data.py"],
+                           scorers=[SimpleNamespace(data=f"results/ppm_pairs_{Path(RUN).name}.jsonl",
+                                                    out="checkpoints/toy-ppm", cmd=["python", "src/train/trainer.py"])])
+    paths = demo_paths(world, made, RUN)
+    done = archive_run(ArchiveFlags(), "toy_demo", paths, command="make demo", seeds=[14, 24], train_seed=42,
+                       world=world)
+    assert done.path == tiny_run / "archives" / "toy_demo-v1" and done.manifest.level == "tables"
+    assert done.manifest.meta["command"] == "make demo" and done.manifest.meta["seeds"] == [14, 24]
+    commands = {e.path: e.command for e in done.manifest.files}
+    assert commands[TABLES[1]] == "python aggregator.py" and commands[TABLES[3]] == "python -m masprm.toy.claims"
+    assert "$ python -m masprm.archive pack toy_demo logs/toy_demo" in capsys.readouterr().out
+    again = archive_run(ArchiveFlags(), "toy_demo", paths, command="make demo", seeds=[14, 24], train_seed=42,
+                        world=world)
+    assert not again.created and "already holds these files" in capsys.readouterr().out
+    assert archive_run(ArchiveFlags(no_archive=True), "toy_demo", paths, command="make demo", seeds=[14],
+                       train_seed=42, world=world) is None
+    assert demo.run_command([], world) == "make demo"
+    assert demo.run_command(["--no_archive"], world) == "python src/demo.py --no_archive"
+    with pytest.raises(SystemExit) as refused:
+        demo.main(["--archive_level", "most", "--dry_run"])
+    assert refused.value.code == 2 and "--archive_level" in capsys.readouterr().err
