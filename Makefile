@@ -60,11 +60,13 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(PY) src/demo.py$(WORLD_FLAG)
 
-# The measured tables of docs/*.md, rewritten from results/ and logs/ (after make demo / make lab).
+# The measured tables of docs/*.md and the README, rewritten from the run archives in archives/ (docs/sharing.md);
+# a block no archive holds: from results/ and logs/ (after make demo / make lab). Nothing is run.
 report: $(STAMP)
 	$(PY) -m masprm.toy.report
 
-# Exit 1 when a generated block of the docs differs from what results/ and logs/ give; writes nothing.
+# Exit 1 when a generated block differs from what its archive (or results/ and logs/) gives, each printed as a
+# unified diff; writes nothing.
 # (Its own target: `make report --check` would be GNU make's --check, and rewrite the docs.)
 report-check: $(STAMP)
 	$(PY) -m masprm.toy.report --check
