@@ -93,6 +93,9 @@ def _content(archive: Path, e: Entry) -> tuple[bytes | None, str | None]:
     stored = archive / e.stored
     if not stored.is_file():
         return None, "missing"
+    size = stored.stat().st_size
+    if size != (e.stored_size if e.gzip else e.size):   # never read more than the manifest lists
+        return None, f"differs from the manifest ({size:,} bytes, listed {e.stored_size if e.gzip else e.size:,})"
     data = stored.read_bytes()
     if e.gzip:
         if (len(data), sha256_of(data)) != (e.stored_size, e.stored_sha256):
@@ -128,7 +131,8 @@ def check(archive: str | os.PathLike) -> tuple[Manifest, list[str]]:
         if problem:
             problems.append(f"{archive / e.stored}: {problem}")
     card = archive / CARD
-    recorded = card_manifest_sha(card.read_text(encoding="utf-8", errors="replace")) if card.is_file() else None
+    readable = card.is_file() and card.stat().st_size <= MANIFEST_LIMIT
+    recorded = card_manifest_sha(card.read_text(encoding="utf-8", errors="replace")) if readable else None
     if recorded != sha256_of((archive / MANIFEST).read_bytes()):
         problems.append(f"{card}: " + ("missing" if not card.is_file() else
                                        "its manifest_sha256 is not that of manifest.json"))
