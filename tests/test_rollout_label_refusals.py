@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import re
 
 import pytest
 
@@ -74,9 +75,11 @@ def test_another_team_than_the_trees_is_refused_unless_forced(workdir, monkeypat
     record_team(workdir, "configs/gsm8k.yaml")
     line = refused(monkeypatch, capsys, workdir, [*ROLLOUTS, "--rollout-policy", "scorers/lora",
                                                   "--config", "configs/gsm8k_dylan.yaml"])
-    assert line == (f"--config configs/gsm8k_dylan.yaml is not the MAS config the trees were built with "
-                    f"(configs/gsm8k.yaml, recorded in results/{RUN}/0.json); the rollouts would sample another team. "
-                    "Pass that config, or --force to use this one anyway")
+    # the flag's spelling is stage 1's and 4's --mas_config (--config, the old one, still read)
+    assert re.fullmatch(re.escape("--") + "(mas_)?" + re.escape(
+        f"config configs/gsm8k_dylan.yaml is not the MAS config the trees were built with (configs/gsm8k.yaml, "
+        f"recorded in results/{RUN}/0.json); the rollouts would sample another team. Pass that config, or --force "
+        "to use this one anyway"), line), line
     # --force goes past it, to the next check (the policy folder)
     line = refused(monkeypatch, capsys, workdir, [*ROLLOUTS, "--rollout-policy", "scorers/lora",
                                                   "--config", "configs/gsm8k_dylan.yaml", "--force"])
@@ -91,7 +94,8 @@ def test_trees_graded_by_math_verify_are_refused_without_its_package(workdir, mo
     line = refused(monkeypatch, capsys, workdir, [*ROLLOUTS, "--rollout-policy", "scorers/lora"])
     assert line == (f"--input results/{RUN}: its trees were graded with --answer_checker math_verify (recorded in "
                     f"results/{RUN}/.run_settings), the rule the rollouts are graded by, and answer_checker "
-                    "math_verify needs the math-verify package: pip install 'masprm[math]' (or pip install math-verify)")
+                    "math_verify needs the math-verify package: pip install 'masprm[math]' "
+                    "(or pip install math-verify)")
 
 
 def test_trees_graded_by_math_verify_have_their_rollouts_graded_by_it(workdir, monkeypatch):
