@@ -297,6 +297,20 @@ CASES = [
     ("r5-s3-init-adapter-shapes", "trainer", tr("--init-adapter-dir", "scorers/misfit"),
      "--init-adapter-dir scorers/misfit: the adapter does not fit base model"),
     ("r5-s3-max-length", "trainer", tr("--max-length", "4096"), "--max-length 4096: more than the context of"),
+    # ---- round 5 (issue 61): stage 2's rollout label schemes check what they are given before the policy loads
+    ("r5-s2-rollout-policy-scorer", "preprocess", ["--input", RUN, "--labels", "mc_rollouts", "--rollout-policy",
+                                                   "scorers/good"], "--rollout-policy scorers/good: is a PEFT adapter"),
+    ("r5-s2-rollout-policy-nan", "preprocess", ["--input", RUN, "--labels", "shapley", "--rollout-policy",
+                                                "models/nan"], "--rollout-policy models/nan: model.safetensors: tensor"),
+    ("r5-s2-rollout-budget-zero", "preprocess", ["--input", RUN, "--labels", "mc_rollouts_uniform",
+                                                 "--rollout-policy", "models/a/tiny", "--rollout-budget", "0"],
+     "--rollout-budget must be at least 1, got 0"),
+    ("r5-s2-rollout-temperature", "preprocess", ["--input", RUN, "--labels", "mc_rollouts", "--rollout-policy",
+                                                 "models/a/tiny", "--rollout-temperature", "-1"],
+     "--rollout-temperature must be > 0, got -1.0"),
+    ("r5-s2-rollout-other-team", "preprocess", ["--input", RUN, "--labels", "step_consistency", "--rollout-policy",
+                                                "models/a/tiny", "--config", "configs/other.yaml"],
+     "the rollouts would sample another team"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
 ROUND4 = 26   # rows added by the fourth (issue 44)

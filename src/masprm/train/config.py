@@ -17,9 +17,10 @@ from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, HEAD_READS, TRAJ_AGGS
 from masprm.state_text import DEFAULT_SEPARATOR
+from masprm.objective_facts import objective_modes
 from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
-CALIBRATED_MODES = ("prm", "orm", "ppm")   # the objectives whose eval predictions --calibrate can fit on
+CALIBRATED_MODES = objective_modes(calibratable=True)   # the objectives whose eval predictions --calibrate can fit on
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
 HEAD_READ_MODES = ("prm", "orm")          # the stepwise objectives, whose head reads a value per step
 # Settings added after scorers first recorded theirs, left out of masprm_scorer.json at these values (the

@@ -30,6 +30,7 @@ from masprm.io import honour_umask, writing_into
 from masprm.log import get_logger
 from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
+from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.run_folder import announce_holder, locked_folder
 from masprm.calibration import fit_from_values
 from masprm.scorer_meta import SCORER_META_FILE, platt_of, read_scorer_meta, write_scorer_meta
@@ -255,7 +256,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
 
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
-    causal = objective.model_kind == "causal_lm"
+    causal = OBJECTIVE_FACTS[cfg.mode].causal_lm
     load = token_scorer.load_causal_lm if causal else partial(token_scorer.load_token_scorer,
                                                               heads=objective.heads(cfg))
     model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
