@@ -108,7 +108,7 @@ def test_calibration_pairs_of_the_step_and_pair_objectives():
 def test_calibrate_is_off_by_default_and_refused_where_it_is_not_built():
     assert TrainConfig().calibrate is False
     TrainConfig(mode="ppm", calibrate=True).validate()
-    with pytest.raises(ConfigError, match="calibrate is built for --mode prm, orm, ppm only, got --mode traj"):
+    with pytest.raises(ConfigError, match="calibrate is built for --mode ppm, prm, orm only, got --mode traj"):
         TrainConfig(mode="traj", calibrate=True).validate()
 
 

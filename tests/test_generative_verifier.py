@@ -13,7 +13,8 @@ from masprm.models.generative_verifier import (ANSWERS, answer_log_probs, answer
                                                verdict_score)
 from masprm.models.text_encoder import TextEncoder
 from masprm.train.generative import VerifierTrainer, verifier_examples
-from masprm.train.objectives import MODES, OBJECTIVES
+from masprm.objective_facts import OBJECTIVE_FACTS
+from masprm.train.objectives import MODES
 
 from helpers import SEP
 from helpers_training import first_eval_batch, train_tiny
@@ -93,7 +94,7 @@ def test_gorm_asks_once_per_transcript_and_gprm_after_every_step():
     ids = encoder.tokenizer(["q", "a b", "c"])["input_ids"]
     assert steps[1]["input_ids"] == ids[0] + ids[1] + [3] + ids[2] + [3] + q   # the prefix, then the question
     assert outcome[0]["answers"] == encoder.tokenizer(list(ANSWERS))["input_ids"]
-    assert {"gorm", "gprm"} <= set(MODES) and OBJECTIVES["gprm"].model_kind == "causal_lm"
+    assert {"gorm", "gprm"} <= set(MODES) and OBJECTIVE_FACTS["gprm"].causal_lm
 
 
 @pytest.mark.slow

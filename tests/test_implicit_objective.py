@@ -13,6 +13,7 @@ from masprm.errors import ConfigError
 from masprm.models.implicit_reward import step_of_tokens, step_rewards, token_log_probs
 from masprm.train.config import TrainConfig
 from masprm.train.implicit import implicit_loss
+from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.train.objectives import MODES, OBJECTIVES
 
 from helpers import SEP
@@ -60,7 +61,7 @@ def test_token_log_probs_read_the_next_token():
 
 
 def test_implicit_is_a_registered_causal_lm_mode_that_needs_lora():
-    assert "implicit" in MODES and OBJECTIVES["implicit"].model_kind == "causal_lm"
+    assert "implicit" in MODES and OBJECTIVE_FACTS["implicit"].causal_lm
     assert OBJECTIVES["implicit"].meta(TrainConfig(mode="implicit", implicit_beta=0.1)) == {"implicit_beta": 0.1}
     with pytest.raises(ConfigError, match="mode implicit needs LoRA"):
         TrainConfig(mode="implicit", lora=False).validate()

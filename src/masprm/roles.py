@@ -32,6 +32,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from masprm.config import arg
+from masprm.objective_facts import objective_modes
 from masprm.paths import PathText
 from masprm.registry import Registry
 
@@ -72,7 +73,7 @@ def register_role(role: ModelRole, *, replace: bool = False) -> ModelRole:
 # labels, and the related work's objectives, outcome-trained ones built to be read per prefix included
 # (traj, implicit, gorm; biprm refuses partial transcripts itself). Only the plain ORM head is refused: it
 # serves there on purpose only, with `allow_scorer_kind_mismatch` (the lab's ORM-under-SBS row).
-STEP_MODES = ("ppm", "prm", "traj", "pqm", "implicit", "gorm", "gprm", "ensemble", "biprm")
+STEP_MODES = objective_modes(serves_steps=True)
 register_role(ModelRole("masprm", "prm", STEP_MODES, "checkpoints/Qwen2.5-1.5B-RM", DEFAULT_POLICY,
                         help_name="MASPRM"))
 register_role(ModelRole("orm", "orm", ("orm", "gorm"), help_name="ORM"))

@@ -20,13 +20,14 @@ from typing import Any, Callable
 
 from masprm.errors import ModelError
 from masprm.io import atomic_write_json
+from masprm.objective_facts import objective_modes
 
 SCORER_META_FILE = "masprm_scorer.json"
 TRAJ_AGGS = ("min", "softmin", "prod", "mean")   # how a traj scorer aggregates its step scores (--agg)
 DEFAULT_SOFTMIN_TEMPERATURE = 0.1
 PAPER_TRAININGS = {("masprm", "ppm"), ("mc", "prm"), ("mc", "orm")}   # (label scheme, objective) of today's scorers
 # Objectives whose scorer is the base model's LM head with an adapter (masprm.models.scorer loads them so).
-CAUSAL_LM_OBJECTIVES = ("implicit", "gorm", "gprm")
+CAUSAL_LM_OBJECTIVES = objective_modes(model_kind="causal_lm")
 # The read-out: a logit trained with BCE on p = (v + 1) / 2 is served as 2 sigmoid(z) - 1 = tanh(z / 2), the
 # value it was trained to predict; the original serves tanh(z) for every scorer, which is right for a logit
 # regressed as atanh(v) (--loss mse / huber) and is kept for the Bradley-Terry logits of the paper's ppm.

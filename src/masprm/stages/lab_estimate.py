@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
+from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.stages.jobs import Task
 from masprm.toy.compute_match import sbs_samples
 
@@ -32,7 +33,8 @@ SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, 
 # The generative and implicit rows, priced apart from the exploratory lab's run (2026-12-05), where they cost
 # several times a scorer's: the gPRM's and gORM's trainings took 916 s and 547 s (`train_<objective>`, seconds),
 # the implicit, gORM and gPRM searches (SBS and MCTS, one seed) 797-908 s against the 369 s of a scorer's, each
-# priced at the middle of that range (`search_factor_<objective>`, times a scorer's). Their best-of-N rankings,
+# priced at the middle of that range (`search_factor_<model kind>`, times a scorer's: the three are the
+# objectives whose scorer is the base's LM head, `masprm.objective_facts`). Their best-of-N rankings,
 # the implicit row's training and every other row came in at or under these seconds.
 DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
                 "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
@@ -45,7 +47,7 @@ DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench":
                 "labels_mc_rollouts": 865.0, "labels_first_error_search": 367.0,
                 "labels_step_consistency": 622.0, "labels_shapley": 6842.0, "labels_mc_rollouts_uniform": 60.0,
                 "labels_mc_rollouts_active": 60.0,
-                **{f"search_factor_{objective}": 852.5 / 369.0 for objective in ("implicit", "gorm", "gprm")}}
+                "search_factor_causal_lm": 852.5 / 369.0}
 # The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
 WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
 # What checking each world's estimate against a whole lab's measured time found (a world never checked: none).
@@ -129,7 +131,8 @@ def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS
     if last_value(task.cmd, "--logs_dir") == demo_logs:
         return 0.0
     seeds = len(flag_values(task.cmd, "--seeds")) or 1
-    factor = seconds.get(f"search_factor_{objective}", 1.0)   # on its SBS and MCTS conditions, not best-of-N
+    kind_of = OBJECTIVE_FACTS[objective].model_kind if objective in OBJECTIVE_FACTS else None
+    factor = seconds.get(f"search_factor_{kind_of}", 1.0)   # on its SBS and MCTS conditions, not best-of-N
     return seeds * sum(condition_seconds(m, task.cmd, seconds, draws) * (factor if m.startswith(("sbs", "mcts"))
                                                                          else 1.0)
                        for m in flag_values(task.cmd, "--methods"))

@@ -12,6 +12,7 @@ import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
 from masprm.stages.jobs import ROOT, Task
@@ -78,12 +79,12 @@ class LabScorer:
     @property
     def outcome_only(self) -> bool:
         """Trained on final correctness alone (no step labels: no label quality to measure)."""
-        return self.objective in ("orm", "traj", "implicit", "gorm", "biprm")
+        return OBJECTIVE_FACTS[self.objective].outcome_only
 
     @property
     def finished_only(self) -> bool:
         """Scores finished transcripts only (biprm): best-of-N with the last step's value, no step benchmark."""
-        return self.objective == "biprm"
+        return OBJECTIVE_FACTS[self.objective].finished_only
 
     @property
     def own_labels(self) -> bool:

@@ -80,7 +80,7 @@ def verifier_objective(name: str, per_step: bool) -> Objective:
     return Objective(
         name=name, records="steps", text_style="steps", build_examples=build, collator=VerifierCollator,
         trainer_cls=VerifierTrainer, compute_metrics=verdict_metrics, best_metric="loss", greater_is_better=False,
-        keep_dropout=False, sampling="group_by_length", model_kind="causal_lm")
+        keep_dropout=False, sampling="group_by_length")
 
 
 GORM = verifier_objective("generative_outcome", per_step=False)

@@ -116,5 +116,5 @@ class ImplicitTrainer(ScorerTrainer):
 IMPLICIT = Objective(
     name="implicit", records="steps", text_style="steps", build_examples=build_implicit_examples,
     collator=ImplicitCollator, trainer_cls=ImplicitTrainer, compute_metrics=outcome_metrics, best_metric="loss",
-    greater_is_better=False, keep_dropout=False, sampling="group_by_length", model_kind="causal_lm",
+    greater_is_better=False, keep_dropout=False, sampling="group_by_length",
     trainer_kwargs=lambda cfg: {"beta": cfg.implicit_beta}, meta=lambda cfg: {"implicit_beta": cfg.implicit_beta})

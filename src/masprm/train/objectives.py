@@ -19,7 +19,8 @@ trainer names no mode: the stage-2 records it reads, how texts are tokenised,
 its examples, collator, `Trainer` subclass and metrics, the model kept, whether
 dropout stays on, and the batch sampling. The entries are lazy (their modules
 import torch); listing them (``--mode`` choices) imports nothing.
-A new objective is one module defining an ``Objective`` plus one line here.
+A new objective is one module defining an ``Objective`` plus one ``ObjectiveFacts`` line in
+``masprm.objective_facts`` (what the rest of the project needs to know of it, and where this recipe lives).
 """
 
 from __future__ import annotations
@@ -27,6 +28,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from masprm.objective_facts import OBJECTIVE_FACTS, objective_modes
 from masprm.registry import Registry
 
 RECORD_KINDS = ("pairs", "steps")   # stage 2's ppm_pairs_*.jsonl / prm_samples_*.jsonl records
@@ -50,7 +52,6 @@ class Objective:
     trainer_kwargs: Callable[[Any], dict] = field(default=lambda cfg: {})   # from the TrainConfig
     usable: Callable[[Sequence[dict]], int] = len   # records that give an example
     meta: Callable[[Any], dict] = field(default=lambda cfg: {})   # recorded in masprm_scorer.json (from the config)
-    model_kind: str = "token_scorer"      # the model trained: a value head on the base, or "causal_lm" (its LM head)
     heads: Callable[[Any], int] = field(default=lambda cfg: 1)   # a token scorer's value heads (ensemble: several)
     records_meta: Callable[[Sequence[dict]], dict] = field(default=lambda records: {})   # recorded, from the data
     choose_best: Callable[[Any], tuple[str, bool]] | None = None   # a config-chosen (best_metric, greater_is_better)
@@ -64,14 +65,7 @@ class Objective:
 
 
 OBJECTIVES: Registry[Objective] = Registry("scorer objective")
-OBJECTIVES.register_lazy("ppm", "masprm.train.pairwise:PAIRWISE")
-OBJECTIVES.register_lazy("prm", "masprm.train.stepwise:STEPWISE")
-OBJECTIVES.register_lazy("orm", "masprm.train.stepwise:LAST_STEP")
-OBJECTIVES.register_lazy("traj", "masprm.train.trajectory:TRAJECTORY")
-OBJECTIVES.register_lazy("pqm", "masprm.train.qvalue_ranking:QVALUE_RANKING")
-OBJECTIVES.register_lazy("implicit", "masprm.train.implicit:IMPLICIT")
-OBJECTIVES.register_lazy("gorm", "masprm.train.generative:GORM")
-OBJECTIVES.register_lazy("gprm", "masprm.train.generative:GPRM")
-OBJECTIVES.register_lazy("ensemble", "masprm.train.ensemble:ENSEMBLE")
-OBJECTIVES.register_lazy("biprm", "masprm.train.bidirectional:BIPRM")
-MODES = ("ppm", "prm", "orm", "traj", "pqm", "implicit", "gorm", "gprm", "ensemble", "biprm")   # the registered names, in the order --help shows them
+# Each objective's recipe is registered from its facts (masprm.objective_facts: one record per objective).
+for _mode in objective_modes():
+    OBJECTIVES.register_lazy(_mode, OBJECTIVE_FACTS[_mode].recipe)
+MODES = objective_modes()   # the registered names, in the order --help shows them
