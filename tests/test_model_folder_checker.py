@@ -128,6 +128,13 @@ def test_a_full_model_scorer_without_its_trained_head_is_refused_not_scored_at_r
     assert _refused(_fits, three, named="step_tag_classifier") == (
         f"prm_dir {three}: config.json names 3 labels, but a step-tag classifier PRM (scorer format "
         "step_tag_classifier) reads 2; a head of another size would be made up at random")
+    # the project's own scorer saved as a full model (a merged export): its one-output head must be there
+    own = _copy(tiny, tmp_path / "own", _label_config(1, "Qwen2ForTokenClassification"))
+    (own / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed"}))
+    assert _refused(_fits, own) == (f"prm_dir {own}: the weights hold no trained head (score.bias [1] is missing): "
+                                    "loaded as a masprm scorer it would score with a random one")
+    _edit_weights(own, score__weight=torch.zeros(1, 64), score__bias=torch.zeros(1))
+    _fits(own)
     # the head present, of its size: it passes (then a NaN in it is refused)
     good = _copy(tiny, tmp_path / "good", _label_config(2, "Qwen2ForTokenClassification"))
     _edit_weights(good, score__weight=torch.zeros(2, 64), score__bias=torch.zeros(2))
@@ -282,4 +289,34 @@ def test_stage1_refused_late_leaves_no_record_and_keeps_what_was_there(tmp_path)
         with locked_folder(tmp_path / "old", "out_root") as folder:
             check_or_record_settings(folder, {"seed": 1})
             raise ModelOutputError("model_id m: the model gave nan as a log-prob", setting="model_id")
+    assert snapshot(tmp_path) == before
+
+
+def test_stage1_refuses_a_ray_head_that_does_not_answer_before_its_run_folder_exists(tiny_model_dir, tmp_path,
+                                                                                       monkeypatch, capsys):
+    import socket
+
+    from helpers_cli import stage1_args
+
+    monkeypatch.chdir(tmp_path)
+    with socket.socket() as probe:   # a port nothing listens on: bound, then closed
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    argv = stage1_args(tmp_path, Path(tiny_model_dir), n=1) + ["--out_root", "results", "--ray_address",
+                                                              f"127.0.0.1:{port}", "--ray_connect_timeout", "2"]
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.trees", argv)
+    assert code == 2 and len(lines) == 1 and lines[0].startswith(
+        f"trees.py: error: --ray_address 127.0.0.1:{port}: nothing answers there within 2 s ("), lines
+    assert snapshot(tmp_path) == before   # no run folder, no .run_settings
+
+
+def test_export_refuses_an_adapter_of_text_rank_in_one_line(tiny_model_dir, tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    scorer = _adapter(tmp_path / "scorer", Path(tiny_model_dir), conf={"r": "2"})
+    (scorer / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed", "text_style": "whole"}))
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.export_scorer", ["scorer", "--merged", "merged"])
+    assert code == 2 and lines == [f"export_scorer.py: error: scorer {scorer.name}: adapter_config.json: r must be a "
+                                   "whole number >= 1, got '2'"], lines
     assert snapshot(tmp_path) == before
