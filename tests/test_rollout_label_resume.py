@@ -175,3 +175,42 @@ def test_a_sigkilled_shapley_run_loses_at_most_the_tree_in_progress(workdir, mon
     assert output.read_bytes() == unbroken and not partial.exists()
     # the killed writer's temporary file is gone too (the next writer of the output removes it)
     assert sorted(p.name for p in output.parent.iterdir() if p.is_file()) == [output.name]
+
+
+class Steps:
+    """A part whose state is how many trees it has seen; it records what it is given back."""
+
+    def __init__(self):
+        self.seen, self.given = 0, []
+
+    def progress_state(self):
+        self.seen += 1
+        return {"seen": self.seen}
+
+    def resume_state(self, state):
+        self.given.append(state["seen"])
+
+
+def test_the_trees_before_a_damaged_or_foreign_line_are_taken_and_the_rest_dropped(tmp_path):
+    from masprm.labels.progress import TreeProgress
+
+    output = tmp_path / "labels_x_run.jsonl"
+    first = TreeProgress(output, "abc", {"part": Steps()})
+    for name in ("0.json", "1.json", "2.json", "3.json"):
+        first.add(name, [{"prompt": name}])
+    lines = first.path.read_bytes().splitlines(keepends=True)
+    assert len(lines) == 5 and json.loads(lines[0]) == {"fingerprint": "abc"}
+    # the third tree's line gets a byte that is not UTF-8: trees 0 and 1 are taken, 2 and 3 dropped
+    first.path.write_bytes(b"".join(lines[:3]) + b"\xff" + lines[3] + lines[4])
+    part, said = Steps(), []
+    again = TreeProgress(output, "abc", {"part": part}, say=said.append)
+    assert again.resume(["0.json", "1.json", "2.json", "3.json"]) == [[{"prompt": "0.json"}], [{"prompt": "1.json"}]]
+    assert part.given == [1, 2] and said == [f"resuming: 2/4 trees already done ({again.path.name})"]
+    assert first.path.read_bytes() == b"".join(lines[:3])   # what did not fit is gone before anything is appended
+    # a line naming another tree than the one in its place (the input changed under the same fingerprint) stops
+    # the taking there
+    part = Steps()
+    assert TreeProgress(output, "abc", {"part": part}, say=said.append).resume(["0.json", "5.json"]) == \
+        [[{"prompt": "0.json"}]] and part.given == [1]
+    again.finish()
+    assert not again.path.exists()

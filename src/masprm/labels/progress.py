@@ -51,13 +51,13 @@ def _read_lines(path: Path) -> list[Any]:
     """The JSON values of the file's lines up to the first that does not parse (a kill cuts the last one)."""
     found: list[Any] = []
     try:
-        with open(path, encoding="utf-8") as fh:
-            for line in fh:
+        with open(path, "rb") as fh:
+            for raw in fh:
                 try:
-                    found.append(json.loads(line))
-                except ValueError:   # JSONDecodeError, or text that is not UTF-8
+                    found.append(json.loads(raw.decode("utf-8")))
+                except ValueError:   # JSONDecodeError, or bytes that are not UTF-8
                     break
-    except (OSError, UnicodeDecodeError):
+    except OSError:
         return []
     return found
 
