@@ -118,10 +118,14 @@ def test_attn_auto_is_flash_only_on_ampere_with_flash_attn(monkeypatch):
     assert loading.resolve_attn_impl("auto") == "sdpa"
 
 
-def _fake_adapter(folder, **conf):
+def _fake_adapter(folder, value: float = 0.0, **conf):
+    """An adapter config over a small real weight file (the warm-start check reads the file whole)."""
+    import torch
+    from safetensors.torch import save_file
+
     folder.mkdir(parents=True, exist_ok=True)
     (folder / "adapter_config.json").write_text(json.dumps(conf))
-    (folder / "adapter_model.safetensors").write_bytes(b"weights")
+    save_file({"w": torch.full((2,), value)}, str(folder / "adapter_model.safetensors"))
     return folder
 
 
@@ -132,7 +136,7 @@ def test_warm_start_refuses_another_base_model_and_disagreeing_lora_settings(tmp
                            lora_alpha=32, lora_dropout=0.05, modules_to_save=["embed_tokens", "norm"])
     record = check_warm_start(_cfg(init_adapter_dir=str(folder)))
     assert len(record["init_adapter"]["content_id"]) == 64
-    (folder / "adapter_model.safetensors").write_bytes(b"other weights")
+    _fake_adapter(folder, 1.0, **json.loads((folder / "adapter_config.json").read_text()))   # other weights
     assert check_warm_start(_cfg(init_adapter_dir=str(folder)))["init_adapter"] != record["init_adapter"]
     cases = [({"model_id": "Qwen/Qwen2.5-7B-Instruct"}, "its base model is Qwen/Qwen2.5-1.5B-Instruct"),
              ({"lora_r": 8}, "the adapter has r 256, but --lora-r is 8"),
