@@ -244,6 +244,10 @@ def build_workspace(root: Path, tiny_model_dir) -> Path:
     (root / "configs" / "cycle.yaml").write_text(yaml.safe_dump(
         {"agents": [{"name": "A"}, {"name": "B"}], "edges": [[-1, 0], [0, 1], [1, 0]]}))
     shutil.copy(REPO / "configs" / "math_handoff8.yaml", root / "configs" / "math_handoff8.yaml")
+    # run files (--config FILE) with a misspelt key, a list for a number, a list for the whole file
+    (root / "configs" / "run_typo.yaml").write_text("n_rollout: 4\n")
+    (root / "configs" / "run_badtype.yaml").write_text("epochs: [1, 2]\n")
+    (root / "configs" / "run_list.yaml").write_text("- logs_dir\n- logs\n")
 
     (root / "gsm8k.jsonl").write_text(jsonl(GSM8K_ROWS))
     (root / "gsm8k_b.jsonl").write_text(jsonl(GSM8K_ROWS[::-1]))

@@ -150,6 +150,16 @@ CASES = [
     ("st-out-folder", "show_tree", ["trees/noname/0.json", "--out", "pic.png"], "--out pic.png: is a folder"),
     ("st-out-readonly", "show_tree", ["trees/noname/0.json", "--out", f"{READONLY}/tree.png"], "--out"),
     ("st-depth", "show_tree", ["trees/noname/0.json", "--text", "--max_depth", "-1"], "--max_depth"),
+    ("st-team-too-small", "show_tree", ["trees/noname/0.json", "--text", "--mas_config", "configs/other.yaml"],
+     "--mas_config configs/other.yaml has 1 agent, but the tree runs agent 3"),
+    # ---- --config FILE, a run file of a command's settings (issue 58)
+    ("cfg-missing", "eval", ["--config", "runs/nothere.yaml"], "--config runs/nothere.yaml: no such file"),
+    ("cfg-team-no-team", "trainer", ["--config", "configs/gsm8k.yaml"], "this command takes no team"),
+    ("cfg-unknown-key", "run_mcts", ["--config", "configs/run_typo.yaml"],
+     "--config configs/run_typo.yaml: key 'n_rollout': no such setting (did you mean 'n_rollouts'?)"),
+    ("cfg-wrong-type", "trainer", ["--config", "configs/run_badtype.yaml"],
+     "--config configs/run_badtype.yaml: key 'epochs': expected a value for --epochs, got a list"),
+    ("cfg-not-a-mapping", "aggregator", ["--config", "configs/run_list.yaml"], "expected a mapping of settings"),
 ] + [
     # ---- round 3, outputs: nothing written outside the chosen output, nothing through a link
     ("s1-lock-link", "run_mcts", stage1("--out_root", "planted"), ".lock is a link"),

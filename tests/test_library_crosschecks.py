@@ -33,8 +33,9 @@ from statsmodels.stats.power import NormalIndPower, normal_power   # noqa: E402
 
 from masprm.calibration import fit_platt, value_logit   # noqa: E402
 from masprm.eval.aggregate import aggregate, parse_log, to_csv   # noqa: E402
-from masprm.paired_stats import (bootstrap_ci, holm, mcnemar_exact_p, mde, nearest_rank, paired_bootstrap,   # noqa: E402
-                                 paired_bootstrap_ci, paired_se, power_at, tost, two_level_bootstrap)
+from masprm.paired_stats import (bootstrap_ci, holm, mcnemar_exact_p, mde, nearest_rank,   # noqa: E402
+                                 paired_bootstrap, paired_bootstrap_ci, paired_se, power_at, tost,
+                                 two_level_bootstrap)
 from masprm.step_metrics import auc, expected_calibration_error   # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))

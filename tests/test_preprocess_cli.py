@@ -34,6 +34,7 @@ def workdir(tmp_path, monkeypatch):
 
 
 def test_seed_readme_command_writes_next_to_the_tree_folder(workdir, capsys):
+    # the seed README's spelling of the team, --config (today's is --mas_config): it keeps working
     preprocess_data.main(["--input", f"results/{README_RUN}", "--target-nodes", "5", "--make-ppm",
                           "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
                           "--view", "full", "--config", "configs/gsm8k.yaml"])
@@ -88,10 +89,10 @@ def test_malformed_trees_are_named_on_stderr(workdir, capsys):
 @pytest.mark.parametrize("argv, message", [
     (["--input", "results/nope"], "--input: results/nope does not exist"),
     (["--input", "empty"], "--input: no tree files (*.json) under empty"),
-    (["--input", f"results/{README_RUN}", "--config", "configs/missing.yaml"],
+    (["--input", f"results/{README_RUN}", "--mas_config", "configs/missing.yaml"],
      "configs/missing.yaml: MAS config not found"),
-    (["--input", f"results/{README_RUN}", "--config", "configs/cycle.yaml"], "cycle among agents"),
-    (["--input", f"results/{README_RUN}", "--config", "configs/broken.yaml"], "not valid YAML"),
+    (["--input", f"results/{README_RUN}", "--mas_config", "configs/cycle.yaml"], "cycle among agents"),
+    (["--input", f"results/{README_RUN}", "--mas_config", "configs/broken.yaml"], "not valid YAML"),
     (["--input", "other", "--view", "local"], "cannot derive the MAS config from the folder name 'other'"),
     (["--input", "nosuch_res_x", "--view", "local"], "configs/nosuch.yaml (derived from the input folder name) not found"),
     (["--input", f"results/{README_RUN}", "--target-nodes", "1"], "--target-nodes 1"),
@@ -218,27 +219,27 @@ def test_local_view_must_route_with_the_team_that_built_the_trees(workdir):
     tree = gsm8k_tree()
     tree["meta"].update(config="configs/gsm8k.yaml", config_identity=file_identity("configs/gsm8k.yaml"))
     write_trees(run, [tree])
-    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/gsm8k.yaml"])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/gsm8k.yaml"])
     out = workdir / "results" / "prm_samples_local_gsm8k_res_recorded.jsonl"
     kept = out.read_bytes()
     reworded = {**GSM8K, "agents": [{**a, "system_prompt": a["system_prompt"] + " Be brief."} for a in GSM8K["agents"]]}
     Path("configs/reworded.yaml").write_text(yaml.safe_dump(reworded))
-    with pytest.raises(UsageError, match=r"^--config configs/reworded.yaml is not the MAS config the trees were "
+    with pytest.raises(UsageError, match=r"^--mas_config configs/reworded.yaml is not the MAS config the trees were "
                                          r"built with \(configs/gsm8k.yaml, recorded in .*0.json\);.*--force"):
-        preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/reworded.yaml"])
+        preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/reworded.yaml"])
     assert out.read_bytes() == kept
     # The same team under another file name is the same team; --force routes with whatever is given.
     Path("configs/copy.yaml").write_bytes(Path("configs/gsm8k.yaml").read_bytes())
-    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
-    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/reworded.yaml", "--force"])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/copy.yaml"])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/reworded.yaml", "--force"])
     # Trees that record a config path only (no hash): that file's content, or the path itself when it is gone.
     del tree["meta"]["config_identity"]
     write_trees(run, [tree])
-    preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
+    preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/copy.yaml"])
     tree["meta"]["config"] = "configs/gone.yaml"
     write_trees(run, [tree])
     with pytest.raises(UsageError, match=r"not the MAS config the trees were built with \(configs/gone.yaml"):
-        preprocess_data.main(["--input", str(run), "--view", "local", "--config", "configs/copy.yaml"])
+        preprocess_data.main(["--input", str(run), "--view", "local", "--mas_config", "configs/copy.yaml"])
 
 
 def test_input_default_is_the_originals(tmp_path, monkeypatch, capsys):

@@ -13,7 +13,7 @@ from helpers_trees import dylan_tree, preprocess_workdir, write_trees
 
 RUN = "gsm8k_res_train_Qwen_Qwen2.5-1.5B-Instruct_r40_c4_cand3_t0p7_p0p95"
 README_FLAGS = ["--target-nodes", "5", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
-                "--view", "full", "--config", "configs/gsm8k.yaml"]
+                "--view", "full", "--mas_config", "configs/gsm8k.yaml"]
 
 
 def read_jsonl(path):

@@ -2,7 +2,7 @@
 
     python src/train/preprocess_data.py --input results/<run> --target-nodes 5 \\
         --make-ppm --ppm-max-pairs 8 --ppm-pos-topk 4 --ppm-neg-topk 4 \\
-        --view full --config configs/gsm8k.yaml
+        --view full --mas_config configs/gsm8k.yaml
 
 Writes next to the tree folder: results/prm_samples[_local]_<run>.jsonl and,
 with --make-ppm, results/ppm_pairs[_local]_<run>.jsonl. With --labels NAME it
@@ -54,16 +54,19 @@ class Inputs:
     input: Path = arg(Path("results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct"),
                       help="a folder of tree JSON files (searched recursively) or a single tree file (default: "
                            "results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct, the original's)")
-    config: Path | None = arg(None, help="MAS config YAML, needed by --view local (default configs/<dataset>.yaml, "
-                                         "<dataset> being the input folder's name before '_res_')")
-    force: bool = arg(False, help="--view local and the rollout-based label schemes: route and sample with --config "
-                                  "even when the trees record another MAS config")
+    config: Path | None = arg(None, flags=("--mas_config",),
+                              help="team (MAS) config YAML, needed by --view local and the rollout-based label "
+                                   "schemes (default configs/<dataset>.yaml, <dataset> being the input folder's name "
+                                   "before '_res_'); stages 1 and 4 spell it the same. The old spelling --config "
+                                   "FILE keeps working: a team config given to --config is read as this flag")
+    force: bool = arg(False, help="--view local and the rollout-based label schemes: route and sample with "
+                                  "--mas_config even when the trees record another MAS config")
     seed: int = arg(42, help="seed of the rollout-based label schemes' fresh samples; everything else stage 2 "
                              "writes is deterministic and uses no randomness")
     rollout_policy: Path | None = arg(None, help="the policy model folder the rollout-based label schemes "
                                                  "(mc_rollouts, first_error_search, step_consistency, shapley, "
                                                  "mc_rollouts_uniform, mc_rollouts_active) "
-                                                 "sample from, with the team of --config")
+                                                 "sample from, with the team of --mas_config")
     rollout_temperature: float = arg(0.7, help="sampling temperature of those fresh samples, > 0 (default 0.7, "
                                                "stage 1's)")
     rollout_ensemble: Path | None = arg(None, help="a trained ensemble scorer folder (--mode ensemble) whose heads' "
@@ -177,7 +180,7 @@ def labels_path(input_path: Path, view: str, scheme: str, window: str = "") -> P
 
 
 def load_graph(args: argparse.Namespace) -> MASGraph | None:
-    """The MAS graph the local view routes inboxes through (a given --config is always checked)."""
+    """The MAS graph the local view routes inboxes through (a given --mas_config is always checked)."""
     path = args.config
     if path is None:
         if args.view != "local" and args.rollout_policy is None:   # the rollouts sample the team too
@@ -185,14 +188,14 @@ def load_graph(args: argparse.Namespace) -> MASGraph | None:
         folder = lexical_path(args.input)
         folder = folder.parent if folder.is_file() else folder
         check("_res_" in folder.name,
-              f"--config: cannot derive the MAS config from the folder name {folder.name!r} "
-              f"(expected '<dataset>_res_...'); pass --config")
+              f"--mas_config: cannot derive the MAS config from the folder name {folder.name!r} "
+              f"(expected '<dataset>_res_...'); pass --mas_config")
         derived = Path("configs") / f"{folder.name.split('_res_')[0]}.yaml"
         try:
             path = resolve_config_path(derived)   # a checkout's configs/, else the shipped copy
         except ConfigError:
-            raise UsageError(f"--config: {derived} (derived from the input folder name) not found; "
-                             "pass --config") from None
+            raise UsageError(f"--mas_config: {derived} (derived from the input folder name) not found; "
+                             "pass --mas_config") from None
     graph = load_mas_config(path)
     # what a team other than the trees' would do here (--force lets it)
     harm = [why for why, used in (("the local view would route inboxes through another team", args.view == "local"),
@@ -217,7 +220,7 @@ def check_recorded_config(input_path: Path, config: Path,
     if identity is None and Path(recorded).is_file():
         identity = file_identity(recorded)
     same = file_identity(config) == identity if identity else Path(recorded).resolve() == config.resolve()
-    check(same, f"--config {config} is not the MAS config the trees were built with ({recorded}, recorded in "
+    check(same, f"--mas_config {config} is not the MAS config the trees were built with ({recorded}, recorded in "
                 f"{first}); {harm}. Pass that config, or --force to use this one anyway")
 
 
@@ -311,9 +314,9 @@ def trees_checker(input_path: Path) -> str:
     recorded = (read_settings(folder) or {}).get("answer_checker", DEFAULT_CHECKER)
     where = f"--input {input_path}: its trees were graded with --answer_checker {recorded} (recorded in " \
             f"{folder / SETTINGS_FILE})"
-    check(recorded in ANSWER_CHECKERS, f"{where}, a checker this version does not have "
-                                       f"({', '.join(ANSWER_CHECKERS.names())}); the rollouts would be graded by "
-                                       "another rule")
+    check(isinstance(recorded, str) and recorded in ANSWER_CHECKERS,
+          f"{where}, a checker this version does not have ({', '.join(ANSWER_CHECKERS.names())}); the rollouts "
+          "would be graded by another rule")
     try:
         check_checker(recorded)
     except ConfigError as err:

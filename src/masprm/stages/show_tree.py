@@ -84,8 +84,9 @@ def check_team_covers(tree: dict, team: list[str], source: str) -> None:
         highest = max(highest, agent_of(node) if agent_of(node) is not None else -1)
         stack.extend(node.get("children") or [])
     if highest >= len(team):
-        raise ConfigError(f"--mas_config {source} has {len(team)} agents, but the tree runs agent {highest}: "
-                          "not the team of this tree", setting="mas_config")
+        agents = f"{len(team)} agent{'' if len(team) == 1 else 's'}"
+        raise ConfigError(f"--mas_config {source} has {agents}, but the tree runs agent {highest}: not the team "
+                          "of this tree", setting="mas_config")
 
 
 def cli() -> None:
