@@ -61,6 +61,7 @@ class Step:
     command: Callable[[Context], Run]
     needs: tuple[str, ...] = ()    # packages; any absent: one SKIP line
     after: tuple[str, ...] = ("setup",)  # steps that must have passed first
+    alone: str = ""                # a step in neither call: why, and how it runs
 
 
 def _trainer(ctx: Context, out: str) -> list[str]:
@@ -148,6 +149,14 @@ def ray(ctx: Context) -> Run:
     return Run(argv, cwd=ctx.work, expect=["wrote 4 trees"], fresh=[ctx.work / "ray-results"])
 
 
+def decode(ctx: Context) -> Run:
+    """The decode loop against generate and a bare loop (bench/bench_decode.py): the 1.5B shape in bf16 on the
+    GPU, with and without CUDA graphs; on --cpu its quick run on a 2-layer model."""
+    argv = [sys.executable, str(BENCH / "bench_decode.py")]
+    argv += ["--quick", "--layers", "2", "--rows", "4", "--vocab", "512"] if ctx.cpu else ["--device", "cuda"]
+    return Run(argv, expect=["bench_decode: done"], refuse=["torch.compile failed"])
+
+
 def in_process(name: str) -> Callable[[Context], Run]:
     return lambda ctx: Run(ctx.in_process(name))
 
@@ -171,13 +180,16 @@ STEPS = [
     Step("train", 45, (2,), "tiny ppm training through the trainer CLI (QLoRA with bitsandbytes)", train),
     Step("stage4", 90, (2,), "stage 4 with torch.compile on and the scorer at its default precision", stage4,
          needs=("datasets",), after=("setup", "train")),
-    Step("ray", 90, (), "stage 1 on Ray, two actors sharing a GPU", ray, needs=("ray", "datasets")),
+    Step("ray", 90, (), "stage 1 on Ray, two actors sharing a GPU", ray, needs=("ray", "datasets"),
+         alone="ray's wheel (79 MB) is over the 64 MiB a call can carry"),
+    Step("decode", 180, (), "the decode loop, 1.5B shape in bf16: HFPolicy.sample eager and as CUDA graphs, "
+         "generate, a bare loop (ms/step, tokens/s, floor)", decode, after=(),
+         alone="both calls are full: a third call of its own, --steps decode"),
 ]
 BY_NAME = {s.name: s for s in STEPS}
 CALL_WHEELS = {1: (), 2: ("bitsandbytes", "datasets")}  # what each call carries
 # datasets' own needs that the lent machine lacks, at versions inside datasets 5.2.0's bounds
 DATASETS_EXTRA_WHEELS = ("dill==0.4.1", "multiprocess==0.70.19")
-NOT_CARRIED = "ray's wheel (79 MB) is over the 64 MiB a call can carry"
 # pip download for the lent machine: CPython 3.12 on x86-64 Linux, binary wheels only
 def call_budget(call: int) -> tuple[list[tuple[str, int]], int]:
     """(name, limit) of every step of a device call, carried-wheel installation included, and their sum."""
@@ -199,8 +211,8 @@ def plan_text() -> str:
         verdict = "within" if total < CALL_LIMIT_S else "OVER"
         lines.append(f"call {call} ({carried}): " + " + ".join(f"{n} {t}" for n, t in parts) +
                      f" = {total} s, {verdict} the {CALL_LIMIT_S} s of one call")
-    outside = [s.name for s in STEPS if not s.calls]
-    lines.append(f"in neither call: {', '.join(outside)} ({NOT_CARRIED}); a run without --call runs every step")
+    outside = [f"{s.name} ({s.alone})" for s in STEPS if not s.calls]
+    lines.append(f"in neither call: {'; '.join(outside)}; a run without --call runs every step")
     return "\n".join(lines)
 
 

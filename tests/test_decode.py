@@ -217,3 +217,23 @@ def test_decode_modes_resolve_and_refuse(tiny_model_dir):
     assert ModelFlags(decode="static").options().decode == "static"
     with pytest.raises(ConfigError, match="decode 'cudagraph': expected one of auto, eager, static, graphs"):
         policy_in(tiny_model_dir, "cudagraph")
+
+
+# -- the benchmark --------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_decode_benchmark_quick_mode_runs_every_cpu_configuration():
+    """bench/bench_decode.py --quick on a 2-layer model, one small cell: a smoke test, nothing timed."""
+    import subprocess
+    import sys
+
+    from helpers import REPO
+
+    result = subprocess.run([sys.executable, str(REPO / "bench/bench_decode.py"), "--quick", "--layers", "2",
+                             "--rows", "4", "--vocab", "512", "--new_tokens", "3", "--repeats", "1"],
+                            capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert result.returncode == 0, result.stderr[-2000:]
+    configs = [line.split()[2] for line in result.stdout.splitlines() if line.startswith("    512     4 ")]
+    assert configs == ["A", "B", "C", "A-static", "C-static"]
+    assert result.stdout.rstrip().endswith("bench_decode: done")

@@ -40,7 +40,7 @@ def test_gpu_check_script_parses_and_is_the_make_target():
 def test_help_and_plan_list_every_step_and_both_calls_fit_their_six_minutes():
     names = [step.name for step in gpu_plan.STEPS]
     assert {"setup", "rs-sample", "rs-score", "rs-train", "compile", "torchrun", "smoke", "bnb", "train", "stage4",
-            "ray"} == set(names)
+            "ray", "decode"} == set(names)
     for args in (["--help"], ["--plan"]):
         result = run_check(*args)
         assert result.returncode == 0, result.stderr

@@ -107,17 +107,20 @@ class RowSampler:
             self.seen = torch.tensor(ids, dtype=torch.long, device=seeds.device)
 
     def pick(self, logits: torch.Tensor, step: int) -> torch.Tensor:
-        """The rows' tokens at decode step `step` (0-based) from their next-token logits."""
+        """The rows' tokens at decode step `step` (0-based) from their next-token logits, which it overwrites
+        (the penalty and temperature in place: no copy of the vocabulary-wide tensor)."""
         logits = logits.float()
         if self.seen is not None:
             ids = self.seen[:, :self.width + step].to(logits.device)
             seen = logits.gather(1, ids)
-            logits = logits.scatter(1, ids, torch.where(seen < 0, seen * self.penalty, seen / self.penalty))
+            logits.scatter_(1, ids, torch.where(seen < 0, seen * self.penalty, seen / self.penalty))
         if self.temperature <= 0:
             token = logits.argmax(-1)
             top = logits.gather(1, token[:, None])[:, 0]
         else:
-            values, tokens = candidates(logits / self.temperature, self.top_k)
+            # over the whole vocabulary, before top-k, as `generate`: dividing only the top k would keep other
+            # tokens where the division rounds two logits to one value at the cut
+            values, tokens = candidates(logits.div_(self.temperature), self.top_k)
             top = values[:, 0]
             token = draw(values, tokens, self.top_p, self.seeds.to(values.device), step)
         self.bad = ~torch.isfinite(top).all()
