@@ -226,6 +226,21 @@ def test_a_policy_of_nan_weights_or_a_broken_header_is_refused_before_it_loads(t
         f"says {len(data)} bytes, the file has {len(data)})")
 
 
+def test_the_finite_screen_names_nan_and_inf_in_every_dtype_and_passes_a_sum_that_merely_overflows():
+    import torch
+
+    from masprm.models.model_checks import _not_finite
+
+    for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float8_e5m2):
+        ok = torch.zeros(10, dtype=dtype)
+        assert _not_finite(ok) is None
+        nan, inf = ok.clone(), ok.clone()
+        nan[3], inf[7] = float("nan"), float("-inf")
+        assert (_not_finite(nan), _not_finite(inf)) == ("NaN", "inf"), dtype
+    # 3e38 + 3e38 overflows float32 (its largest is about 3.4e38), yet every value is finite
+    assert _not_finite(torch.tensor([3e38, 3e38])) is None
+
+
 def test_a_policy_whose_files_name_no_eos_token_is_refused(tiny_model_dir, tmp_path):
     from masprm.models.model_checks import check_model_serves
 
