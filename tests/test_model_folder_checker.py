@@ -189,6 +189,15 @@ def test_a_scorer_adapter_is_checked_whole_against_its_base(tiny_model_dir, tmp_
         line = _refused(_fits, folder, base=str(base))
         # the safetensors reader names the file by its path; the others, the folder
         assert line in (f"prm_dir {folder}: {problem}", f"prm_dir {folder}: {folder / problem}"), line
+    # a fitting adapter on a base of broken weights: the base is a model folder read too
+    import torch
+
+    broken = _copy(base, tmp_path / "broken_base")
+    _edit_weights(broken, model__norm__weight=torch.full((64,), float("nan")))
+    fits = _adapter(tmp_path / "fits", broken)
+    assert _refused(_fits, fits, base=str(broken)) == (
+        f"prm_dir {fits}: base model {broken}: model.safetensors: tensor model.norm.weight holds NaN (the weights "
+        "are broken; a model of them gives no usable value)")
 
 
 def test_a_warm_start_adapter_is_checked_whole_before_training(tiny_model_dir, tmp_path):

@@ -56,8 +56,8 @@ def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> N
 def check_adapter(folder: Path, conf: dict[str, Any], base_model_id: str | None, setting: str, where: str) -> None:
     """A LoRA adapter folder checked whole before it loads (a scorer's, or a warm start's): its config's
     values in range, its weight file sane (a safetensors header that describes the file, a pickle of tensors
-    only), every weight finite and, against the base model's weight headers (no weight loaded), every
-    target module present and every LoRA matrix shaped for the module it adapts. One ModelError `where: ...`."""
+    only), every weight finite (the base's too) and, against the base model's weight headers, every target
+    module present and every LoRA matrix shaped for the module it adapts. One ModelError `where: ...`."""
     for key, (rule, ok) in ADAPTER_VALUES.items():
         if conf.get(key) is not None and not ok(conf[key]):
             raise ModelError(f"{where}: adapter_config.json: {key} must be {rule}, got {quoted(conf[key])}",
@@ -70,6 +70,7 @@ def check_adapter(folder: Path, conf: dict[str, Any], base_model_id: str | None,
     if base is None:   # a hub id not downloaded yet: its shapes are checked when it loads
         return
     found = weight_shapes(base, setting, base_model_id)
+    check_finite_model(base, setting, f"{label}: base model {base_model_id}")   # read once per command
     _check_targets(conf.get("target_modules"), found, base_model_id, setting, where)
     rank = None if conf.get("rank_pattern") else conf.get("r")   # per-module ranks: each matrix's own
     for name, shape in sorted(adapter.items()):
