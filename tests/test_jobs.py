@@ -37,3 +37,26 @@ def test_each_command_says_its_wall_time_and_the_driver_counts_its_commands_cpu(
     nap = re.search(r"  \[nap: exit 0 after (\d+) s\]", out)
     assert nap and int(nap.group(1)) >= 1 and "  [spin: exit 0 after " in out
     assert jobs.children_cpu_seconds() - before >= 0.5
+
+
+def test_a_quiet_jobs_progress_lines_show_while_it_runs_at_most_one_per_interval(tmp_path, capsys, monkeypatch):
+    # a training writes "[progress] ..." lines into its output file; the driver shows the newest one, and only
+    # whole lines (the third is still being written when the driver looks)
+    script = ("import sys, time\nprint('[progress] train step 10/30 (33%), loss 0.7', flush=True)\n"
+              "print('a note', flush=True)\nprint('[progress] train step 20/30 (67%), loss 0.6', flush=True)\n"
+              "sys.stdout.write('[progress] train step 30'); sys.stdout.flush(); time.sleep(60)")
+    job = jobs.Job([sys.executable, "-c", script], log=tmp_path / "train_ppm.out")
+    try:
+        deadline = jobs.time.monotonic() + 60
+        while b"step 30" not in (tmp_path / "train_ppm.out").read_bytes() and jobs.time.monotonic() < deadline:
+            jobs.time.sleep(0.05)
+        job.show_progress()                       # within the first interval: nothing yet
+        capsys.readouterr()
+        monkeypatch.setattr(jobs, "PROGRESS_EVERY_S", 0.0)
+        job.show_progress()
+        assert capsys.readouterr().out == "  [train_ppm] [progress] train step 20/30 (67%), loss 0.6\n"
+        job.show_progress()                       # nothing new: nothing shown
+        assert capsys.readouterr().out == ""
+    finally:
+        job.stop()
+        job.proc.wait()

@@ -361,3 +361,27 @@ def test_cli_reports_bad_input_in_one_line(tmp_path, monkeypatch, capsys):
     proc = subprocess.run([sys.executable, str(script), "--help"], cwd=REPO, capture_output=True, text=True,
                           timeout=120)
     assert proc.returncode == 0 and "--max-prompt-length" in proc.stdout and "--no-lora" in proc.stdout
+
+
+def test_a_training_into_a_log_file_shows_progress_lines_and_the_same_weights_as_a_quiet_one(tmp_path, capsys,
+                                                                                              tiny_model_dir):
+    """stderr here is no terminal (pytest captures it), as in the demo's log files: a line per logged loss, the
+    steps, the loss and the time left; printing them changes no number (the weights are byte for byte a quiet
+    run's)."""
+    from helpers_training import train_tiny
+
+    runs = {}
+    for progress in (False, True):
+        folder = tmp_path / f"progress_{progress}"
+        folder.mkdir()
+        capsys.readouterr()
+        result = train_tiny(folder, tiny_model_dir, "prm", seed=0, progress=progress, max_steps=4, eval_steps=4,
+                            logging_steps=2)
+        runs[progress] = (result.output_dir, capsys.readouterr().err)
+    (quiet, quiet_err), (shown, shown_err) = runs[False], runs[True]
+    assert "[progress]" not in quiet_err
+    lines = [line for line in shown_err.splitlines() if line.startswith("[progress]")]
+    assert [re.match(r"\[progress\] train step (\d+)/4 \(\d+%\), loss [\d.]+, .* so far, about .* left", line).group(1)
+            for line in lines] == ["2", "4"]   # --logging_steps 2 of 4 steps
+    assert not re.search(r"\d/4 \[", shown_err)   # no training bar redrawn into the file ("2/4 [00:01<00:01")
+    assert (quiet / "adapter_model.safetensors").read_bytes() == (shown / "adapter_model.safetensors").read_bytes()

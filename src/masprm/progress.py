@@ -7,7 +7,12 @@ bar created with an explicit ``disable=...`` ignores it. Stage bars go through
     for f in progress_bar(files, terminal_only=True, desc="trees"): ...
 
 ``enabled=False`` (a ``--quiet`` flag) and a command's ``-q`` (``masprm.log.quiet``) always hide the bar; ``terminal_only``
-shows it only on a terminal (a bar that must leave no line in logs). Pure Python.
+shows it only on a terminal (a bar that must leave no line in logs).
+
+Where a bar would leave only carriage returns (a log file), a long loop writes a line every so often instead,
+``step_progress_line``: ``[progress] train step 40/480 (8%), loss 0.6931, 1m 12s so far, about 13m 12s left``.
+Every such line starts with ``PROGRESS_MARK``, as stage 4's text logs' progress lines do, so a driver that
+runs a command into a file (``masprm.stages.jobs``) can show them. Pure Python.
 """
 
 from __future__ import annotations
@@ -36,3 +41,26 @@ def progress_bar(iterable: Iterable | None = None, *, enabled: bool = True, term
     else:
         disable = None if terminal_only else False   # None: tqdm shows it on a terminal only
     return tqdm(iterable, disable=disable, **kwargs)
+
+
+PROGRESS_MARK = "[progress]"
+
+
+def duration(seconds: float) -> str:
+    """A duration as a person reads it: ``42s``, ``3m 07s``, ``1h 02m``."""
+    whole = max(0, round(seconds))
+    hours, rest = divmod(whole, 3600)
+    minutes, secs = divmod(rest, 60)
+    if hours:
+        return f"{hours}h {minutes:02d}m"
+    return f"{minutes}m {secs:02d}s" if minutes else f"{secs}s"
+
+
+def step_progress_line(what: str, step: int, total: int, elapsed: float, timed_steps: int,
+                       values: dict[str, float]) -> str:
+    """One progress line of a loop of `total` steps at `step`: `values` (``loss``), the time so far and the time
+    left at the pace of the `timed_steps` steps that `elapsed` seconds took (a resumed run times only its own)."""
+    shown = "".join(f", {name} {value:.4g}" for name, value in values.items())
+    left = f", about {duration(elapsed / timed_steps * (total - step))} left" if timed_steps > 0 and total > 0 else ""
+    share = f" ({100 * step / total:.0f}%)" if total > 0 else ""
+    return f"{PROGRESS_MARK} {what} step {step}/{total}{share}{shown}, {duration(elapsed)} so far{left}"

@@ -40,7 +40,8 @@ from masprm.eval.methods import runs_mcts
 from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
-from masprm.stages.jobs import PY, ROOT, Background, Job, run_side_by_side, show, stage, stage_command
+from masprm.stages.jobs import (PROGRESS_EVERY_S, PY, ROOT, Background, Job, run_side_by_side, show, stage,
+                                stage_command)
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.toy.report import demo_verdict
@@ -68,7 +69,7 @@ BUDGETS = (
 # leave the MASPRM's run with its final weights only).
 SCORER_TRAINING = ("--epochs", "3", "--eval-steps", "40", "--lr", "2e-3", "--train-batch-size", "16",
                    "--grad-accum", "1", "--lora-r", "16", "--lora-alpha", "32", "--lora-dropout", "0.05",
-                   "--max-length", "256", "--quiet")
+                   "--max-length", "256")
 CPU = ("--no_compile", "--device_map", "cpu")
 # Trees searched together, their model calls batched (results do not depend on it): the fastest size measured
 # on the demo's 2-core CPU. An evaluation's is its world's (`WorldRun.eval_batch`).
@@ -213,6 +214,8 @@ def make_scorers(c: Commands, args) -> None:
                      f"pairs; run `{make_command('clean-demo', world)}` to start over")
     todo = [job for job in c.scorers if not scorer_completed(ROOT / job.out)]  # an interrupted one resumes (--resume)
     if todo:
+        print(f"stage 3: training {' and '.join(job.out for job in todo)} side by side; their progress every "
+              f"{PROGRESS_EVERY_S:.0f} s:", flush=True)
         run_side_by_side([job.cmd for job in todo], [job.name for job in todo], jobs=2, folder=output_folder(world))
     else:
         print("stage 3: scorers already there: skipped")

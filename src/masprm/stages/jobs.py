@@ -3,7 +3,9 @@
 A `Job` is one command in a subprocess, under `PINNED_NUMERICS` (the AVX2 code
 paths of PyTorch and MKL) and one thread unless told otherwise, so another
 x86-64 CPU computes the same numbers; a quiet job writes its output to a
-file and prints its tail when it ends. `run_tasks` keeps up to ``jobs``
+file, shows the progress lines it writes there (stage 3's training:
+``masprm.progress.PROGRESS_MARK``) at most every ``PROGRESS_EVERY_S`` seconds
+while `run_tasks` waits on it, and prints its tail when it ends. `run_tasks` keeps up to ``jobs``
 commands running, each starting once the commands it needs have finished;
 `Background` runs commands one after another beside the main track.
 """
@@ -19,6 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.cli import UsageError
+from masprm.progress import PROGRESS_MARK
 from masprm.toy.build import PINNED_NUMERICS
 
 ROOT = Path.cwd()   # every output lands in the folder the command is started from
@@ -32,6 +35,11 @@ STAGES = {
     "evaluate": ("src/experiments/compare_sbs_mcts.py", "masprm.stages.evaluate"),
     "aggregate": ("aggregator.py", "masprm.stages.aggregate"),
 }
+
+
+# A quiet job's newest progress line is shown at most this often: two trainings side by side (or a lab's many)
+# stay readable on screen, and the file keeps every line.
+PROGRESS_EVERY_S = 30.0
 
 
 def stage_command(name: str) -> list[str]:
@@ -56,6 +64,7 @@ class Job:
         where = log.relative_to(ROOT) if log and log.is_relative_to(ROOT) else log
         print(f"$ {show(cmd)}" + (f"   [output: {where}]" if log else ""), flush=True)
         self.started = time.monotonic()
+        self.read_to, self.shown_at = 0, self.started   # the log's bytes looked at; when progress was last shown
         if log is None:
             self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full_env)
         else:
@@ -78,6 +87,23 @@ class Job:
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.terminate()
+
+    def show_progress(self) -> None:
+        """Print the newest progress line its log has gained, at most once every PROGRESS_EVERY_S seconds."""
+        if self.log is None or time.monotonic() - self.shown_at < PROGRESS_EVERY_S:
+            return
+        try:
+            with self.log.open("rb") as out:
+                out.seek(self.read_to)
+                new = out.read()
+        except OSError:   # not created yet, or gone: nothing to show
+            return
+        whole = new.rfind(b"\n") + 1   # complete lines only: one being written is read when it ends
+        self.read_to += whole
+        lines = [line for line in new[:whole].decode(errors="replace").splitlines() if line.startswith(PROGRESS_MARK)]
+        if lines:
+            self.shown_at = time.monotonic()
+            print(f"  [{self.log.stem}] {lines[-1]}", flush=True)
 
 
 @dataclass(frozen=True)
@@ -112,6 +138,8 @@ def run_tasks(tasks: list[Task], jobs: int, folder: Path) -> None:
             if finished is None:
                 if not running:   # nothing runs and nothing can start: a cycle (a bug in the plan)
                     raise RuntimeError(f"tasks wait on each other: {', '.join(t.name for t in pending)}")
+                for job in running.values():
+                    job.show_progress()
                 time.sleep(0.2)
                 continue
             running.pop(finished).wait()

@@ -19,6 +19,7 @@ import importlib.util
 import math
 import os
 import pickle
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -63,6 +64,11 @@ class TrainResult:
 def _log(cfg: TrainConfig, message: str) -> None:
     if cfg.progress and _world_rank() == 0:   # data parallel: the first process speaks for all
         log.info(message)
+
+
+def _bar(cfg: TrainConfig) -> bool:
+    """transformers' progress bar: only on a terminal (a log file gets ``ProgressLines``), and never ``--quiet``."""
+    return cfg.progress and sys.stderr.isatty()
 
 
 def _world_rank() -> int:
@@ -302,7 +308,7 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         label_names=[],                # labels live in objective-specific keys, handled by prediction_step
         dataloader_num_workers=0,
         dataloader_pin_memory=torch.cuda.is_available(),
-        disable_tqdm=not cfg.progress,
+        disable_tqdm=not _bar(cfg),
         ddp_find_unused_parameters=False,  # torchrun: every trainable weight is used (DDP found none unused)
         # Under torchrun on CPUs accelerate starts gloo data parallelism only when told the run is on CPUs;
         # without it every process trained on all the data and wrote the same folder.
@@ -321,8 +327,12 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         callbacks=callbacks,
         **objective.trainer_kwargs(cfg),
     )
-    if not cfg.progress:
+    if not _bar(cfg):
         trainer.remove_callback(PrinterCallback)  # it prints every log dict when the progress bar is off
+    if cfg.progress and not _bar(cfg):   # a log file: a progress line at each logged loss instead of the bar
+        from masprm.train.progress_lines import ProgressLines
+
+        trainer.add_callback(ProgressLines(lambda line: _log(cfg, line)))
     main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
     if main_process:
         _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
