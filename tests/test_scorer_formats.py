@@ -253,3 +253,15 @@ def test_the_fingerprint_keeps_formats_apart_and_the_own_format_as_it_was(folder
     copy = shutil.copytree(folders["own"], tmp_path / "own")
     assert scorer_identity(choose_format(read_scorer_folder(copy), ScorerFormatFlags(scorer_format=["masprm"]),
                                          ROLES["masprm"])) == scorer_identity(own)
+
+
+def test_every_public_layout_passes_the_whole_folder_check(folders, tiny_model_dir):
+    """The one checker (head present with its size, adapter against its base, finite weights) refuses none of
+    the layouts the formats read, saved as transformers and peft save them."""
+    from masprm.models.scorer_checks import check_scorer_fits
+
+    for key, role, named in (("reward", "orm", None), ("reward_adapter", "orm", None), ("tag", "masprm", None),
+                             ("lm", "masprm", "causal_lm_good_bad")):
+        flags = ScorerFormatFlags(scorer_format=[named]) if named else ScorerFormatFlags()
+        record = choose_format(read_scorer_folder(folders[key]), flags, ROLES[role], "prm_dir")
+        check_scorer_fits(record, "prm_dir", record.base_model or str(tiny_model_dir))
