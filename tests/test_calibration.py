@@ -134,3 +134,41 @@ def test_a_calibrated_scorer_records_its_fit_and_serves_it(tmp_path, tiny_model_
     scorer = load_scorer(result.output_dir)
     assert scorer.platt is None and scorer.score_batch([text])[0] == pytest.approx(raw, abs=1e-9)
     assert "Platt slope a = -0.5 <= 0 would reverse the scorer's order" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("targets, said", [
+    ([1.0, 1.0, 1.0], "the held-out split's 3 labels are all one class (every one right)"),
+    ([0.0, 0.0], "the held-out split's 2 labels are all one class (every one wrong)"),
+    ([0.65, 0.65], "the held-out split's 2 labels are all one class (every one at 0.65)"),
+    ([], "the held-out split has no labelled step"),
+])
+def test_a_one_class_split_cannot_be_fitted(targets, said):
+    from masprm.calibration import unfittable
+
+    assert unfittable(targets) == said
+    assert unfittable([0.0, 1.0]) is None and unfittable([0.65, 0.7]) is None   # two values: a slope exists
+
+
+@pytest.mark.slow
+def test_calibrate_on_a_one_class_split_records_platt_null_and_says_so_in_one_line(tmp_path, tiny_model_dir, caplog):
+    """Every held-out outcome right: the fit would send every value to +1. The run finishes (the scorer is
+    trained), records "platt": null (asked, not fitted: the lab does not retrain it) and says why in one line."""
+    import logging
+    import random
+
+    from helpers_training import config, step_record, write_jsonl
+    from masprm.models.scorer import load_scorer
+    from masprm.train import train_scorer
+
+    rng = random.Random(5)
+    records = [{**step_record(rng), "labels": [0.3, 1.0]} for _ in range(16)]   # every outcome right
+    with caplog.at_level(logging.WARNING):
+        result = train_scorer(config(tmp_path, write_jsonl(tmp_path / "s.jsonl", records), tiny_model_dir, "orm",
+                                     max_steps=2, eval_steps=2, calibrate=True))
+    said = [r.getMessage() for r in caplog.records if "--calibrate" in r.getMessage()]
+    n = 2 * len(result.eval_examples)   # an orm is evaluated at both steps of a record, each with the outcome
+    assert said == [f"--calibrate: the held-out split's {n} labels are all one class (every "
+                    "one right); no Platt scaling can be fitted, the scorer is served uncalibrated"]
+    meta = json.loads((result.output_dir / "masprm_scorer.json").read_text())
+    assert meta["status"] == "completed" and "platt" in meta and meta["platt"] is None
+    assert load_scorer(result.output_dir).platt is None

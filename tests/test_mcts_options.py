@@ -280,3 +280,30 @@ def test_the_options_are_mcts_settings_only():
     for name in ("sbs_prm", "single_pass", "bon_prm", "voter_prm"):
         assert not hasattr(settings(distinct_tries=1).method_settings(name), "distinct_tries")
     assert METHODS["mcts_oracle_step"].settings_for(settings(pw_k=2.0).method_values).pw_k == 2.0
+
+
+@pytest.mark.parametrize("argv, flag", [
+    (["--pw_alpha", "0.5"], "--pw_alpha"),             # its default, given: it still cannot act without --pw_k
+    (["--pw-alpha=0.9"], "--pw_alpha"),
+    (["--pw_max_children", "4"], "--pw_max_children"),
+])
+def test_a_widening_flag_given_without_pw_k_is_refused_at_parse_time(argv, flag):
+    from masprm.cli import PARSED_FLAGS, error_line
+    from masprm.stages.evaluate import build_parser
+
+    with pytest.raises(ConfigError) as err:
+        build_parser().parse_args(["--methods", "mcts_prm", *argv])
+    assert error_line(err.value, PARSED_FLAGS) == f"{flag} needs --pw_k (progressive widening is off without it)"
+    parsed = build_parser().parse_args(["--methods", "mcts_prm", "--pw_k", "2", *argv])   # with it: accepted
+    assert parsed.pw_k == 2.0
+    assert build_parser().parse_args(["--methods", "mcts_prm"]).pw_alpha == 0.5   # not given: the default stands
+
+
+def test_the_headroom_tool_refuses_the_same_flag_the_same_way(tmp_path, monkeypatch, capsys):
+    from helpers_cli import run_module
+
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom", ["--pw_alpha", "0.5"])
+    assert code == 2 and lines == ["headroom.py: error: --pw_alpha needs --pw_k (progressive widening is off "
+                                   "without it)"]
+    assert not any(tmp_path.iterdir())

@@ -89,6 +89,18 @@ def calibrated_value(value: float, a: float, b: float) -> float:
     return math.tanh((a * value_logit(value) + b) / 2)
 
 
+def unfittable(targets: Sequence[float]) -> str | None:
+    """Why no Platt scaling can be fitted on these targets (None: it can): a split whose targets are all one
+    value (every held-out step right, or every one wrong) leaves the slope unidentified, and the fit would
+    send every value towards that one label."""
+    if not targets:
+        return "the held-out split has no labelled step"
+    if len(set(targets)) == 1:
+        label = {1.0: "right", 0.0: "wrong"}.get(float(targets[0]), f"at {targets[0]:g}")
+        return f"the held-out split's {len(targets)} labels are all one class (every one {label})"
+    return None
+
+
 def fit_from_values(values: Iterable[float], targets: Iterable[float]) -> dict[str, float]:
     """The ``platt`` record of masprm_scorer.json from served values and their [0, 1] targets."""
     values, targets = list(values), list(targets)

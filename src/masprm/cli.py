@@ -18,7 +18,7 @@ import sys
 from typing import Callable, Mapping, NoReturn
 
 from masprm import __version__, run_config
-from masprm.errors import LINE_LIMIT, MasprmError, first_line, no_space_reason
+from masprm.errors import LINE_LIMIT, ConfigError, MasprmError, first_line, no_space_reason
 from masprm.log import get_logger, set_verbosity
 from masprm.paths import os_problem
 
@@ -120,7 +120,9 @@ class ArgumentParser(argparse.ArgumentParser):
         # a domain error's setting in this script's own spelling.
         PARSED_FLAGS.update({a.dest: a.option_strings[0] for a in self._actions
                              if a.option_strings and a.dest != "help"})
+        self._given: set[str] = set()
         parsed, rest = super().parse_known_args(args, namespace)
+        self._refuse_flags_that_cannot_act(parsed)
         given = {long: getattr(parsed, a.dest, a.default) != a.default for long, a in verbosity.items()}
         set_verbosity(quiet=given["--quiet"], verbose=given["--verbose"])
         for action in verbosity.values():   # the command's own -q/-v are no setting: nothing downstream sees them
@@ -135,6 +137,18 @@ class ArgumentParser(argparse.ArgumentParser):
         PARSED_PATHS.update({k: os.fspath(v) for k, v in vars(parsed).items()
                              if isinstance(v, (str, os.PathLike)) and os.fspath(v)})
         return parsed, rest
+
+    def _get_values(self, action, arg_strings):   # argparse calls it for each argument on the command line only
+        self._given.add(action.dest)
+        return super()._get_values(action, arg_strings)
+
+    def _refuse_flags_that_cannot_act(self, parsed: argparse.Namespace) -> None:
+        """A flag given while what it needs is not (its ``needs``, ``masprm.config.Needs``) would do nothing:
+        one line naming the flag and what it needs, before any work."""
+        for action in self._actions:
+            needs = getattr(action, "needs", None)
+            if needs is not None and action.dest in self._given and not needs.ok(parsed):
+                raise ConfigError(needs.problem(action.dest), setting=action.dest)
 
     def error(self, message: str) -> NoReturn:  # noqa: D401 - argparse API
         self.exit(2, f"{self.prog}: error: {first_line(message, limit=LINE_LIMIT)} (see --help)\n")

@@ -26,7 +26,10 @@ Rules of ``add_config_args``:
   unless ``action`` says otherwise; ``nargs``, ``metavar``, ``choices`` and
   ``type`` are passed on as given;
 - ``only`` / ``skip`` pick a subset of the fields (a stage that shares a group
-  of flags with another), ``defaults`` overrides a field's default for this parser.
+  of flags with another), ``defaults`` overrides a field's default for this parser;
+- ``arg(needs=Needs(what, ok))``: a flag that acts only with other settings (``--pw_alpha``
+  without ``--pw_k``, ``--huber-beta`` without ``--loss huber``); given without them it is
+  refused at parse time, naming what it needs.
 
 ``config_from_args(Cls, namespace, **overrides)`` builds the dataclass from the
 attributes named like its fields (others are ignored; a missing one keeps the
@@ -56,11 +59,29 @@ from masprm.paths import PathText, path_value
 _KEY = "masprm_flag"   # dataclass field metadata key holding the flag's argparse details
 
 
+@dataclasses.dataclass(frozen=True)
+class Needs:
+    """What a flag needs to act: ``ok`` of the settings (or the parsed flags: the same names) is True.
+
+    A flag given on the command line while ``ok`` is False does nothing, so the parser refuses it before any
+    work (``masprm.cli.ArgumentParser``): ``"<flag> needs <what>"``, settings in ``what`` named in
+    backquotes (shown as flags). Its default value, unless given, is never refused.
+    """
+
+    what: str
+    ok: Callable[[Any], bool]
+
+    def problem(self, setting: str) -> str:
+        return f"`{setting}` needs {self.what}"
+
+
 def arg(default: Any = dataclasses.MISSING, *, flags: Sequence[str] = (), help: str | None = None,
-        positional: bool = False, default_factory: Any = dataclasses.MISSING, **argparse_kwargs: Any) -> Any:
+        positional: bool = False, default_factory: Any = dataclasses.MISSING, needs: Needs | None = None,
+        **argparse_kwargs: Any) -> Any:
     """A dataclass field that is also a CLI flag (see the module docstring).
 
-    ``positional=True`` makes it a positional argument named like the field.
+    ``positional=True`` makes it a positional argument named like the field; ``needs``: what the flag
+    needs to act (``Needs``), checked when it is given.
 
     ``argparse_kwargs`` may hold ``action``, ``choices``, ``nargs``, ``metavar``,
     ``type``: what ``parser.add_argument`` takes besides the names, default, dest and help.
@@ -69,7 +90,8 @@ def arg(default: Any = dataclasses.MISSING, *, flags: Sequence[str] = (), help: 
     unknown = set(argparse_kwargs) - allowed
     if unknown:
         raise TypeError(f"arg(): unsupported argparse options {sorted(unknown)} (allowed: {sorted(allowed)})")
-    meta = {_KEY: {"flags": tuple(flags), "help": help, "positional": positional, **argparse_kwargs}}
+    meta = {_KEY: {"flags": tuple(flags), "help": help, "positional": positional, "needs": needs,
+                   **argparse_kwargs}}
     if default_factory is not dataclasses.MISSING:
         return dataclasses.field(default_factory=default_factory, metadata=meta)
     return dataclasses.field(default=default, metadata=meta)
@@ -126,7 +148,7 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         if (wanted is not None and field.name not in wanted) or field.name in skipped:
             continue
         spec = dict(field.metadata[_KEY])
-        positional = spec.pop("positional")
+        positional, needs = spec.pop("positional"), spec.pop("needs")
         names = (field.name,) if positional else spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
         spec.pop("flags", None)
         if prefix:
@@ -148,7 +170,9 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
             kwargs["default"] = default
         elif not positional:   # a positional argument is required by itself
             kwargs["required"] = True
-        parser.add_argument(*names, **kwargs)
+        action = parser.add_argument(*names, **kwargs)
+        if needs is not None:   # read by the parser once the flags are parsed (masprm.cli.ArgumentParser)
+            action.needs = needs
     if defaults:
         raise TypeError(f"add_config_args({cls.__name__}): defaults for fields that are not flags: {sorted(defaults)}")
 

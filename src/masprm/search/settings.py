@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Mapping, Sequence
 
-from masprm.config import arg, require, require_each
+from masprm.config import Needs, arg, require, require_each
 from masprm.search.expand import LOGPROB_AGGS
 from masprm.search.judge import PROMPT_ID as JUDGE_PROMPT_ID
 from masprm.search.oracles import STEP_ORACLES
@@ -118,6 +118,8 @@ class BoNSettings(PassSettings):
 
 
 MCTS_OPTIONS = ("distinct_tries", "pw_k", "pw_alpha", "pw_max_children")   # opt-in; off: the original's rule
+# --pw_alpha and --pw_max_children shape progressive widening, which only --pw_k turns on
+NEEDS_PW_K = Needs("`pw_k` (progressive widening is off without it)", lambda s: getattr(s, "pw_k", None) is not None)
 
 
 @dataclass(frozen=True)
@@ -139,8 +141,9 @@ class MCTSSettings(SamplingSettings):
                              help="MCTS progressive widening: a node with children and N visits gains one more, "
                                   "sampled fresh, while it has fewer than pw_k * N^pw_alpha (default: off, a node "
                                   "keeps the children of its one expansion)")
-    pw_alpha: float = arg(0.5, flags=("--pw_alpha",), help="progressive widening's exponent (default 0.5; needs --pw_k)")
-    pw_max_children: int | None = arg(None, flags=("--pw_max_children",),
+    pw_alpha: float = arg(0.5, flags=("--pw_alpha",), needs=NEEDS_PW_K,
+                          help="progressive widening's exponent (default 0.5; needs --pw_k)")
+    pw_max_children: int | None = arg(None, flags=("--pw_max_children",), needs=NEEDS_PW_K,
                                       help="progressive widening: at most this many children per node, "
                                            "--max_children being the first expansion's (default: no cap; needs --pw_k)")
 
@@ -151,7 +154,7 @@ class MCTSSettings(SamplingSettings):
         require_each(self, ("mcts_temperature", "pw_k"), lambda v: v > 0, "must be > 0")
         require(0 < self.pw_alpha <= 1, "pw_alpha", f"pw_alpha must be in (0, 1], got {self.pw_alpha}")
         for name, off in (("pw_alpha", self.pw_alpha == 0.5), ("pw_max_children", self.pw_max_children is None)):
-            require(off or self.pw_k is not None, name, f"`{name}` needs `pw_k` (progressive widening is off without it)")
+            require(off or NEEDS_PW_K.ok(self), name, NEEDS_PW_K.problem(name))
         require(self.pw_max_children is None or self.pw_max_children >= self.max_children, "pw_max_children",
                 f"pw_max_children must be >= `max_children` ({self.max_children}), got {self.pw_max_children}")
 

@@ -12,7 +12,7 @@ import math
 from dataclasses import asdict, dataclass
 
 from masprm.checks import check_seed
-from masprm.config import arg
+from masprm.config import Needs, arg
 from masprm.paths import PathText
 from masprm.errors import ConfigError
 from masprm.scorer_meta import DEFAULT_SOFTMIN_TEMPERATURE, HEAD_READS, TRAJ_AGGS
@@ -22,6 +22,21 @@ from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
 CALIBRATED_MODES = objective_modes(calibratable=True)   # the objectives whose eval predictions --calibrate can fit on
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
+
+
+def needs_mode(*modes: str) -> Needs:
+    """A flag that only these objectives read (given with another --mode it would do nothing)."""
+    return Needs(f"`mode` {' or '.join(modes)} (no other objective reads it)",
+                 lambda s: getattr(s, "mode", None) in modes)
+
+
+# A flag of an option that is off without another (given alone it would do nothing).
+NEEDS_HUBER = Needs("`loss` huber (the other losses have no transition point)",
+                    lambda s: getattr(s, "loss", None) == "huber")
+NEEDS_SOFTMIN = Needs("`mode` traj with `step_agg` softmin (no other aggregation has a temperature)",
+                      lambda s: getattr(s, "mode", None) == "traj" and getattr(s, "step_agg", None) == "softmin")
+NEEDS_LORA = Needs("LoRA (drop --no-lora)", lambda s: getattr(s, "lora", True))
+NEEDS_PUSH = Needs("`push_to_hub` (nothing is uploaded without it)", lambda s: getattr(s, "push_to_hub", False))
 HEAD_READ_MODES = ("prm", "orm")          # the stepwise objectives, whose head reads a value per step
 # Settings added after scorers first recorded theirs, left out of masprm_scorer.json at these values (the
 # original's): a default training writes the record it wrote before they existed, byte for byte.
@@ -74,33 +89,40 @@ class TrainConfig:
                               f"(default: {DEFAULT_SEPARATOR})")
     ensure_step_token: bool = arg(True, help="add a <...> separator the tokenizer lacks as a special token "
                                              "(default: on)")
-    loss: str = arg("bce", choices=LOSSES, help="prm/orm loss (ppm always uses Bradley-Terry)")
-    huber_beta: float = arg(0.1, help="transition point of --loss huber (default: 0.1)")
-    step_agg: str = arg("min", flags=("--agg",), choices=TRAJ_AGGS,
+    loss: str = arg("bce", choices=LOSSES, needs=needs_mode("prm", "orm"),
+                    help="prm/orm loss (ppm always uses Bradley-Terry)")
+    huber_beta: float = arg(0.1, needs=NEEDS_HUBER, help="transition point of --loss huber (default: 0.1)")
+    step_agg: str = arg("min", flags=("--agg",), choices=TRAJ_AGGS, needs=needs_mode("traj"),
                         help="--mode traj (a transcript's aggregated step scores against its final outcome): "
                              "how the step scores are aggregated (default: min)")
-    softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE,
+    softmin_temperature: float = arg(DEFAULT_SOFTMIN_TEMPERATURE, needs=NEEDS_SOFTMIN,
                                      help="traj --agg softmin: the temperature T of the weights softmax(-p / T) "
                                           f"(default: {DEFAULT_SOFTMIN_TEMPERATURE:g})")
-    pqm_margin: float = arg(4.0, help="--mode pqm: the margin ζ by which every step before a transcript's first "
-                                      "error is ranked above the wrong ones (default: 4, the PQM authors')")
-    implicit_beta: float = arg(0.05, help="--mode implicit: beta of the process reward beta * log(pi_theta / "
-                                          "pi_ref) (default: 0.05, PRIME's)")
-    ensemble_heads: int = arg(4, help="--mode ensemble: value heads on the one LoRA trunk (default: 4)")
-    ensemble_std: float = arg(0.05, help="--mode ensemble: a step's label is trusted (left out of the loss) when "
-                                         "the heads' probabilities spread (std) by at most this and their mean is "
-                                         "confident (--ensemble-confidence) (default: 0.05)")
-    ensemble_confidence: float = arg(0.9, help="--mode ensemble: the confidence max(p, 1 - p) of the heads' mean "
-                                               "that a trusted step needs (default: 0.9)")
-    lora_r: int = arg(256, help="LoRA rank (default: 256)")
+    pqm_margin: float = arg(4.0, needs=needs_mode("pqm"),
+                            help="--mode pqm: the margin ζ by which every step before a transcript's first "
+                                 "error is ranked above the wrong ones (default: 4, the PQM authors')")
+    implicit_beta: float = arg(0.05, needs=needs_mode("implicit"),
+                               help="--mode implicit: beta of the process reward beta * log(pi_theta / "
+                                    "pi_ref) (default: 0.05, PRIME's)")
+    ensemble_heads: int = arg(4, needs=needs_mode("ensemble"),
+                              help="--mode ensemble: value heads on the one LoRA trunk (default: 4)")
+    ensemble_std: float = arg(0.05, needs=needs_mode("ensemble"),
+                              help="--mode ensemble: a step's label is trusted (left out of the loss) when "
+                                   "the heads' probabilities spread (std) by at most this and their mean is "
+                                   "confident (--ensemble-confidence) (default: 0.05)")
+    ensemble_confidence: float = arg(0.9, needs=needs_mode("ensemble"),
+                                     help="--mode ensemble: the confidence max(p, 1 - p) of the heads' mean "
+                                          "that a trusted step needs (default: 0.9)")
+    lora_r: int = arg(256, needs=NEEDS_LORA, help="LoRA rank (default: 256)")
     head_read: str = arg(HEAD_READS[0], choices=HEAD_READS,
                          help="--mode prm / orm: where the value head reads a step: step_end, at its separator "
                               "(default, the original's), or step_mean, the mean of the head's token logits over "
                               "the step's tokens (after the separator before it, the question with the first step); "
                               "recorded in masprm_scorer.json, so the scorer reads steps the same way when served")
-    lora_alpha: float = arg(32, help="LoRA scaling alpha (default: 32)")
-    lora_dropout: float = arg(0.05, help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
-                                         "dropout off")
+    lora_alpha: float = arg(32, needs=NEEDS_LORA, help="LoRA scaling alpha (default: 32)")
+    lora_dropout: float = arg(0.05, needs=NEEDS_LORA,
+                              help="LoRA dropout for --mode ppm (default: 0.05); prm/orm train with every "
+                                   "dropout off")
     lora: bool = arg(True, flags=("--no-lora",), action="store_false", help="full fine-tune instead of LoRA")
     load_in_4bit: bool | None = arg(None, help="QLoRA 4-bit NF4 base (default: on with CUDA, off on CPU)")
     attn_impl: str = arg("sdpa", flags=("--attn-impl", "--attn_impl"),
@@ -108,7 +130,7 @@ class TrainConfig:
                               "flash_attention_2, ..., or auto (flash_attention_2 when flash-attn is installed "
                               "and the GPU is Ampere or newer, else sdpa); the kernel used is recorded in "
                               "masprm_scorer.json")
-    ppm_best_metric: str = arg("loss", choices=PPM_BEST_METRICS,
+    ppm_best_metric: str = arg("loss", choices=PPM_BEST_METRICS, needs=needs_mode("ppm"),
                                help="--mode ppm: the eval metric that picks the checkpoint kept: loss (default, "
                                     "the original's main branch) or pair_acc (its newer branch)")
     weight_decay: float = arg(0.0, help="AdamW weight decay (default: 0, the original's main branch; its newer "
@@ -136,7 +158,7 @@ class TrainConfig:
     hub_model_id: str | None = arg(None, flags=("--hub_model_id", "--hub-model-id"),
                                    help="hub repository of the scorer, 'user/name' or 'org/name'; named in its "
                                         "model card (needed by --push_to_hub)")
-    hub_private_repo: bool = arg(False, flags=("--hub_private_repo", "--hub-private-repo"),
+    hub_private_repo: bool = arg(False, flags=("--hub_private_repo", "--hub-private-repo"), needs=NEEDS_PUSH,
                                  help="create the hub repository as private (--push_to_hub)")
     progress: bool = arg(True, flags=("--quiet",), action="store_false", help="no progress bar or log lines")
 

@@ -33,7 +33,7 @@ from masprm.outputs import file_snapshot, library_output
 from masprm.models.model_checks import check_model_serves, model_context
 from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.run_folder import announce_holder, locked_folder
-from masprm.calibration import fit_from_values
+from masprm.calibration import fit_from_values, unfittable
 from masprm.scorer_meta import SCORER_META_FILE, platt_of, read_scorer_meta, write_scorer_meta
 from masprm.train.card import base_license, write_model_card
 from masprm.train.config import TrainConfig, recorded_settings
@@ -362,8 +362,13 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
     platt = {}
     if cfg.calibrate:   # on the eval split: held-out training questions, never the test split
         found = trainer.predict(eval_examples)
-        platt = {"platt": fit_from_values(*objective.calibration_pairs(found.predictions, found.label_ids))}
-        platt_of(platt, warn=log.warning)   # a fitted slope <= 0 is recorded and said now, not applied
+        values, targets = objective.calibration_pairs(found.predictions, found.label_ids)
+        if problem := unfittable(targets):   # recorded as asked and not fitted (platt null): served uncalibrated
+            log.warning(f"--calibrate: {problem}; no Platt scaling can be fitted, the scorer is served uncalibrated")
+            platt = {"platt": None}
+        else:
+            platt = {"platt": fit_from_values(values, targets)}
+            platt_of(platt, warn=log.warning)   # a fitted slope <= 0 is recorded and said now, not applied
     with library_output(out) as saving:   # each file a new inode, renamed into place when all are written
         trainer.save_model(str(saving))   # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
