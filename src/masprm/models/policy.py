@@ -10,7 +10,12 @@
   with the same weights, device and dtype they differ only where float
   rounding of another padding width flips a near tie. Sampling applies the
   checkpoint's `repetition_penalty` and `top_k` (from its generation config),
-  then the temperature and top-p given here, in `generate`'s order.
+  then the temperature and top-p given here, in `generate`'s order (`RowSampler`: the penalty on each
+  row's seen ids, top-k before any sort, one host read per step).
+- How a step runs is the policy's decode mode (`--decode`, `ModelOptions.decode`): `eager` grows a
+  dynamic KV cache (`EagerSteps`; the CPU default), `static` and `graphs` run on a bucketed static cache,
+  `graphs` with the step compiled, CUDA graphs on a GPU (`masprm.models.static_decode`; the default on
+  one CUDA device with compiling on). Every mode samples with the same code and streams.
 - `logprob` is one teacher-forced forward over all (prompt, completion) pairs
   (right padding, so every real token keeps its unpadded positions). The
   completion is tokenised with `add_special_tokens=False` and only its own
