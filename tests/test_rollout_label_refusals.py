@@ -124,6 +124,10 @@ def test_trees_graded_by_math_verify_have_their_rollouts_graded_by_it(workdir, m
      "--input results/{run}: its trees were graded with --answer_checker sympy_magic (recorded in "
      "results/{run}/.run_settings), a checker this version does not have (math_verify, original); the rollouts "
      "would be graded by another rule"),
+    ({"answer_checker": ["math_verify"]},   # not a name at all
+     "--input results/{run}: its trees were graded with --answer_checker ['math_verify'] (recorded in "
+     "results/{run}/.run_settings), a checker this version does not have (math_verify, original); the rollouts "
+     "would be graded by another rule"),
     ("{not json", "results/{run}/.run_settings is corrupt (not JSON); it records what made the trees in "
                   "results/{run}: fix it or move the folder"),
 ])
