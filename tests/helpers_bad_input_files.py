@@ -229,6 +229,29 @@ def round5_inputs(root: Path) -> None:
                pickled / "adapter_model.bin")
 
 
+def round5_side_files(root: Path) -> None:
+    """The fifth round's side files and logs (issue 61): exclusion lists with an encoding or schema fault, and
+    log folders whose only log has an impossible optional metric or is cut in the middle of its metric lines."""
+    from helpers_stage4_logs import log_text
+    from masprm.eval.pool_metrics import pool_report_lines
+
+    lists = root / "lists"
+    lists.mkdir()
+    prompt = b'{"prompt": "A?"}\n'
+    for name, data in (("latin1", prompt + '{"prompt": "caf\xe9?"}\n'.encode("latin-1")),
+                       ("surrogate", prompt + b'{"prompt": "x\\ud800"}\n'), ("no_field", b'{"other": 1}\n'),
+                       ("scalar", b'"A?"\n'), ("number_prompt", b'{"prompt": 7}\n')):
+        (lists / f"{name}.jsonl").write_bytes(data)
+    judged = pool_report_lines({"extra": {"judge_calls_mean": 1.5, "judge_parse_failure_rate": 0.0}})
+    text = log_text().replace("COMPLETED", "\n".join([*judged, "COMPLETED"]))
+    (root / "poollogs").mkdir()
+    (root / "poollogs" / "gsm8k_voter_abc_tiny_14.txt").write_text(
+        text.replace("Judge calls per example: 1.5000", "Judge calls per example: 1e999"))   # float(): inf
+    (root / "cutlogs").mkdir()
+    cut = text.split("Tokens:")[0] + "COMPLETED\n"   # the metric lines stop after Pass@10
+    (root / "cutlogs" / "gsm8k_single_pass_abc_tiny_14.txt").write_text(cut)
+
+
 def build_workspace(root: Path, tiny_model_dir) -> Path:
     """Everything the cases read, under `root`: configs, data, models, trees, pairs, scorers, logs."""
     from masprm.eval.logs import render_log
@@ -347,4 +370,5 @@ def build_workspace(root: Path, tiny_model_dir) -> Path:
     hostile_inputs(root, tiny_model_dir)
     round4_inputs(root)
     round5_inputs(root)
+    round5_side_files(root)
     return root
