@@ -118,6 +118,8 @@ def test_a_tiny_run_packs_verifies_and_unpacks_to_the_same_table_and_blocks(tiny
     assert cli(["unpack", str(done.path), "--to", str(elsewhere)], capsys)[0] == 0
     originals = files_under(tiny_run)
     assert all(originals[rel] == data for rel, data in files_under(elsewhere).items())   # byte for byte
+    # and with the run's times: the claims and the lab keep the newest of two conditions by its log's time
+    assert all((elsewhere / rel).stat().st_mtime_ns == (tiny_run / rel).stat().st_mtime_ns for rel in listed)
     # stage 5 on the unpacked logs, and straight from the archive, gives the run's CSV to the byte
     for flags in (["--logs_dir", str(elsewhere / "logs/toy_demo")], ["--archive", str(done.path)]):
         out = tmp_path / "again.csv"

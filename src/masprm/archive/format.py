@@ -70,6 +70,8 @@ class Entry:
     stored_sha256: str | None = None
     command: str | None = None          # the command that made it, where the run recorded one
     fingerprint: str | None = None      # the condition's / tree run's / scorer's fingerprint
+    mtime_ns: int | None = None         # its modification time: readers that keep the newest of two conditions
+                                        # (the lab's cells, the claims) choose as they did in the run
 
     @property
     def stored(self) -> str:
@@ -150,10 +152,13 @@ def entry_from(record: Any, where: str) -> Entry:
     for name in ("command", "fingerprint"):
         if record.get(name) is not None and not isinstance(record[name], str):
             raise ArchiveError(f"{where}: {path}: {name} must be text")
+    mtime = record.get("mtime_ns")
+    if mtime is not None and (not isinstance(mtime, int) or isinstance(mtime, bool) or not 0 <= mtime < 2**63):
+        raise ArchiveError(f"{where}: {path}: mtime_ns {quoted(mtime)} is not a time in nanoseconds")
     if not isinstance(gz, bool):
         raise ArchiveError(f"{where}: {path}: gzip must be true or false")
     return Entry(path, record["part"], record["size"], record["sha256"], gz, record.get("stored_size"),
-                 record.get("stored_sha256"), record.get("command"), record.get("fingerprint"))
+                 record.get("stored_sha256"), record.get("command"), record.get("fingerprint"), mtime)
 
 
 @dataclass(frozen=True)

@@ -168,11 +168,11 @@ def pack(run: str, paths: Sequence[str], *, root: str | os.PathLike, out: str | 
     check_output_dir(out, "out", inputs={str(i): str(root / p) for i, p in enumerate(paths)})
     entries, blobs = [], {}
     for f in found:
-        data = (root / f.path).read_bytes()
+        data, mtime = (root / f.path).read_bytes(), (root / f.path).stat().st_mtime_ns
         if looks_pickled(data[:8]):
             raise ArchiveError(f"pack {f.path}: holds a pickle or a zip file; an archive never does")
         e = Entry(f.path, f.part, len(data), sha256_of(data), command=_command_for(f.path, commands or {}),
-                  fingerprint=f.fingerprint)
+                  fingerprint=f.fingerprint, mtime_ns=mtime)
         if compressed(f.path, f.part):
             data = _gzipped(data)
             e = replace(e, gzip=True, stored_size=len(data), stored_sha256=sha256_of(data))

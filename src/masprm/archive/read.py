@@ -186,6 +186,8 @@ def unpack(archive: str | os.PathLike, to: str | os.PathLike) -> tuple[list[str]
                 raise ArchiveError(f"{archive / e.stored}: {problem} (changed while unpacking)")
             atomic_write_bytes(target, data)
             written.append(e.path)
+            if e.mtime_ns is not None:   # the run's time: readers that keep the newest condition choose as it did
+                os.utime(target, ns=(e.mtime_ns, e.mtime_ns))
     except BaseException:
         for rel in written:
             (to / rel).unlink(missing_ok=True)
