@@ -33,3 +33,20 @@ def test_the_lab_on_fewer_questions_than_its_paired_statistics_need_is_refused(t
     assert code == 2 and lines == [f"lab.py: error: --sample_n must be at least 2 (a standard error over questions "
                                    f"needs two), got {n}"]
     assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda logs: (logs / "toy_sbs_prm_ab_policy_14.txt").write_bytes(b"=== START sbs \xe9\nCOMPLETED\n"),
+     "toy_sbs_prm_ab_policy_14.txt: the stage-4 log is not UTF-8 text (byte 0xe9 at offset 14); save it as UTF-8"),
+    (lambda logs: (logs / "toy_sbs_prm_ab_policy_14.txt").mkdir(),
+     "toy_sbs_prm_ab_policy_14.txt: a folder, where a stage-4 log goes; move it out of the logs folder"),
+])
+def test_the_claims_read_their_logs_through_the_checked_reader(tmp_path, monkeypatch, capsys, make, said):
+    """The demo's claims place conditions by their manifests as the lab's cells do: one reader, one line."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "logs").mkdir()
+    make(tmp_path / "logs")
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.claims", ["--logs_dir", "logs", "--out", "c.txt"])
+    assert code == 2 and lines == [f"claims.py: error: logs/{said}"]
+    assert snapshot(tmp_path) == before

@@ -34,9 +34,12 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable, Iterator, Sequence
 
-from masprm.eval.logs import LogFiles, text_status
+from masprm.checks import read_utf8
+from masprm.errors import DataError
+from masprm.eval.logs import COMPLETED, LogFiles, text_status
+from masprm.io import read_json
 from masprm.eval.pool_metrics import OPTIONAL_LINES, OPTIONAL_RANGES, UNDEFINED   # columns only when a row has them
 from masprm.paths import matching_files
 
@@ -325,6 +328,28 @@ def read_logs(logs_dir: str | Path, setting: str = "logs_dir") -> list[ParsedLog
                     parse_log(path.stem, path.read_text(encoding="utf-8", errors="replace"),
                               _read_sidecar(files.manifest), _read_sidecar(files.summary)))
     return logs
+
+
+def completed_seed_logs(folder: str | Path, setting: str = "logs_dir") -> Iterator[tuple[Path, str, int, LogFiles]]:
+    """(log, experiment, seed, its files) of each COMPLETED log of `folder` whose name carries a seed and that has
+    a manifest, in file-name order: what the readers that place conditions by their manifests count (the lab's
+    cells, the demo's claims). Read strictly: an entry named ``*.txt`` that is no readable regular file, or a
+    log that is not UTF-8, is one line naming it (the aggregator instead names and skips it: ``read_logs``)."""
+    for log, problem in matching_files(folder, "*.txt", setting):
+        if problem:   # a folder, a FIFO, a dangling link: never opened
+            raise DataError(f"{log}: {problem}, where a stage-4 log goes; move it out of the logs folder")
+        experiment, seed = split_experiment(log.stem)
+        files = LogFiles(log.with_name(log.stem))
+        if seed is not None and text_status(read_utf8(log, "stage-4 log")) == COMPLETED and files.manifest.is_file():
+            yield log, experiment, seed, files
+
+
+def json_sidecar(path: Path) -> dict:
+    """A condition's JSON sidecar (manifest, summary), checked: UTF-8, JSON, an object; else one line naming it."""
+    data = read_json(path)
+    if not isinstance(data, dict):
+        raise DataError(f"{path}: expected a JSON object, got {type(data).__name__}")
+    return data
 
 
 def _read_sidecar(path: Path) -> dict | None:

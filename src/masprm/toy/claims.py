@@ -25,12 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator
 
-from masprm.eval.aggregate import split_experiment
+from masprm.eval.aggregate import completed_seed_logs, json_sidecar
 from masprm.checks import check_output_file, check_seeds
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.paths import PathText, check_input_dir
-from masprm.eval.logs import COMPLETED, log_status
 from masprm.io import atomic_write_text
 from masprm.eval.bootstrap import compare, compare_gaps
 from masprm.paired_stats import PairedResult, format_comparison
@@ -51,12 +50,8 @@ class ClaimsArgs:
 def experiments(logs_dir: str | Path) -> dict[tuple[str, tuple], str]:
     """(method, its budget settings) -> experiment id, for every COMPLETED log (newest wins)."""
     found: dict[tuple[str, tuple], tuple[float, str]] = {}
-    for log in Path(logs_dir).glob("*.txt"):
-        experiment, seed = split_experiment(log.stem)
-        manifest = log.with_name(log.stem + ".manifest.json")
-        if seed is None or log_status(log) != COMPLETED or not manifest.is_file():
-            continue
-        data = json.loads(manifest.read_text(encoding="utf-8"))
+    for log, experiment, _, files in completed_seed_logs(logs_dir):
+        data = json_sidecar(files.manifest)
         settings = data.get("definition", {}).get("settings", {})
         budget = tuple(sorted((k, settings[k]) for k in ("b1", "b2", "n_simulations", "voter_k") if k in settings))
         if settings.get("orm_leaf"):   # mcts_prm with the ORM on its leaves: another condition at the same budget

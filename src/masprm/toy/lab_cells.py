@@ -19,14 +19,10 @@ from pathlib import Path
 from typing import Any, Callable, Protocol, Sequence
 
 from masprm.answers import is_correct
-from masprm.eval.aggregate import facts_of, model_work, split_experiment
-from masprm.checks import read_utf8
-from masprm.errors import DataError
-from masprm.eval.logs import COMPLETED, LogFiles, read_records, text_status
-from masprm.io import read_json
+from masprm.eval.aggregate import completed_seed_logs, facts_of, json_sidecar, model_work
+from masprm.eval.logs import read_records
 from masprm.eval.metrics import split_misses
 from masprm.paired_stats import PairedResult, two_level_bootstrap
-from masprm.paths import matching_files
 from masprm.search.scorer_kinds import SCORER_KINDS
 from masprm.toy.lab_claims import LOGPROB, ORM_LEAF, REFERENCE_ROWS, question_values
 
@@ -124,17 +120,11 @@ def read_placed(logs_dirs: Sequence[str | Path], place: Callable[[dict], Any]) -
     for folder in map(Path, logs_dirs):
         if not folder.is_dir():   # a family whose logs were never made
             continue
-        for log, problem in matching_files(folder, "*.txt", "logs_dir"):
-            if problem:   # a folder, a FIFO, a dangling link named *.txt: never opened
-                raise DataError(f"{log}: {problem}, where a stage-4 log goes; move it out of the logs folder")
-            experiment, seed = split_experiment(log.stem)
-            files = LogFiles(log.with_name(log.stem))
-            if seed is None or text_status(read_utf8(log, "stage-4 log")) != COMPLETED or not files.manifest.is_file():
-                continue
-            place_of = place(_json_object(files.manifest))
+        for log, experiment, seed, files in completed_seed_logs(folder):
+            place_of = place(json_sidecar(files.manifest))
             if place_of is None or not files.summary.is_file():
                 continue
-            summary = _json_object(files.summary)
+            summary = json_sidecar(files.summary)
             _, cell = experiments.setdefault((folder, experiment), (place_of, Cell(experiment, folder)))
             cell.add(seed, summary, read_records(files.records), log.stat().st_mtime)
     cells: dict[Any, Cell] = {}
@@ -142,14 +132,6 @@ def read_placed(logs_dirs: Sequence[str | Path], place: Callable[[dict], Any]) -
         if where not in cells or cells[where].mtime < cell.mtime:
             cells[where] = cell
     return cells
-
-
-def _json_object(path: Path) -> dict:
-    """A condition's JSON sidecar, checked (UTF-8, JSON, an object): else one line naming the file."""
-    data = read_json(path)
-    if not isinstance(data, dict):
-        raise DataError(f"{path}: expected a JSON object, got {type(data).__name__}")
-    return data
 
 
 def accuracy_text(cell: Cell | None) -> str:
