@@ -200,6 +200,22 @@ def test_a_scorer_adapter_is_checked_whole_against_its_base(tiny_model_dir, tmp_
         "are broken; a model of them gives no usable value)")
 
 
+def test_a_scorer_adapter_without_its_head_is_refused(tiny_model_dir, tmp_path):
+    import torch
+
+    base = Path(tiny_model_dir)
+    lora = {LORA_Q.format("A"): torch.zeros(2, 64), LORA_Q.format("B"): torch.zeros(64, 2)}
+    for name, head, problem in (
+            ("headless", {}, "the weights hold no trained head (score.bias [1] is missing): loaded as a masprm "
+                             "scorer it would score with a random one"),
+            ("two_heads", {"base_model.model.score.modules_to_save.default.weight": torch.zeros(2, 64),
+                           "base_model.model.score.modules_to_save.default.bias": torch.zeros(2)},
+             "the head does not fit: score.bias is [2] in the weights, a masprm scorer of 1 output(s) reads [1]")):
+        folder = _adapter(tmp_path / name, base, {**lora, **head})
+        (folder / "masprm_scorer.json").write_text(json.dumps({"mode": "ppm", "status": "completed"}))
+        assert _refused(_fits, folder, base=str(base)) == f"prm_dir {folder}: {problem}"
+
+
 def test_a_warm_start_adapter_is_checked_whole_before_training(tiny_model_dir, tmp_path):
     import types
 

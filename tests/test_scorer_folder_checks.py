@@ -61,7 +61,8 @@ def test_a_fitting_adapter_passes(tiny_model_dir, tmp_path):
 
     lora = "base_model.model.model.layers.{}.self_attn.{}.lora_{}.weight"
     shapes = {lora.format(i, m, "A"): (2, 64) for i in (0, 1) for m in ("q_proj", "v_proj")}
-    shapes.update({lora.format(0, "q_proj", "B"): (64, 2), "base_model.model.score.modules_to_save.weight": (1, 64)})
+    shapes.update({lora.format(0, "q_proj", "B"): (64, 2), "base_model.model.score.modules_to_save.weight": (1, 64),
+                   "base_model.model.score.bias": (1,)})   # the one-output head, as peft saves it
     folder = _scorer(tmp_path / "scorer", Path(tiny_model_dir), {"lora_alpha": 16, "target_modules": ["q_proj"]},
                      {"max_length": 512}, shapes)
     check_scorer_fits(read_scorer_folder(folder), "prm_dir", str(tiny_model_dir))

@@ -49,6 +49,7 @@ def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> N
     if record.is_adapter:
         if record.adapter is not None:
             check_adapter(record.target, record.adapter, base_model_id, setting, where)
+            check_adapter_head(record, setting, base_model_id)
         return
     check_model_head(record, setting)
 
@@ -113,38 +114,68 @@ def _check_targets(targets: Any, found: dict[str, tuple[int, ...]], base_model_i
 def check_model_head(record: Any, setting: str) -> None:
     """A full-model scorer holds the trained head its format reads, of the size it reads, and finite weights:
     transformers would fill a missing or mismatched head at random (the loader mutes that report), and the
-    scorer would rank at random with no word. The head's tensors are those of the format's model (built from
-    config.json on no device) outside its base model."""
-    from transformers import AutoConfig
-
-    from masprm.models.token_scorer import HEADS   # transformers' head classes (the loader's own table)
+    scorer would rank at random with no word."""
     from masprm.scorer_formats import OWN, SCORER_FORMATS, head_of, label_count
 
     kind, labels = head_of(record)
     target, label = record.target, str(record.path)
-    where = f"{setting} {label}"
     fmt = SCORER_FORMATS[record.scorer_format or OWN]
     if fmt.name != OWN and labels is not None and label_count(record.config or {}) != labels:
-        raise ModelError(f"{where}: config.json names {label_count(record.config or {})} labels, but a {fmt.title} "
-                         f"(scorer format {fmt.name}) reads {labels}; a head of another size would be made up at "
-                         "random", setting=setting)
+        raise ModelError(f"{setting} {label}: config.json names {label_count(record.config or {})} labels, but a "
+                         f"{fmt.title} (scorer format {fmt.name}) reads {labels}; a head of another size would be "
+                         "made up at random", setting=setting)
     if kind == "causal_lm" or record.config is None:
         check_finite_model(target, setting, label)
         return
+    head = _head_shapes(target, kind, labels, setting, label)
+    _check_head(head, weight_shapes(target, setting, label), fmt.title, labels, setting, label)
+    check_finite_model(target, setting, label, only=set(head))
+
+
+def check_adapter_head(record: Any, setting: str, base_model_id: str | None) -> None:
+    """A LoRA scorer's adapter holds the head its format reads (peft keeps it as a module to save): without it
+    the head would be the base's fresh random one. Named as the base model names it (``score.weight``)."""
+    from masprm.scorer_formats import OWN, SCORER_FORMATS, head_of
+
+    kind, labels = head_of(record)
+    base = local_folder(base_model_id) if base_model_id else None
+    if kind == "causal_lm" or base is None:
+        return
+    label = str(record.path)
+    head = _head_shapes(base, kind, labels, setting, label)
+    files = weight_files(record.target, setting, label, ADAPTER_FILES)
+    found = {_ADAPTER_WRAP.sub("", name.removeprefix("base_model.model.")): shape
+             for path in files for name, shape in file_shapes(path, setting, label).items()}
+    fmt = SCORER_FORMATS[record.scorer_format or OWN]
+    _check_head(head, found, fmt.title, labels, setting, label)
+
+
+_ADAPTER_WRAP = re.compile(r"\.(modules_to_save|original_module)(\.default)?(?=\.)")   # peft's wrapper of a saved module
+
+
+def _head_shapes(config_folder: Path, kind: str, labels: int | None, setting: str, label: str) -> dict:
+    """The head's tensors (name -> shape) of the format's model built from `config_folder`'s config.json on no
+    device: every tensor outside its base model (``score.weight``, ``score.bias`` of a Qwen2 classifier)."""
+    from transformers import AutoConfig
+
+    from masprm.models.token_scorer import HEADS   # transformers' head classes (the loader's own table)
+
     try:
-        config = AutoConfig.from_pretrained(str(target), num_labels=labels)
+        config = AutoConfig.from_pretrained(str(config_folder), num_labels=labels)
     except Exception as err:  # noqa: BLE001 - an unknown model_type, bad values
-        raise ModelError(f"{where}: config.json cannot be used ({quoted(first_line(err), 200)})",
+        raise ModelError(f"{setting} {label}: config.json cannot be used ({quoted(first_line(err), 200)})",
                          setting=setting) from None
     model = meta_model(config, None, False, setting, label, HEADS[kind][0])
     prefix = f"{model.base_model_prefix}."
-    head = {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(prefix)}
-    found = weight_shapes(target, setting, label)
+    return {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(prefix)}
+
+
+def _check_head(head: dict, found: dict, title: str, labels: int | None, setting: str, label: str) -> None:
+    """Each of the head's tensors is in `found` (name -> shape, from the weight files' headers) with its shape."""
     for name, shape in sorted(head.items()):
         if name not in found:
-            raise ModelError(f"{where}: the weights hold no trained head ({name} {list(shape)} is missing): "
-                             f"loaded as a {fmt.title} it would score with a random one", setting=setting)
-        if found[name] != shape:
-            raise ModelError(f"{where}: the head does not fit: {name} is {list(found[name])} in the weights, a "
-                             f"{fmt.title} of {labels} output(s) reads {list(shape)}", setting=setting)
-    check_finite_model(target, setting, label, only=set(head))
+            raise ModelError(f"{setting} {label}: the weights hold no trained head ({name} {list(shape)} is "
+                             f"missing): loaded as a {title} it would score with a random one", setting=setting)
+        if tuple(found[name]) != shape:
+            raise ModelError(f"{setting} {label}: the head does not fit: {name} is {list(found[name])} in the "
+                             f"weights, a {title} of {labels} output(s) reads {list(shape)}", setting=setting)
