@@ -1,4 +1,5 @@
-"""Stage 2: training labels from the stage-1 trees (outcome-only; no step labels are ever given).
+"""Stage 2: training labels from the stage-1 trees (outcome-only, but for the toy worlds' supervised row,
+``step_truth``, whose labels are the world's step truth: the ceiling the others are measured against).
 
     mining.py   the paper's records: PRM samples (every step's Monte Carlo value) and the preprocessor
     pairs.py    the paper's Bradley-Terry pair miner (best vs worst siblings) and the PairRule variants change

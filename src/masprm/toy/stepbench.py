@@ -6,8 +6,8 @@
 
 The world knows every story, so each message of a sampled transcript can be
 checked for free (`masprm.toy.steplabel`): the labels say which agent made
-the first error, if any. These labels are for evaluation only; the scorers
-were trained without them.
+the first error, if any. Only the supervised row (``--labels step_truth``)
+is trained on them; every other scorer never saw them.
 
 Transcripts are sampled from the policy (one pass through the team at
 ``--temperature``) on two splits: ``train`` (calibration,

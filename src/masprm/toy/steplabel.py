@@ -1,9 +1,11 @@
 """Step labels for the toy team: is each message of a transcript right, judged against the story?
 
 The toy world knows every story, so each message of a Reader -> Planner ->
-Solver -> Verifier transcript can be checked for free. These labels are for
-evaluation only (where does a transcript first go wrong, and does a scorer
-see it); no scorer is trained on them.
+Solver -> Verifier transcript can be checked for free. These labels serve
+evaluation (where does a transcript first go wrong, and does a scorer see
+it), and one row of the scorer lab only, the supervised ceiling
+(``--labels step_truth``, `masprm.toy.step_truth`); no other scorer is
+trained on them.
 
 Every message is judged against the TRUTH of the story, never against the
 messages it was given: a Solver that faithfully applies a wrong plan is
