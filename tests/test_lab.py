@@ -299,6 +299,14 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     archived = {e["path"]: e.get("command") for e in
                 json.loads((tmp_path / "archives/toy_lab-v1/manifest.json").read_text())["files"]}
     assert archived["results/toy_lab.md"] == "make lab" and "results/toy_lab_claims.json" in archived
+    # the report again from that archive alone: the same files, nothing run
+    report_files = ("results/toy_lab.md", "results/toy_lab.json", "results/toy_lab_claims.txt")
+    first = {p: (tmp_path / p).read_bytes() for p in report_files}
+    for p in (*report_files, "first", "second"):
+        (tmp_path / p).unlink()
+    assert lab.main(["--seeds", "14", "--n_train", "3", "--report_from", str(tmp_path / "archives/toy_lab-v1")]) == 0
+    assert {p: (tmp_path / p).read_bytes() for p in report_files} == first
+    assert not (tmp_path / "first").exists() and prepared == [3]   # no command ran, nothing was prepared
     # a run of some rows reports under its own names, each of its cells made by the command as typed
     assert lab.main(["--seeds", "14", "--n_train", "3", "--rows", "mc+prm"]) == 0
     made_by = json.loads((tmp_path / "results/toy_lab_rows.json").read_text())["made_by"]

@@ -42,6 +42,7 @@ from pathlib import Path
 from masprm.cli import ArgumentParser, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paths import PathText
 from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
 from masprm.stages import demo
 from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
@@ -49,6 +50,7 @@ from masprm.stages.lab_rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_
                                     needs_rollouts, orm_of, replica_stage2, replica_trees, role_flags,
                                     scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
                                     world_rows)
+from masprm.stages.lab_finish import write_lab_report
 from masprm.stages.lab_sweep import sweep_tasks
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
@@ -295,6 +297,8 @@ class LabArgs(ArchiveFlags):
                              "and one search seed, after its lab's report; docs/scorer_lab.md)")
     rows: list[str] | None = arg(None, flags=("--rows",), nargs="+", help="only these rows (mc_rollouts+prm or "
                                  "mc_rollouts-prm), with the MASPRM and the ORM, no compute-matched sweep (default: all)")
+    report_from: PathText | None = arg(None, flags=("--report_from",), help="write the report of an archived lab "
+                                       "run (masprm-archive: its logs and benchmarks, checked) and run nothing")
 
     def __post_init__(self) -> None:
         require_world(self)
@@ -355,10 +359,17 @@ def main(argv: list[str] | None = None) -> int:
         print_plan(args, world, prepare, tasks, rows, done)
         return 0
 
+    # what made each folder's cells: the Makefile's target, or a run of some rows as it was typed
+    made = "python src/lab.py " + shlex.join(sys.argv[1:] if argv is None else argv) if args.rows else \
+        make_command("lab-explore" if args.explore else "lab", world)
     report_files = (files["report"], Path(files["report"]).with_suffix(".json"), files["claims"],
                     Path(files["claims"]).with_suffix(".json"), files["plot"])
     for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
         check_output_file(path, "report", label="the lab's report")
+    if args.report_from:   # an archived lab run's report from its files: nothing runs, no archive is packed
+        write_lab_report(args, world, rows, notes, made, budgets(args), archive=args.report_from)
+        print(f"lab: the report of {args.report_from}\ntable: {files['report']}\nclaims: {files['claims']}")
+        return 0
     check_output_dir(ROOT / files["logs"], "logs")   # its commands' logs and outputs: never written through a link
     args.check_archive()
     started = time.time()
@@ -368,18 +379,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{name}: output already there: skipped")
     run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
     stage("the report")
-    from masprm.toy.lab_report import write_report
-    # an exploratory lab reads its own folder only (`reuse_demo`)
-    logs = [files["logs"]] if world.family.exploratory else [world.demo_logs, files["logs"]]
-    # what made each folder's cells: the Makefile's target, or a run of some rows as it was typed
-    made = "python src/lab.py " + shlex.join(sys.argv[1:] if argv is None else argv) if args.rows else \
-        make_command("lab-explore" if args.explore else "lab", world)
-    write_report(rows, logs, files["stepbench"], files["labelbench"], files["report"],
-                 files["claims"], files["plot"], budgets=budgets(args), seed=args.seed, notes=notes,
-                 made_by={folder: make_command("demo", world) if folder == world.demo_logs else made for folder in logs},
-                 # a run of some rows has no sweep, and repeats the primary comparison without declaring it
-                 sweep=None if args.rows else world.family.sweep, world=world.report_record(),
-                 masprm_tested=world.family.masprm_tested, primary=not world.family.exploratory and not args.rows)
+    write_lab_report(args, world, rows, notes, made, budgets(args))
     own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them
     archive_run(args, f"{world.name}_{world.lab}", {**demo_paths(own, prepare, demo.run_folder(own)),
                                                     **lab_paths(world, made)},
