@@ -127,22 +127,23 @@ class Bench:
         """C: prefill every row, then per step the forward and plain sampling (no stop check, no keyed noise)."""
         model, mask = self.policy.model, self.mask
         positions = (mask.cumsum(-1) - 1).clamp(min=0)
+        arg = self.static.cache_arg   # transformers' name of the KV-cache argument (5.17: past_key_values)
         out = model(input_ids=self.ids, attention_mask=mask, position_ids=positions, use_cache=True,
                     logits_to_keep=1)
         logits, positions = out.logits[:, -1, :], positions[:, -1:]
         if static:
-            following = self.static.begin(out.cache, torch.arange(len(self.ids)), mask, positions, steps)
+            following = self.static.begin(getattr(out, arg), torch.arange(len(self.ids)), mask, positions, steps)
             forward = following.next
         else:
-            cache = out.cache
+            cache = getattr(out, arg)
 
             def forward(token):
                 nonlocal cache, mask, positions
                 mask = torch.cat([mask, torch.ones_like(mask[:, :1])], dim=1)
                 positions = positions + 1
-                step = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions, cache=cache,
-                             use_cache=True, logits_to_keep=1)
-                cache = step.cache
+                step = model(input_ids=token[:, None], attention_mask=mask, position_ids=positions, use_cache=True,
+                             logits_to_keep=1, **{arg: cache})
+                cache = getattr(step, arg)
                 return step.logits[:, -1, :]
 
         seen, tokens = self.seen, []
@@ -242,7 +243,7 @@ def main() -> int:
     for each in (policy, before):
         if each is not None:
             each.stop_ids = {-1}   # no row stops: every call decodes all its steps
-    filler = 40 if cuda else 4   # on CUDA prompts of about 200 to 300 tokens, as stage 1's (docs/gpu.md)
+    filler = 100 if cuda else 4   # prompts of 49 to 76 tokens on a CPU; on CUDA 249 to 277, near stage 1's
     header = f"{'vocab':>7} {'rows':>5} {'config':<9} {'ms/step':>9} {'new tok/s':>10} {'x C':>6}"
     if cuda:
         header += f" {'floor tok/s':>12}"

@@ -213,6 +213,14 @@ def load_causal_lm(model_id: str, options: ModelOptions = ModelOptions(), *, set
     return model
 
 
+def cache_argument(model) -> str:
+    """The name of the model forward's KV-cache argument (and output): transformers 5 renamed
+    `past_key_values` to `cache` (5.17 still has the old name, 5.24 the new)."""
+    import inspect
+
+    return "cache" if "cache" in inspect.signature(type(model).forward).parameters else "past_key_values"
+
+
 def try_compile(model):
     """torch.compile the forward pass (CUDA only); any compiler failure: warn and run eagerly.
 

@@ -30,14 +30,13 @@
 
 from __future__ import annotations
 
-import inspect
 from typing import Sequence
 
 import torch
 
 from masprm.interfaces import LogProb, Messages
 from masprm.models.chat import STREAM_PRIME as _P, ChatTokens, sampling_warps, stream_seed
-from masprm.models.loading import ModelOptions, load_causal_lm, load_tokenizer
+from masprm.models.loading import ModelOptions, cache_argument, load_causal_lm, load_tokenizer
 from masprm.models.model_checks import check_finite_outputs
 from masprm.models.options import DECODE_MODES
 from masprm.models.static_decode import StaticDecoder, default_compiler, full_attention_only
@@ -176,9 +175,7 @@ class HFPolicy(ChatTokens):
         self.device = self.model.device
         self.pad_id = self.tokenizer.pad_token_id
         self.max_batch_tokens = max_batch_tokens  # padded tokens per call: bigger calls are split
-        # transformers 5 renamed the KV-cache argument (and output) of forward to `cache`.
-        self._cache_arg = "cache" if "cache" in inspect.signature(self.model.forward).parameters \
-            else "past_key_values"
+        self._cache_arg = cache_argument(self.model)
         if self.model.generation_config.pad_token_id is None:
             self.model.generation_config.pad_token_id = self.pad_id
         self.decode = decode_mode(options, self.model)

@@ -26,7 +26,7 @@ from typing import Callable
 import torch
 
 from masprm.log import get_logger
-from masprm.models.loading import eager_fallback
+from masprm.models.loading import cache_argument, eager_fallback
 
 log = get_logger(__name__)
 
@@ -76,6 +76,7 @@ class StaticDecoder:
         self.model = model
         # The uncompiled forward (loading.try_compile may have wrapped model.forward): only this step is compiled.
         self.forward = getattr(model, "eager_forward", model.forward)
+        self.cache_arg = cache_argument(model)
         self.caches: dict[tuple[int, int], object] = {}
         self.counts = DecodeCounts()
         self.compiled = compiler is not None
@@ -84,7 +85,7 @@ class StaticDecoder:
     def _step(self, input_ids: torch.Tensor, attention_mask: torch.Tensor, position_ids: torch.Tensor,
               cache) -> torch.Tensor:
         out = self.forward(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                           cache=cache, use_cache=True, logits_to_keep=1)
+                           use_cache=True, logits_to_keep=1, **{self.cache_arg: cache})
         return out.logits[:, -1, :]
 
     def _cache(self, rows: int, length: int, prefill) -> object:
