@@ -69,10 +69,7 @@ class PassArgs:
         require((self.fit is None) == (self.records is None), "records",
                 "records: --fit and --records go together (the scorer and the file it was trained on)")
         require(self.fit is not None or self.out is not None, "out", "out: give --out FILE, the records to write")
-        world = WORLDS[self.world]
-        for name, value in (("policy", f"{world.out}/policy"), ("mas_config", world.config)):
-            if getattr(self, name) is None:   # the world's own (frozen: set once here)
-                object.__setattr__(self, name, value)
+        WORLDS[self.world].fill_defaults(self)
 
 
 def pass_records(transcripts: list[dict]) -> list[dict]:

@@ -122,11 +122,7 @@ class StepBenchArgs:
         require(self.split in world.truth.task.splits, "split",
                 f"split: the {self.world} world has no {self.split} split (its splits: "
                 f"{', '.join(s for s in world.truth.task.splits if s != 'sft')})")
-        defaults = {"policy": f"{world.out}/policy", "mas_config": world.config,
-                    "out": f"results/{self.world}_stepbench{'_dev' if self.split == 'dev' else ''}.json"}
-        for name, value in defaults.items():   # the world's own, never another world's (frozen: set once here)
-            if getattr(self, name) is None:
-                object.__setattr__(self, name, value)
+        world.fill_defaults(self, out=f"results/{self.world}_stepbench{'_dev' if self.split == 'dev' else ''}.json")
         require_each(self, ("samples", "calibration_samples", "search_batch_size"), lambda v: v >= 1,
                      "must be at least 1")
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")

@@ -59,6 +59,13 @@ class World:
     def shipped_dir(self) -> Path:
         return TOY_CODE / self.shipped
 
+    def fill_defaults(self, settings: object, **more: str) -> None:
+        """A toy tool's frozen settings: each of `policy`, `mas_config` (and `more`: name -> value) left None
+        becomes the world's own (its build's policy, its team), never another world's."""
+        for name, value in {"policy": f"{self.out}/policy", "mas_config": self.config, **more}.items():
+            if getattr(settings, name) is None:
+                object.__setattr__(settings, name, value)   # frozen dataclasses: set once, in __post_init__
+
 
 def _toy_turns(problems: Sequence[Problem], graph: MASGraph, seed: int, noise: float) -> Iterator[Turn]:
     if noise:
