@@ -166,6 +166,15 @@ CASES = [
     ("cfg-wrong-type", "trainer", ["--config", "configs/run_badtype.yaml"],
      "--config configs/run_badtype.yaml: key 'epochs': expected a value for --epochs, got a list"),
     ("cfg-not-a-mapping", "aggregator", ["--config", "configs/run_list.yaml"], "expected a mapping of settings"),
+    # ---- --dataset as a hub id or a local file or folder, with --question_field / --answer_field (issue 58)
+    ("ds-fields-of-registered", "run_mcts", stage1("--question_field", "prompt"),
+     "--question_field and --answer_field name the fields of a dataset given by hub id or path; gsm8k reads its own"),
+    ("ds-source-no-field", "run_mcts", ["--dataset", "gsm8k.jsonl", "--question_field", "prompt", "--mas_config",
+                                        "configs/gsm8k.yaml", "--model_id", "models/a/tiny", "--n", "1"],
+     "no field 'prompt' (--question_field"),
+    ("ds-source-no-team", "eval", ["--dataset", "gsm8k.jsonl", "--gen_model_id", "models/a/tiny",
+                                   "--methods", "single_pass"], "--dataset gsm8k.jsonl has no team of its own"),
+    ("ds-source-and-data-file", "run_mcts", stage1("--dataset", "gsm8k_b.jsonl"), "--data_file stands in for"),
 ] + [
     # ---- round 3, outputs: nothing written outside the chosen output, nothing through a link
     ("s1-lock-link", "run_mcts", stage1("--out_root", "planted"), ".lock is a link"),

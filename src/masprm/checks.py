@@ -34,6 +34,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from masprm.data import DATASETS
+from masprm.dataset_sources import is_dataset_source
 from masprm.errors import ConfigError, DataError, ModelError, quoted
 from masprm.outputs import (check_csv_output, check_no_linked_folders, check_no_outside_links,  # noqa: F401
                             check_output_dir, check_output_file, check_outside_inputs,  # noqa: F401
@@ -78,8 +79,10 @@ def check_seeds(settings: object, names: tuple[str, ...] = ("seed",)) -> None:
 
 
 def check_known_dataset(name: str, setting: str = "dataset") -> None:
-    if name not in DATASETS:
-        raise ConfigError(f"{setting}: {DATASETS.unknown_message(name)}", setting=setting)
+    """A registered benchmark, or a dataset of the user's by hub id (owner/name) or local file or folder."""
+    if name not in DATASETS and not is_dataset_source(name):
+        raise ConfigError(f"{setting}: {DATASETS.unknown_message(name)}; or a hub dataset id (owner/name) or a "
+                          "local file or folder", setting=setting)
 
 
 def read_utf8(path: str | os.PathLike, what: str = "file") -> str:

@@ -16,6 +16,9 @@ Selection rule: rows are put in a seeded order (the same permutation as
 its position in the selected list, so a run with ``--n 2`` selects the first
 two examples of the run without ``--n``.
 
+A ``--dataset`` that names no registered benchmark may name a dataset of the user's, a hub dataset id or a
+local file or folder, with the fields of its question and answer (``masprm.dataset_sources``).
+
 ``data_file`` replaces the hub download with a local JSON / JSONL / Parquet
 file in the hub dataset's schema, read through ``datasets`` as well. For
 competition_math and gpqa the file stands for the hub's single ``train`` split,
@@ -112,12 +115,16 @@ def dataset_options(name: str) -> tuple[str, ...]:
 
 def load_examples(name: str, split: str, *, n: int | None = None, seed: int = 42,
                   data_file: str | Path | None = None, levels: Iterable[int] | None = None,
-                  stratify_by: str | None = None) -> LoadedData:
+                  stratify_by: str | None = None, fields: Any = None) -> LoadedData:
     """The selected examples of one dataset split (see the module docstring).
 
-    ``levels`` / ``stratify_by`` are refused for a dataset that does not declare them.
+    ``levels`` / ``stratify_by`` are refused for a dataset that does not declare them; ``fields``
+    (``masprm.dataset_sources.DatasetFields``) are read only for a dataset given by hub id or path.
     """
-    loader = DATASETS[name]   # an unknown name: UnknownNameError listing the valid ones
+    # imported here: dataset_sources builds on this module's readers and selection rule
+    from masprm.dataset_sources import DatasetFields, dataset_loader
+
+    loader = dataset_loader(name, fields or DatasetFields())
     if n is not None and (isinstance(n, bool) or not isinstance(n, int) or n < 1):
         raise ConfigError(f"the number of examples must be a positive integer, got {n!r}", setting="n")
     # Only options that are set are passed on, so loaders need not know every one.
@@ -204,11 +211,11 @@ def select_examples(rows: Sequence[Row], order: Iterable[int], *, question: Call
 FILE_FORMATS = {".json": "json", ".jsonl": "json", ".parquet": "parquet"}
 
 
-def _error_text(err: BaseException) -> str:
+def error_text(err: BaseException) -> str:
     return first_line(err, with_cause=True, limit=300)
 
 
-def _quiet_datasets():
+def quiet_datasets():
     """Import ``datasets`` with its progress bars and error logs off: failures become one DataError line."""
     try:
         import datasets   # heavy: only when a hub split is loaded
@@ -221,32 +228,33 @@ def _quiet_datasets():
     return datasets
 
 
-def read_data_file(path: str | Path) -> list[dict]:
-    """Every record of a local JSON / JSONL / Parquet file, through ``datasets``."""
+def read_data_file(path: str | Path, setting: str = "data_file") -> list[dict]:
+    """Every record of a local JSON / JSONL / Parquet file, through ``datasets`` (``setting``: the flag that
+    named it, for the error line)."""
     path = Path(path)
     if not path.is_file():
-        raise DataError(f"{path}: data file not found", setting="data_file")
+        raise DataError(f"{path}: data file not found", setting=setting)
     fmt = FILE_FORMATS.get(path.suffix.lower())
     if fmt is None:
         raise DataError(f"{path}: unsupported data file type {path.suffix!r} "
-                        f"(expected one of {', '.join(FILE_FORMATS)})", setting="data_file")
-    datasets = _quiet_datasets()
+                        f"(expected one of {', '.join(FILE_FORMATS)})", setting=setting)
+    datasets = quiet_datasets()
     try:
         ds = datasets.load_dataset(fmt, data_files=str(path), split="train")
     except Exception as err:  # datasets reports parse errors with many exception types
-        raise DataError(f"{path}: cannot read as {fmt.upper()} ({_error_text(err)})",
-                        setting="data_file") from None
+        raise DataError(f"{path}: cannot read as {fmt.upper()} ({error_text(err)})",
+                        setting=setting) from None
     return ds.to_list()
 
 
 def read_hub_split(hub_id: str, config: str | None, split: str, name: str) -> list[dict]:
-    datasets = _quiet_datasets()
+    datasets = quiet_datasets()
     try:
         ds = datasets.load_dataset(hub_id, config, split=split)
     except Exception as err:  # offline, gated, renamed: all mean "use a local copy"
         where = hub_id + (f" ({config})" if config else "")
         raise DataError(f"cannot load {name} split {split!r} from the Hugging Face Hub {where}: "
-                        f"{_error_text(err)}; offline? give a local JSON/JSONL/Parquet copy in the hub "
+                        f"{error_text(err)}; offline? give a local JSON/JSONL/Parquet copy in the hub "
                         f"schema as the data file", setting="data_file") from None
     return ds.to_list()
 

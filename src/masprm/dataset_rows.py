@@ -160,5 +160,21 @@ def aqua_gold(row: Row) -> str | None:
     return clean_number_text(re.sub(r"^\s*\(?[A-E]\)\s*", "", str(options["ABCDE".index(key)])))
 
 
+def any_gold(value: Any) -> str | None:
+    """The gold answer of a dataset given by hub id or path (``--answer_field``): a stored number; text with
+    GSM8K's ``#### N`` or a ``\\boxed{N}`` read there; a lone option letter A-E; else the text as a plain number.
+    None when it is none of these (the row is skipped)."""
+    if not isinstance(value, str):
+        return number_gold(value)
+    text = value.strip()
+    if len(text) == 1 and text.upper() in "ABCDE":
+        return text.upper()
+    marked = re.search(r"####\s*([^\n]+)", text)
+    if marked:
+        return clean_number_text(marked.group(1))
+    boxed = last_boxed(text)
+    return clean_number_text(boxed if boxed is not None else text)
+
+
 def svamp_question(row: Row) -> str:
     return f"{raw_text(row.get('Body'))} {raw_text(row.get('Question'))}"

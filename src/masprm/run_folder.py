@@ -39,6 +39,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Iterator
 
+from masprm.dataset_sources import dataset_name_tag, is_dataset_source
 from masprm.outputs import check_no_outside_links, check_plain_name
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_text
@@ -67,7 +68,12 @@ def model_tag(model_id: str) -> str:
     return model_id.strip("/").replace("/", "_")
 
 
-def default_config_path(dataset: str) -> str:
+def default_config_path(dataset: str, setting: str = "mas_config") -> str:
+    """``configs/<dataset>.yaml``, the team of a registered benchmark; a dataset given by hub id or path has no
+    team of its own, so the command's team flag (``setting``) must name one."""
+    if is_dataset_source(dataset):
+        raise ConfigError(f"--dataset {dataset} has no team of its own: give one with `{setting}` "
+                          "(e.g. configs/gsm8k.yaml)", setting="dataset")
     return f"configs/{dataset}.yaml"
 
 
@@ -75,8 +81,10 @@ def dataset_tag(dataset: str, mas_config: str | None = None) -> str:
     """The dataset name, or the config's stem when the run used another team.
 
     A stem that already starts with ``<dataset>_`` (gsm8k_refine) is used as
-    is; any other differing stem is appended (gsm8k + single -> gsm8k_single).
+    is; any other differing stem is appended (gsm8k + single -> gsm8k_single). A dataset given by hub id or
+    path counts by its tag (``owner/name`` -> ``owner_name``, ``data/qs.jsonl`` -> ``qs``).
     """
+    dataset = dataset_name_tag(dataset)
     stem = Path(mas_config).stem if mas_config else dataset
     if stem == dataset or stem.startswith(f"{dataset}_"):
         return stem
@@ -116,10 +124,13 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
 
     The folder being a link, or a link in it that leads out of it, is refused (ConfigError naming it)
     before anything is written. A run that fails having written only its own record leaves no record
-    (``_remove_own_records``), and a folder this call created is removed again if the run left it empty.
+    (``_remove_own_records``), and the folders this call created (the run folder, a new `out_root` above it)
+    are removed again if the run left them empty.
     """
     folder = Path(folder)
     created = not os.path.lexists(folder)
+    # the folders this call makes, the run folder first and then each missing one above it (`out_root`)
+    made = [p for p in (folder, *folder.parents) if not os.path.lexists(p)] if created else []
     if not created:
         check_no_outside_links(folder, setting)   # the folder itself a link, or one inside leading out
     folder.mkdir(parents=True, exist_ok=True)
@@ -142,11 +153,11 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)  # closing the last descriptor releases the lock
-        if created:   # a run refused before it wrote anything leaves no empty folder behind
+        for path in made:   # a run refused before it wrote anything leaves no empty folder behind
             try:
-                folder.rmdir()
+                path.rmdir()
             except OSError:
-                pass   # it holds the run's outputs
+                break   # it holds the run's outputs (and so do the folders above it)
 
 
 def _remove_own_records(folder: Path, before: set[str]) -> None:

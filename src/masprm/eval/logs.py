@@ -25,6 +25,7 @@ from masprm import identity
 from masprm.identity import path_identity, stable_hash  # noqa: F401 (their home: masprm.identity)
 from masprm.io import append_open, atomic_write_json, atomic_write_jsonl, atomic_write_text
 from masprm.models.backends import backend_sources
+from masprm.dataset_sources import dataset_name_tag
 from masprm.run_folder import model_tag
 
 COMPLETED = "COMPLETED"
@@ -68,7 +69,7 @@ class LogFiles:
     @classmethod
     def for_condition(cls, logs_dir: str | os.PathLike, dataset: str, method: str, fingerprint: str,
                       model_id: str, seed: int) -> "LogFiles":
-        return cls(Path(logs_dir) / f"{dataset}_{method}_{fingerprint}_{model_tag(model_id)}_{seed}")
+        return cls(Path(logs_dir) / f"{dataset_name_tag(dataset)}_{method}_{fingerprint}_{model_tag(model_id)}_{seed}")
 
 
 # Lines the original's finished logs carry after their status: handoff_prm's paired comparison with

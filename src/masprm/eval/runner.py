@@ -257,7 +257,7 @@ def condition_manifest(method: str, settings: EvalSettings, graph: MASGraph, dat
     chosen = settings.data
     data_def = {"dataset": chosen.dataset, "split": chosen.split, "sample_n": chosen.sample_n,
                 "data_file": path_identity(chosen.data_file), **chosen.selection_options(METHODS[method].routing),
-                **checker_record(chosen.answer_checker)}
+                **checker_record(chosen.answer_checker), **chosen.source_record()}   # the last: a source's only
     if chosen.exclude_questions_file:   # only when set, so the fingerprints of runs without it stay as they were
         data_def["exclude_questions_file"] = path_identity(chosen.exclude_questions_file)
     roles = ("policy",) + settings.roles(method)

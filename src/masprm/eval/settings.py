@@ -18,6 +18,7 @@ from masprm.cluster import ClusterSettings
 from masprm.config import arg, config_from_args, require, require_each, settings_from_args
 from masprm.paths import PathText
 from masprm.data import dataset_options
+from masprm.dataset_sources import DatasetFields, source_record
 from masprm.eval.methods import METHODS, Method, settings_classes
 from masprm.models.backends import BackendFlags
 from masprm.models.options import SCORER_PRECISIONS, ModelFlags
@@ -35,7 +36,9 @@ class DataSettings:
     """What is evaluated: the examples (a condition's data) and the seeds."""
 
     dataset: str | None = arg(None, flags=("--dataset",),
-                              help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods)")
+                              help=f"dataset name (default {DEFAULT_DATASET}; competition_math for handoff methods); "
+                                   "or a hub dataset id (owner/name) or a local file or folder, with "
+                                   "--question_field / --answer_field")
     split: str = arg("test", flags=("--split",), help="dataset split to evaluate (default: test)")
     sample_n: int | None = arg(None, flags=("--sample_n",), help="evaluate the first N examples after a "
                                "seeded shuffle (default: all; 200 for handoff methods)")
@@ -55,11 +58,16 @@ class DataSettings:
     seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
                                   help="evaluate each of these seeds in turn instead of --seed, in one process: the "
                                        "same logs as one command per seed, with the models loaded once")
+    fields: DatasetFields = field(default_factory=DatasetFields)   # its own flags (--question_field, ...)
 
     def __post_init__(self) -> None:
         require_each(self, ("sample_n",), lambda v: v >= 1, AT_LEAST_ONE)
         check_seeds(self, ("seed", "seeds"))
         check_checker(self.answer_checker)
+
+    def source_record(self) -> dict:
+        """What defines the examples of a dataset given by hub id or path beyond its name (empty otherwise)."""
+        return source_record(self.dataset, self.fields)
 
     def selection_options(self, routing: str) -> dict:
         """Extra data-selection options of handoff runs: --math_levels / --math_stratify_by, for a dataset
@@ -160,7 +168,8 @@ class EvalSettings:
     def from_args(cls, namespace: Any) -> "EvalSettings":
         """Every class built from the parsed flags (and so checked); a method settings class for each
         class a registered method declares."""
-        return cls(config_from_args(DataSettings, namespace), ModelSettings.from_args(namespace),
+        data = config_from_args(DataSettings, namespace, fields=config_from_args(DatasetFields, namespace))
+        return cls(data, ModelSettings.from_args(namespace),
                    config_from_args(ModelFlags, namespace), config_from_args(EngineSettings, namespace),
                    settings_from_args(settings_classes(), namespace), config_from_args(BackendFlags, namespace))
 

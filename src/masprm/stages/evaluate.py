@@ -24,6 +24,7 @@ from masprm.cli import ArgumentParser, check, run_cli, with_flags
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
+from masprm.dataset_sources import DatasetFields
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS, runs_mcts, settings_classes
@@ -40,6 +41,7 @@ from masprm.models.model_checks import check_policy
 from masprm.models.scorer_checks import check_scorer_fits
 from masprm.models.options import ModelFlags
 from masprm.roles import ROLES, ModelRole, role_flags_class
+from masprm.run_folder import default_config_path
 from masprm.scorer_folder import ScorerFolder, read_scorer_folder
 from masprm.scorer_formats import ScorerFormatFlags, choose_format
 from masprm.search.engine import EngineSettings
@@ -55,7 +57,7 @@ def groups() -> Groups:
     """Every settings class of stage 4, by --help group: its flags' one list (the search group holds
     the classes every registered method declares, so a new method's settings are flags at once)."""
     elsewhere = {ViewSettings, *HANDOFF_FLAGS}
-    return (("data", (DataSettings,)),
+    return (("data", (DataSettings, DatasetFields)),
             ("models", (ModelSettings, role_flags_class(), ScorerFormatFlags, ViewSettings)),
             ("model loading", (ModelFlags,)),
             ("generation backend", (BackendFlags,)),
@@ -141,7 +143,7 @@ def resolve_defaults(settings: EvalSettings, routing: str) -> EvalSettings:
     data = settings.data
     dataset = data.dataset or (HANDOFF_DATASET if handoff else DEFAULT_DATASET)
     sample_n = data.sample_n if data.sample_n is not None or not handoff else HANDOFF_SAMPLE_N
-    mas_config = settings.models.mas_config or (HANDOFF_CONFIG if handoff else f"configs/{dataset}.yaml")
+    mas_config = settings.models.mas_config or (HANDOFF_CONFIG if handoff else default_config_path(dataset))
     oracle = settings.method_values.get(StepOracleSettings)
     if oracle is not None and oracle.step_oracle is None:   # the dataset's own step labeller
         resolved = replace(oracle, step_oracle=default_step_oracle(dataset))
@@ -287,7 +289,8 @@ def load_data(settings: EvalSettings, routing: str, prompts: list[str] | None = 
     data = settings.data
     excluded = read_excluded_questions(data.exclude_questions_file) if data.exclude_questions_file else None
     loaded = load_examples(data.dataset, data.split, n=None if excluded is not None else data.sample_n,
-                           seed=data.seed, data_file=data.data_file, **data.selection_options(routing))
+                           seed=data.seed, data_file=data.data_file, fields=data.fields,
+                           **data.selection_options(routing))
     if excluded is not None:
         loaded = exclude_questions(loaded, excluded, data.sample_n, data.seed)
         log.info(f"[info] left out the {len(excluded)} questions of {data.exclude_questions_file}; "

@@ -54,11 +54,9 @@ class Inputs:
     input: Path = arg(Path("results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct"),
                       help="a folder of tree JSON files (searched recursively) or a single tree file (default: "
                            "results/mmlu_res_train_Qwen_Qwen2.5-1.5B-Instruct, the original's)")
-    config: Path | None = arg(None, flags=("--mas_config",),
-                              help="team (MAS) config YAML, needed by --view local and the rollout-based label "
-                                   "schemes (default configs/<dataset>.yaml, <dataset> being the input folder's name "
-                                   "before '_res_'); stages 1 and 4 spell it the same. The old spelling --config "
-                                   "FILE keeps working: a team config given to --config is read as this flag")
+    config: Path | None = arg(None, flags=("--mas_config",), help="team (MAS) config YAML for --view local and the "
+                              "rollout schemes (default configs/<dataset>.yaml, <dataset> the input folder's name "
+                              "before '_res_'); the old --config FILE, given a team config, is read as this flag")
     force: bool = arg(False, help="--view local and the rollout-based label schemes: route and sample with "
                                   "--mas_config even when the trees record another MAS config")
     seed: int = arg(42, help="seed of the rollout-based label schemes' fresh samples; everything else stage 2 "

@@ -25,6 +25,7 @@ from masprm.cluster import ClusterSettings, check_reachable, local_folders
 from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
 from masprm.paths import PathText
 from masprm.data import load_examples
+from masprm.dataset_sources import DatasetFields, source_record
 from masprm.eval.logs import path_identity
 from masprm.graph import load_mas_config, resolve_config_path
 from masprm.models.backends import BackendFlags, check_backend, identity as backend_identity, load_policy
@@ -46,7 +47,8 @@ class TreesArgs:
     """Stage 1's own flags: what to search, with which policy, where the trees go."""
 
     dataset: str = arg("gsm8k", flags=("--dataset",),
-                       help="dataset name: gsm8k (default), competition_math, mmlu, toy, ...")
+                       help="dataset name: gsm8k (default), competition_math, mmlu, toy, ...; or a hub dataset id "
+                            "(owner/name) or a local file or folder, with --question_field / --answer_field")
     split: str = arg("train", flags=("--split",), help="dataset split (default: train)")
     n: int | None = arg(None, flags=("--n",), help="number of examples (default: all)")
     seed: int = arg(42, flags=("--seed",), help="data selection and per-example sampling seed (default: 42)")
@@ -93,7 +95,8 @@ class RayArgs:
 
 
 # Every settings class of stage 1, by --help group: its flags' one list.
-GROUPS = ((None, (TreesArgs,)), ("model loading", (ModelFlags,)), ("generation backend", (BackendFlags,)),
+GROUPS = ((None, (TreesArgs, DatasetFields)), ("model loading", (ModelFlags,)),
+          ("generation backend", (BackendFlags,)),
           (None, (TreeSearchSettings, EngineSettings, RayArgs, ClusterSettings)))
 
 
@@ -104,7 +107,7 @@ def build_parser() -> ArgumentParser:
 
 
 def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loading: ModelFlags,
-                 backend: BackendFlags | None = None) -> dict:
+                 backend: BackendFlags | None = None, fields: DatasetFields | None = None) -> dict:
     """What defines the run's trees beyond the folder name (seed, dataset and split, the data file, model
     and config by path and content identity, the token cap, how the policy's weights are held: 4-bit FP4
     and NF4 sample other tokens; the generation backend unless the default), as recorded in the folder:
@@ -117,7 +120,7 @@ def run_settings(args: TreesArgs, search: TreeSearchSettings, config: str, loadi
     return {"seed": args.seed, "dataset": args.dataset, "split": args.split, "data_file": local(args.data_file),
             "model": model, "max_new_tokens": search.max_new_tokens, "mas_config": local(config),
             "policy_weights": policy_weights(loading), **backend_identity(backend),
-            **checker_record(args.answer_checker)}
+            **checker_record(args.answer_checker), **source_record(args.dataset, fields or DatasetFields())}
 
 
 def policy_weights(loading: ModelFlags) -> str:
@@ -143,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
     check_output_dir(out_dir, "out_root")
     if args.data_file:
         check_text_data_file(args.data_file)
-    loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file)
+    loaded = load_examples(args.dataset, args.split, n=args.n, seed=args.seed, data_file=args.data_file,
+                           fields=built[DatasetFields])
     check_local_model(args.model_id, "model_id")
     check_policy(args.model_id, "model_id", built[ModelFlags].options(), questions=loaded.examples,
                  where=args.data_file or f"dataset {args.dataset} split {args.split}",
@@ -155,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
     if ray.use_ray and ray.cluster.address:
         check_reachable(ray.cluster)   # a head that does not answer is refused before the run folder is made
     with locked_folder(out_dir):  # one run per folder at a time
-        check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags], built[BackendFlags]))
+        check_or_record_settings(out_dir, run_settings(args, search, config, built[ModelFlags], built[BackendFlags],
+                                                       built[DatasetFields]))
         announce_holder(out_dir)
         return build_trees(args, built[ModelFlags], search, engine, ray, graph, config, out_dir, loaded,
                            built[BackendFlags])
