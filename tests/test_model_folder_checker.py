@@ -314,9 +314,9 @@ def test_stage1_refused_late_leaves_no_record_and_keeps_what_was_there(tmp_path)
     from masprm.errors import ModelOutputError
     from masprm.run_folder import SETTINGS_FILE, check_or_record_settings, locked_folder
 
-    # a new run folder: its record goes with it when the model's first output is refused
+    # a new run folder in a new out_root: its record goes with them when the model's first output is refused
     with pytest.raises(ModelOutputError):
-        with locked_folder(tmp_path / "run", "out_root") as folder:
+        with locked_folder(tmp_path / "results" / "run", "out_root") as folder:
             check_or_record_settings(folder, {"seed": 1})
             raise ModelOutputError("model_id m: the model gave nan as a log-prob", setting="model_id")
     assert list(tmp_path.iterdir()) == []
