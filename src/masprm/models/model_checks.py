@@ -10,7 +10,11 @@ context. ``check_model_serves`` finds each of these in about a second and
 without loading a weight: the model is built on the ``meta`` device from its
 config and its tensor names and shapes are compared with the weight files'
 headers. Every problem is one ModelError (or ConfigError / DataError) line
-naming the setting.
+naming the setting. The weight files are read through one set of readers, which every model folder a
+command reads shares (``masprm.models.scorer_checks`` for scorers and adapters): ``weight_files`` /
+``file_shapes`` (a safetensors file checked whole from its header, ``masprm.checks.safetensors_header``;
+a pickle read with ``weights_only``, so one that holds anything but tensors is refused) and
+``check_finite_weights`` / ``check_finite_model`` (no NaN or inf in any weight).
 
     check_model_serves(model_id, "model_id", attn_impl="sdpa", chat=True)   # a policy
     check_model_serves(model_id, "model_id")                                 # a scorer's base model

@@ -1,10 +1,16 @@
-"""Will this scorer folder serve? Its values and its LoRA shapes, checked before any model loads.
+"""Will this scorer folder serve? Its values, its head and its LoRA shapes, checked before any model loads.
 
 ``masprm.checks.check_scorer_folder`` looks at the files (finished, adapter, weights, base model).
-``check_scorer_fits`` reads what they say: the adapter config's rank, alpha, dropout and target
-modules, the record's text lengths, and the shape of every LoRA matrix against the module of the base
-model it adapts, from the weight files' headers (no weight is loaded). One ModelError naming the setting,
-so a bad folder costs neither a policy load nor a log file.
+``check_scorer_fits`` reads what they say: config.json's labels, the record's counts, a full model's head
+(``check_model_head``: present in the weights, of the size the format reads) or an adapter whole
+(``check_adapter``: its config's rank, alpha, dropout and target modules, its weight file, every LoRA
+matrix against the module of the base it adapts; ``check_adapter_head``), all from the weight files'
+headers, and every weight finite. One ModelError naming the setting, so a bad folder costs neither a
+policy load nor a log file. A warm-start adapter (stage 3's ``--init-adapter-dir``) goes through
+``check_adapter`` too.
+
+    check_scorer_fits(record, "prm_dir", base_model_id)
+    check_adapter(folder, adapter_config, base_model_id, "init_adapter_dir", f"init_adapter_dir {folder}")
 """
 
 from __future__ import annotations
