@@ -50,3 +50,13 @@ def test_the_claims_read_their_logs_through_the_checked_reader(tmp_path, monkeyp
     code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.claims", ["--logs_dir", "logs", "--out", "c.txt"])
     assert code == 2 and lines == [f"claims.py: error: logs/{said}"]
     assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("module", ["masprm.stages.lab", "masprm.stages.demo"])
+def test_scorers_trained_on_one_question_are_refused_before_any_tree_is_grown(tmp_path, monkeypatch, capsys, module):
+    """Stage 3 holds out whole questions to pick a checkpoint: --n_train 1 once ran stages 1 and 2 first."""
+    monkeypatch.chdir(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, module, ["--n_train", "1", "--dry_run"])
+    assert code == 2 and lines == [f"{module.rsplit('.', 1)[-1]}.py: error: --n_train must be at least 2 (each "
+                                   "scorer holds out whole training questions to pick its checkpoint), got 1"]
+    assert not any(tmp_path.iterdir())

@@ -44,6 +44,7 @@ from masprm.stages.jobs import (PROGRESS_EVERY_S, PY, ROOT, Background, Job, run
                                 stage_command)
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
+from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
 from masprm.toy.report import demo_verdict
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
@@ -235,7 +236,8 @@ class DemoArgs(ArchiveFlags):
     seeds: list[int] = arg(flags=("--seeds",), nargs="+", default_factory=lambda: list(SEEDS),
                            help="evaluation seeds")
     n_train: int | None = arg(None, flags=("--n_train",),
-                              help="train questions searched in stage 1 (default: the world's train split, 400)")
+                              help="train questions searched in stage 1, at least 2 (default: the world's train "
+                                   "split, 400)")
     jobs: int = arg(2, flags=("--jobs",),
                     help="evaluation commands run side by side, one thread each (default 2, one per core)")
     dry_run: bool = arg(False, flags=("--dry_run",), help="print the commands without running them")
@@ -248,7 +250,8 @@ class DemoArgs(ArchiveFlags):
         require_world(self)
         if self.n_train is None:
             object.__setattr__(self, "n_train", WORLD_RUNS[self.world].n_train)
-        require_each(self, ("n_train", "jobs"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("jobs",), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("n_train",), lambda v: v >= MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE)
         check_seeds(self, ("seed", "seeds"))
 
 

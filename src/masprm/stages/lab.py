@@ -54,7 +54,7 @@ from masprm.stages.lab_finish import write_lab_report
 from masprm.stages.lab_sweep import sweep_tasks
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
-from masprm.train.config import CALIBRATED_MODES
+from masprm.train.config import CALIBRATED_MODES, MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
 
 
 # the toy world's, named here for readers
@@ -274,7 +274,8 @@ class LabArgs(ArchiveFlags):
                                              "fixed in docs/scorer_lab.md; with --explore the exploratory family's); "
                                              "--seed is the demo's, the others get their own trees")
     n_train: int | None = arg(None, flags=("--n_train",),
-                              help="train questions of the demo's trees (default: the world's train split, 400)")
+                              help="train questions of the demo's trees, at least 2 (default: the world's train split, "
+                                   "400)")
     sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
                                 default_factory=lambda: list(SBS_BUDGET),
                                 help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} "
@@ -317,7 +318,8 @@ class LabArgs(ArchiveFlags):
                 object.__setattr__(self, name, value)
         if self.rollout_seeds is None:
             object.__setattr__(self, "rollout_seeds", self.train_seeds)
-        require_each(self, ("jobs", "n_train"), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("jobs",), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("n_train",), lambda v: v >= MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE)
         require_each(self, ("sample_n",), lambda v: v >= MIN_QUESTIONS, QUESTIONS_RULE)   # the report's paired CIs
         check_seeds(self, ("seed", "seeds", "train_seeds", "rollout_seeds"))
         for name in ("train_seeds", "rollout_seeds"):

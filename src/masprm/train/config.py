@@ -22,6 +22,11 @@ from masprm.train.objectives import EVAL_SPLITS, LOSSES, MODES
 
 CALIBRATED_MODES = objective_modes(calibratable=True)   # the objectives whose eval predictions --calibrate can fit on
 PPM_BEST_METRICS = ("loss", "pair_acc")   # --ppm-best-metric: main's rule first (the default)
+# A scorer holds out whole training questions to pick its checkpoint (masprm.train.data.split_eval_by_group):
+# a command that trains scorers on N questions of its own trees needs two at least, said before any tree is grown.
+MIN_TRAIN_QUESTIONS = 2
+TRAIN_QUESTIONS_RULE = (f"must be at least {MIN_TRAIN_QUESTIONS} (each scorer holds out whole training "
+                        "questions to pick its checkpoint)")
 
 
 def needs_mode(*modes: str) -> Needs:
