@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from masprm.config import arg
-from masprm.data import (DATASETS, DatasetLoader, LoadedData, check_fields, error_text, quiet_datasets,
-                         read_data_file, seeded_order, select_examples)
+from masprm import data   # its registry read at each call (a test or a plugin may set another)
+from masprm.data import (DatasetLoader, LoadedData, check_fields, error_text, quiet_datasets, read_data_file,
+                         seeded_order, select_examples)
 from masprm.dataset_rows import any_gold, raw_text
 from masprm.errors import ConfigError, DataError
 from masprm.identity import path_identity
@@ -45,7 +46,7 @@ class DatasetFields:
 
 def is_dataset_source(name: str | None) -> bool:
     """A ``--dataset`` that names no registered benchmark but a local file or folder, or a hub dataset id."""
-    if not name or name in DATASETS:
+    if not name or name in data.DATASETS:
         return False
     return Path(name).expanduser().exists() or HUB_ID.fullmatch(name) is not None
 
@@ -75,11 +76,11 @@ def dataset_loader(name: str, fields: DatasetFields) -> DatasetLoader:
     """The loader of ``--dataset name``: a registered benchmark's, or one for a dataset given by hub id or path."""
     if is_dataset_source(name):
         return SourceDataset(name, fields.question_field or "question", fields.answer_field or "answer")
-    if fields.given and name in DATASETS:
+    if fields.given and name in data.DATASETS:
         raise ConfigError(f"`question_field` and `answer_field` name the fields of a dataset given by hub id or "
                           f"path; {name} reads its own", setting="question_field" if fields.question_field
                           else "answer_field")
-    return DATASETS[name]   # an unknown name: UnknownNameError listing the valid ones
+    return data.DATASETS[name]   # an unknown name: UnknownNameError listing the valid ones
 
 
 @dataclass(frozen=True)
