@@ -38,6 +38,7 @@ PURE = {
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,
     "masprm.scorer_meta": HEAVY,
+    "masprm.objective_facts": HEAVY,   # read by --help of the trainer, the roles and the lab
     "masprm.search.train_mcts": HEAVY,  # stage 1's search
     "masprm.eval.tree_runner": HEAVY,   # stage 1's resume and worker plumbing
     "masprm.search.beam": HEAVY,

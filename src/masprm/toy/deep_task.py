@@ -44,7 +44,7 @@ DESIGNS = (3, 5)             # the values of k compared on dev
 TARGET_NOISE = 0.6           # the default build's share of SFT transcripts with an early mistake (PolicySpec)
 # How far a misread number or a slipped Op result is off: 1 to 9 either way, so that two errors seldom cancel
 # (with 1 or 2, a later slip undid an earlier one often enough that 6% of passes ended right after a wrong
-# message: docs/toy_world.md, "chance hits").
+# message: docs/toy_world.md, "Which policy the world needs: a synthetic team").
 SLIPS = tuple(d for d in range(-9, 10) if d)
 OP_NOISE_SHARE = 0.85        # an Op agent's SFT noise as a share of the early agents' (target_noise): more early
                              # errors than late ones (the headroom gate (b) asks early choices to matter more)
