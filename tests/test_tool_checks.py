@@ -60,3 +60,31 @@ def test_scorers_trained_on_one_question_are_refused_before_any_tree_is_grown(tm
     assert code == 2 and lines == [f"{module.rsplit('.', 1)[-1]}.py: error: --n_train must be at least 2 (each "
                                    "scorer holds out whole training questions to pick its checkpoint), got 1"]
     assert not any(tmp_path.iterdir())
+
+
+TOOLS = ["masprm.toy.build", "masprm.toy.claims", "masprm.toy.compute_match", "masprm.toy.deep_power",
+         "masprm.toy.deep_synthetic", "masprm.toy.headroom", "masprm.toy.labelbench", "masprm.toy.report",
+         "masprm.toy.stepbench", "masprm.stages.lab"]
+PATH_NAMES = ("out", "policy", "trees", "labels", "mas_config", "docs", "results", "archives")
+
+
+def test_every_path_flag_of_the_tools_takes_the_stages_path_type():
+    """A flag naming a file or folder refuses "" at parse time, as the stages' do (masprm.paths.PathText)."""
+    import dataclasses
+    import importlib
+    import typing
+    from pathlib import Path
+
+    from masprm.config import flag_fields
+    from masprm.paths import PathText
+
+    checked, loose = [], []
+    for name in TOOLS:
+        module = importlib.import_module(name)
+        for cls in {v for v in vars(module).values() if dataclasses.is_dataclass(v) and isinstance(v, type)}:
+            hints = typing.get_type_hints(cls)
+            for field in flag_fields(cls):
+                if field.name in PATH_NAMES or field.name.endswith(("_dir", "_file")):
+                    kinds = set(typing.get_args(hints[field.name])) or {hints[field.name]}
+                    (checked if kinds & {Path, PathText} else loose).append(f"{name}: {field.name}")
+    assert not loose and len(checked) >= 15, (loose, checked)

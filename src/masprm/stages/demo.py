@@ -18,7 +18,8 @@ Runs the README's five stages as a user would, with ``--dataset toy`` (``--world
 
 Every command is printed before it runs (`masprm.stages.jobs`), under the same pinned numerics
 (`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
-job), so another x86-64 CPU computes the same numbers. The conditions that
+job), so another AMD x86-64 CPU computes the same numbers (an Intel one takes
+another MKL code path: docs/toy_world.md). The conditions that
 need no scorer are evaluated while stages 1-3 run, on the other core; the
 evaluation commands of stage 4 then find them COMPLETED and run only the
 scorer conditions. Stages whose outputs exist are skipped and every stage

@@ -19,7 +19,7 @@ from typing import Mapping, Sequence
 
 from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.paths import check_input_dir
+from masprm.paths import PathText, check_input_dir
 
 BUDGETS = (4, 8, 12, 24)          # agent samples per question
 TEAM_AGENTS = 4                   # Reader, Planner, Solver, Verifier: one best-of-N pass is 4 samples
@@ -137,7 +137,7 @@ def plan_lines(plan: Mapping[int, Mapping[tuple[str, str], Setting | None]]) -> 
 
 @dataclass(frozen=True)
 class MeasureArgs:
-    logs_dir: str = arg(flags=("--logs_dir",), help="the measurement's stage-4 logs (docs/scorer_lab.md)")
+    logs_dir: PathText = arg(flags=("--logs_dir",), help="the measurement's stage-4 logs (docs/scorer_lab.md)")
 
 
 def main(argv: list[str] | None = None) -> int:

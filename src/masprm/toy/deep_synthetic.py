@@ -39,6 +39,7 @@ from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb, Messages
 from masprm.io import atomic_write_json
 from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
+from masprm.paths import PathText
 from masprm.search.engine import LoadedModels
 from masprm.toy.deep_label import story_of
 from masprm.toy import deep_task, headroom
@@ -136,7 +137,7 @@ class SyntheticArgs:
     n: int = arg(100, flags=("--n",), help="dev questions, at least 2 (a standard error needs two; default 100)")
     seed: int = arg(14, flags=("--seed",), help="search seed (and the question order)")
     simulations: int = arg(10, flags=("--simulations",), help="MCTS simulations (the demo's 10)")
-    out: str | None = arg(None, flags=("--out",), help="JSON of every point's report (optional)")
+    out: PathText | None = arg(None, flags=("--out",), help="JSON of every point's report (optional)")
 
     def __post_init__(self) -> None:
         require_each(self, ("simulations",), lambda v: v >= 1, "must be at least 1")
