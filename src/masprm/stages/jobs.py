@@ -2,7 +2,8 @@
 
 A `Job` is one command in a subprocess, under `PINNED_NUMERICS` (the AVX2 code
 paths of PyTorch and MKL) and one thread unless told otherwise, so another
-x86-64 CPU computes the same numbers; a quiet job writes its output to a
+AMD x86-64 CPU computes the same numbers (an Intel one takes another MKL code
+path: docs/toy_world.md); a quiet job writes its output to a
 file, shows the progress lines it writes there (stage 3's training:
 ``masprm.progress.PROGRESS_MARK``) at most every ``PROGRESS_EVERY_S`` seconds
 while `run_tasks` waits on it, and prints its tail when it ends. `run_tasks` keeps up to ``jobs``

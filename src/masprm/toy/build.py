@@ -55,9 +55,10 @@ DEFAULT_CONFIG = "configs/toy.yaml"
 _TOY_SOURCES = ("task.py", "transcripts.py", "train_policy.py")   # the code that trains the policy
 TOY_CODE = Path(__file__).resolve().parent                              # where they are (read at call time)
 SHIPPED = TOY_CODE / "shipped_policy"
-# The demo runs every job with these: the AVX2 code paths of PyTorch's kernels and of MKL (conditional
-# numerical reproducibility), which every x86-64 CPU of the last decade has, so Intel and AMD machines,
-# with or without AVX-512, round the same way.
+# The demo runs every job with these: PyTorch's AVX2 kernels (honoured on every x86-64 CPU with AVX2) and MKL's
+# AVX2 branch of conditional numerical reproducibility, which MKL honours on Intel CPUs only: on an AMD one it
+# reports CNR:AUTO and takes its own code path, so the two vendors' matrix products can round apart
+# (docs/toy_world.md, "Same numbers on another machine"; bench/numerics_check.py).
 PINNED_NUMERICS = {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "AVX2"}
 SHIPPED_MANIFEST = "shipped.json"
 # The shipped policies were trained with two intra-op threads; how a reduction is split depends on the
