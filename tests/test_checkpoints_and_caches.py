@@ -193,3 +193,14 @@ def test_resuming_from_a_checkpoint_file_torch_refuses_is_one_line(tmp_path, tin
         train_scorer(dataclasses.replace(cfg, resume=True))
     assert str(caught.value).startswith(f"output_dir {out}: {checkpoint.name} holds a file torch refuses to load (")
     assert str(caught.value).endswith("move that checkpoint aside and resume again")
+
+
+def test_a_folder_at_the_caches_name_is_named_never_removed(tmp_path, monkeypatch):
+    from masprm.errors import ConfigError
+
+    call, path, built = _cache_run(tmp_path, monkeypatch)
+    (path / "inside").mkdir(parents=True)
+    with pytest.raises(ConfigError) as err:
+        call()
+    assert str(err.value) == (f"output_dir {tmp_path / 'out'}: map_cache/{path.name} is a folder where a cache file "
+                              "goes; move it away") and (path / "inside").is_dir()

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from masprm.errors import ConfigError
 from masprm.io import atomic_write_json
 from masprm.log import get_logger
 from masprm.train.objectives import OBJECTIVES
@@ -96,6 +97,9 @@ def cached_examples(cfg: Any, records: Sequence[dict], encoder: Any, out: Path,
     if not write:
         return examples, skipped, False
     for stale in path.parent.glob(f"{cfg.mode}_*.json"):  # only the newest key of a mode is kept
+        if stale.is_dir() and not stale.is_symlink():   # not this module's: never removed, named instead
+            raise ConfigError(f"output_dir {out}: {stale.relative_to(out)} is a folder where a cache file goes; "
+                              "move it away", setting="output_dir")
         stale.unlink()
     atomic_write_json(path, {"key": key, "digest": _digest(examples, skipped), "examples": examples,
                              "skipped": skipped}, indent=None)
