@@ -360,3 +360,33 @@ def test_export_refuses_an_adapter_of_text_rank_in_one_line(tiny_model_dir, tmp_
     assert code == 2 and lines == [f"export_scorer.py: error: scorer {scorer.name}: adapter_config.json: r must be a "
                                    "whole number >= 1, got '2'"], lines
     assert snapshot(tmp_path) == before
+
+
+def test_a_run_refused_at_the_policy_s_first_output_leaves_nothing_and_keeps_what_was_there(tiny_model_dir, tmp_path,
+                                                                                             monkeypatch, capsys):
+    """Finite weights that overflow (a final norm of 3e38) pass every check before loading; the first token's
+    logits are NaN. Stages 1 and 4 refuse in one line and leave no folder, record or log of their own."""
+    import torch
+    import yaml
+
+    from helpers_cli import TWO_AGENTS, stage1_args, write_gsm8k
+
+    policy = _copy(Path(tiny_model_dir), tmp_path / "policy")
+    _edit_weights(policy, model__norm__weight=torch.full((64,), 3e38))
+    monkeypatch.chdir(tmp_path)
+    stage1 = stage1_args(tmp_path, policy, n=1) + ["--out_root", "results"]
+    (tmp_path / "team.yaml").write_text(yaml.safe_dump(TWO_AGENTS))
+    data = write_gsm8k(tmp_path / "gsm8k.jsonl")
+    stage4 = ["--methods", "single_pass", "--dataset", "gsm8k", "--data_file", str(data), "--gen_model_id",
+              str(policy), "--mas_config", "team.yaml", "--sample_n", "1", "--max_new_tokens", "4"]
+    (tmp_path / "kept").mkdir()
+    (tmp_path / "kept" / "earlier.txt").write_text("a log of an earlier run\n")
+    before = snapshot(tmp_path)
+    for module, argv in (("masprm.stages.trees", stage1), ("masprm.stages.evaluate", stage4 + ["--logs_dir", "elogs"]),
+                         ("masprm.stages.evaluate", stage4 + ["--logs_dir", "kept"])):
+        code, lines, _ = run_module(monkeypatch, capsys, module, argv)
+        errors = [line for line in lines if ": error: " in line]
+        assert code == 2 and len(errors) == 1 and errors[0].endswith(
+            "the model gave nan as logits (new token 1) (not a finite number); its weights or its precision are "
+            "broken"), lines
+        assert snapshot(tmp_path) == before, module   # no run folder, out_root, log or logs_dir left; kept/ kept

@@ -180,6 +180,23 @@ def check_no_outside_links(folder: str | os.PathLike, setting: str) -> None:
                                   "writing through it would change that file: remove the link", setting=setting)
 
 
+def missing_folders(folder: str | os.PathLike) -> list[Path]:
+    """The folders a run would make to create `folder`: itself, then each missing one above it (deepest
+    first); [] when it exists. Taken before the run, for ``remove_empty_folders`` after a late refusal."""
+    folder = Path(folder)
+    return [p for p in (folder, *folder.parents) if not os.path.lexists(p)]
+
+
+def remove_empty_folders(folders: list[Path]) -> None:
+    """Remove `folders` (deepest first, as ``missing_folders`` lists them) while they are empty: a run refused
+    before it wrote anything leaves no folder behind, and a folder that holds something stops the climb."""
+    for path in folders:
+        try:
+            path.rmdir()
+        except OSError:
+            break
+
+
 def check_plain_name(value: str, setting: str, what: str = "name") -> str:
     """A user's value that becomes one component of a file or folder name: no separator, not '.' or '..'."""
     if (not isinstance(value, str) or not value.strip() or value in (".", "..") or "/" in value

@@ -40,7 +40,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 from masprm.dataset_sources import dataset_name_tag, is_dataset_source
-from masprm.outputs import check_no_outside_links, check_plain_name
+from masprm.outputs import check_no_outside_links, check_plain_name, missing_folders, remove_empty_folders
 from masprm.errors import ConfigError
 from masprm.io import atomic_write_json, atomic_write_text
 from masprm.log import get_logger
@@ -129,8 +129,7 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     """
     folder = Path(folder)
     created = not os.path.lexists(folder)
-    # the folders this call makes, the run folder first and then each missing one above it (`out_root`)
-    made = [p for p in (folder, *folder.parents) if not os.path.lexists(p)] if created else []
+    made = missing_folders(folder)   # the run folder, then a missing `out_root` above it
     if not created:
         check_no_outside_links(folder, setting)   # the folder itself a link, or one inside leading out
     folder.mkdir(parents=True, exist_ok=True)
@@ -153,11 +152,7 @@ def locked_folder(folder: str | os.PathLike, setting: str = "out_root") -> Itera
     finally:
         (folder / LOCK_FILE).unlink(missing_ok=True)
         os.close(fd)  # closing the last descriptor releases the lock
-        for path in made:   # a run refused before it wrote anything leaves no empty folder behind
-            try:
-                path.rmdir()
-            except OSError:
-                break   # it holds the run's outputs (and so do the folders above it)
+        remove_empty_folders(made)   # a run refused before it wrote anything leaves no empty folder behind
 
 
 def _remove_own_records(folder: Path, before: set[str]) -> None:

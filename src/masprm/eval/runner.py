@@ -13,6 +13,7 @@ before decoding, so the records do not depend on the number of workers.
 from __future__ import annotations
 
 import gc
+import os
 import random
 import sys
 from collections import Counter
@@ -224,6 +225,7 @@ class Condition:
     summary: dict | None = None       # set once finished (or loaded from a COMPLETED log)
     reused: bool = False              # loaded from an earlier COMPLETED run
     log: PartialLog | None = None
+    fresh: bool = False               # its log files were first made by this run (none from an earlier one)
 
     @property
     def manifest_hash(self) -> str:
@@ -309,6 +311,7 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     wanted = {e.idx for e in data.examples}
     cond.records = {i: r for i, r in resumable_records(files, cond.manifest_hash).items() if i in wanted}
     resumed = [f"[resume] {len(cond.records)} examples kept from an earlier run"] if cond.records else []
+    cond.fresh = not (os.path.lexists(files.partial) or os.path.lexists(files.log))
     cond.log = PartialLog(files, cond.manifest_hash, log_header(cond) + resumed, list(cond.records.values()))
     return cond
 
@@ -384,9 +387,23 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
     batch_size = settings.engine.search_batch_size
     task = partial(evaluate_batch, seed=settings.data.seed, graph=graph, batch_size=batch_size)
     every = log_every()
-    for item, record, error in map_examples(setup, task, items, workers=workers, use_ray=use_ray,
-                                            num_gpus_per_worker=num_gpus_per_worker, desc="evaluating",
-                                            batched=batch_size, cluster=cluster, shared_paths=folders):
+    try:
+        _collect(pending, finish, left, every, map_examples(
+            setup, task, items, workers=workers, use_ray=use_ray, num_gpus_per_worker=num_gpus_per_worker,
+            desc="evaluating", batched=batch_size, cluster=cluster, shared_paths=folders))
+    except ModelOutputError:   # refused at a model's output: a condition that got no record leaves no files
+        for cond in pending:
+            if cond.fresh and not cond.records:
+                cond.files.partial.unlink(missing_ok=True)
+                cond.files.log.unlink(missing_ok=True)
+        raise
+    return conditions
+
+
+def _collect(pending: list[Condition], finish: Callable[[Condition], None], left: Counter, every: int,
+             results: Iterator[tuple[WorkItem, dict | None, str | None]]) -> None:
+    """Each record into its condition's log as it arrives; a condition is finished once its last one is in."""
+    for item, record, error in results:
         cond = pending[item.condition]
         record = record if error is None else error_record(item, error)
         cond.records[record["index"]] = record
@@ -397,4 +414,3 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
                                             len(cond.records), cond.n))
         if left[item.condition] == 0:
             finish(cond)
-    return conditions

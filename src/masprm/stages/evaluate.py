@@ -21,6 +21,7 @@ from masprm.checks import (check_known_dataset, check_local_model, check_no_outs
                            check_scorer_folder,
                            check_scorer_role, check_text_data_file)
 from masprm.cli import ArgumentParser, check, run_cli, with_flags
+from masprm.outputs import missing_folders, remove_empty_folders
 from masprm.cluster import ClusterSettings
 from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
@@ -29,6 +30,7 @@ from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS, runs_mcts, settings_classes
 from masprm.eval.metrics import results_table
+from masprm.errors import ModelOutputError
 from masprm.eval.runner import Comparison, ModelSpec, run_conditions
 from masprm.eval.vs_masprm import VS_MASPRM, compare_with_masprm, configured_pairs, vs_masprm_lines
 from masprm.eval.settings import DEFAULT_DATASET, DataSettings, EvalSettings, ModelSettings, RunSettings
@@ -333,24 +335,35 @@ def main(argv: list[str] | None = None) -> int:
     workers, gpus_per_worker = resolve_workers(run.workers, on_cluster=on_cluster)
     sizing = f"{workers} worker(s)" if workers else "workers by the cluster's GPUs"
     failed = []
-    for seed in settings.data.seeds or [settings.data.seed]:
-        settings = settings.with_data(seed=seed)
-        data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
-        log.info(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
-                 f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/", extra=RESULT)
-        conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
-                                    workers=workers, use_ray=on_cluster or workers > 1,
-                                    num_gpus_per_worker=gpus_per_worker, cluster=run.cluster,
-                                    comparisons=COMPARISONS)
-        log.info(results_table(conditions), extra=RESULT)
-        for c in conditions:
-            log.info(f"  {c.method}: {c.files.log}", extra=RESULT)
-        handoff_report(conditions)
-        masprm_comparisons(conditions)
-        failed += [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
+    made = missing_folders(run.logs_dir)   # removed again, when left empty, by a run refused at a model's output
+    try:
+        for seed in settings.data.seeds or [settings.data.seed]:
+            failed += run_seed(run, settings.with_data(seed=seed), graph, specs, workers, gpus_per_worker, sizing)
+    except ModelOutputError:
+        remove_empty_folders(made)
+        raise
     if failed:
         log.warning(f"FAILED conditions (examples raised errors; see the .jsonl records): {', '.join(failed)}")
     return 1 if failed else 0
+
+
+def run_seed(run: RunSettings, settings: EvalSettings, graph: Any, specs: dict[str, ModelSpec], workers: int | None,
+             gpus_per_worker: float | None, sizing: str) -> list[str]:
+    """Every condition of the run at the seed of `settings`, reported; the names of the FAILED ones."""
+    seed = settings.data.seed
+    data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
+    log.info(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
+             f"{len(run.methods)} condition(s), {sizing}; logs in {run.logs_dir}/", extra=RESULT)
+    conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
+                                workers=workers, use_ray=run.cluster.address is not None or workers > 1,
+                                num_gpus_per_worker=gpus_per_worker, cluster=run.cluster,
+                                comparisons=COMPARISONS)
+    log.info(results_table(conditions), extra=RESULT)
+    for c in conditions:
+        log.info(f"  {c.method}: {c.files.log}", extra=RESULT)
+    handoff_report(conditions)
+    masprm_comparisons(conditions)
+    return [f"{c.method} (seed {seed})" for c in conditions if c.summary.get("status") == "FAILED"]
 
 
 def cli() -> None:
