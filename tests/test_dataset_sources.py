@@ -136,3 +136,22 @@ def test_stage1_builds_trees_of_a_local_dataset(tmp_path, monkeypatch, capsys, t
     assert [t["meta"]["gold"] for t in trees] == [["12", "B", "3/4"][i] for i in order]
     settings = json.loads((run / ".run_settings").read_text())
     assert settings["question_field"] == "prompt" and settings["dataset_identity"]
+
+
+@pytest.mark.slow
+def test_stage4_evaluates_a_local_dataset_and_names_its_logs_by_it(tmp_path, tiny_model_dir):
+    from helpers import REPO
+    from helpers_cli import run_eval
+
+    folder = write_dataset(tmp_path / "myset")
+    logs = tmp_path / "logs"
+    args = ["--dataset", folder, "--split", "test", "--question_field", "prompt", "--answer_field", "target",
+            "--sample_n", 1, "--gen_model_id", tiny_model_dir, "--mas_config", REPO / "configs" / "gsm8k.yaml",
+            "--methods", "single_pass", "--logs_dir", logs, *FAST]
+    done = run_eval(*args)
+    assert done.returncode == 0, done.stderr[-3000:]
+    [log] = logs.glob("*.txt")
+    assert log.name.startswith("myset_single_pass_") and log.read_text().splitlines()[-1] == "COMPLETED"
+    data = json.loads(log.with_suffix(".manifest.json").read_text())["definition"]["data"]
+    assert (data["dataset"], data["question_field"], data["answer_field"]) == (str(folder), "prompt", "target")
+    assert data["dataset_identity"]   # the folder's content: an edited copy gives another fingerprint

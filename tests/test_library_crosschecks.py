@@ -220,6 +220,17 @@ def test_ece_is_the_weighted_gap_of_sklearns_calibration_curve(bins):
     assert expected_calibration_error(probs, labels, bins=bins) == pytest.approx(expected, abs=1e-12)
 
 
+def test_ece_bins_are_left_closed_at_exact_edges_where_sklearns_float_edges_are_not():
+    # The one difference found: np.linspace(0, 1, 11) holds 0.30000000000000004, 0.6000000000000001 and
+    # 0.7000000000000001, so calibration_curve puts 0.3, 0.6 and 0.7 one bin below [k/10, (k+1)/10); ours
+    # takes floor(10 p), the left-closed bin (0.3 -> 3). Kept: exact decimals are common (v = 0.4 reads p = 0.7).
+    edges = np.linspace(0, 1, 11)
+    assert list(np.searchsorted(edges[1:-1], [0.3, 0.6, 0.7], side="right")) == [2, 5, 6]
+    # 0.7 and 0.75 share bin 7: |(0.7 + 0.75) - (1 + 0)| / 2 = 0.225 (sklearn's bins would give
+    # (|0.7 - 1| + |0.75 - 0|) / 2 = 0.525)
+    assert expected_calibration_error([0.7, 0.75], [1, 0], bins=10) == pytest.approx(0.225, abs=1e-12)
+
+
 def test_platt_fit_is_statsmodels_logistic_regression_on_the_logits():
     rng = random.Random(9)
     values = [math.tanh(rng.gauss(0.3, 0.8)) for _ in range(400)]
