@@ -3,7 +3,7 @@
 A run file is one YAML mapping from a command's settings to their values, the way TRL and
 ``HfArgumentParser`` users keep a stage's settings (examples: ``configs/runs/``)::
 
-    # configs/runs/stage1_toy.yaml -- masprm-mcts --config configs/runs/stage1_toy.yaml --n 4
+    # masprm-mcts --config run.yaml --n 4  (configs/runs/toy_stage1_trees.yaml is a full one)
     dataset: toy
     n_rollouts: 2
     mas_config: configs/toy.yaml
@@ -22,7 +22,7 @@ number, ``yes`` for a count, text that is not a number), a value outside a flag'
 missing, not UTF-8, not YAML, or not a mapping.
 
 A team config (a mapping with ``agents``: ``configs/toy.yaml``) is not a run file. Given to ``--config``
-of a command that takes a team (``--mas_config``), it is read as ``--mas_config`` with a note: stage 2
+of a command that takes a team (``--mas_config``), it is read as ``--mas_config`` (said at -v): stage 2
 spelled its team flag ``--config`` before it had run files, and that spelling keeps working. Elsewhere it
 is refused with a pointer to ``--mas_config``.
 """
