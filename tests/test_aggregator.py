@@ -237,6 +237,14 @@ def test_rows_of_one_method_and_budget_are_named_by_the_options_that_differ(tmp_
                         ["distinct_tries", "orm_leaf", "pw_k", "x"]) == ["--distinct_tries 2", "--orm_leaf"]
 
 
+def test_rows_of_other_budgets_keep_their_methods_name_whatever_else_differs():
+    # a demo whose code changed between its budget runs: 5 and 10 simulations are two series (another
+    # code_version), but no two rows read the same, so each is named by its method alone
+    five = Row("e1", "MCTS + logprob (N=5, 3 children)", condition=PlotCondition("mcts_logprob", "5 sims", "s1"))
+    ten = Row("e2", "MCTS + logprob (N=10, 3 children)", condition=PlotCondition("mcts_logprob", "10 sims", "s2"))
+    assert row_names([five, ten]) == ["mcts_logprob", "mcts_logprob"]
+
+
 def test_rows_that_differ_in_no_setting_are_named_by_their_label_then_numbered():
     # two scorer folders (the definitions differ outside the settings): the labels name the folders
     a = Row("e1", "MCTS + PPM (N=5, 3 children) [prm: a]", condition=PlotCondition("mcts_prm", "5 sims", "s1"))

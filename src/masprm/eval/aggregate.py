@@ -34,7 +34,7 @@ import re
 import statistics
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 from masprm.checks import read_utf8
 from masprm.errors import DataError
@@ -381,21 +381,14 @@ def option_flags(settings: dict, keys: Sequence[str]) -> list[str]:
     return flags
 
 
-def row_names(rows: Sequence[Row]) -> list[str]:
-    """Each row's name, as the table's Method column, the CSV and the plot's legend all write it: the method;
-    where rows of one method differ in more than their budget (``PlotCondition.series``), plus the settings that
+def _told_apart(firsts: Sequence[Row], group: Callable[[Row], Any]) -> list[str]:
+    """A name for each of `firsts`: the method; where others of its `group` are listed too, plus the settings that
     differ between them as flags (``mcts_prm --orm_leaf``), else the label's name (it names the scorer folders);
-    names still equal are numbered (``#2``). Rows that differ only in their budget share a name."""
-    def key(row: Row) -> tuple[str, str]:
-        return row.condition.method, row.condition.series
-
-    first: dict[tuple[str, str], Row] = {}
-    for row in rows:
-        first.setdefault(key(row), row)
-    firsts, names = list(first.values()), []
+    names still equal within a group are numbered (``#2``)."""
+    names = []
     for row in firsts:
         cond = row.condition
-        same = [r.condition for r in firsts if r.condition.method == cond.method]
+        same = [r.condition for r in firsts if group(r) == group(row)]
         keys = sorted({k for c in same for k in c.settings}, key=str)
         differ = [k for k in keys if len({json.dumps(c.settings.get(k), default=str) for c in same}) > 1]
         if len(same) == 1:
@@ -404,9 +397,24 @@ def row_names(rows: Sequence[Row]) -> list[str]:
             names.append(" ".join([cond.method, *option_flags(cond.settings, differ)]))
         else:
             names.append(f"{cond.method} ({split_label(row.label)[0]})")
-    numbered = {key(row): n if names.count(n) == 1 else f"{n} #{names[:i].count(n) + 1}"
-                for i, (row, n) in enumerate(zip(firsts, names))}
-    return [numbered[key(row)] for row in rows]
+    keyed = [(group(row), name) for row, name in zip(firsts, names)]   # a name is numbered among its group's equals
+    return [name if keyed.count((g, name)) == 1 else f"{name} #{keyed[:i].count((g, name)) + 1}"
+            for i, (g, name) in enumerate(keyed)]
+
+
+def row_names(rows: Sequence[Row]) -> list[str]:
+    """Each row's name in the table's Method column and the CSV: rows that would read the same (one method and
+    budget) are told apart by what differs (``_told_apart``), the others named by their method."""
+    return _told_apart(rows, lambda row: (row.condition.method, row.condition.budget))
+
+
+def curve_names(rows: Sequence[Row]) -> dict[str, str]:
+    """Each series' name in the plot's legend (``PlotCondition.series``: rows that differ only in their budget):
+    series of one method are told apart as rows are (``_told_apart``)."""
+    first: dict[str, Row] = {}
+    for row in rows:
+        first.setdefault(row.condition.series, row)
+    return dict(zip(first, _told_apart(list(first.values()), lambda row: row.condition.method)))
 
 
 def row_cells(row: Row, optional: Sequence[str] = (), conditions: bool = False, name: str | None = None) -> list[str]:

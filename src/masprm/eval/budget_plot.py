@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Sequence
 
-from masprm.eval.aggregate import row_names
+from masprm.eval.aggregate import curve_names
 from masprm.io import atomic_open
 
 if TYPE_CHECKING:
@@ -28,18 +28,19 @@ def plot_series(rows: Sequence[Row]) -> dict[str, list[Point]]:
     """One curve per method: its experiments' points sorted by work (see `uses_model_work`).
 
     Experiments join a curve when their manifests agree except in the method's
-    budget settings; a curve is named as the table names its rows (``row_names``:
-    the method, plus what tells it apart where two curves share a method). Rows
-    without an accuracy or a work value are left out.
+    budget settings; a curve is named by its method, plus what tells it apart
+    where two curves share one (``curve_names``, the flags the table's rows are
+    named with). Rows without an accuracy or a work value are left out.
     """
     model = uses_model_work(rows)
     curves: dict[str, list[tuple[Row, float]]] = {}
-    for row, name in zip(rows, row_names(rows)):
+    for row in rows:
         x = row.work_mean() if model else row.mean("tokens")
         if row.mean("pass@1") is not None and x is not None:
-            curves.setdefault(name, []).append((row, x))
-    return {name: sorted((x, r.mean("pass@1"), r.std("pass@1"), r.condition.budget) for r, x in members)
-            for name, members in curves.items()}
+            curves.setdefault(row.condition.series, []).append((row, x))
+    names = curve_names([row for members in curves.values() for row, _ in members])
+    return {names[series]: sorted((x, r.mean("pass@1"), r.std("pass@1"), r.condition.budget) for r, x in members)
+            for series, members in curves.items()}
 
 
 def plot_results(rows: Sequence[Row], out: str | Path) -> bool:

@@ -50,7 +50,7 @@ from typing import Callable
 from masprm.archive.read import newest, opened
 from masprm.cli import ArgumentParser, UsageError, run_cli
 from masprm.config import add_config_args, arg, config_from_args
-from masprm.eval.aggregate import Row, aggregate, read_logs
+from masprm.eval.aggregate import Row, aggregate, read_logs, row_names
 from masprm.io import atomic_write_text
 from masprm.paths import PathText, check_input_dir
 from masprm.toy.lab_report import comparison_name
@@ -89,11 +89,11 @@ def demo_table(rows: list[Row]) -> str:
 
     lines = ["| method | budget | pass@1 (%) | pass@5 (%) | generated tokens / question | model work / question |",
              "|---|---|--:|--:|--:|--:|"]
-    for row in sorted(rows, key=order):
+    # each row named as the CSV names it (`mcts_prm --orm_leaf`)
+    for row, name in sorted(zip(rows, row_names(rows)), key=lambda named: order(named[0])):
         p1, sd, p5 = row.mean("pass@1"), row.std("pass@1"), row.mean("pass@5")
         pass1 = "n/a" if p1 is None else f"{100 * p1:.1f} ± {100 * (sd or 0.0):.1f}"
-        method = row.condition.method + (" --orm_leaf" if row.condition.settings.get("orm_leaf") else "")
-        lines.append(f"| {method} | {row.condition.budget} | {pass1} | "
+        lines.append(f"| {name} | {row.condition.budget} | {pass1} | "
                      f"{_cell(None if p5 is None else 100 * p5, '.1f')} | {_cell(row.mean('tokens'), '.0f')} | "
                      f"{_cell(row.work_mean(), '.0f')} |")
     return "\n".join(lines)
