@@ -205,6 +205,7 @@ CASES = [
     ("s4-device-map", "eval", ev("--device_map", "tpu:9"), "--device_map"),
     ("s4-attn-impl", "eval", ev("--attn_impl", "bogus"), "--attn_impl"),
     ("s1-decode", "run_mcts", stage1("--decode", "cudagraph"), "--decode"),
+    ("s1-decode-graphs-no-compile", "run_mcts", stage1("--decode", "graphs"), "--decode needs compiling for graphs"),
     ("s4-decode", "eval", ev("--decode", "cudagraph"), "--decode"),
     # ---- seeds numpy cannot take
     ("s1-seed-negative", "run_mcts", stage1("--seed", "-1"), "--seed"),

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from masprm.config import arg
+from masprm.config import Needs, arg
 
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 QUANT_TYPES = ("fp4", "nf4")   # bitsandbytes' 4-bit formats; fp4 is its default, which the original's policy used
@@ -17,6 +17,9 @@ SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")   # a scorer's own 
 # How the policy's decode loop runs (masprm.models.policy, masprm.models.static_decode): "auto" is eager on a CPU
 # (fastest there) and a static KV cache under CUDA graphs on CUDA when compiling is on.
 DECODE_MODES = ("auto", "eager", "static", "graphs")
+# graphs compiles the decode step: contradicting --no_compile, it is refused rather than silently compiled
+NEEDS_COMPILE = Needs("compiling for graphs (drop `no_compile`; eager and static compile nothing)",
+                      lambda s: getattr(s, "decode", "auto") != "graphs" or not getattr(s, "no_compile", False))
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,7 @@ class ModelFlags:
     dtype: str | None = arg(None, flags=("--dtype",), choices=POLICY_DTYPES,
                             help="weights (and 4-bit compute) dtype (default: float16 on CUDA, as the original; "
                                  "float32 on CPU)")
-    decode: str = arg(ModelOptions.decode, flags=("--decode",), choices=DECODE_MODES,
+    decode: str = arg(ModelOptions.decode, flags=("--decode",), choices=DECODE_MODES, needs=NEEDS_COMPILE,
                       help="how the policy decodes: eager (a dynamic KV cache, one eager forward per token), "
                            "static (a static KV cache, bucketed by rows and length), graphs (the static cache's "
                            "step under torch.compile(mode='reduce-overhead'): CUDA graphs on a GPU); default auto: "
