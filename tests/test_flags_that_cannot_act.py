@@ -74,3 +74,11 @@ def test_the_trainer_command_refuses_in_one_line_before_reading_anything(tmp_pat
                                 ["--mode", "ppm", "--data_dir", "pairs.jsonl", "--output-dir", "out", "--loss", "mse"])
     assert code == 2 and lines == [f"train.py: error: --loss needs --mode prm or orm {MODE_ONLY}"]
     assert snapshot(tmp_path) == before
+
+
+def test_the_export_refuses_a_private_repository_without_an_upload():
+    from masprm.stages.export_scorer import build_parser
+
+    assert _refusal(build_parser, ["scorer", "--hub_private_repo"]) == ("--hub_private_repo needs --push_to_hub "
+                                                                        "(nothing is uploaded without it)")
+    assert _refusal(build_parser, ["scorer", "--hub_private_repo", "--push_to_hub", "--hub_model_id", "me/x"]) is None

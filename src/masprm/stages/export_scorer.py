@@ -22,6 +22,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args
 from masprm.paths import PathText
 from masprm.log import RESULT, get_logger
+from masprm.train.config import NEEDS_PUSH
 
 log = get_logger(__name__)
 
@@ -38,8 +39,8 @@ class ExportArgs:
                             help="upload the merged folder (with --merged) or the scorer folder to the hub")
     hub_model_id: str | None = arg(None, flags=("--hub_model_id",),
                                    help="the hub repository, 'user/name' or 'org/name' (needed by --push_to_hub)")
-    hub_private_repo: bool = arg(False, flags=("--hub_private_repo",),
-                                 help="create the hub repository as private")
+    hub_private_repo: bool = arg(False, flags=("--hub_private_repo",), needs=NEEDS_PUSH,
+                                 help="create the hub repository as private (--push_to_hub)")
 
 
 def build_parser() -> ArgumentParser:
