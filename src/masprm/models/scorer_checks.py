@@ -38,10 +38,11 @@ _LORA = re.compile(r"^(?:base_model\.model\.)?(?P<module>.+)\.lora_(?P<kind>[AB]
 ADAPTER_FILES = ("adapter_model.safetensors", "adapter_model.bin")   # as peft picks them
 
 
-def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> None:
+def check_scorer_fits(record: Any, setting: str, base_model_id: str | None, *, trust_remote_code: bool = False) -> None:
     """A scorer folder (``masprm.scorer_folder.ScorerFolder``) checked whole before any model loads: its
     config.json's and its record's values in range; an adapter by ``check_adapter`` against the base; a full
-    model's head (``check_model_head``) and weights finite. One ModelError naming `setting`."""
+    model's head (``check_model_head``) and weights finite. One ModelError naming `setting`. `trust_remote_code`:
+    a config whose model runs its own code may be built (the loader's own setting)."""
     where = f"{setting} {record.path}"
     if record.config_error:
         raise ModelError(f"{where}: {record.config_error}", setting=setting)
@@ -55,9 +56,9 @@ def check_scorer_fits(record: Any, setting: str, base_model_id: str | None) -> N
     if record.is_adapter:
         if record.adapter is not None:
             check_adapter(record.target, record.adapter, base_model_id, setting, where)
-            check_adapter_head(record, setting, base_model_id)
+            check_adapter_head(record, setting, base_model_id, trust_remote_code)
         return
-    check_model_head(record, setting)
+    check_model_head(record, setting, trust_remote_code)
 
 
 def check_adapter(folder: Path, conf: dict[str, Any], base_model_id: str | None, setting: str, where: str) -> None:
@@ -117,7 +118,7 @@ def _check_targets(targets: Any, found: dict[str, tuple[int, ...]], base_model_i
                          f"{base_model_id} (an adapter of another model?)", setting=setting)
 
 
-def check_model_head(record: Any, setting: str) -> None:
+def check_model_head(record: Any, setting: str, trust_remote_code: bool = False) -> None:
     """A full-model scorer holds the trained head its format reads, of the size it reads, and finite weights:
     transformers would fill a missing or mismatched head at random (the loader mutes that report), and the
     scorer would rank at random with no word."""
@@ -133,12 +134,12 @@ def check_model_head(record: Any, setting: str) -> None:
     if kind == "causal_lm" or record.config is None:
         check_finite_model(target, setting, label)
         return
-    head = _head_shapes(target, kind, labels, setting, label)
+    head = _head_shapes(target, kind, labels, setting, label, trust_remote_code)
     _check_head(head, weight_shapes(target, setting, label), fmt.title, labels, setting, label)
     check_finite_model(target, setting, label, only=set(head))
 
 
-def check_adapter_head(record: Any, setting: str, base_model_id: str | None) -> None:
+def check_adapter_head(record: Any, setting: str, base_model_id: str | None, trust_remote_code: bool = False) -> None:
     """A LoRA scorer's adapter holds the head its format reads (peft keeps it as a module to save): without it
     the head would be the base's fresh random one. Named as the base model names it (``score.weight``)."""
     from masprm.scorer_formats import OWN, SCORER_FORMATS, head_of
@@ -148,7 +149,7 @@ def check_adapter_head(record: Any, setting: str, base_model_id: str | None) -> 
     if kind == "causal_lm" or base is None:
         return
     label = str(record.path)
-    head = _head_shapes(base, kind, labels, setting, label)
+    head = _head_shapes(base, kind, labels, setting, label, trust_remote_code)
     files = weight_files(record.target, setting, label, ADAPTER_FILES)
     found = {_ADAPTER_WRAP.sub("", name.removeprefix("base_model.model.")): shape
              for path in files for name, shape in file_shapes(path, setting, label).items()}
@@ -156,10 +157,12 @@ def check_adapter_head(record: Any, setting: str, base_model_id: str | None) -> 
     _check_head(head, found, fmt.title, labels, setting, label)
 
 
-_ADAPTER_WRAP = re.compile(r"\.(modules_to_save|original_module)(\.default)?(?=\.)")   # peft's wrapper of a saved module
+# peft's wrapper around a module it saves whole (``score.modules_to_save.default.weight`` is ``score.weight``)
+_ADAPTER_WRAP = re.compile(r"\.(modules_to_save|original_module)(\.default)?(?=\.)")
 
 
-def _head_shapes(config_folder: Path, kind: str, labels: int | None, setting: str, label: str) -> dict:
+def _head_shapes(config_folder: Path, kind: str, labels: int | None, setting: str, label: str,
+                 trust_remote_code: bool = False) -> dict:
     """The head's tensors (name -> shape) of the format's model built from `config_folder`'s config.json on no
     device: every tensor outside its base model (``score.weight``, ``score.bias`` of a Qwen2 classifier)."""
     from transformers import AutoConfig
@@ -167,11 +170,11 @@ def _head_shapes(config_folder: Path, kind: str, labels: int | None, setting: st
     from masprm.models.token_scorer import HEADS   # transformers' head classes (the loader's own table)
 
     try:
-        config = AutoConfig.from_pretrained(str(config_folder), num_labels=labels)
+        config = AutoConfig.from_pretrained(str(config_folder), num_labels=labels, trust_remote_code=trust_remote_code)
     except Exception as err:  # noqa: BLE001 - an unknown model_type, bad values
         raise ModelError(f"{setting} {label}: config.json cannot be used ({quoted(first_line(err), 200)})",
                          setting=setting) from None
-    model = meta_model(config, None, False, setting, label, HEADS[kind][0])
+    model = meta_model(config, None, trust_remote_code, setting, label, HEADS[kind][0])
     prefix = f"{model.base_model_prefix}."
     return {k: tuple(v.shape) for k, v in model.state_dict().items() if not k.startswith(prefix)}
 

@@ -211,7 +211,8 @@ def model_specs(settings: EvalSettings, run: RunSettings,
         base = scorer_base(record, bases[role], info)
         note = check_scorer_folder(record, info.dir_setting, base_model_id=base, base_setting=info.base_setting,
                                    allow_unfinished=run.allow_unfinished_scorer)
-        check_scorer_fits(record, info.dir_setting, base or record.base_model)   # values, LoRA shapes vs the base
+        check_scorer_fits(record, info.dir_setting, base or record.base_model,   # values, head, LoRA shapes vs the base
+                          trust_remote_code=scoring.trust_remote_code)
         check_format_tokens(record, base or record.base_model, scoring, info.dir_setting)   # a public PRM's tokens
         if note:
             log.info(with_flags(note))
