@@ -188,8 +188,11 @@ def measure(calls: dict, steps: int, repeats: int, device: torch.device) -> dict
             torch.cuda.synchronize()
         return time.perf_counter() - start
 
-    for call in calls.values():   # warm-up: allocations, a new bucket's cache, a graph's compile
-        call(steps)
+    # Warm-up: allocations, a new bucket's cache, a step's compile, and on CUDA the graph's recording (cudagraph
+    # trees run a new graph once before recording it, so two decode steps); the timed calls' bucket is the same
+    # unless the longest prompt ends within `steps` of a multiple of 256.
+    for call in calls.values():
+        call(3)
     times: dict[str, dict[int, list[float]]] = {name: {steps: [], 1: []} for name in calls}
     for _ in range(repeats):
         for name, call in calls.items():
@@ -214,6 +217,9 @@ def main() -> int:
     parser.add_argument("--graph_rows", type=int, nargs="+", default=None,
                         help="cuda: rows at which A-graphs and C-static run (default: the largest of --rows)")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument("--configs", nargs="+", default=None, metavar="NAME",
+                        help="time only these configurations (default: all that run on the device; C always runs, "
+                             "as the ratios' base)")
     parser.add_argument("--before", default=None, metavar="FILE",
                         help="another version's masprm/models/policy.py, timed as A-before on the same model")
     args = parser.parse_args()
@@ -265,6 +271,8 @@ def main() -> int:
             elif rows in graph_rows:
                 calls["A-graphs"] = bench.a(static)
                 calls["C-static"] = bench.c(True)
+            if args.configs:
+                calls = {name: call for name, call in calls.items() if name in args.configs or name == "C"}
             per_step = measure(calls, steps, repeats, device)
             context = bench.ids.shape[1] + steps / 2
             for config, seconds in per_step.items():
