@@ -187,9 +187,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     settings, skipped = offered(args.settings, cpu_flags())
+    # PyTorch's own switches, as this process has them (the commands run with the same defaults)
     report = {"cpu": cpu_name(), "torch": torch.__version__,
               "torch cpu capability": torch.backends.cpu.get_cpu_capability(),
-              "mkldnn enabled": torch.backends.mkldnn.enabled, "threads": 1, "skipped": skipped}
+              "mkldnn enabled": torch.backends.mkldnn.enabled,
+              "mkldnn matmul fp32 precision": torch.backends.mkldnn.matmul.fp32_precision,
+              "float32 matmul precision": torch.get_float32_matmul_precision(),
+              "interop threads": torch.get_num_interop_threads(), "threads per command": 1, "skipped": skipped}
     with tempfile.TemporaryDirectory() as tmp:
         if args.probe:   # first: the short run
             report["probe (pinned)"] = probe(Path(tmp))

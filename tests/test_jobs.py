@@ -60,3 +60,13 @@ def test_a_quiet_jobs_progress_lines_show_while_it_runs_at_most_one_per_interval
     finally:
         job.stop()
         job.proc.wait()
+
+
+def test_run_tasks_shows_a_running_commands_progress_on_screen(tmp_path, capsys, monkeypatch):
+    # the demo's trainings run through run_tasks: their progress lines reach the screen while they run
+    monkeypatch.setattr(jobs, "PROGRESS_EVERY_S", 0.0)
+    script = "import time\nprint('[progress] train step 1/2 (50%), loss 0.7', flush=True)\ntime.sleep(1.5)"
+    jobs.run_tasks([jobs.Task("train_orm", [sys.executable, "-c", script])], 1, tmp_path)
+    out = capsys.readouterr().out
+    assert "  [train_orm] [progress] train step 1/2 (50%), loss 0.7\n" in out
+    assert out.index("[train_orm] [progress]") < out.index("[train_orm: exit 0")   # while it ran, not in its tail
