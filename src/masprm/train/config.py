@@ -80,7 +80,8 @@ class TrainConfig:
     save_steps: int | None = arg(None, help="optimizer steps between checkpoints, a multiple of --eval-steps "
                                             "(default: --eval-steps)")
     save_total_limit: int = arg(2, help="checkpoints kept in --output-dir besides the best one (default: 2)")
-    logging_steps: int = arg(10, help="optimizer steps between logged losses (default: 10)")
+    logging_steps: int = arg(10, help="optimizer steps between logged losses, and between progress lines where the "
+                                      "output is no terminal (default: 10)")
     seed: int = arg(42, help="seed of the eval split, data order, new weights and dropout (default: 42)")
     calibrate: bool = arg(False, help="fit Platt scaling of the read-out on the eval split (held-out training "
                                       "questions) and record it in masprm_scorer.json, which the scorer then "
