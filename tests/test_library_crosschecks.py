@@ -4,8 +4,8 @@ Where ours and the library's are the same quantity the check is equality to a ti
 rule of every bootstrap CI (numpy's ``inverted_cdf``, Hyndman & Fan's type 1), Holm's adjustment and the
 power of a normal test (statsmodels), the exact McNemar test (statsmodels and scipy), the standard error
 (scipy), ROC AUC (scikit-learn and scipy's Mann-Whitney U), the ECE's bins (scikit-learn's
-``calibration_curve``), Platt's fit (statsmodels' logistic MLE) and the CSV's mean and sample std over
-seeds (pandas). Where ours does more (the keyed bootstrap streams, the two-level bootstrap), the part a
+``calibration_curve``), Platt's fit (statsmodels' logistic MLE), the per-question means a comparison of two
+conditions' logs takes and the CSV's mean and sample std over seeds (pandas). Where ours does more (the keyed bootstrap streams, the two-level bootstrap), the part a
 library defines is checked: the quantile read from the resampled values. scipy, scikit-learn and
 statsmodels are test-only dependencies (requirements.txt says so).
 """
@@ -33,13 +33,14 @@ from statsmodels.stats.power import NormalIndPower, normal_power   # noqa: E402
 
 from masprm.calibration import fit_platt, value_logit   # noqa: E402
 from masprm.eval.aggregate import aggregate, parse_log, to_csv   # noqa: E402
+from masprm.eval.bootstrap import compare   # noqa: E402
 from masprm.paired_stats import (bootstrap_ci, holm, mcnemar_exact_p, mde, nearest_rank,   # noqa: E402
                                  paired_bootstrap, paired_bootstrap_ci, paired_se, power_at, tost,
                                  two_level_bootstrap)
 from masprm.step_metrics import auc, expected_calibration_error   # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
-from helpers_stage4_logs import log_text   # noqa: E402
+from helpers_stage4_logs import log_text, write_stage4_log   # noqa: E402
 
 
 def outcomes(seed: int, n: int, p: float) -> dict[str, float]:
@@ -244,6 +245,33 @@ def test_platt_fit_is_statsmodels_logistic_regression_on_the_logits():
     # the project's default L2 of 1e-6 moves (a, b) by about 1e-6 times the inverse Hessian: within 1e-4
     a, b = fit_platt(z, targets)
     assert (a, b) == (pytest.approx(a_ref, abs=1e-4), pytest.approx(b_ref, abs=1e-4))
+
+
+# --------------------------------------------------------------------------- comparing two conditions' logs
+
+
+def test_compare_is_the_mean_over_questions_of_pandas_per_question_means(tmp_path):
+    # eval/bootstrap.compare: per question the mean over seeds (a crashed record counts 0), then the
+    # paired bootstrap over the questions both conditions have; pandas computes the same point estimate.
+    pd = pytest.importorskip("pandas")
+    rng = random.Random(12)
+    rows = []
+    for experiment in ("toy_a_fp_policy", "toy_b_fp_policy"):
+        for seed in (14, 24, 42):
+            records = []
+            for i in range(30 if experiment.startswith("toy_a") else 28):   # b lacks two questions
+                crashed = rng.random() < 0.05
+                value = float(rng.random() < (0.6 if experiment.startswith("toy_a") else 0.5))
+                records.append({"index": i, "question": f"q{i}", "metrics": {"pass@1": value},
+                                **({"error": "boom"} if crashed else {})})
+                rows.append({"exp": experiment, "question": f"q{i}", "value": 0.0 if crashed else value})
+            write_stage4_log(tmp_path / f"{experiment}_{seed}", records, {"condition": experiment}, label=experiment)
+    result = compare(tmp_path, "toy_a_fp_policy", "toy_b_fp_policy", n_resamples=500, seed=3)
+    means = pd.DataFrame(rows).groupby(["exp", "question"])["value"].mean().unstack(0).dropna()
+    assert result.n_questions == len(means) == 28
+    assert result.mean_diff == pytest.approx(float((means["toy_a_fp_policy"] - means["toy_b_fp_policy"]).mean()),
+                                             abs=1e-12)
+    assert (result.ci_low, result.ci_high) == (inverted_cdf(result.means, 0.025), inverted_cdf(result.means, 0.975))
 
 
 # --------------------------------------------------------------------------- the CSV's mean and std over seeds
