@@ -134,15 +134,15 @@ def _tokens(parser: argparse.ArgumentParser, action: argparse.Action, where: str
     if value is None:
         return []
     flag = _flag(action)
-    if isinstance(action, (argparse._StoreTrueAction, argparse._StoreFalseAction, argparse.BooleanOptionalAction)):
+    if action.nargs == 0:   # a switch: store_true / store_false / --flag/--no-flag
         if not isinstance(value, bool):
             raise RunConfigError(f"{where}: {flag} is a switch: give true or false, got {quoted(value)}")
         if isinstance(action, argparse.BooleanOptionalAction):
             positive = next(f for f in action.option_strings if not f.startswith("--no-"))
             negative = next(f for f in action.option_strings if f.startswith("--no-"))
             return [positive if value else negative]
-        # a store_true flag sets const (True), a store_false one sets False: say it when that is the value
-        return [flag] if value == action.const else []
+        # a store_true flag sets const (True), a store_false one sets False: give it when that is the value
+        return [flag] if value == action.const or (value and not isinstance(action.const, bool)) else []
     if isinstance(action, argparse._AppendAction):
         items = value if isinstance(value, list) else [value]
         return [t for item in items for t in (flag, _scalar_token(parser, action, where, item))]
