@@ -88,6 +88,15 @@ def test_keys_take_either_spelling_and_switches_take_true_or_false(tmp_path):
     assert not hasattr(args, run_config.DEST)   # no setting of its own: nothing downstream sees it
 
 
+def test_a_value_that_starts_with_a_dash_stays_a_value(tmp_path):
+    path = write(tmp_path, {"mode": "ppm", "step_separator": "-x-"})
+    args = train.build_parser().parse_args(["--config", path])
+    assert args.separator == "-x-"   # given as --step-separator=-x-, not read as a flag
+    from masprm.stages.preprocess import parse_args
+    assert parse_args(["--config", write(tmp_path, {"ppm_root_window": [-0.5, 0.5]}, "s2.yaml")]).ppm_root_window \
+        == [-0.5, 0.5]
+
+
 def test_lists_fill_flags_of_several_values(tmp_path):
     path = write(tmp_path, {"seeds": [1, 2], "methods": ["single_pass", "sbs_logprob"]})
     args = evaluate.build_parser().parse_args(["--config", path])

@@ -145,9 +145,9 @@ def _tokens(parser: argparse.ArgumentParser, action: argparse.Action, where: str
         return [flag] if value == action.const or (value and not isinstance(action.const, bool)) else []
     if isinstance(action, argparse._AppendAction):
         items = value if isinstance(value, list) else [value]
-        return [t for item in items for t in (flag, _scalar_token(parser, action, where, item))]
-    if action.nargs in (None, "?"):
-        return [flag, _scalar_token(parser, action, where, value)]
+        return [f"{flag}={_scalar_token(parser, action, where, item)}" for item in items]
+    if action.nargs in (None, "?"):   # flag=value: a value that starts with '-' stays a value
+        return [f"{flag}={_scalar_token(parser, action, where, value)}"]
     items = value if isinstance(value, list) else [value]
     if isinstance(action.nargs, int) and len(items) != action.nargs:
         raise RunConfigError(f"{where}: {flag} takes {action.nargs} values, got {len(items)} ({quoted(value)})")
@@ -162,13 +162,13 @@ def config_tokens(parser: argparse.ArgumentParser, path: str) -> list[str]:
     data = None if shipped else _read(path)
     settings = _settings(parser)
     if shipped or is_team_config(data):
-        team = settings.get("mas_config")
+        team = settings.get(TEAM_FLAG[2:])
         if team is None:
             raise RunConfigError(f"{FLAG} {path}: a team config (agents: ...), and this command takes no team; "
                                  f"{FLAG} names a YAML file of its settings")
         log.debug("%s %s is a team config: read as %s %s (%s otherwise names a YAML file of settings)",
                   FLAG, path, _flag(team), path, FLAG)
-        return [_flag(team), path]
+        return [f"{_flag(team)}={path}"]
     if not isinstance(data, dict):
         raise RunConfigError(f"{FLAG} {path}: expected a mapping of settings (key: value), got "
                              f"{'an empty file' if data is None else type(data).__name__}")
