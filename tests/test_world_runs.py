@@ -23,12 +23,13 @@ from masprm.stages.world_runs import WORLD_RUNS, preregistration_commit
 
 PLANS = REPO / "tests" / "fixtures" / "world_runs"
 # The toy world's --dry_run output of main at 78b6800, before the world records (the plans a lab run started on
-# that code reads back): the demo's and the lab's default plans in full, and digests of other flag settings.
+# that code reads back), with two changes since: training shows its progress (no --quiet) and stage 2 names
+# the team --mas_config (issue 58); the demo's and the lab's default plans in full, digests of other flags.
 DIGESTS = {("demo.py", "--seed", "7", "--seeds", "14", "24"):
-           "2b0f6df975e274e49d94539bffd962797ebe69fb31122bc04735c75cbbe7196b",
-           ("lab.py", "--rollout_rows"): "f073deaeedc6543845310f9bc7165373ec2cd7b9637aaaad55903b6e2b6e7948",
+           "bccc25269efe7bc56806906624ea83a3f821df48fb75061a22452077343b4fd2",
+           ("lab.py", "--rollout_rows"): "4593d21e6085590af732134073c0c9e75b161339fbc7fedf82c369069ac193b6",
            ("lab.py", "--seed", "7", "--train_seeds", "7", "42", "--sbs_budget", "2", "3", "--sample_n", "5",
-            "--jobs", "1", "--seeds", "14"): "ba830fed5b9a022972115cc34e2dac1d565ae500a1ab99eed176fbc38d96f8fe"}
+            "--jobs", "1", "--seeds", "14"): "b64b7a61e46c6a10c146676e993e8369404a20225a932d7862ad5f4e451ad855"}
 # What a toy_deep command may never name: the toy world's inputs and outputs
 TOY_PATHS = ("artifacts/toy/", "configs/toy.yaml", "checkpoints/toy-", "logs/toy_demo", "logs/toy_lab",
              "results/toy_lab", "results/toy_demo", "results/toy_stepbench", "results/train_seed_", "_toy_res_")

@@ -44,8 +44,8 @@ from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages.jobs import (PROGRESS_EVERY_S, PY, ROOT, Background, Job, run_side_by_side, show, stage,
                                 stage_command)
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
-from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
+from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.toy.report import demo_verdict
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
@@ -179,7 +179,7 @@ def commands(args: "DemoArgs") -> Commands:
                "--no_plot", *CPU],
         pairs=[*stage_command("preprocess"), "--input", run, "--target-nodes", str(world.target_nodes),
                "--make-ppm", "--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4",
-               "--view", "full", "--config", config],
+               "--view", "full", "--mas_config", config],
         scorers=[scorer("ppm", f"results/ppm_pairs_{name}.jsonl", ppm_dir),
                  scorer("orm", f"results/prm_samples_{name}.jsonl", orm_dir)],
         early_evals={f"eval_no_scorer_{name}":

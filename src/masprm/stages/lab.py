@@ -200,7 +200,7 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed, world))
         add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed, world),
                                              "--labels", scheme, "--target-nodes", str(world.target_nodes), *flags,
-                                             *rollout, "--view", "full", "--config", world.config],
+                                             *rollout, "--view", "full", "--mas_config", world.config],
                  (() if seed is None else (f"trees_s{seed}",)) + waits), (ROOT / out).is_file())
     for s in [*rows, *replicas]:
         if not s.demo_folder:
