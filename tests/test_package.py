@@ -54,9 +54,6 @@ def test_a_script_and_its_console_entry_print_the_same_help_and_a_version():
     assert version.returncode == 0 and version.stdout.strip() == f"run_mcts.py (masprm {__version__})"
 
 
-def test_no_module_over_400_lines():
-    assert not [p.name for p in (REPO / "src").rglob("*.py") if len(p.read_text().splitlines()) > 400]
-
 
 def test_the_package_metadata_is_what_an_index_shows():
     import yaml

@@ -10,7 +10,7 @@ dataset are refused (one line, exit 2) before any output is opened.
 The rule is the **per-message verdict**, not "right while every message so far is right" (the rule
 of the `oracle_step` search scorer), for two reasons:
 
-- the step benchmark's AUC, which the lab's learnability gate reads (docs/scorer_lab.md,
+- the step benchmark's AUC, which the lab's learnability gate reads (docs/learnability.md,
   "Learnability on toy_deep: design"), scores a step's value against that step's own verdict; a row
   trained on the prefix rule would be marked down by construction wherever the two differ;
 - in these worlds a message is judged against the story's truth, never against the messages it was
