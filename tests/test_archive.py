@@ -354,3 +354,25 @@ def test_the_demo_packs_what_it_made_once_and_its_archive_flags_are_checked(tiny
     with pytest.raises(SystemExit) as refused:
         demo.main(["--archive_level", "most", "--dry_run"])
     assert refused.value.code == 2 and "--archive_level" in capsys.readouterr().err
+
+
+REPO = Path(__file__).resolve().parents[1]
+ARCHIVES_BUDGET = 4 * 2**20   # the repository's archives, all together (docs/sharing.md, "The archives in this repository")
+
+
+def test_the_repositorys_archives_verify_hold_tables_only_and_stay_small():
+    found = sorted(p for p in (REPO / "archives").iterdir() if p.is_dir())
+    assert "toy_demo-v1" in [p.name for p in found]
+    for archive in found:
+        manifest, problems = check(archive)
+        assert not problems and manifest.level == "tables"
+    assert sum(f.stat().st_size for a in found for f in a.rglob("*") if f.is_file()) <= ARCHIVES_BUDGET
+
+
+def test_report_check_in_a_fresh_clone_regenerates_the_blocks_of_the_checked_in_archives(tmp_path, capsys):
+    # a fresh clone: the docs and the archives, no results and no logs
+    none = str(tmp_path / "none")
+    assert report.main(["--docs", str(REPO / "docs"), "--results", none, "--logs_dir", none, "--check"]) == 0
+    out = capsys.readouterr().out
+    assert "demo-table (archives/toy_demo-v1)" in out and "stepbench (archives/toy_demo-v1)" in out
+    assert "lab-table (" in out   # the replicated toy lab's outputs are lost: named, left as they are
