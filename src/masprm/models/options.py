@@ -14,8 +14,9 @@ from masprm.config import Needs, arg
 POLICY_DTYPES = ("float16", "bfloat16", "float32")
 QUANT_TYPES = ("fp4", "nf4")   # bitsandbytes' 4-bit formats; fp4 is its default, which the original's policy used
 SCORER_PRECISIONS = ("auto", "4bit", "bf16", "fp16", "fp32")   # a scorer's own precision (`scorer_options`)
-# How the policy's decode loop runs (masprm.models.policy, masprm.models.static_decode): "auto" is eager on a CPU
-# (fastest there) and a static KV cache under CUDA graphs on CUDA when compiling is on.
+# How the policy's decode loop runs (masprm.models.policy, masprm.models.static_decode): "auto" is eager on every
+# device for now: graphs has run on a CPU only (same tokens as eager there), and becomes auto's choice on CUDA only
+# once a GPU run has shown it gives the eager loop's tokens and its speed (the GPU check's decode step).
 DECODE_MODES = ("auto", "eager", "static", "graphs")
 # graphs compiles the decode step: contradicting --no_compile, it is refused rather than silently compiled
 NEEDS_COMPILE = Needs("compiling for graphs (drop `no_compile`; eager and static compile nothing)",
@@ -60,7 +61,7 @@ class ModelFlags:
                       help="how the policy decodes: eager (a dynamic KV cache, one eager forward per token), "
                            "static (a static KV cache, bucketed by rows and length), graphs (the static cache's "
                            "step under torch.compile(mode='reduce-overhead'): CUDA graphs on a GPU); default auto: "
-                           "graphs on CUDA unless --no_compile, eager otherwise (docs/performance.md)")
+                           "eager until a GPU run has checked graphs (docs/performance.md)")
 
     def options(self) -> ModelOptions:
         return ModelOptions(device_map=self.device_map, load_in_4bit=self.load_in_4bit, attn_impl=self.attn_impl,

@@ -325,8 +325,8 @@ class HFPolicy(ChatTokens):
 
 
 def decode_mode(options: ModelOptions, model) -> str:
-    """The decode loop a policy runs (`DECODE_MODES`): "auto" is graphs on one CUDA device with compiling on,
-    else eager; a static cache needs full-attention layers only (else eager, warned)."""
+    """The decode loop a policy runs (`DECODE_MODES`): "auto" is eager (graphs is asked for by name until a GPU
+    run has checked it: `DECODE_MODES`' comment); a static cache needs full-attention layers only (else eager, warned)."""
     from masprm.errors import ConfigError
     from masprm.models.loading import warn_once
 
@@ -334,8 +334,7 @@ def decode_mode(options: ModelOptions, model) -> str:
         raise ConfigError(f"decode {options.decode!r}: expected one of {', '.join(DECODE_MODES)}", setting="decode")
     mode = options.decode
     if mode == "auto":
-        devices = set(getattr(model, "hf_device_map", {}).values()) or {model.device}
-        mode = "graphs" if model.device.type == "cuda" and options.compile and len(devices) == 1 else "eager"
+        mode = "eager"
     if mode != "eager" and not full_attention_only(model):
         warn_once(f"--decode {mode}: the model has sliding-window layers, which the static cache does not "
                   "take here; decoding eagerly")
