@@ -20,7 +20,8 @@ import pytest
 from helpers_stage4_logs import write_stage4_log
 from helpers_trees import gsm8k_tree, write_trees
 from masprm.archive import cli as archive_cli
-from masprm.archive.format import ArchiveError, safe_path
+from masprm.archive.commands import stage4_argv
+from masprm.archive.format import ArchiveError, card_text, parse_manifest, safe_path, sha256_of
 from masprm.archive.pack import pack
 from masprm.archive.read import check, opened, unpack
 from masprm.stages import aggregate
@@ -35,11 +36,13 @@ DOC = ("# Toy\n<!-- report: demo-table -->\nold\n<!-- /report -->\n<!-- report: 
        "not run\n<!-- /report -->\n")
 
 
-def condition_logs(logs: Path, method: str, fingerprint: str, label: str, budget: dict, accs: dict) -> None:
-    """One condition at each seed of `accs` (seed -> pass@1), as stage 4 writes it."""
+def condition_logs(logs: Path, method: str, fingerprint: str, label: str, budget: dict, accs: dict,
+                   definition: dict | None = None, **record) -> None:
+    """One condition at each seed of `accs` (seed -> pass@1), as stage 4 writes it (`definition`: the whole
+    one, else method and settings only; `record`: more fields of its manifest)."""
     for seed, acc in accs.items():
-        manifest = {"condition": method, "fingerprint": fingerprint, "seed": seed,
-                    "definition": {"method": method, "settings": budget},
+        manifest = {"condition": method, "fingerprint": fingerprint, "seed": seed, **record,
+                    "definition": definition or {"method": method, "settings": budget},
                     "facts": {"family": method.split("_")[0], "scorer_kind": method.split("_", 1)[1],
                               "routing": "static", "scorer_roles": [], "budget_keys": sorted(budget), "label": label}}
         records = [{"idx": i, "correct": i < 3, "pred": str(i), "gold": "2"} for i in range(4)]
@@ -66,10 +69,12 @@ def tiny_run(tmp_path: Path) -> Path:
     (scorer / "training_args.bin").write_bytes(pickle.dumps({"lr": 1e-3}))   # a by-product, a pickle
     (scorer / "checkpoint-2" / "optimizer.pt").write_bytes(b"PK\x03\x04...")
     logs = root / "logs/toy_demo"
-    condition_logs(logs, "single_pass", "e9acf72a40", "Single pass", {}, {14: 0.25, 24: 0.5})
-    condition_logs(logs, "sbs_prm", "316feaf025", "SBS + PRM (B1=3, B2=5)", {"b1": 3, "b2": 5},
+    # each fingerprint is stage 4's: stable_hash of the definition condition_logs records, {"method": "single_pass",
+    # "settings": {}} and {"method": "sbs_prm", "settings": {"b1": 3, "b2": 5}}
+    condition_logs(logs, "single_pass", "9c3b4b40e5", "Single pass", {}, {14: 0.25, 24: 0.5})
+    condition_logs(logs, "sbs_prm", "9a608ebfb6", "SBS + PRM (B1=3, B2=5)", {"b1": 3, "b2": 5},
                    {14: 0.5, 24: 0.75})
-    (logs / "toy_sbs_prm_316feaf025_policy_42.partial.jsonl").write_text("{}\n")   # an unfinished condition
+    (logs / "toy_sbs_prm_9a608ebfb6_policy_42.partial.jsonl").write_text("{}\n")   # an unfinished condition
     (logs / "demo_output").mkdir()
     (logs / "demo_output" / "eval_main.out").write_text("progress\n")
     assert aggregate.main(["--logs_dir", str(logs), "--out", str(root / TABLES[1]), "--no_plot"]) == 0
@@ -109,8 +114,8 @@ def test_a_tiny_run_packs_verifies_and_unpacks_to_the_same_table_and_blocks(tiny
     assert {p.split("/")[0] for p in listed} == {"logs", "results"}
     assert len([p for p in listed if p.startswith("logs/")]) == 2 * 2 * 4   # 2 conditions x 2 seeds x 4 files
     assert not any("partial" in p or "demo_output" in p for p in listed)
-    records = listed["logs/toy_demo/toy_sbs_prm_316feaf025_policy_14.jsonl"]
-    assert records.gzip and records.fingerprint == "316feaf025" and (done.path / records.stored).is_file()
+    records = listed["logs/toy_demo/toy_sbs_prm_9a608ebfb6_policy_14.jsonl"]
+    assert records.gzip and records.fingerprint == "9a608ebfb6" and (done.path / records.stored).is_file()
     assert listed[TABLES[1]].command == "python aggregator.py ..."
     assert cli(["verify", str(done.path)], capsys)[0] == 0
 
@@ -165,8 +170,8 @@ def test_the_same_files_make_no_new_version_and_a_changed_one_does(tiny_run):
     assert packed(tiny_run).path.name == "toy_demo-v2"
 
 
-@pytest.mark.parametrize("stored", ["logs/toy_demo/toy_single_pass_e9acf72a40_policy_14.txt",
-                                    "logs/toy_demo/toy_single_pass_e9acf72a40_policy_14.jsonl.gz"])
+@pytest.mark.parametrize("stored", ["logs/toy_demo/toy_single_pass_9c3b4b40e5_policy_14.txt",
+                                    "logs/toy_demo/toy_single_pass_9c3b4b40e5_policy_14.jsonl.gz"])
 def test_one_corrupt_byte_fails_verify_in_one_line_naming_the_file(tiny_run, tmp_path, capsys, stored):
     done = packed(tiny_run)
     path = done.path / "data" / stored
@@ -376,3 +381,100 @@ def test_report_check_in_a_fresh_clone_regenerates_the_blocks_of_the_checked_in_
     out = capsys.readouterr().out
     assert "demo-table (archives/toy_demo-v1)" in out and "stepbench (archives/toy_demo-v1)" in out
     assert "lab-table (" in out   # the replicated toy lab's outputs are lost: named, left as they are
+
+
+# --------------------------------------------------------------------------- commands reproduce fingerprints
+
+# A condition as stage 4 defines it: sbs_logprob run by STAGE4_COMMAND. Its settings are the method's as stage 4
+# records them: --b1 3 --b2 5 as given, the rest the flags' defaults (top_p 0.95, max_new_tokens 1024,
+# sbs_temperature 1.0, logprob_agg sum); the team's and the policy's contents and the code version name what
+# an archive does not hold, taken as recorded. Its fingerprint is stable_hash(CMD_DEFINITION): 424c8bfbc6.
+CMD_DEFINITION = {"method": "sbs_logprob",
+                  "settings": {"top_p": 0.95, "max_new_tokens": 1024, "sbs_temperature": 1.0, "b1": 3, "b2": 5,
+                               "logprob_agg": "sum"},
+                  "data": {"dataset": "toy", "split": "test", "sample_n": 4, "data_file": None},
+                  "mas_config": "d00a858bc6d1db37",
+                  "models": {"policy": {"id": "artifacts/toy/policy", "base": None, "content": "90b75d04534326ba",
+                                        "base_content": None, "load_in_4bit": False}},
+                  "code_version": "246c76482f01"}
+CMD_FINGERPRINT = "424c8bfbc6"
+STAGE4_COMMAND = ("python src/experiments/compare_sbs_mcts.py --dataset toy --sample_n 4 --gen_model_id "
+                  "artifacts/toy/policy --mas_config configs/toy.yaml --methods single_pass sbs_logprob --b1 3 --b2 5 "
+                  "--seeds 14 24 --logs_dir logs/toy_cmd --device_map cpu")
+CMD_LOG = f"logs/toy_cmd/toy_sbs_logprob_{CMD_FINGERPRINT}_policy_14"
+
+
+def packed_with_command(root: Path):
+    """The tiny run's tables and a logs folder made by STAGE4_COMMAND, recorded as its command."""
+    condition_logs(root / "logs/toy_cmd", "sbs_logprob", CMD_FINGERPRINT, "SBS + logprob (B1=3, B2=5)", {},
+                   {14: 0.5, 24: 0.75}, CMD_DEFINITION, mas_config_path="configs/toy.yaml")
+    return pack("toy_demo", TABLES + ["logs/toy_cmd"], root=root, out=root.parent / "archives", level="tables",
+                meta={"command": "make demo"}, commands={"logs/toy_cmd": STAGE4_COMMAND})
+
+
+def resealed(archive: Path, change) -> None:
+    """The manifest changed by `change` and the card made again for it: every checksum still passes."""
+    edit_manifest(archive, change)
+    manifest = parse_manifest((archive / "manifest.json").read_text())
+    (archive / "manifest.json").write_text(manifest.text())   # the card records the hash of this text
+    (archive / "README.md").write_text(card_text(manifest))
+
+
+def test_a_stage4_logs_recorded_command_reproduces_its_fingerprint(tiny_run, capsys):
+    done = packed_with_command(tiny_run)
+    assert {e.command for e in done.manifest.files if e.path.startswith("logs/toy_cmd/")} == {STAGE4_COMMAND}
+    code, out, err = cli(["verify", str(done.path)], capsys)
+    assert code == 0 and err == ""
+
+
+@pytest.mark.parametrize("edit, expected", [
+    (("--b1 3", "--b1 4"), "its command gives b1=4, the log records 3"),
+    (("--sample_n 4", "--sample_n 8"), "its command gives sample_n=8, the log records 4"),
+    (("single_pass sbs_logprob", "single_pass sbs_prm"), "do not hold its method sbs_logprob"),
+    (("--seeds 14 24", "--seed 42"), "its command runs seed(s) 42, the log is seed 14"),
+    (("artifacts/toy/policy", "Qwen/Qwen2.5-1.5B-Instruct"), "gen_model_id='Qwen/Qwen2.5-1.5B-Instruct'"),
+    (("--b1 3", "--b1 three"), "not one stage 4 accepts (argument --b1: invalid int value"),
+])
+def test_an_edited_command_fails_verify_naming_the_file(tiny_run, capsys, edit, expected):
+    done = packed_with_command(tiny_run)
+    text_log = f"{CMD_LOG}.txt"
+
+    def edit_one(data):   # the seed-14 text log's command only: its other files keep the true one
+        entry = next(f for f in data["files"] if f["path"] == text_log)
+        entry["command"] = entry["command"].replace(*edit)
+    resealed(done.path, edit_one)
+    code, out, err = cli(["verify", str(done.path)], capsys)
+    assert code == 1 and out == "" and err.count("\n") == 1
+    assert str(done.path / "data" / text_log) in err and f"fingerprint {CMD_FINGERPRINT} not reproduced" in err
+    assert expected in err
+
+
+def test_an_edited_definition_fails_for_each_file_of_its_condition(tiny_run, capsys):
+    done = packed_with_command(tiny_run)
+    sidecar = done.path / "data" / f"{CMD_LOG}.manifest.json"
+    record = json.loads(sidecar.read_text())
+    record["definition"]["settings"]["b1"] = 4   # what the fingerprint was not computed from
+    sidecar.write_text(json.dumps(record))
+    data = sidecar.read_bytes()
+    resealed(done.path, lambda d: [f.update(size=len(data), sha256=sha256_of(data)) for f in d["files"]
+                                   if f["path"] == f"{CMD_LOG}.manifest.json"])
+    code, _, err = cli(["verify", str(done.path)], capsys)
+    # the seed-14 condition's four files (text log, records, manifest, summary) each list the command
+    assert code == 1 and err.count("\n") == 4 and err.count("not its fingerprint 424c8bfbc6") == 4
+    assert f"{CMD_LOG}.txt" in err and f"{CMD_LOG}.jsonl.gz" in err
+
+
+def test_a_log_without_a_command_is_checked_against_its_own_record_only(tiny_run, capsys):
+    # the tiny run's logs name no command (as the demo's: several stage-4 commands wrote one folder): that is no
+    # error, and each fingerprint is still checked against the condition's recorded definition and file name
+    done = packed(tiny_run)
+    assert check(done.path)[1] == []
+    stem = "logs/toy_demo/toy_single_pass_9c3b4b40e5_policy_24"
+    resealed(done.path, lambda d: [f.update(fingerprint="0123456789") for f in d["files"]
+                                   if f["path"] == f"{stem}.summary.json"])
+    code, _, err = cli(["verify", str(done.path)], capsys)
+    assert code == 1 and err.count("\n") == 1 and f"{stem}.summary.json" in err
+    assert "its condition's manifest records fingerprint 9c3b4b40e5, the archive's 0123456789" in err
+    # a command that is not stage 4's, or that reads a run file, is not parsed
+    assert stage4_argv("make demo") is None and stage4_argv("masprm-eval --config configs/runs/eval.yaml") is None
+    assert stage4_argv("masprm-eval --methods single_pass") == ["--methods", "single_pass"]

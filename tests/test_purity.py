@@ -34,6 +34,7 @@ PURE = {
     "masprm.identity": HEAVY,
     "masprm.archive.pack": HEAVY,        # packing and reading run archives (masprm-archive, make report)
     "masprm.archive.read": HEAVY,
+    "masprm.archive.commands": HEAVY,    # verify's fingerprint checks: stage 4's settings, never its models
     "masprm.archive.cli": HEAVY,
     "masprm.train.config": HEAVY,       # --help and flag errors of the trainer stay instant
     "masprm.train.objectives": HEAVY,

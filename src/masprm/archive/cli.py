@@ -1,7 +1,8 @@
 """`masprm-archive` / `python -m masprm.archive`: pack, verify, unpack, list and push a run's archive.
 
-Exit codes: 0 done; 1 `verify` found a file missing, changed or not listed (each named on one line of
-stderr, like `make report-check`'s 1 for a doc that differs); 2 bad input in one line, nothing written:
+Exit codes: 0 done; 1 `verify` found a file missing, changed or not listed, or a stage-4 log whose fingerprint
+its record or recorded command does not reproduce (each named on one line of stderr, like `make report-check`'s
+1 for a doc that differs); 2 bad input in one line, nothing written:
 a flag, an archive that cannot be read safely (a link, a path that leaves its folder, a pickle, a kind of
 file not listed, a malformed manifest), `unpack` or `push` of an archive that does not verify, a file
 `unpack` would replace, a push while offline.
@@ -16,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlparse
 
+from masprm.archive.commands import stage4_argv
 from masprm.archive.format import LEVELS, MANIFEST
 from masprm.archive.pack import pack
 from masprm.archive.read import check, read_manifest, unpack, verified, versions
@@ -69,7 +71,8 @@ class PushArgs:
 
 
 COMMANDS = {"pack": (PackArgs, "pack a run's outputs into a new version of its archive"),
-            "verify": (VerifyArgs, "check every file's size and SHA-256 and that the manifest lists them all"),
+            "verify": (VerifyArgs, "check every file's size and SHA-256, that the manifest lists them all, and "
+                       "that each stage-4 log's record and recorded command reproduce its fingerprint"),
             "unpack": (UnpackArgs, "put an archive's files back at their paths (nothing written unless it verifies)"),
             "list": (ListArgs, "what an archive holds, or the archives of a folder"),
             "push": (PushArgs, "upload an archive to the Hugging Face Hub as a dataset repository")}
@@ -114,8 +117,12 @@ def run_verify(a: VerifyArgs) -> int:
         print(f"masprm-archive: verify: {line}", file=sys.stderr)
     if problems:
         return 1
-    print(f"{a.archive}: {len(manifest.files)} files, every size and SHA-256 as listed (run {manifest.run}, "
-          f"version {manifest.version}, level {manifest.level})")
+    logs = sum(1 for e in manifest.files if e.part == "logs" and e.fingerprint)
+    commands = sum(1 for e in manifest.files if e.part == "logs" and e.fingerprint and stage4_argv(e.command or ""))
+    print(f"{a.archive}: {len(manifest.files)} files, every size and SHA-256 as listed, {logs} log files' "
+          f"fingerprints checked against their conditions' records, {commands} of them also against their stage-4 "
+          f"command (run "
+          f"{manifest.run}, version {manifest.version}, level {manifest.level})")
     return 0
 
 

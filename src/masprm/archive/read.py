@@ -25,6 +25,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Iterator
 
+from masprm.archive.commands import MANIFEST_SUFFIX, fingerprint_problems
 from masprm.archive.format import (CARD, DATA, GZIP, MANIFEST, MANIFEST_LIMIT, META_FILES, ArchiveError, Entry,
                                    Manifest, card_manifest_sha, kind_of, looks_pickled, parse_manifest, sha256_of,
                                    split_name)
@@ -114,7 +115,8 @@ def _content(archive: Path, e: Entry) -> tuple[bytes | None, str | None]:
 
 def check(archive: str | os.PathLike) -> tuple[Manifest, list[str]]:
     """The archive's manifest and its problems (one line each, naming the file): [] when every listed file is
-    there with its size and SHA-256, nothing else is in it, and the card records this manifest. An archive
+    there with its size and SHA-256, nothing else is in it, the card records this manifest, and every stage-4
+    log listed with a command and a fingerprint is reproduced by them (`masprm.archive.commands`). An archive
     that cannot be read safely is an ArchiveError instead."""
     archive = Path(archive)
     files = _scan(archive)
@@ -126,10 +128,14 @@ def check(archive: str | os.PathLike) -> tuple[Manifest, list[str]]:
         if kind_of(data_path.removesuffix(GZIP)) is None:
             raise ArchiveError(f"{archive / rel}: not a kind of file an archive holds; refused")
         problems.append(f"{archive / rel}: not in the manifest")
+    sidecars = {}   # the condition manifests that check: what the fingerprints are checked against
     for e in manifest.files:
-        _, problem = _content(archive, e)
+        data, problem = _content(archive, e)
         if problem:
             problems.append(f"{archive / e.stored}: {problem}")
+        elif e.part == "logs" and e.path.endswith(MANIFEST_SUFFIX):
+            sidecars[e.path] = data
+    problems += fingerprint_problems(archive, manifest.files, sidecars)
     card = archive / CARD
     readable = card.is_file() and card.stat().st_size <= MANIFEST_LIMIT
     recorded = card_manifest_sha(card.read_text(encoding="utf-8", errors="replace")) if readable else None
