@@ -355,6 +355,15 @@ CASES = [
     ("r5-s4-pw-alpha-alone", "eval", ev("--pw_alpha", "0.5"), "--pw_alpha needs --pw_k"),
     ("r5-s3-loss-with-ppm", "trainer", tr("--loss", "mse"), "--loss needs --mode prm or orm"),
     ("r5-s3-lora-r-without-lora", "trainer", tr("--no-lora", "--lora-r", "8"), "--lora-r needs LoRA"),
+    # a method flag given for a run of no method that reads it (EVAL runs single_pass), its default included
+    ("r5-s4-distinct-tries-no-mcts", "eval", ev("--distinct_tries", "0"),
+     "--distinct_tries needs a method named mcts_* in --methods"),
+    ("r5-s4-beam-width-no-sbs", "eval", ev("--b1", "3"), "--b1 needs a method named sbs_* in --methods"),
+    ("r5-s1-gpu-share-no-ray", "run_mcts", stage1("--gpus_per_actor", "0.5"), "--gpus_per_actor needs --ray"),
+    # the ensemble of mc_rollouts_active is checked with the other model folders, before the rollout policy loads
+    ("r5-s2-rollout-ensemble-nan", "preprocess", ["--input", RUN, "--labels", "mc_rollouts_active", "--rollout-policy",
+                                                  "models/a/tiny", "--rollout-ensemble", "scorers/nan_adapter"],
+     "--rollout-ensemble scorers/nan_adapter: adapter_model.safetensors"),
 ]
 ROUND3 = 81   # rows added by the third reliability round (issue 29); the ones above them came before
 ROUND4 = 26   # rows added by the fourth (issue 44)

@@ -72,9 +72,9 @@ def _validate(argv):
 
 @pytest.mark.parametrize("argv, message", [
     (["--top_p", "0"], "--top_p must be in (0, 1]"),
-    (["--b1", "0", "--methods", "single_pass"], "--b1 must be at least 1"),
-    (["--c_uct", "-1", "--methods", "single_pass"], "--c_uct must be >= 0"),
-    (["--mcts_temperature", "0", "--methods", "single_pass"], "--mcts_temperature must be > 0"),
+    (["--b1", "0", "--methods", "sbs_logprob"], "--b1 must be at least 1"),
+    (["--c_uct", "-1", "--methods", "mcts_logprob"], "--c_uct must be >= 0"),
+    (["--mcts_temperature", "0", "--methods", "mcts_logprob"], "--mcts_temperature must be > 0"),
     (["--methods", "mcts_prm"], "--prm_dir checkpoints/Qwen2.5-1.5B-RM: no such folder (the default: mcts_prm "
                                 "needs a trained scorer there, or pass --prm_dir)"),
     (["--methods", "mcts_orm", "voter_orm"], "mcts_orm, voter_orm need --orm_dir"),

@@ -55,12 +55,15 @@ def test_the_pilot_runs_the_primary_comparison_on_dev_per_training_seed(plan):
         assert flag(cmd, "--seeds") == ["14", "24", "42"] and flag(cmd, "--methods") == ["mcts_prm", "mcts_orm"]
         assert flag(cmd, "--prm_dir") == [masprm] and flag(cmd, "--orm_dir") == [orm]
         assert flag(cmd, "--logs_dir") == [PILOT_LOGS]
-        assert flag(cmd, "--step_oracle") == ["toy_deep"] and flag(cmd, "--pw_k") == ["3"]
+        # no method of the pilot reads the step labeller (stage 4 refuses a flag no method of the run reads)
+        assert "--step_oracle" not in cmd and flag(cmd, "--pw_k") == ["3"]
         assert flag(cmd, "--n_simulations") == ["10"] and flag(cmd, "--max_children") == ["3"]
         # every other setting is the lab's test evaluation of the same MASPRM (its search command)
         row = "masprm-ppm" + ("" if seed == 42 else f"_s{seed}")
         mine = ("--split", "--methods", "--logs_dir", "--orm_dir", "--orm_base_model_id")
-        assert without(cmd, mine) == without(lab_tasks[f"eval_{row}_search"].cmd, mine)
+        # ... less what only its SBS and best-of-N methods read (the pilot runs MCTS alone)
+        others = ("--b1", "--b2", "--sbs_temperature", "--bon_n", "--step_agg")
+        assert without(cmd, mine) == without(lab_tasks[f"eval_{row}_search"].cmd, mine + others)
         waits = set(tasks[f"pilot_s{seed}"].after)
         assert waits == (set() if seed == 42 else {f"train_masprm-ppm_s{seed}", f"train_mc-orm_s{seed}"})
     # the replica seeds' trees, stage 2 and two scorers each: the full lab's own commands, so it reuses them

@@ -261,8 +261,8 @@ def test_bad_values_are_refused_naming_the_setting(flags, message):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--methods", "single_pass", "--distinct_tries", "2"], "--distinct_tries needs an mcts_* method in --methods"),
-    (["--methods", "single_pass", "--pw_k", "1"], "--pw_k needs an mcts_* method in --methods"),
+    (["--methods", "single_pass", "--distinct_tries", "2"], "--distinct_tries needs a method named mcts_* in --methods"),
+    (["--methods", "single_pass", "--pw_k", "1"], "--pw_k needs a method named mcts_* in --methods"),
     (["--methods", "single_pass", "--pw_alpha", "0.7"], "--pw_alpha needs --pw_k"),
 ])
 def test_the_cli_names_the_flag(argv, message):

@@ -153,3 +153,28 @@ def test_the_budgeted_schemes_spend_the_budget_and_the_same_seed_gives_the_same_
                                   str(tiny_model_dir), "--rollout-ensemble", str(folder), "--rollout-budget", "3"])
         assert message in str(err.value) and "\n" not in str(err.value)
     assert path.read_bytes() == first
+
+
+@pytest.mark.parametrize("make, said", [
+    (lambda workdir, model: "ens", "ens: no such folder"),
+    (lambda workdir, model: (workdir / "ens").mkdir() or "ens", "ens: the folder is empty (no trained scorer in it)"),
+    # a plain policy folder: no trained head at all (transformers would fill one at random)
+    (lambda workdir, model: str(model), "{model}: the weights hold no trained head (score.bias [1] is missing): "
+                                        "loaded as a masprm scorer it would score with a random one"),
+])
+def test_a_bad_ensemble_folder_is_refused_before_the_rollout_policy_loads(workdir, tiny_model_dir, monkeypatch,
+                                                                          capsys, make, said):
+    """--labels mc_rollouts_active reads two models: the ensemble's folder is checked whole before the policy
+    loads (a bad one was once refused only after that load), one line, exit 2, nothing written."""
+    from helpers import snapshot
+    from helpers_cli import run_module
+
+    folder = make(workdir, tiny_model_dir)
+    monkeypatch.setattr(preprocess_data, "rollout_source",
+                        lambda *a, **k: pytest.fail("the rollout policy loaded before the ensemble was checked"))
+    before = snapshot(workdir)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.preprocess",
+                                ["--input", f"results/{RUN}", "--labels", "mc_rollouts_active", "--rollout-policy",
+                                 str(tiny_model_dir), "--rollout-ensemble", folder, "--rollout-budget", "3"])
+    assert code == 2 and lines == [f"preprocess.py: error: --rollout-ensemble {said.format(model=tiny_model_dir)}"]
+    assert snapshot(workdir) == before

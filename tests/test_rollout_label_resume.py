@@ -79,6 +79,8 @@ def workdir(tmp_path, monkeypatch):
     preprocess_workdir(tmp_path, RUN)
     write_trees(tmp_path / "results" / RUN, trees())
     monkeypatch.setattr(preprocess_data, "ensemble_spreads", lambda folder: TextSpreads())
+    # the scripted ensemble has no folder to check (its checks: test_preprocess_labels.py)
+    monkeypatch.setattr(preprocess_data, "check_ensemble_folder", lambda folder: None)
     return tmp_path
 
 

@@ -88,3 +88,54 @@ def test_every_path_flag_of_the_tools_takes_the_stages_path_type():
                     kinds = set(typing.get_args(hints[field.name])) or {hints[field.name]}
                     (checked if kinds & {Path, PathText} else loose).append(f"{name}: {field.name}")
     assert not loose and len(checked) >= 15, (loose, checked)
+
+
+def _no_work(monkeypatch, module: str, *functions: str) -> None:
+    """Each named function of ``module`` (the tool's expensive work) fails the test if it is reached."""
+    import importlib
+
+    for name in functions:
+        monkeypatch.setattr(importlib.import_module(module), name,
+                            lambda *a, **k: pytest.fail(f"{module}: work began before the refusal"))
+
+
+@pytest.mark.parametrize("labels_name, record, scheme", [
+    ("labels_x.jsonl", '{"prompt": "q", "meta": {"label_scheme": "first_error"}}', "first_error"),
+    ("prm_samples_run.jsonl", '{"prompt": "q"}', "mc"),   # today's file, no meta: named by its file
+])
+def test_labelbench_checks_its_default_out_before_the_report(tmp_path, monkeypatch, capsys, labels_name, record,
+                                                             scheme):
+    """The default --out is named by the scheme the records name: it is worked out from the first record and
+    checked before the trees are read (the report once took minutes, then was refused)."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "trees").mkdir()
+    (tmp_path / labels_name).write_text(record + "\n")
+    (tmp_path / "results").write_text("a file where the default report's folder goes\n")
+    _no_work(monkeypatch, "masprm.toy.labelbench", "label_report", "tree_problems")
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.labelbench",
+                                ["--trees", "trees", "--labels", labels_name])
+    assert code == 2 and lines == [f"labelbench.py: error: --out results/toy_labelbench_{scheme}.json: "
+                                   f"{tmp_path}/results is a file, so no folder can be made there"]
+    assert snapshot(tmp_path) == before
+
+
+@pytest.mark.parametrize("argv, said", [
+    (["--samples", "0"], "--samples must be at least 1, got 0"),
+    (["--calibration_samples", "0"], "--calibration_samples must be at least 1, got 0"),
+    (["--out", "policy/report.json"], "--out policy/report.json: is inside the input folder policy (--policy); "
+                                      "writing there would change what the run reads: choose an output outside it"),
+])
+def test_stepbench_refuses_before_any_model_loads(tmp_path, monkeypatch, capsys, argv, said):
+    """The step benchmark's counts and its report are checked before the policy or a scorer loads, and its
+    report never lands inside the policy it reads (the policy's identity would change)."""
+    monkeypatch.chdir(tmp_path)
+    for folder in ("policy", "prm"):
+        (tmp_path / folder).mkdir()
+        (tmp_path / folder / "config.json").write_text("{}\n")
+    _no_work(monkeypatch, "masprm.toy.stepbench", "load_policy", "load_scorer_folder", "sample_split")
+    before = snapshot(tmp_path)
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.stepbench",
+                                ["--policy", "policy", "--scorer", "masprm=prm", *argv])
+    assert code == 2 and lines == [f"stepbench.py: error: {said}"]
+    assert snapshot(tmp_path) == before

@@ -51,7 +51,7 @@ import dataclasses
 import typing
 from pathlib import Path
 from types import UnionType
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from masprm.errors import ConfigError
 from masprm.paths import PathText, path_value
@@ -135,8 +135,12 @@ def _value_type(annotation: Any) -> Any:
 
 def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, cls: type, *,
                     only: Iterable[str] | None = None, skip: Iterable[str] = (),
-                    defaults: dict[str, Any] | None = None, prefix: str = "") -> None:
+                    defaults: dict[str, Any] | None = None, prefix: str = "",
+                    needs: Mapping[str, Needs] | None = None) -> None:
     """Add one argparse argument per ``arg(...)`` field of dataclass ``cls`` (rules: module docstring).
+
+    ``needs`` gives a field that declares none its ``Needs`` by name: what only the stage knows (stage 4's
+    method flags act only when a method in ``--methods`` reads them, and the methods are registered later).
 
     ``prefix`` adds a second copy of the same flags for another model or role: ``--{prefix}name``,
     dest ``{prefix}name`` (read it back with ``config_from_args(cls, ns, prefix=...)``).
@@ -148,7 +152,7 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         if (wanted is not None and field.name not in wanted) or field.name in skipped:
             continue
         spec = dict(field.metadata[_KEY])
-        positional, needs = spec.pop("positional"), spec.pop("needs")
+        positional, need = spec.pop("positional"), spec.pop("needs") or (needs or {}).get(field.name)
         names = (field.name,) if positional else spec.pop("flags") or ("--" + field.name.replace("_", "-"),)
         spec.pop("flags", None)
         if prefix:
@@ -171,8 +175,8 @@ def add_config_args(parser: argparse.ArgumentParser | argparse._ArgumentGroup, c
         elif not positional:   # a positional argument is required by itself
             kwargs["required"] = True
         action = parser.add_argument(*names, **kwargs)
-        if needs is not None:   # read by the parser once the flags are parsed (masprm.cli.ArgumentParser)
-            action.needs = needs
+        if need is not None:   # read by the parser once the flags are parsed (masprm.cli.ArgumentParser)
+            action.needs = need
     if defaults:
         raise TypeError(f"add_config_args({cls.__name__}): defaults for fields that are not flags: {sorted(defaults)}")
 
@@ -210,17 +214,19 @@ def require_each(settings: Any, names: Iterable[str], ok: Callable[[Any], bool],
 Groups = Sequence[tuple[str | None, Sequence[type]]]   # (argparse group title or None, settings classes)
 
 
-def add_settings_args(parser: argparse.ArgumentParser, groups: Groups) -> None:
+def add_settings_args(parser: argparse.ArgumentParser, groups: Groups,
+                      needs: Mapping[str, Needs] | None = None) -> None:
     """Every class's flags, each group in its own argparse group (None: the parser itself).
 
-    A field several classes share (e.g. ``top_p``) is one flag, added with its first class.
+    A field several classes share (e.g. ``top_p``) is one flag, added with its first class; ``needs``: as
+    in ``add_config_args``.
     """
     seen: set[str] = set()
     for title, classes in groups:
         target = parser.add_argument_group(title) if title else parser
         for cls in classes:
             names = {f.name for f in flag_fields(cls)}
-            add_config_args(target, cls, skip=seen & names)
+            add_config_args(target, cls, skip=seen & names, needs=needs)
             seen |= names
 
 

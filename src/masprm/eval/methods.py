@@ -12,11 +12,13 @@ Pure Python: no torch import.
 
 from __future__ import annotations
 
+import argparse
 import inspect
 from dataclasses import dataclass
 from functools import partial
 from typing import Any, Callable, Mapping, Sequence
 
+from masprm.config import Needs, flag_fields
 from masprm.errors import ConfigError
 from masprm.eval.pool_metrics import pool_report_lines, selector_summary
 from masprm.handoff.methods import HANDOFF_METHODS, handoff_search
@@ -204,3 +206,44 @@ def budget_label(facts: Mapping[str, Any], settings: Mapping[str, Any]) -> str:
 def settings_classes() -> tuple[type, ...]:
     """Every settings class a registered method declares, in registration order (their flags are stage 4's)."""
     return tuple(dict.fromkeys(cls for method in METHODS.values() for cls in method.settings))
+
+
+def method_flag_needs() -> dict[str, Needs]:
+    """Each method flag that not every registered method reads -> its ``Needs``: a method in ``--methods``
+    that reads it (given for a run of none, it would go unused: ``--distinct_tries`` without MCTS). Worked out
+    from the registry, so a new method's flags are checked at once."""
+    readers: dict[str, list[str]] = {}
+    for name, method in METHODS.items():
+        for setting in dict.fromkeys(f.name for cls in method.settings for f in flag_fields(cls)):
+            readers.setdefault(setting, []).append(name)
+    return {setting: Needs(f"{_method_names(names)} in `methods`",
+                           lambda parsed, names=frozenset(names): bool(names & set(getattr(parsed, "methods", ()))))
+            for setting, names in readers.items() if len(names) < len(METHODS)}
+
+
+def _method_names(names: Sequence[str]) -> str:
+    """``names`` as a user reads them: a whole name prefix (every ``mcts_...``) as ``mcts_*``."""
+    parts: list[str] = []
+    for name in names:
+        prefix = name.split("_")[0] + "_"
+        family = [m for m in METHODS if m.startswith(prefix)]
+        part = prefix + "*" if len(family) > 1 and set(family) <= set(names) else name
+        if part not in parts:
+            parts.append(part)
+    if len(parts) > 1:
+        return "one of " + ", ".join(parts)
+    return f"a method named {parts[0]}" if "*" in parts[0] else parts[0]
+
+
+def flags_read_by(methods: Sequence[str], tokens: Sequence[str]) -> list[str]:
+    """``tokens`` (each ``--flag`` with the values up to the next flag: a switch has none) less the method flags
+    no method of ``methods`` reads: a planned command passes only settings its methods act on (stage 4 refuses
+    the others: ``method_flag_needs``)."""
+    needs, run = method_flag_needs(), argparse.Namespace(methods=list(methods))
+    starts = [i for i, token in enumerate(tokens) if token.startswith("--")]
+    kept: list[str] = []
+    for start, end in zip(starts, [*starts[1:], len(tokens)]):
+        need = needs.get(tokens[start].lstrip("-").replace("-", "_"))
+        if need is None or need.ok(run):
+            kept += tokens[start:end]
+    return kept

@@ -37,7 +37,7 @@ from masprm.cli import ArgumentParser, check, run_cli
 from masprm.checks import check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require_each
 from masprm.errors import MasprmError
-from masprm.eval.methods import runs_mcts
+from masprm.eval.methods import flags_read_by
 from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
@@ -139,14 +139,18 @@ def evaluation_command(seeds, methods, scorers=(), budget=(), logs_dir: str | No
     """The README's evaluation command on a world's split (the test split; toy_deep's dev pilot: dev) with the
     demo's settings; `scorers` are the scorer flags (--prm_dir ...), `budget` flags that override a setting;
     `logs_dir` default: the demo's."""
+    # each search family's settings go only where one of the methods reads them (stage 4 refuses a flag no
+    # method of the run reads); a budget flag overrides the same setting, coming later
+    def read(*pairs: str) -> list[str]:
+        return flags_read_by(methods, pairs)
+
     # every seed in one process (--seeds): the same logs as one command per seed, one model load
     return [*stage_command("evaluate"), "--dataset", world.name, "--split", split, "--seeds", *map(str, seeds),
             *scorers, "--gen_model_id", world.policy, "--mas_config", world.config, "--methods", *methods,
-            "--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
-            "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
-            "--top_p", "0.95", "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
-            "--search_batch_size", str(world.eval_batch), *CPU, *world.eval_flags,
-            *(world.mcts_flags if runs_mcts(methods) else ()), *budget]
+            *read("--b1", "3", "--b2", "5", "--n_simulations", "10", "--max_children", "3",
+                  "--c_uct", "2", "--sbs_temperature", "0.7", "--mcts_temperature", "0.7",
+                  "--top_p", "0.95"), "--logs_dir", logs_dir or world.demo_logs, "--workers", "1",
+            "--search_batch_size", str(world.eval_batch), *CPU, *read(*world.eval_flags, *world.mcts_flags, *budget)]
 
 
 def train_command(mode: str, data: str, out: str, seed: int, extra=(), world: WorldRun = TOY_RUN) -> list[str]:

@@ -28,7 +28,7 @@ from masprm.data import load_examples
 from masprm.dataset_sources import DatasetFields
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
 from masprm.eval.logs import log_every
-from masprm.eval.methods import METHODS, runs_mcts, settings_classes
+from masprm.eval.methods import METHODS, method_flag_needs, settings_classes
 from masprm.eval.metrics import results_table
 from masprm.errors import ModelOutputError
 from masprm.eval.runner import Comparison, ModelSpec, run_conditions
@@ -71,7 +71,7 @@ def groups() -> Groups:
 def build_parser() -> ArgumentParser:
     p = ArgumentParser(description="Compare single pass, SBS, MCTS and voters guided by a MASPRM, an ORM "
                                    "or policy log-probs (and the handoff conditions) on a dataset.")
-    add_settings_args(p, groups())
+    add_settings_args(p, groups(), needs=method_flag_needs())   # a method flag needs a method that reads it
     return p
 
 
@@ -88,11 +88,11 @@ def parse_command(argv: list[str] | None = None) -> tuple[RunSettings, EvalSetti
 def validate(run: RunSettings, settings: EvalSettings) -> dict[str, ScorerFolder]:
     """What no single settings class can check: the methods against the flags and the scorer folders.
     Returns the scorer folders' records (``read_scorers``), read once for the checks and the models."""
-    orm_leaf = settings.method_values[ORMLeafSettings].orm_leaf
-    check(not orm_leaf or "mcts_prm" in run.methods, "--orm_leaf needs mcts_prm in --methods")
-    mcts_run, off = runs_mcts(run.methods), settings.method_values[MCTSSettings].unrecorded()
-    for name in MCTS_OPTIONS:   # set for a run without MCTS, it would go unused
-        check(mcts_run or name in off, f"--{name} needs an mcts_* method in --methods")
+    # the parser refuses these when given; set another way (a caller's settings) they are refused by value
+    needs, off = method_flag_needs(), settings.method_values[MCTSSettings].unrecorded()
+    unset = {"orm_leaf": not settings.method_values[ORMLeafSettings].orm_leaf, **{n: n in off for n in MCTS_OPTIONS}}
+    for name, left_off in unset.items():
+        check(left_off or needs[name].ok(run), with_flags(needs[name].problem(name)))
     folders = settings.models.scorer_folders()
     for role in ROLES.values():
         users = [m for m in run.methods if role.name in settings.roles(m)]

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, check_checker
-from masprm.checks import check_local_model, check_output_file, check_seeds, file_identity
+from masprm.checks import check_local_model, check_output_file, check_scorer_folder, check_seeds, file_identity
 from masprm.cli import ArgumentParser, UsageError, check, run_cli
 from masprm.config import add_config_args, arg, config_from_args, flag_fields, flag_names, require_each
 from masprm.errors import ConfigError
@@ -36,7 +36,10 @@ from masprm.search.rollouts import RolloutSource
 from masprm.search.settings import SamplingSettings
 from masprm.identity import code_version, path_identity, stable_hash
 from masprm.models.model_checks import check_policy
+from masprm.models.scorer_checks import check_scorer_fits
 from masprm.run_folder import SETTINGS_FILE, read_settings
+from masprm.scorer_folder import read_scorer_folder
+from masprm.scorer_meta import training_of
 from masprm.state_text import join_steps
 from masprm.labels.trl import EXPORT_FORMATS, export_trl, trl_path
 from masprm.outputs import lexical_path
@@ -271,6 +274,8 @@ def write_labels(args: argparse.Namespace, files: list[Path], root: Path, graph:
         check_output_file(partial_path(path), "input", label=f"input {args.input}: output")
     if graph is not None and args.view == "local":
         log.info(f"[preprocess] local view, routing inboxes with {graph.source}", extra=RESULT)
+    if scheme.needs_spreads:   # before the rollout policy loads: a bad folder once cost that load first
+        check_ensemble_folder(args.rollout_ensemble)
     source = rollout_source(args, files, graph) if scheme.needs_rollouts else None
     runner.ctx.rollouts = source
     runner.ctx.spreads = ensemble_spreads(args.rollout_ensemble) if scheme.needs_spreads else None
@@ -371,14 +376,28 @@ class EnsembleSpreads:
         return list(self.scorer.last_spread)
 
 
+def not_an_ensemble(folder: Path) -> str:
+    return (f"--rollout-ensemble: {folder} is not an ensemble scorer (trained with --mode ensemble); its heads' "
+            "spread ranks the prefixes")
+
+
+def check_ensemble_folder(folder: Path) -> None:
+    """--rollout-ensemble checked whole without loading (``masprm.checks.check_scorer_folder``, then
+    ``masprm.models.scorer_checks.check_scorer_fits``: weights, head, adapter against its base), and trained
+    with --mode ensemble as its record says."""
+    record = read_scorer_folder(folder)
+    check_scorer_folder(record, "rollout_ensemble")
+    check_scorer_fits(record, "rollout_ensemble", None)
+    check(training_of(record.meta).get("objective") == "ensemble", not_an_ensemble(folder))
+
+
 def ensemble_spreads(folder: Path) -> EnsembleSpreads:
-    """--rollout-ensemble: the scorer, on the CPU; one line when it is not an ensemble."""
+    """--rollout-ensemble (checked by ``check_ensemble_folder``): the scorer, on the CPU."""
     from masprm.models.options import ModelOptions
     from masprm.models.scorer import EnsembleScorer, load_scorer
 
     scorer = load_scorer(folder, options=ModelOptions(device_map="cpu"), setting="rollout_ensemble")
-    check(isinstance(scorer, EnsembleScorer), f"--rollout-ensemble: {folder} is not an ensemble scorer (trained "
-                                              "with --mode ensemble); its heads' spread ranks the prefixes")
+    check(isinstance(scorer, EnsembleScorer), not_an_ensemble(folder))
     return EnsembleSpreads(scorer)
 
 

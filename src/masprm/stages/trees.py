@@ -13,6 +13,7 @@ local instance, or on the cluster at ``--ray_address`` / ``$RAY_ADDRESS``
 (docs/cluster.md); trees are written here either way.
 """
 
+import os
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -22,7 +23,7 @@ from masprm.checks import (check_known_dataset, check_local_model, check_output_
                            check_text_data_file, file_identity, looks_like_path)
 from masprm.cli import ArgumentParser, run_cli
 from masprm.cluster import ClusterSettings, check_reachable, local_folders
-from masprm.config import add_settings_args, arg, config_from_args, group_classes, require, require_each
+from masprm.config import Needs, add_settings_args, arg, config_from_args, group_classes, require, require_each
 from masprm.paths import PathText
 from masprm.data import load_examples
 from masprm.dataset_sources import DatasetFields, source_record
@@ -72,21 +73,26 @@ class TreesArgs:
         check_checker(self.answer_checker)
 
 
+# Without Ray the examples run in this process: the actors' count and GPU share would go unused
+NEEDS_RAY = Needs("`ray` (or `ray_address`)", lambda s: bool(getattr(s, "ray", False) or getattr(s, "ray_address", None)
+                                                           or os.environ.get("RAY_ADDRESS")))
+
+
 @dataclass(frozen=True)
 class RayArgs:
     """Spreading the examples over Ray actors: local ones, or on the cluster ``cluster`` names."""
 
     ray: bool = arg(False, flags=("--ray",), help="spread examples over local Ray actors")
-    actors: int | None = arg(None, flags=("--actors",),
+    actors: int | None = arg(None, flags=("--actors",), needs=NEEDS_RAY,
                              help="Ray actors, one model copy each (default: GPUs / gpus_per_actor, at least 1)")
-    gpus_per_actor: float = arg(1.0, flags=("--gpus_per_actor",),
+    gpus_per_actor: float = arg(1.0, flags=("--gpus_per_actor",), needs=NEEDS_RAY,
                                 help="GPU share of each Ray actor (default: 1; without GPUs actors use CPUs)")
     cluster: ClusterSettings = field(default_factory=ClusterSettings)   # where the actors run (its own flags)
 
     def __post_init__(self) -> None:
         require_each(self, ("actors",), lambda v: v >= 1, "must be >= 1")
         check_gpu_share(self.gpus_per_actor)
-        require(self.actors is None or self.use_ray, "actors", "`actors` needs `ray` (or `ray_address`)")
+        require(self.actors is None or self.use_ray, "actors", NEEDS_RAY.problem("actors"))
 
     @property
     def use_ray(self) -> bool:

@@ -198,11 +198,12 @@ def main(argv: list[str] | None = None) -> int:
     args = config_from_args(LabelBenchArgs, p.parse_args(argv))
     check(args.labels.is_file(), f"--labels {args.labels}: no such file")
     inputs = {"trees": args.trees, "labels": args.labels}   # the report never replaces what it reads
-    if args.out is not None:
-        check_output_file(args.out, "out", inputs=inputs)
-    report = label_report(args.trees, args.labels, args.scheme, args.world)
-    out = args.out or Path("results") / f"{args.world}_labelbench_{report['scheme']}.json"
+    # the default --out is named by the scheme, which the first record names: checked before the report's work
+    first = next((rec for _, rec in iter_jsonl(args.labels)), None)
+    scheme = scheme_name(args.labels, [first] if first is not None else [], args.scheme)
+    out = args.out or Path("results") / f"{args.world}_labelbench_{scheme}.json"
     check_output_file(out, "out", inputs=inputs)
+    report = label_report(args.trees, args.labels, args.scheme, args.world)
     atomic_write_json(out, report)
     print("\n".join(report_lines(report)))
     print(f"wrote {out}")
