@@ -10,6 +10,7 @@ Imports inside functions count too: a lazy import is still a dependency.
 """
 
 import ast
+from pathlib import Path
 
 from helpers import REPO
 
@@ -86,31 +87,18 @@ KNOWN_CIRCLES = {frozenset({"stages/lab", "stages/lab_pilot"}), frozenset({"data
                  frozenset({"models/public_scorers", "models/scorer"})}
 
 
-def module_file(dotted: str) -> str | None:
-    """'masprm.search.beam' -> 'search/beam'; a package -> its '__init__'; None when it is no masprm module."""
-    rel = dotted.split(".", 1)[1].replace(".", "/") if "." in dotted else ""
-    for candidate in (rel, f"{rel}/__init__" if rel else "__init__"):
-        if (PACKAGE / f"{candidate}.py").is_file():
-            return candidate
-    return None
-
-
 def module_graph() -> dict[str, set[str]]:
-    """Module file (relative, no suffix) -> the masprm module files it imports, at the top or inside a function;
-    `from masprm.stages import lab` imports the module stages/lab, not only the package."""
-    graph: dict[str, set[str]] = {}
-    for path in PACKAGE.rglob("*.py"):
-        file = path.relative_to(PACKAGE).with_suffix("").as_posix()
-        for node in ast.walk(ast.parse(path.read_text())):
-            if isinstance(node, ast.Import):
-                names = [alias.name for alias in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
-                names = [node.module] + [f"{node.module}.{alias.name}" for alias in node.names]
-            else:
-                continue
-            targets = {module_file(n) for n in names if n.startswith("masprm.")}
-            graph.setdefault(file, set()).update(t for t in targets if t and t != file)
-    return graph
+    """Module file (relative, no suffix) -> the masprm module files it imports, at the top or inside a function,
+    as the code version reads them (masprm.identity): `from masprm.stages import lab` imports stages/lab; a
+    package's __init__ is left out (importing a.b runs a/__init__, which closes no circle of modules)."""
+    from masprm.identity import _masprm_imports
+
+    def rel(path: Path) -> str:
+        return path.relative_to(PACKAGE).with_suffix("").as_posix()
+
+    return {rel(path): {rel(f) for f in _masprm_imports(path, PACKAGE)
+                        if f != path and f.name != "__init__.py"}
+            for path in PACKAGE.rglob("*.py")}
 
 
 def circles(graph: dict[str, set[str]]) -> list[frozenset[str]]:
