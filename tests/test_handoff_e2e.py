@@ -44,12 +44,13 @@ ORIGINAL_LINES = [r"Hit@1 at 4 messages: \d\.\d{4}", r"Hit@1 at 8 messages: \d\.
                   r"Batched policy calls / proposals per example: \d\.\d\d/\d\.\d\d"]
 
 
-def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model_dir, handoff_setup, tmp_path):
+def test_handoff_conditions_on_the_tiny_model_write_the_originals_log(tiny_model_dir, tiny_scorer_dir, handoff_setup,
+                                                                     tmp_path):
     import re
 
     config, data = handoff_setup
     argv = ["--methods", "handoff_fixed", "handoff_policy", "handoff_prm", "--gen_model_id", tiny_model_dir,
-            "--handoff_prm_dir", tiny_model_dir, "--allow_scorer_kind_mismatch",   # the policy as an untrained scorer
+            "--handoff_prm_dir", tiny_scorer_dir, "--allow_scorer_kind_mismatch",   # an untrained scorer
             "--mas_config", config, "--data_file", data,
             "--sample_n", 2, "--seed", 3, "--min_turns", 2, "--max_turns", 3, "--handoff_candidates", 2,
             "--max_new_tokens", 6, "--device_map", "cpu", "--no_compile", "--workers", 1,

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 import re
 
+import pytest
+
 from conftest import FakePolicy
 from masprm.data import Example, LoadedData
+from masprm.errors import ConfigError
 from masprm.eval.logs import log_status
 from masprm.eval.runner import ModelSpec, run_conditions
 from masprm.graph import MASGraph
@@ -59,10 +62,10 @@ def test_a_crashed_example_is_a_miss_in_hit_at_t_and_the_log_has_the_original_li
     assert log_status(cond.files.log) == "FAILED"
 
 
-def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir, monkeypatch):
-    tiny_model_dir = str(tiny_model_dir)
+def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_dir, tiny_scorer_dir, monkeypatch):
+    tiny_model_dir, scorer_dir = str(tiny_model_dir), str(tiny_scorer_dir)
     cli = stage_module("compare_sbs_mcts")
-    # The tiny base model stands in for a scorer folder here: the folder check is tested elsewhere.
+    # The scorer folder check is tested elsewhere; here only the context length each scorer is given.
     monkeypatch.setattr(cli, "check_scorer_folder", lambda *a, **k: None)
     from masprm.eval.runner import MODEL_LOADERS
     from masprm.models.loading import ModelOptions
@@ -71,13 +74,14 @@ def test_the_handoff_scorer_is_loaded_with_the_context_length_flag(tiny_model_di
         run, s = cli.parse_command(["--gen_model_id", tiny_model_dir, *argv])
         return cli.model_specs(s, run)
 
-    found = specs("--methods", "handoff_prm", "--handoff_prm_dir", tiny_model_dir, "--prm_dir", tiny_model_dir,
+    found = specs("--methods", "handoff_prm", "--handoff_prm_dir", scorer_dir, "--prm_dir", scorer_dir,
                   "--prm_context_length", "5000")
     # the original: max_length = --prm_context_length for the handoff scorer; static scorers keep theirs
     assert found["handoff_masprm"].max_length == 5000 and "masprm" not in found   # no static method: not loaded
-    assert specs("--methods", "mcts_prm", "--prm_dir", tiny_model_dir,
-                 "--prm_context_length", "5000")["masprm"].max_length is None
+    assert specs("--methods", "mcts_prm", "--prm_dir", scorer_dir)["masprm"].max_length is None
+    with pytest.raises(ConfigError, match="`prm_context_length` needs handoff_prm in `methods`"):
+        specs("--methods", "mcts_prm", "--prm_dir", scorer_dir, "--prm_context_length", "5000")   # it cannot act
     assert specs("--methods", "handoff_prm",
-                 "--handoff_prm_dir", tiny_model_dir)["handoff_masprm"].max_length == 16384
-    spec = ModelSpec("scorer", tiny_model_dir, None, ModelOptions(device_map="cpu"), 5000)
+                 "--handoff_prm_dir", scorer_dir)["handoff_masprm"].max_length == 16384
+    spec = ModelSpec("scorer", scorer_dir, None, ModelOptions(device_map="cpu"), 5000)
     assert MODEL_LOADERS["scorer"](spec).encoder.max_length == 5000
