@@ -89,11 +89,18 @@ def offered(settings: list[str], flags: set[str]) -> tuple[list[str], dict[str, 
 
 
 def checkout_copy(folder: Path) -> Path:
-    """A folder laid out like the checkout (its code, teams and toy world linked in): the demo's commands write
-    their results/ and checkpoints/ there."""
+    """A folder laid out like the checkout (its code and teams linked in, the toy world linked or built): the
+    demo's commands write their results/ and checkpoints/ there."""
     folder.mkdir(parents=True)
-    for name in ("src", "configs", "artifacts"):
+    for name in ("src", "configs"):
         (folder / name).symlink_to(ROOT / name)
+    if (ROOT / "artifacts" / "toy" / "policy" / "model.safetensors").is_file():
+        (folder / "artifacts").symlink_to(ROOT / "artifacts")
+    else:   # a fresh clone: the demo's step 0 (the shipped policy copied in, seconds), here rather than in the checkout
+        build = [sys.executable, "-m", "masprm.toy.build", "--out", "artifacts/toy", "--mas_config", "configs/toy.yaml"]
+        done = subprocess.run(build, cwd=folder, env=environment({}), capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SystemExit(f"the toy world's build in {folder}: exit {done.returncode}: {done.stderr[-500:]}")
     return folder
 
 
@@ -181,8 +188,6 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.trees < 2 or args.steps < 1:   # the training holds whole questions out to pick its checkpoint
         p.error("--trees must be at least 2 and --steps at least 1")
-    if not (ROOT / "artifacts" / "toy" / "policy" / "model.safetensors").is_file():
-        p.error("artifacts/toy/policy: build the toy world first (python -m masprm.toy.build --out artifacts/toy)")
     import torch
 
     settings, skipped = offered(args.settings, cpu_flags())
