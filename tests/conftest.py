@@ -28,6 +28,17 @@ except ImportError:  # the pure core's tests run without torch
 from masprm.interfaces import Generation, LogProb, Messages
 
 
+@pytest.fixture(autouse=True)
+def _flags_of_this_test_only():
+    """A command parses its flags once per process, and its error lines name settings by the flags it parsed
+    (masprm.cli.PARSED_FLAGS); in one test process each test starts with none, as a fresh command does."""
+    from masprm.cli import PARSED_FLAGS
+
+    PARSED_FLAGS.clear()
+    yield
+    PARSED_FLAGS.clear()
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A random-init Qwen2 causal LM + ChatML tokenizer folder, built once per session."""

@@ -86,10 +86,14 @@ def registered():
 def run_cli(monkeypatch, tiny_model_dir, tmp_path, methods):
     from masprm.stages import evaluate as cli
 
+    from masprm.eval.methods import flags_read_by
+
+    # the families' small budgets, passed only where a method reads them (stage 4 refuses a flag that cannot act)
+    budgets = flags_read_by(methods, ["--b1", "2", "--b2", "2", "--voter_k", "2", "--n_simulations", "2",
+                                      "--max_children", "2"])
     argv = ["compare_sbs_mcts.py", "--dataset", "toy", "--split", "test", "--sample_n", "3", "--seed", "14",
             "--gen_model_id", str(tiny_model_dir), "--mas_config", str(ROOT / "configs" / "toy.yaml"),
-            "--methods", *methods, "--b1", "2", "--b2", "2", "--voter_k", "2", "--n_simulations", "2",
-            "--max_children", "2", "--max_new_tokens", "4", "--logs_dir", str(tmp_path), "--workers", "1",
+            "--methods", *methods, *budgets, "--max_new_tokens", "4", "--logs_dir", str(tmp_path), "--workers", "1",
             "--search_batch_size", "3", "--device_map", "cpu", "--no_compile"]
     monkeypatch.setattr(sys, "argv", argv)
     assert cli.main() == 0
