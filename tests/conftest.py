@@ -49,25 +49,10 @@ def tiny_model_dir(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_scorer_dir(tiny_model_dir, tmp_path_factory):
-    """The tiny policy saved as an untrained full-model scorer: a one-output token-classification head of small
-    seeded random weights in its weights file, as a merged export holds one (a folder without it is refused:
-    it would be scored by a head made up at load time)."""
-    import json
-    import shutil
+    """The tiny policy saved as an untrained full-model scorer that holds its head (`untrained_scorer`)."""
+    from masprm.models.tiny import untrained_scorer
 
-    from safetensors.torch import load_file, save_file
-
-    folder = tmp_path_factory.mktemp("tiny_scorer") / "scorer"
-    shutil.copytree(tiny_model_dir, folder)
-    config = json.loads((folder / "config.json").read_text())
-    config.update(architectures=["Qwen2ForTokenClassification"], id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
-    (folder / "config.json").write_text(json.dumps(config))
-    state = load_file(str(folder / "model.safetensors"))
-    generator = torch.Generator().manual_seed(0)
-    state["score.weight"] = torch.randn(1, config["hidden_size"], generator=generator) * 0.02
-    state["score.bias"] = torch.zeros(1)
-    save_file(state, str(folder / "model.safetensors"), metadata={"format": "pt"})
-    return folder
+    return untrained_scorer(tiny_model_dir, tmp_path_factory.mktemp("tiny_scorer") / "scorer")
 
 
 class FakePolicy:

@@ -18,7 +18,7 @@ pytest.importorskip("vllm", reason="vLLM is not installed in this environment: `
 
 from masprm.models.backends import BackendFlags, check_backend, load_policy  # noqa: E402
 from masprm.models.options import ModelOptions  # noqa: E402
-from masprm.models.tiny import build_tiny_model, default_corpus  # noqa: E402
+from masprm.models.tiny import build_tiny_model, default_corpus, untrained_scorer  # noqa: E402
 
 pytestmark = pytest.mark.slow   # starts an engine (about 1-2 minutes on 2 CPU cores)
 
@@ -223,6 +223,8 @@ def test_the_handoff_conditions_run_with_the_vllm_backend(vllm_policy, tiny32, t
     import yaml
     from masprm.stages import evaluate
 
+    scorer = untrained_scorer(tiny32, tmp_path / "scorer")   # a head in its weights: a headless one is refused
+
     roles = ["Analyst", "Solver", "Finalizer"]
     config = tmp_path / "handoff3.yaml"
     config.write_text(yaml.safe_dump({
@@ -231,7 +233,7 @@ def test_the_handoff_conditions_run_with_the_vllm_backend(vllm_policy, tiny32, t
     data = tmp_path / "math.jsonl"
     data.write_text("".join(json.dumps({"problem": f"What is {i} + {i}?", "solution": f"$\\boxed{{{2 * i}}}$",
                                         "level": "Level 5", "type": "Algebra"}) + "\n" for i in (1, 2)))
-    argv = ["--methods", "handoff_policy", "handoff_prm", "--gen_model_id", tiny32, "--handoff_prm_dir", tiny32,
+    argv = ["--methods", "handoff_policy", "handoff_prm", "--gen_model_id", tiny32, "--handoff_prm_dir", str(scorer),
             "--allow_scorer_kind_mismatch", "--mas_config", str(config), "--data_file", str(data),
             "--sample_n", "2", "--seed", "3", "--min_turns", "2", "--max_turns", "3", "--handoff_candidates", "2",
             "--max_new_tokens", "6", "--workers", "1", "--logs_dir", str(tmp_path / "logs"), *STAGE_FLAGS]

@@ -11,7 +11,9 @@ randomly initialised `Qwen2ForCausalLM` next to it.
 
 from __future__ import annotations
 
+import json
 import random
+import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable
@@ -192,6 +194,28 @@ def build_tiny_model(out_dir, *, tokenizer=None, corpus: Iterable[str] | None = 
     with library_output(out) as saving:   # new inodes, renamed into place once all are written
         model.save_pretrained(saving, safe_serialization=True)
         tokenizer.save_pretrained(saving)
+    return out
+
+
+def untrained_scorer(policy_dir, out_dir, seed: int = 0) -> Path:
+    """Copy a policy folder to `out_dir` as an untrained full-model scorer; return it.
+
+    The copy holds a one-output token-classification head of small seeded random weights in its weights file, as
+    a merged export holds one: a folder without a head is refused, since it would be scored by one made up at
+    load time. Tests use it where any working scorer will do.
+    """
+    from safetensors.torch import load_file, save_file
+
+    out = Path(out_dir)
+    shutil.copytree(policy_dir, out)
+    config = json.loads((out / "config.json").read_text())
+    config.update(architectures=["Qwen2ForTokenClassification"], id2label={"0": "LABEL_0"}, label2id={"LABEL_0": 0})
+    (out / "config.json").write_text(json.dumps(config))
+    state = load_file(str(out / "model.safetensors"))
+    generator = torch.Generator().manual_seed(seed)
+    state["score.weight"] = torch.randn(1, config["hidden_size"], generator=generator) * 0.02
+    state["score.bias"] = torch.zeros(1)
+    save_file(state, str(out / "model.safetensors"), metadata={"format": "pt"})
     return out
 
 
