@@ -206,50 +206,84 @@ def train_scorer(cfg: TrainConfig, callbacks: list | None = None) -> TrainResult
         return _train_scorer(cfg, callbacks, held)
 
 
-def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> TrainResult:
-    """train_scorer's run; `held` keeps the output folder's lock until it returns."""
+@dataclass
+class _Inputs:
+    """What the checks before the output folder settle: the objective, its records and the base model's terms."""
+    objective: Objective
+    records: list[dict]
+    attn_kernel: str                  # the attention kernel the base model is loaded with
+    warm_start: dict[str, Any]        # the warm start's record for the metadata ({} without init_adapter_dir)
+
+
+@dataclass
+class _Examples:
+    """The tokenizer (with the separator) and the tokenised records, split into train and eval."""
+    tokenizer: Any
+    sep_id: int
+    new_token_ids: list[int]          # the separator, when it had to be added
+    train: list[dict]
+    eval: list[dict]
+    from_cache: bool
+
+
+def _check_settings(cfg: TrainConfig) -> None:
+    """The settings alone: their own checks, and the hub repository's name when one is given."""
     cfg.validate()
     if cfg.hub_model_id:
         check_hub_model_id(cfg.hub_model_id)
-    from masprm.models.text_encoder import TextEncoder   # imports torch
 
-    objective = OBJECTIVES[cfg.mode]
-    records = load_records(cfg.data_file, cfg.mode)  # fail on bad data before loading any model
+
+def _usable_records(cfg: TrainConfig, objective: Objective) -> list[dict]:
+    """The data file's records, refused unless at least 2 of them can train (one is held out)."""
+    records = load_records(cfg.data_file, cfg.mode)
     usable = objective.usable(records)
     if usable < 2:
         others = " (the others have identical chosen and rejected steps)" if usable < len(records) else ""
         raise DataError(f"{cfg.data_file} (`data_file`): {usable} usable record(s) of {len(records)}{others}"
                         "; training needs at least 2 (one is held out for evaluation)", setting="data_file")
+    return records
+
+
+def _check_before_loading(cfg: TrainConfig) -> tuple[str, dict[str, Any]]:
+    """(attention kernel, warm start record): output folder, base model and warm start checked, no model loaded."""
     check_output_dir(cfg.output_dir, "output_dir", inputs={"model_id": cfg.model_id, "data_file": cfg.data_file,
                                                           "init_adapter_dir": cfg.init_adapter_dir})
     check_local_model(cfg.model_id, "model_id")
-    from masprm.models.loading import load_tokenizer, resolve_attn_impl, resolve_device
+    from masprm.models.loading import resolve_attn_impl
 
     attn_kernel = resolve_attn_impl(cfg.attn_impl)
     check_model_serves(cfg.model_id, "model_id", attn_impl=attn_kernel, trust_remote_code=cfg.trust_remote_code)
     _check_fits_context(cfg)
     warm_start = check_warm_start(cfg) if cfg.init_adapter_dir else {}   # against the checked base
+    return attn_kernel, warm_start
 
-    import torch
-    from transformers import PrinterCallback, TrainingArguments, set_seed
 
-    from masprm.models import token_scorer
-    from masprm.models.adapters import fit_embeddings_to_adapter
-    from masprm.train.lora import attach_lora, disable_dropout
-
+def _claim_output(cfg: TrainConfig, held: ExitStack) -> tuple[Path, list[str] | str, str | None]:
+    """(output folder, report_to, checkpoint to resume from): the trackers checked, the folder locked and read."""
     report_to = _report_to(cfg)
     out = Path(cfg.output_dir)
     if _world_rank() == 0:   # one training per folder; under torchrun rank 0 holds it for all
         held.enter_context(locked_folder(out, "output_dir"))
         announce_holder(out)
-    resume_from = _resume_checkpoint(cfg, out)
-    set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
+    return out, report_to, _resume_checkpoint(cfg, out)
 
+
+def _examples(cfg: TrainConfig, inputs: _Inputs, out: Path) -> _Examples:
+    """The records tokenised (from the folder's cache when it matches) and split into train and eval."""
+    from transformers import set_seed
+
+    from masprm.models import token_scorer
+    from masprm.models.loading import load_tokenizer
+    from masprm.models.text_encoder import TextEncoder   # imports torch
+
+    set_seed(cfg.seed)  # the new score head and separator embedding are drawn from it
     tokenizer = load_tokenizer(cfg.model_id, cfg.trust_remote_code, padding_side="right", setting="model_id")
     n_base_tokens = len(tokenizer)
     sep_id = token_scorer.separator_token_id(tokenizer, cfg.separator, add_if_missing=cfg.ensure_step_token)
-    new_token_ids = list(range(n_base_tokens, len(tokenizer)))   # the separator, when it had to be added
-    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length, style=objective.text_style)
+    new_token_ids = list(range(n_base_tokens, len(tokenizer)))
+    encoder = TextEncoder(tokenizer, sep_id, cfg.max_length, cfg.max_prompt_length,
+                          style=inputs.objective.text_style)
+    records = inputs.records
     examples, skipped, from_cache = cached_examples(cfg, records, encoder, out, write=_world_rank() == 0)
     if skipped:
         _log(cfg, f"skipped {skipped} of {len(records)} records whose chosen and rejected steps are identical")
@@ -257,27 +291,45 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         train_idx, eval_idx = split_eval_by_group([e["group"] for e in examples], cfg.seed)
     else:   # the original's split over records
         train_idx, eval_idx = split_eval(len(examples), cfg.seed)
-    train_examples = [examples[i] for i in train_idx]
-    eval_examples = [eval_view(examples[i]) for i in eval_idx]
+    return _Examples(tokenizer, sep_id, new_token_ids, train=[examples[i] for i in train_idx],
+                     eval=[eval_view(examples[i]) for i in eval_idx], from_cache=from_cache)
 
+
+def _model(cfg: TrainConfig, inputs: _Inputs, data: _Examples) -> tuple[Any, bool]:
+    """(model, quantized): the base with the objective's head, the warm start's embeddings, LoRA and dropout."""
+    import torch
+
+    from masprm.models import token_scorer
+    from masprm.models.adapters import fit_embeddings_to_adapter
+    from masprm.models.loading import resolve_device
+    from masprm.train.lora import attach_lora, disable_dropout
+
+    objective, tokenizer = inputs.objective, data.tokenizer
     resolve_device("auto")  # a CUDA build that sees no GPU says so instead of silently training in fp32 on CPU
     quantized = cfg.lora and (torch.cuda.is_available() if cfg.load_in_4bit is None else cfg.load_in_4bit)
     causal = OBJECTIVE_FACTS[cfg.mode].causal_lm
     load = token_scorer.load_causal_lm if causal else partial(token_scorer.load_token_scorer,
                                                               heads=objective.heads(cfg))
-    model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=attn_kernel,
+    model = load(cfg.model_id, n_tokens=len(tokenizer), load_in_4bit=quantized, attn_impl=inputs.attn_kernel,
                  trust_remote_code=cfg.trust_remote_code, pad_token_id=tokenizer.pad_token_id)
     if cfg.init_adapter_dir:
         fit_embeddings_to_adapter(model, cfg.init_adapter_dir, len(tokenizer), "init_adapter_dir")
     if cfg.lora:
         model = attach_lora(model, r=cfg.lora_r, alpha=cfg.lora_alpha, dropout=cfg.lora_dropout,
                             quantized=quantized, init_adapter_dir=cfg.init_adapter_dir,
-                            new_token_ids=new_token_ids if cfg.train_new_token_only else None,
+                            new_token_ids=data.new_token_ids if cfg.train_new_token_only else None,
                             reference_kept=causal)
     if not objective.keep_dropout:
         disable_dropout(model)  # the original's prm/orm went through TRL's PRM trainer (disable_dropout=True)
+    return model, quantized
 
-    total_steps = _update_steps(len(train_examples), cfg)
+
+def _training_args(cfg: TrainConfig, objective: Objective, out: Path, report_to: list[str] | str,
+                   quantized: bool) -> Any:
+    """transformers' TrainingArguments of the run: schedule, evaluation, checkpoints, best model, precision."""
+    import torch
+    from transformers import TrainingArguments
+
     eval_steps = cfg.eval_steps
     best_metric, greater_is_better = objective.best(cfg)
     args = TrainingArguments(
@@ -316,13 +368,21 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         **_precision(quantized),
     )
     _one_gpu_per_process(args)
+    return args
+
+
+def _trainer(cfg: TrainConfig, objective: Objective, model: Any, data: _Examples, args: Any,
+             callbacks: list | None) -> Any:
+    """The objective's Trainer over the split, with the progress callbacks the output calls for."""
+    from transformers import PrinterCallback
+
     trainer = objective.trainer_cls(
         model=model,
         args=args,
-        data_collator=objective.collator(tokenizer.pad_token_id),
-        train_dataset=train_examples,
-        eval_dataset=eval_examples,
-        processing_class=tokenizer,
+        data_collator=objective.collator(data.tokenizer.pad_token_id),
+        train_dataset=data.train,
+        eval_dataset=data.eval,
+        processing_class=data.tokenizer,
         compute_metrics=objective.compute_metrics,
         callbacks=callbacks,
         **objective.trainer_kwargs(cfg),
@@ -333,22 +393,33 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         from masprm.train.progress_lines import ProgressLines
 
         trainer.add_callback(ProgressLines(lambda line: _log(cfg, line)))
-    main_process = trainer.is_world_process_zero()  # under torchrun only rank 0 writes files
-    if main_process:
-        _log(cfg, f"{cfg.mode}: {len(train_examples)} train / {len(eval_examples)} eval examples "
-                  f"({'tokenised data from the cache' if from_cache else 'tokenised'}), "
-                  f"{total_steps} optimizer steps{_data_parallel(trainer.args)}, eval every {eval_steps}, "
+    return trainer
+
+
+def _start_record(cfg: TrainConfig, inputs: _Inputs, trainer: Any, data: _Examples, out: Path,
+                  quantized: bool) -> tuple[set[tuple[str, int]], dict[str, Any]]:
+    """(the folder's files before the run, the metadata both records share): the run announced and recorded."""
+    if trainer.is_world_process_zero():   # under torchrun only rank 0 writes files
+        _log(cfg, f"{cfg.mode}: {len(data.train)} train / {len(data.eval)} eval examples "
+                  f"({'tokenised data from the cache' if data.from_cache else 'tokenised'}), "
+                  f"{_update_steps(len(data.train), cfg)} optimizer steps{_data_parallel(trainer.args)}, "
+                  f"eval every {cfg.eval_steps}, "
                   f"{'QLoRA (4-bit base)' if quantized else 'LoRA' if cfg.lora else 'full fine-tune'}")
         out.mkdir(parents=True, exist_ok=True)
     before = file_snapshot(out)   # what the folder held: this run changes the mode of its own files only
-    scheme = {"label_scheme": label_scheme_of(records, objective.records), **objective.records_meta(records),
-              "attn_kernel": attn_kernel,
-              **warm_start}
+    objective = inputs.objective
+    scheme = {"label_scheme": label_scheme_of(inputs.records, objective.records),
+              **objective.records_meta(inputs.records), "attn_kernel": inputs.attn_kernel, **inputs.warm_start}
     recorded = read_scorer_meta(out) if (out / SCORER_META_FILE).is_file() else {}
     finished = isinstance(recorded, dict) and recorded.get("status") == "completed"
-    if main_process and not finished:
+    if trainer.is_world_process_zero() and not finished:
         # a finished scorer's record (and its weights) change only when this run finishes
         _write_meta(cfg, objective, out, status="training", **scheme)
+    return before, scheme
+
+
+def _fit(trainer: Any, out: Path, resume_from: str | None) -> None:
+    """Train, from the checkpoint `resume_from` when given; a checkpoint torch refuses is one ConfigError."""
     try:
         trainer.train(resume_from_checkpoint=resume_from)
     except pickle.UnpicklingError as err:   # a checkpoint file torch's weights-only loader refuses
@@ -358,10 +429,13 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
                           f"({first_line(err, limit=200)}); move that checkpoint aside and resume again",
                           setting="output_dir") from None
 
+
+def _evaluate(cfg: TrainConfig, objective: Objective, trainer: Any, data: _Examples) -> tuple[dict, dict]:
+    """(eval metrics of the best model, its Platt record): the record is {} unless `calibrate` is set."""
     metrics = trainer.evaluate()  # the best model, now loaded
     platt = {}
     if cfg.calibrate:   # on the eval split: held-out training questions, never the test split
-        found = trainer.predict(eval_examples)
+        found = trainer.predict(data.eval)
         values, targets = objective.calibration_pairs(found.predictions, found.label_ids)
         if problem := unfittable(targets):   # recorded as asked and not fitted (platt null): served uncalibrated
             log.warning(f"--calibrate: {problem}; no Platt scaling can be fitted, the scorer is served uncalibrated")
@@ -369,17 +443,45 @@ def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> 
         else:
             platt = {"platt": fit_from_values(values, targets)}
             platt_of(platt, warn=log.warning)   # a fitted slope <= 0 is recorded and said now, not applied
+    return metrics, platt
+
+
+def _save(cfg: TrainConfig, objective: Objective, trainer: Any, data: _Examples, out: Path, *,
+          before: set[tuple[str, int]], scheme: dict[str, Any], metrics: dict, platt: dict) -> None:
+    """The model, the completed metadata and the model card written into `out` (and pushed when asked)."""
     with library_output(out) as saving:   # each file a new inode, renamed into place when all are written
         trainer.save_model(str(saving))   # adapter (or full model) + tokenizer with the separator (rank 0 only)
     timings = ("_runtime", "_per_second")  # wall-clock figures: kept out so one seed gives one file
-    if main_process:
+    if trainer.is_world_process_zero():
         honour_umask(out, before=before)   # safetensors writes its files private (0600), checkpoints included
-        _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=sep_id,
+        _write_meta(cfg, objective, out, status="completed", **scheme, separator_id=data.sep_id,
                     eval_metrics={k: v for k, v in metrics.items() if not k.endswith(timings)},
-                    train_examples=len(train_examples), eval_examples=len(eval_examples),
+                    train_examples=len(data.train), eval_examples=len(data.eval),
                     best_checkpoint=trainer.state.best_model_checkpoint, base_license=base_license(cfg.model_id),
                     **platt)
         write_model_card(out, hub_model_id=cfg.hub_model_id)   # replaces peft's empty template
         if cfg.push_to_hub:
             push_scorer(out, cfg.hub_model_id, private=cfg.hub_private_repo, log=lambda line: _log(cfg, line))
-    return TrainResult(trainer, train_examples, eval_examples, metrics, out)
+
+
+def _train_scorer(cfg: TrainConfig, callbacks: list | None, held: ExitStack) -> TrainResult:
+    """train_scorer's run; `held` keeps the output folder's lock until it returns.
+
+    The phases in order: bad data is refused before any model is read, and the output folder and base
+    model are checked before the folder is locked or anything is written.
+    """
+    _check_settings(cfg)
+    objective = OBJECTIVES[cfg.mode]
+    records = _usable_records(cfg, objective)
+    attn_kernel, warm_start = _check_before_loading(cfg)
+    inputs = _Inputs(objective, records, attn_kernel, warm_start)
+    out, report_to, resume_from = _claim_output(cfg, held)
+    data = _examples(cfg, inputs, out)
+    model, quantized = _model(cfg, inputs, data)
+    args = _training_args(cfg, objective, out, report_to, quantized)
+    trainer = _trainer(cfg, objective, model, data, args, callbacks)
+    before, scheme = _start_record(cfg, inputs, trainer, data, out, quantized)
+    _fit(trainer, out, resume_from)
+    metrics, platt = _evaluate(cfg, objective, trainer, data)
+    _save(cfg, objective, trainer, data, out, before=before, scheme=scheme, metrics=metrics, platt=platt)
+    return TrainResult(trainer, data.train, data.eval, metrics, out)
