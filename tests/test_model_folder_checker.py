@@ -254,7 +254,7 @@ def test_a_policy_of_nan_weights_or_a_broken_header_is_refused_before_it_loads(t
 def test_the_finite_screen_names_nan_and_inf_in_every_dtype_and_passes_a_sum_that_merely_overflows():
     import torch
 
-    from masprm.models.model_checks import _not_finite
+    from masprm.models.weight_files import _not_finite
 
     for dtype in (torch.float32, torch.float16, torch.bfloat16, torch.float8_e5m2):
         ok = torch.zeros(10, dtype=dtype)

@@ -43,7 +43,7 @@ def _scorer(folder: Path, base: Path, adapter: dict | None = None, meta: dict | 
 def test_a_scorer_folder_is_checked_whole_before_any_model_loads(tiny_model_dir, tmp_path, adapter, meta, lora,
                                                                    problem):
     from masprm.errors import ModelError
-    from masprm.models.model_checks import weight_shapes
+    from masprm.models.weight_files import weight_shapes
     from masprm.models.scorer_checks import check_scorer_fits
     from masprm.scorer_folder import read_scorer_folder
 

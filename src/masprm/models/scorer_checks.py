@@ -20,8 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from masprm.errors import ModelError, first_line, quoted
-from masprm.models.model_checks import (check_finite_model, check_finite_weights, file_shapes, local_folder,
-                                        meta_model, weight_files, weight_shapes)
+from masprm.models.model_checks import meta_model
+from masprm.models.weight_files import (check_finite_model, check_finite_weights, file_shapes, local_folder,
+                                        weight_files, weight_shapes)
 
 # adapter_config.json values a LoRA scorer loads with: key -> (rule, test); a missing key is peft's default
 ADAPTER_VALUES = {
