@@ -3,7 +3,7 @@ PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed-$(shell cat requirements.txt pyproject.toml | cksum | cut -d' ' -f1)
-# The toy world `make demo` and `make lab` run (masprm.stages.world_runs): toy, or toy_deep. The toy world's
+# The toy world `make demo` and `make lab` run (masprm.worlds.runs): toy, or toy_deep. The toy world's
 # commands carry no --world flag, so they stay what they were (the flag brings its own leading space).
 WORLD  ?= toy
 space  := $(subst ,, )
@@ -63,13 +63,13 @@ demo: $(STAMP)
 # The measured tables of docs/*.md and the README, rewritten from the run archives in archives/ (docs/sharing.md);
 # a block no archive holds: from results/ and logs/ (after make demo / make lab). Nothing is run.
 report: $(STAMP)
-	$(PY) -m masprm.toy.report
+	$(PY) -m masprm.published.blocks
 
 # Exit 1 when a generated block differs from what its archive (or results/ and logs/) gives, each printed as a
 # unified diff; writes nothing.
 # (Its own target: `make report --check` would be GNU make's --check, and rewrite the docs.)
 report-check: $(STAMP)
-	$(PY) -m masprm.toy.report --check
+	$(PY) -m masprm.published.blocks --check
 
 # The scorer lab (docs/scorer_lab.md): every label scheme and objective on the demo's trees (run after `make demo`).
 lab: $(STAMP)

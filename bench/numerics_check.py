@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "src"))
 
-from masprm.toy.build import PINNED_NUMERICS   # noqa: E402
+from masprm.worlds.build import PINNED_NUMERICS   # noqa: E402
 
 # The variables a setting may set; every other variable of this process passes to the commands unchanged.
 NUMERICS_VARIABLES = ("ATEN_CPU_CAPABILITY", "MKL_CBWR", "MKL_ENABLE_INSTRUCTIONS", "ONEDNN_MAX_CPU_ISA",
@@ -97,7 +97,7 @@ def checkout_copy(folder: Path) -> Path:
     if (ROOT / "artifacts" / "toy" / "policy" / "model.safetensors").is_file():
         (folder / "artifacts").symlink_to(ROOT / "artifacts")
     else:   # a fresh clone: the demo's step 0 (the shipped policy copied in, seconds), here rather than in the checkout
-        build = [sys.executable, "-m", "masprm.toy.build", "--out", "artifacts/toy", "--mas_config", "configs/toy.yaml"]
+        build = [sys.executable, "-m", "masprm.worlds.build", "--out", "artifacts/toy", "--mas_config", "configs/toy.yaml"]
         done = subprocess.run(build, cwd=folder, env=environment({}), capture_output=True, text=True)
         if done.returncode != 0:
             raise SystemExit(f"the toy world's build in {folder}: exit {done.returncode}: {done.stderr[-500:]}")

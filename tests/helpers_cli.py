@@ -88,14 +88,15 @@ SMOKE = ["--dataset", "gsm8k", "--split", "train", "--n", "2", "--seed", "42", "
 
 
 # a checkout script's name -> the stage module it runs (masprm.stages)
-STAGE_OF_SCRIPT = {"run_mcts": "trees", "preprocess_data": "preprocess", "trainer": "train",
-                   "compare_sbs_mcts": "evaluate", "aggregator": "aggregate", "show_tree": "show_tree", "demo": "demo",
-                   "lab": "lab"}
+STAGE_OF_SCRIPT = {"run_mcts": "masprm.stages.trees", "preprocess_data": "masprm.stages.preprocess",
+                   "trainer": "masprm.stages.train", "compare_sbs_mcts": "masprm.stages.evaluate",
+                   "aggregator": "masprm.stages.aggregate", "show_tree": "masprm.stages.show_tree",
+                   "demo": "masprm.stages.demo", "lab": "masprm.lab.command"}   # checkout script -> its command
 
 
 def stage_module(script: str):
-    """The stage module behind a checkout script (``run_mcts`` -> ``masprm.stages.trees``)."""
-    return importlib.import_module(f"masprm.stages.{STAGE_OF_SCRIPT[script]}")
+    """The command module behind a checkout script (``run_mcts`` -> ``masprm.stages.trees``)."""
+    return importlib.import_module(STAGE_OF_SCRIPT[script])
 
 
 def call_main(monkeypatch, capsys, args: list[str], script: str = "run_mcts") -> tuple[int, str, str]:

@@ -25,7 +25,7 @@ from masprm.archive.format import ArchiveError, card_text, parse_manifest, safe_
 from masprm.archive.pack import pack
 from masprm.archive.read import check, opened, unpack
 from masprm.stages import aggregate
-from masprm.toy import report
+from masprm.published import blocks as report
 
 RUN = "results/toy_res_train_policy_r2_c4_cand3_t0p7_p0p95"
 TABLES = ["logs/toy_demo", "results/toy_demo_aggregated_results.csv", "results/toy_stepbench.json",
@@ -332,12 +332,12 @@ def test_the_demo_packs_what_it_made_once_and_its_archive_flags_are_checked(tiny
 
     from masprm.stages import demo, jobs
     from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
-    from masprm.stages.world_runs import WORLD_RUNS
+    from masprm.worlds.runs import WORLD_RUNS
 
     monkeypatch.setattr(jobs, "ROOT", tiny_run)
     world = WORLD_RUNS["toy"]
-    made = SimpleNamespace(aggregate=["python", "aggregator.py"], stepbench=["python", "-m", "masprm.toy.stepbench"],
-                           claims=["python", "-m", "masprm.toy.claims"], trees=["python", "src/run_mcts.py"],
+    made = SimpleNamespace(aggregate=["python", "aggregator.py"], stepbench=["python", "-m", "masprm.instruments.stepbench"],
+                           claims=["python", "-m", "masprm.instruments.claims"], trees=["python", "src/run_mcts.py"],
                            pairs=["python", "src/train/preprocess_data.py"],
                            scorers=[SimpleNamespace(data=f"results/ppm_pairs_{Path(RUN).name}.jsonl",
                                                     out="checkpoints/toy-ppm", cmd=["python", "src/train/trainer.py"])])
@@ -347,7 +347,7 @@ def test_the_demo_packs_what_it_made_once_and_its_archive_flags_are_checked(tiny
     assert done.path == tiny_run / "archives" / "toy_demo-v1" and done.manifest.level == "tables"
     assert done.manifest.meta["command"] == "make demo" and done.manifest.meta["seeds"] == [14, 24]
     commands = {e.path: e.command for e in done.manifest.files}
-    assert commands[TABLES[1]] == "python aggregator.py" and commands[TABLES[3]] == "python -m masprm.toy.claims"
+    assert commands[TABLES[1]] == "python aggregator.py" and commands[TABLES[3]] == "python -m masprm.instruments.claims"
     assert "$ python -m masprm.archive pack toy_demo logs/toy_demo" in capsys.readouterr().out
     again = archive_run(ArchiveFlags(), "toy_demo", paths, command="make demo", seeds=[14, 24], train_seed=42,
                         world=world)

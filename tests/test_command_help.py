@@ -21,7 +21,7 @@ def parsers(parser: argparse.ArgumentParser, name: str):
 def test_the_walk_finds_the_stages():
     found = set(command_modules())
     assert {"masprm.stages.trees", "masprm.stages.preprocess", "masprm.stages.train", "masprm.stages.evaluate",
-            "masprm.stages.aggregate", "masprm.toy.build"} <= found
+            "masprm.stages.aggregate", "masprm.worlds.build"} <= found
 
 
 @pytest.mark.parametrize("module", command_modules())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from masprm.toy.compute_match import BUDGETS, MCTS_GRID, SBS_GRID, bon_n, matched_setting, sweep_settings
+from masprm.lab.compute_match import BUDGETS, MCTS_GRID, SBS_GRID, bon_n, matched_setting, sweep_settings
 
 
 def test_the_fixed_budgets_and_grids():
@@ -36,7 +36,7 @@ def test_a_budget_below_every_setting_leaves_the_search_out():
 
 
 def test_sbs_samples_by_hand():
-    from masprm.toy.compute_match import sbs_samples
+    from masprm.lab.compute_match import sbs_samples
     # each kept beam proposes B2 of every agent; min(B1, proposed) beams are kept
     assert sbs_samples(1, 1) == 4 and sbs_samples(1, 6) == 24
     assert sbs_samples(3, 5) == 5 + 15 + 15 + 15 == 50
@@ -46,7 +46,7 @@ def test_sbs_samples_by_hand():
 
 
 def test_the_plan_gives_each_scorers_mcts_its_own_setting():
-    from masprm.toy.compute_match import sweep_plan
+    from masprm.lab.compute_match import sweep_plan
     sbs = {(1, 1): 4.0, (1, 2): 8.0, (2, 2): 14.0, (1, 6): 24.0}
     mcts = {"masprm": {1: 13.75, 9: 21.3, 10: 24.5}, "orm": {1: 12.0, 8: 21.35}}
     plan = sweep_plan(sbs, mcts, budgets=(4, 12, 24))
@@ -61,7 +61,7 @@ def test_the_plan_gives_each_scorers_mcts_its_own_setting():
 
 def test_the_measurement_is_read_from_its_logs(tmp_path, capsys):
     from helpers_stage4_logs import write_stage4_log
-    from masprm.toy.compute_match import main, read_measurement
+    from masprm.lab.compute_match import main, read_measurement
 
     def log(method, settings, samples, name):
         manifest = {"condition": method, "seed": 14, "definition": {"method": method, "settings": settings}}
@@ -82,7 +82,7 @@ def test_the_measurement_is_read_from_its_logs(tmp_path, capsys):
 
 
 def test_the_fixed_sweep_is_the_rule_applied_to_the_measurement():
-    from masprm.toy.compute_match import MEASURED_MCTS, MEASURED_SBS, SWEEP, sbs_samples
+    from masprm.lab.compute_match import MEASURED_MCTS, MEASURED_SBS, SWEEP, sbs_samples
     # every setting of both grids was measured; SBS's means are its exact count (the scorer only chooses)
     assert set(MEASURED_SBS) == set(SBS_GRID) and all(set(m) == set(MCTS_GRID) for m in MEASURED_MCTS.values())
     assert all(MEASURED_SBS[s] == sbs_samples(*s) for s in SBS_GRID)
@@ -113,7 +113,7 @@ def _run(monkeypatch, capsys, folder):
     from helpers_cli import run_module
 
     before = snapshot(folder)
-    result = run_module(monkeypatch, capsys, "masprm.toy.compute_match", ["--logs_dir", str(folder)])
+    result = run_module(monkeypatch, capsys, "masprm.lab.compute_match", ["--logs_dir", str(folder)])
     assert snapshot(folder) == before   # it reads, never writes
     return result
 

@@ -34,7 +34,7 @@ def test_register_dataset_plugin_gets_only_set_options(monkeypatch):
 
 
 def test_unknown_dataset_lists_known_ones(monkeypatch):
-    monkeypatch.setitem(sys.modules, "masprm.toy.task", None)  # the toy plugin absent: still one clean error
+    monkeypatch.setitem(sys.modules, "masprm.worlds.toy.task", None)  # the toy plugin absent: still one clean error
     with pytest.raises(MasprmError) as err:
         load_examples("nope", "train")
     msg = str(err.value)

@@ -7,10 +7,10 @@ import pytest
 from masprm.graph import load_mas_config
 from masprm.search.engine import LoadedModels
 from masprm.search.oracles import STEP_ORACLES
-from masprm.toy import headroom
-from masprm.toy.deep_synthetic import ErrorRates, SyntheticDeepTeam
-from masprm.toy.transcripts import rendered_turns
-from masprm.toy.worlds import WORLDS
+from masprm.instruments import headroom
+from masprm.instruments.synthetic_team import ErrorRates, SyntheticDeepTeam
+from masprm.worlds.toy.transcripts import rendered_turns
+from masprm.worlds import WORLDS
 from test_toy_deep import RIGHT, STORY
 
 WORLD = WORLDS["toy_deep"]
@@ -20,7 +20,8 @@ GRAPH = load_mas_config(WORLD.config)
 @pytest.fixture
 def story(monkeypatch):
     """The deep world's story lookup, knowing the hand-made story too (synthetic team and step oracle)."""
-    from masprm.toy import deep_label, deep_synthetic
+    from masprm.worlds.toy_deep import label as deep_label
+    from masprm.instruments import synthetic_team as deep_synthetic
     real = deep_label.story_of
     lookup = lambda q: STORY if q == STORY.question else real(q)
     monkeypatch.setattr(deep_label, "story_of", lookup)
@@ -88,7 +89,7 @@ def test_the_single_pass_profile_by_hand(story):
 def test_the_command_on_a_tiny_setting_and_a_bad_rate(monkeypatch, capsys, tmp_path):
     from helpers_cli import run_module
     out = tmp_path / "s.json"
-    code, _, stdout = run_module(monkeypatch, capsys, "masprm.toy.deep_synthetic",
+    code, _, stdout = run_module(monkeypatch, capsys, "masprm.instruments.synthetic_team",
                                  ["--reader", "0", "1", "--planner", "0", "--op", "0", "--verifier", "0", "--n", "2",
                                   "--simulations", "2", "--out", str(out), "-q"])
     assert code == 0 and sum(line.startswith("rates") for line in stdout.splitlines()) == 2
@@ -96,7 +97,7 @@ def test_the_command_on_a_tiny_setting_and_a_bad_rate(monkeypatch, capsys, tmp_p
     reports = json.loads(out.read_text())
     assert [r["rates"]["reader"] for r in reports] == [0.0, 1.0]
     assert reports[0]["accuracy"]["mcts_step"] == 1.0 and reports[1]["passes"]["first_wrong"][0] == 1.0
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.deep_synthetic", ["--op", "1.5"])
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.synthetic_team", ["--op", "1.5"])
     assert code == 2 and len(lines) == 1 and "--op" in lines[0]
 
 

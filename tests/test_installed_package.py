@@ -32,8 +32,8 @@ CHECKOUT_ONLY = (".git", ".venv", "venv", "build", "dist", "*.egg-info", "__pyca
 def test_defaults_that_name_shipped_files_resolve_from_an_empty_folder(tmp_path, monkeypatch):
     from masprm.handoff.settings import HANDOFF_CONFIG
     from masprm.stages import demo
-    from masprm.toy import build
-    from masprm.toy.stepbench import StepBenchArgs
+    from masprm.worlds import build
+    from masprm.instruments.stepbench import StepBenchArgs
 
     monkeypatch.chdir(tmp_path)
     for name in shipped_config_names():
@@ -45,7 +45,7 @@ def test_defaults_that_name_shipped_files_resolve_from_an_empty_folder(tmp_path,
 
 
 def test_the_toy_world_builds_from_an_empty_folder_with_its_default_config(tmp_path, monkeypatch):
-    from masprm.toy.build import build_toy_world
+    from masprm.worlds.build import build_toy_world
 
     monkeypatch.chdir(tmp_path)
     manifest = build_toy_world("artifacts/toy", log=lambda line: None)
@@ -125,7 +125,7 @@ def run_from_an_empty_folder(venv: Path, empty: Path, env: dict[str, str]) -> No
     plan = run("masprm-demo", "--dry_run").stdout
     assert "python -m masprm.stages.trees --dataset toy" in plan and "--mas_config configs/toy.yaml" in plan
 
-    run("python", "-m", "masprm.toy.build")   # the shipped policy and the shipped toy config, package data
+    run("python", "-m", "masprm.worlds.build")   # the shipped policy and the shipped toy config, package data
     trees = run("masprm-mcts", "--dataset", "toy", "--split", "train", "--n", "2", "--n_rollouts", "2",
                 "--n_candidates", "2", "--model_id", "artifacts/toy/policy", "--device_map", "cpu", "--no_compile",
                 "--no_plot")

@@ -14,7 +14,8 @@ import pytest
 from helpers import flag
 from masprm.errors import ConfigError
 from masprm.roles import ROLES
-from masprm.stages import demo, jobs, lab, lab_rows
+from masprm.stages import demo, jobs
+from masprm.lab import command as lab, rows as lab_rows
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
@@ -330,13 +331,13 @@ TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each score
 def with_sweep(monkeypatch, sweep) -> None:
     """The toy world's record with another compute-matched sweep plan."""
     from dataclasses import replace
-    from masprm.stages.world_runs import WORLD_RUNS
+    from masprm.worlds.runs import WORLD_RUNS
     toy = WORLD_RUNS["toy"]
     monkeypatch.setitem(WORLD_RUNS._items, "toy", replace(toy, family=replace(toy.family, sweep=sweep)))
 
 
 def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch, tmp_path):
-    from masprm.stages.lab_estimate import last_value
+    from masprm.lab.estimate import last_value
     with_sweep(monkeypatch, {})
     without, *_ = plan(monkeypatch, tmp_path, sample_n=5)
     with_sweep(monkeypatch, TINY_SWEEP)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.stages.lab_estimate import (DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, row_objective, schedule,
+from masprm.lab.estimate import (DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, row_objective, schedule,
                                         task_seconds)
 
 

@@ -10,9 +10,10 @@ import pytest
 
 from helpers import flag
 from masprm.cli import UsageError
-from masprm.stages import demo, jobs, lab
-from masprm.stages.lab_rows import LAB_SCORERS
-from masprm.stages.world_runs import WORLD_RUNS, published
+from masprm.stages import demo, jobs
+from masprm.lab import command as lab
+from masprm.lab.rows import LAB_SCORERS
+from masprm.worlds.runs import WORLD_RUNS, published
 from test_world_runs import TOY_PATHS, commands, dry_run, oracle_step, value
 
 

@@ -1,5 +1,5 @@
-"""toy_deep's dev pilot (`lab --pilot`, masprm.stages.lab_pilot) and the power computation it ends with
-(masprm.toy.deep_power) on hand-written logs."""
+"""toy_deep's dev pilot (`lab --pilot`, masprm.lab.pilot) and the power computation it ends with
+(masprm.lab.power) on hand-written logs."""
 
 from __future__ import annotations
 
@@ -11,9 +11,10 @@ import pytest
 
 from helpers import flag
 from helpers_stage4_logs import write_stage4_log
-from masprm.stages import demo, lab, lab_pilot
-from masprm.stages.lab import LabArgs
-from masprm.toy import deep_power
+from masprm.stages import demo
+from masprm.lab import command as lab, pilot as lab_pilot
+from masprm.lab.command import LabArgs
+from masprm.lab import power as deep_power
 
 PILOT_LOGS = "logs/toy_deep_pilot"
 # (MASPRM, ORM) of each training seed: the demo's at 42, the lab's replica rows at 7 and 99

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from helpers_stage4_logs import write_stage4_log
-from masprm.stages.lab import LabScorer
-from masprm.toy import lab_cells, lab_report
+from masprm.lab.command import LabScorer
+from masprm.lab import cells as lab_cells, report as lab_report
 
 ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),
         LabScorer("mc", "orm", demo_folder="checkpoints/toy-orm"),
@@ -170,7 +170,7 @@ def test_write_report_writes_the_three_outputs(logs, tmp_path):
 
 
 def test_the_tables_facts_say_which_command_made_each_cell_and_the_readme_marks_the_demos(logs, tmp_path, capsys):
-    from masprm.toy.report import DEMO_NOTE, main as report
+    from masprm.published.blocks import DEMO_NOTE, main as report
     out = tmp_path / "results"
     lab_report.write_report(ROWS, logs, out / "none.json", out / "labelbench", out / "toy_lab.md",
                             out / "toy_lab_claims.txt", out / "toy_lab.png", budgets=BUDGETS, seed=0,

@@ -10,7 +10,8 @@ import pytest
 
 from helpers import flag
 from masprm.errors import ConfigError
-from masprm.stages import demo, lab
+from masprm.stages import demo
+from masprm.lab import command as lab
 
 
 @pytest.fixture
@@ -81,8 +82,8 @@ def test_a_run_of_some_rows_reports_under_its_own_names(tmp_path):
 
 
 def test_a_rollout_row_left_out_gives_its_worlds_stage_2_cost():
-    from masprm.stages.lab_rows import LAB_SCORERS, left_out
-    from masprm.stages.world_runs import WORLD_RUNS
+    from masprm.lab.rows import LAB_SCORERS, left_out
+    from masprm.worlds.runs import WORLD_RUNS
     shapley = next(s for s in LAB_SCORERS if s.scheme == "shapley")
     # the toy world's measured 3,477 CPU s; toy_deep's own 6,842 (lab_estimate.DEEP_SECONDS)
     assert "its stage 2 about 58 CPU minutes per training seed" in left_out(shapley, rollout_rows=False)

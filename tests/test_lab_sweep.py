@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from helpers_stage4_logs import write_stage4_log
-from masprm.toy import lab_report, lab_sweep
-from masprm.toy.lab_claims import adjust
+from masprm.lab import report as lab_report, sweep_report as lab_sweep
+from masprm.lab.claims import adjust
 from test_lab_report import BUDGETS, QUESTIONS, ROWS
 
 PLAN = {

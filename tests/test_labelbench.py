@@ -1,4 +1,4 @@
-"""python -m masprm.toy.labelbench: label values against the toy step labeller's truth, computed by hand."""
+"""python -m masprm.instruments.labelbench: label values against the toy step labeller's truth, computed by hand."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import json
 import pytest
 
 from masprm.errors import MasprmError
-from masprm.toy import labelbench
-from masprm.toy.steplabel import label_transcript
-from masprm.toy.task import generate_split
+from masprm.instruments import labelbench
+from masprm.worlds.toy.steplabel import label_transcript
+from masprm.worlds.toy.task import generate_split
 
 from helpers_trees import root, write_trees
 

@@ -1,10 +1,11 @@
 """The packages form layers: each imports only the packages below it, so the import graph has no cycle.
 
-    core (the top-level modules)  <  plots, labels, models  <  search  <  handoff  <  eval  <  toy  <  stages
+    core (the top-level modules)  <  plots, labels, models  <  search  <  handoff  <  eval  <  worlds
+        <  instruments  <  published  <  stages  <  lab
                                                               train (labels, models)
                                      archive (run archives: core, and eval for stage 4's settings and log
-                                     records, which verify checks a log's command against; toy's report
-                                     and the stages read them)
+                                     records, which verify checks a log's command against; the published
+                                     tables, the stages and the lab read them)
 
 Imports inside functions count too: a lazy import is still a dependency.
 """
@@ -25,8 +26,17 @@ ALLOWED = {   # package -> the packages it may import
     "handoff": {"core", "search"},
     "eval": {"core", "plots", "search", "handoff", "models"},   # plots: stage 1's runner draws its trees
     "archive": {"core", "eval"},   # verify parses a stage-4 log's recorded command with stage 4's settings
-    "toy": {"core", "search", "handoff", "eval", "models", "labels", "train", "archive"},
-    "stages": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "toy", "archive"},
+    # a world: its task, team, step truth and policy build; it registers itself into the core's registries
+    "worlds": {"core", "search", "models", "labels"},
+    # the instruments measure a world: step and label benchmarks, headroom, single passes, the paper's claims
+    "instruments": {"core", "search", "handoff", "eval", "models", "labels", "train", "worlds"},
+    # the docs' published tables, written from results files and archives (`make report`)
+    "published": {"core", "eval", "archive", "instruments"},
+    "stages": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "worlds", "instruments",
+               "published", "archive"},
+    # the lab drives the pipeline's commands over a world: its plan, jobs, cells, claims and report
+    "lab": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "worlds", "instruments",
+            "published", "archive", "stages"},
 }
 
 
@@ -82,7 +92,7 @@ def test_the_allowed_graph_itself_has_no_cycle():
 # package removes it); a dataset given by path or hub id is read by dataset_sources, which builds on data's readers;
 # SBS's beam scores through scorer_kinds, whose kinds type their beams; the public scorer formats build on the own
 # scorer. No other may appear.
-KNOWN_CIRCLES = {frozenset({"stages/lab", "stages/lab_pilot"}), frozenset({"data", "dataset_sources"}),
+KNOWN_CIRCLES = {frozenset({"lab/command", "lab/pilot"}), frozenset({"data", "dataset_sources"}),
                  frozenset({"search/beam", "search/scorer_kinds"}),
                  frozenset({"models/public_scorers", "models/scorer"})}
 

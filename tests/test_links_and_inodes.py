@@ -117,11 +117,11 @@ FOLDER_OUTPUTS = {   # command -> (module, argv with OUT for its output folder, 
                                         "--output-dir", "OUT", "--max-steps", "1", "--quiet"], "--output-dir"),
     "stage4": ("masprm.stages.evaluate", ["--methods", "single_pass", "--dataset", "gsm8k", "--logs_dir", "OUT"],
                "--logs_dir"),
-    "lab": ("masprm.stages.lab", [], "logs"),
+    "lab": ("masprm.lab.command", [], "logs"),
 }
 FILE_OUTPUTS = {   # command -> (module, argv with OUT for its output file, the output's flag, the file's name)
     "stage5": ("masprm.stages.aggregate", ["--logs_dir", "logs", "--out", "OUT"], "--out", "t.csv"),
-    "stepbench": ("masprm.toy.stepbench", ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir",
+    "stepbench": ("masprm.instruments.stepbench", ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir",
                                            "scorers/orm", "--out", "OUT"], "--out", "report.json"),
     "show_tree": ("masprm.stages.show_tree", ["results/gsm8k_res_x/0.json", "--out", "OUT"], "--out", "tree.png"),
     "export": ("masprm.stages.export_scorer", ["scorers/prm", "--merged", "OUT"], "--merged", None),
@@ -147,7 +147,7 @@ def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch
     out = "out"
     if command == "lab":   # the lab's output is its logs folder under the checkout: here, under tmp_path
         import masprm.stages.demo as demo
-        import masprm.stages.lab as lab
+        import masprm.lab.command as lab
 
         monkeypatch.setattr(lab, "ROOT", tmp_path)
         monkeypatch.setattr(demo, "Job", None)   # never starts a command (the lab's first: demo.prepare_scorers)

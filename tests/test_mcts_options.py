@@ -303,7 +303,7 @@ def test_the_headroom_tool_refuses_the_same_flag_the_same_way(tmp_path, monkeypa
     from helpers_cli import run_module
 
     monkeypatch.chdir(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom", ["--pw_alpha", "0.5"])
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.headroom", ["--pw_alpha", "0.5"])
     assert code == 2 and lines == ["headroom.py: error: --pw_alpha needs --pw_k (progressive widening is off "
                                    "without it)"]
     assert not any(tmp_path.iterdir())

@@ -5,9 +5,9 @@ import pytest
 from masprm.objective_facts import OBJECTIVE_FACTS, ObjectiveFacts, objective_modes, register_objective
 from masprm.roles import ROLES
 from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES
-from masprm.stages.lab_estimate import DEEP_SECONDS, task_seconds
+from masprm.lab.estimate import DEEP_SECONDS, task_seconds
 from masprm.stages.jobs import Task
-from masprm.stages.lab_rows import LabScorer
+from masprm.lab.rows import LabScorer
 from masprm.train.config import CALIBRATED_MODES
 from masprm.train.objectives import MODES, OBJECTIVES
 

@@ -13,10 +13,10 @@ from masprm.graph import load_mas_config
 from masprm.search.context import SearchContext
 from masprm.search.engine import drive
 from masprm.search.oracles import STEP_ORACLES, outcome_value, step_value, true_values
-from masprm.toy.oracle import story_of, toy_step_oracle
-from masprm.toy.steplabel import label_transcript
-from masprm.toy.task import Problem, generate_split
-from masprm.toy.transcripts import planner_text, reader_text, solver_text, verifier_text
+from masprm.worlds.toy.oracle import story_of, toy_step_oracle
+from masprm.worlds.toy.steplabel import label_transcript
+from masprm.worlds.toy.task import Problem, generate_split
+from masprm.worlds.toy.transcripts import planner_text, reader_text, solver_text, verifier_text
 
 # 11 +5 *2 -3 = 29 ("doubles" writes no number): the story of tests/test_steplabel.py.
 KEN = Problem("Ken starts with 11 stickers. A friend gives him 5 stickers. Then the number of stickers doubles. "
@@ -159,8 +159,8 @@ def test_oracles_rank_best_of_n_and_value_mcts_leaves():
 
 
 def test_the_step_benchmark_values_steps_by_the_oracles_rules():
-    from masprm.toy import stepbench
-    from masprm.toy.worlds import WORLDS
+    from masprm.instruments import stepbench
+    from masprm.worlds import WORLDS
     problem = generate_split("test")[0]
     graph = load_mas_config(REPO / "src" / "masprm" / "configs" / "toy.yaml")
     right = [reader_text(problem), planner_text(problem), solver_text(problem, "worked"),

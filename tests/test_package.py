@@ -13,12 +13,12 @@ def test_every_console_script_runs_a_stage_main():
 
     entries = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["scripts"]
     # every checkout script's stage has a console script; masprm-export-scorer has no checkout script
-    assert {f"masprm.stages.{stage}:cli" for stage in STAGE_OF_SCRIPT.values()} < set(entries.values())
+    assert {f"{module}:cli" for module in STAGE_OF_SCRIPT.values()} < set(entries.values())
     assert entries["masprm-export-scorer"] == "masprm.stages.export_scorer:cli"
     for name, target in entries.items():
         module, attribute = target.split(":")
-        # masprm-archive is no stage: its command lives with the archives (masprm.archive.cli)
-        assert module.startswith(("masprm.stages.", "masprm.archive.")) and attribute == "cli"
+        # masprm-archive and masprm-lab are no stages: their commands live with the archives and the lab
+        assert module.startswith(("masprm.stages.", "masprm.archive.", "masprm.lab.")) and attribute == "cli"
         stage = importlib.import_module(module)
         assert callable(stage.cli) and callable(stage.main)
 
@@ -36,7 +36,7 @@ def test_each_checkout_script_runs_its_stage_and_leaves_sys_path_alone():
         before = list(sys.path)
         namespace = runpy.run_path(str(path), run_name="imported")   # as imported, not run: nothing starts
         assert sys.path == before, path
-        assert namespace["cli"] is importlib.import_module(f"masprm.stages.{STAGE_OF_SCRIPT[script]}").cli, path
+        assert namespace["cli"] is importlib.import_module(STAGE_OF_SCRIPT[script]).cli, path
 
 
 def test_a_script_and_its_console_entry_print_the_same_help_and_a_version():

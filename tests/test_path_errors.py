@@ -26,7 +26,7 @@ from helpers_stage4_logs import EXP, log_text
     ("masprm.stages.evaluate", ["--logs_dir", ""], "--logs_dir"),
     ("masprm.stages.train", ["--output-dir", " "], "--output-dir"),
     ("masprm.stages.show_tree", [""], "tree"),
-    ("masprm.toy.report", ["--results", ""], "--results"),
+    ("masprm.published.blocks", ["--results", ""], "--results"),
 ])
 def test_an_empty_path_is_refused_at_parse_time(tmp_path, monkeypatch, capsys, module, argv, flag):
     monkeypatch.chdir(tmp_path)

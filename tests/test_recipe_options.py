@@ -16,7 +16,7 @@ from masprm.models.scorer import load_scorer
 from masprm.models.step_read import read_logits
 from masprm.models.options import ModelOptions
 from masprm.scorer_meta import head_read_of
-from masprm.toy import stepbench
+from masprm.instruments import stepbench
 from masprm.train.config import TrainConfig, recorded_settings
 from masprm.train.stepwise import StepCollator
 

@@ -27,7 +27,7 @@ def test_the_step_benchmark_never_writes_into_a_folder_it_reads(tmp_path, monkey
     (tmp_path / "scorers" / "prm").mkdir(parents=True)
     (tmp_path / "scorers" / "orm").mkdir(parents=True)
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.stepbench",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.stepbench",
                          ["--policy", "policy", "--prm_dir", "scorers/prm", "--orm_dir", "scorers/orm", "--out", out])
     assert code == 2 and len(lines) == 1, lines
     assert lines[0].startswith(f"stepbench.py: error: --out {out}: "), lines[0]
@@ -47,8 +47,8 @@ def test_report_refuses_missing_folders_and_a_check_that_compared_nothing(tmp_pa
     (tmp_path / "results").mkdir()
     (tmp_path / "docs" / "a.md").write_text("<!-- report: stepbench -->\nold\n<!-- /report -->\n")
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.report", argv)
-    assert code == 2 and lines == [f"report.py: error: {line}"]
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.published.blocks", argv)
+    assert code == 2 and lines == [f"blocks.py: error: {line}"]
     assert snapshot(tmp_path) == before
 
 

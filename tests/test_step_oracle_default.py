@@ -12,9 +12,9 @@ from masprm.graph import load_mas_config
 from masprm.search.context import SearchContext
 from masprm.search.oracles import default_step_oracle, step_value
 from masprm.stages.evaluate import parse_command, resolve_defaults
-from masprm.toy.deep_data import TOY_DEEP
-from masprm.toy.deep_task import transcript
-from masprm.toy.task import generate_split
+from masprm.worlds.toy_deep.data import TOY_DEEP
+from masprm.worlds.toy_deep.task import transcript
+from masprm.worlds.toy.task import generate_split
 
 from helpers import REPO
 

@@ -1,4 +1,4 @@
-"""--labels step_truth (masprm.toy.step_truth): each message's own verdict from its toy world's step truth, on
+"""--labels step_truth (masprm.worlds.step_truth): each message's own verdict from its toy world's step truth, on
 hand-built trees whose labels were worked out by hand from the stories; other datasets refused in one line."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import pytest
 from masprm.labels import LABEL_SCHEMES
 from masprm.labels.mining import Options, parse_tree
 from masprm.labels.scheme import LabelContext
-from masprm.toy.deep_data import TOY_DEEP
-from masprm.toy.step_truth import StepTruthInput, check_input
-from masprm.toy.task import TOY, generate_split
+from masprm.worlds.toy_deep.data import TOY_DEEP
+from masprm.worlds.step_truth import StepTruthInput, check_input
+from masprm.worlds.toy.task import TOY, generate_split
 from masprm.cli import UsageError
 
 from helpers import REPO

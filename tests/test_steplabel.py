@@ -5,10 +5,10 @@ from itertools import islice
 
 import pytest
 
-from masprm.toy.steplabel import (AGENTS, ERROR_KINDS, distractor_numbers, final_answer, label_transcript,
+from masprm.worlds.toy.steplabel import (AGENTS, ERROR_KINDS, distractor_numbers, final_answer, label_transcript,
                                   parse_plan, planner_error, reader_error, solver_error, summarize, verifier_error,
                                   written_numbers)
-from masprm.toy.task import Problem, iter_split
+from masprm.worlds.toy.task import Problem, iter_split
 
 # 11 +5 *2 -3 = 29; "doubles" writes no number.
 KEN = Problem("Ken starts with 11 stickers. A friend gives him 5 stickers. Then the number of stickers doubles. "
@@ -180,7 +180,7 @@ def test_garbage_never_raises():
 
 def test_reference_transcripts_are_labelled_correct():
     # the labeller agrees with the team's reference outputs on generated problems
-    from masprm.toy.transcripts import reference_outputs
+    from masprm.worlds.toy.transcripts import reference_outputs
 
     rng = random.Random(1)
     for problem in islice(iter_split("sft"), 80):

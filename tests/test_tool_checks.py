@@ -8,7 +8,7 @@ import pytest
 
 from helpers import snapshot
 from helpers_cli import run_module
-from masprm.toy.worlds import WORLDS
+from masprm.worlds import WORLDS
 
 
 @pytest.mark.parametrize("world", ["toy", "toy_deep"])
@@ -18,7 +18,7 @@ def test_a_build_into_the_shipped_policy_it_copies_is_refused(tmp_path, monkeypa
     shipped = WORLDS[world].shipped_dir
     before = snapshot(shipped)
     monkeypatch.chdir(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.build",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.worlds.build",
                                 ["--world", world, "--out", str(shipped / "again")])
     assert code == 2 and lines == [f"build.py: error: --out {shipped}/again: is inside the input folder {shipped} "
                                    "(`shipped policy`); writing there would change what the run reads: choose an "
@@ -29,8 +29,8 @@ def test_a_build_into_the_shipped_policy_it_copies_is_refused(tmp_path, monkeypa
 @pytest.mark.parametrize("n", ["1", "0"])
 def test_the_lab_on_fewer_questions_than_its_paired_statistics_need_is_refused(tmp_path, monkeypatch, capsys, n):
     monkeypatch.chdir(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.stages.lab", ["--sample_n", n, "--dry_run"])
-    assert code == 2 and lines == [f"lab.py: error: --sample_n must be at least 2 (a standard error over questions "
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.lab.command", ["--sample_n", n, "--dry_run"])
+    assert code == 2 and lines == [f"command.py: error: --sample_n must be at least 2 (a standard error over questions "
                                    f"needs two), got {n}"]
     assert not any(tmp_path.iterdir())
 
@@ -47,12 +47,12 @@ def test_the_claims_read_their_logs_through_the_checked_reader(tmp_path, monkeyp
     (tmp_path / "logs").mkdir()
     make(tmp_path / "logs")
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.claims", ["--logs_dir", "logs", "--out", "c.txt"])
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.claims", ["--logs_dir", "logs", "--out", "c.txt"])
     assert code == 2 and lines == [f"claims.py: error: logs/{said}"]
     assert snapshot(tmp_path) == before
 
 
-@pytest.mark.parametrize("module", ["masprm.stages.lab", "masprm.stages.demo"])
+@pytest.mark.parametrize("module", ["masprm.lab.command", "masprm.stages.demo"])
 def test_scorers_trained_on_one_question_are_refused_before_any_tree_is_grown(tmp_path, monkeypatch, capsys, module):
     """Stage 3 holds out whole questions to pick a checkpoint: --n_train 1 once ran stages 1 and 2 first."""
     monkeypatch.chdir(tmp_path)
@@ -62,9 +62,9 @@ def test_scorers_trained_on_one_question_are_refused_before_any_tree_is_grown(tm
     assert not any(tmp_path.iterdir())
 
 
-TOOLS = ["masprm.toy.build", "masprm.toy.claims", "masprm.toy.compute_match", "masprm.toy.deep_power",
-         "masprm.toy.deep_synthetic", "masprm.toy.headroom", "masprm.toy.labelbench", "masprm.toy.report",
-         "masprm.toy.stepbench", "masprm.stages.lab"]
+TOOLS = ["masprm.worlds.build", "masprm.instruments.claims", "masprm.lab.compute_match", "masprm.lab.power",
+         "masprm.instruments.synthetic_team", "masprm.instruments.headroom", "masprm.instruments.labelbench", "masprm.published.blocks",
+         "masprm.instruments.stepbench", "masprm.lab.command"]
 PATH_NAMES = ("out", "policy", "trees", "labels", "mas_config", "docs", "results", "archives")
 
 
@@ -111,9 +111,9 @@ def test_labelbench_checks_its_default_out_before_the_report(tmp_path, monkeypat
     (tmp_path / "trees").mkdir()
     (tmp_path / labels_name).write_text(record + "\n")
     (tmp_path / "results").write_text("a file where the default report's folder goes\n")
-    _no_work(monkeypatch, "masprm.toy.labelbench", "label_report", "tree_problems")
+    _no_work(monkeypatch, "masprm.instruments.labelbench", "label_report", "tree_problems")
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.labelbench",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.labelbench",
                                 ["--trees", "trees", "--labels", labels_name])
     assert code == 2 and lines == [f"labelbench.py: error: --out results/toy_labelbench_{scheme}.json: "
                                    f"{tmp_path}/results is a file, so no folder can be made there"]
@@ -133,9 +133,9 @@ def test_stepbench_refuses_before_any_model_loads(tmp_path, monkeypatch, capsys,
     for folder in ("policy", "prm"):
         (tmp_path / folder).mkdir()
         (tmp_path / folder / "config.json").write_text("{}\n")
-    _no_work(monkeypatch, "masprm.toy.stepbench", "load_policy", "load_scorer_folder", "sample_split")
+    _no_work(monkeypatch, "masprm.instruments.stepbench", "load_policy", "load_scorer_folder", "sample_split")
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.stepbench",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.stepbench",
                                 ["--policy", "policy", "--scorer", "masprm=prm", *argv])
     assert code == 2 and lines == [f"stepbench.py: error: {said}"]
     assert snapshot(tmp_path) == before

@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from masprm.models.tiny import IM_END
-from masprm.toy import build as toy_build
-from masprm.toy.train_policy import PolicySpec, encode_turns, make_batch
+from masprm.worlds import build as toy_build
+from masprm.worlds.train_policy import PolicySpec, encode_turns, make_batch
 
 TINY = PolicySpec(vocab_size=400, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
                   intermediate_size=64, steps=4, batch_size=8, warmup=2, drill_every=2, drill_batch_size=8,
@@ -59,7 +59,7 @@ def test_second_build_is_cached_and_a_changed_setting_rebuilds(built, monkeypatc
         (Path(out_dir) / "config.json").write_text("{}")
         return {"final_loss": 0.0}
 
-    monkeypatch.setattr("masprm.toy.train_policy.train_policy", fake_train)
+    monkeypatch.setattr("masprm.worlds.train_policy.train_policy", fake_train)
     again = toy_build.build_toy_world(out, config=ROOT / "configs/toy.yaml", spec=TINY, log=lambda m: None)
     assert again == manifest and calls == []
     other = toy_build.build_toy_world(out, config=ROOT / "configs/toy.yaml",
@@ -70,8 +70,8 @@ def test_second_build_is_cached_and_a_changed_setting_rebuilds(built, monkeypatc
 
 def test_loss_covers_only_the_agent_output():
     from masprm.graph import load_mas_config
-    from masprm.toy.task import generate_split
-    from masprm.toy.train_policy import build_policy_tokenizer
+    from masprm.worlds.toy.task import generate_split
+    from masprm.worlds.train_policy import build_policy_tokenizer
 
     tok = build_policy_tokenizer(generate_split("test"), load_mas_config(ROOT / "configs/toy.yaml"), 400)
     messages = [{"role": "system", "content": "Planner: x"}, {"role": "user", "content": "has 3, buys 2"}]
@@ -84,15 +84,15 @@ def test_loss_covers_only_the_agent_output():
 
 
 def test_cli_reports_bad_flags_in_one_line(tmp_path):
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--steps", "0"],
+    proc = subprocess.run([sys.executable, "-m", "masprm.worlds.build", "--out", str(tmp_path), "--steps", "0"],
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
     assert proc.returncode == 2
     assert proc.stderr.strip().count("\n") == 0 and "--steps" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path),
+    proc = subprocess.run([sys.executable, "-m", "masprm.worlds.build", "--out", str(tmp_path),
                            "--mas_config", "configs/single.yaml"],
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
     assert proc.returncode == 2 and "Reader -> Planner -> Solver -> Verifier" in proc.stderr
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--hidden_size", "32"],
+    proc = subprocess.run([sys.executable, "-m", "masprm.worlds.build", "--out", str(tmp_path), "--hidden_size", "32"],
                           cwd=ROOT, env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
     assert (proc.returncode, proc.stderr.strip()) == (2, "build.py: error: --hidden_size 32: must be an even "
                                                          "multiple of the policy's 6 attention heads")
@@ -103,9 +103,9 @@ def test_arithmetic_drill_teaches_the_facts_the_worked_solutions_use():
     import random
 
     from masprm.graph import load_mas_config
-    from masprm.toy.task import apply_op, generate_split
-    from masprm.toy.train_policy import Drill, build_policy_tokenizer
-    from masprm.toy.transcripts import worked_steps
+    from masprm.worlds.toy.task import apply_op, generate_split
+    from masprm.worlds.train_policy import Drill, build_policy_tokenizer
+    from masprm.worlds.toy.transcripts import worked_steps
 
     problems = generate_split("train")[:50]
     tok = build_policy_tokenizer(problems, load_mas_config(ROOT / "configs/toy.yaml"), 400)
@@ -122,7 +122,7 @@ def test_arithmetic_drill_teaches_the_facts_the_worked_solutions_use():
 def test_prompt_weight_adds_the_prompt_to_the_loss_and_zero_is_plain_sft():
     import torch
 
-    from masprm.toy.train_policy import build_model, make_batch, weighted_loss
+    from masprm.worlds.train_policy import build_model, make_batch, weighted_loss
 
     spec = PolicySpec(vocab_size=400, hidden_size=16, num_layers=1, num_heads=2, num_kv_heads=1,
                           intermediate_size=32)
@@ -171,7 +171,7 @@ def test_a_build_run_by_hand_trains_on_the_pinned_kernels_and_records_them(tmp_p
     env = {k: v for k, v in __import__("os").environ.items() if k not in toy_build.PINNED_NUMERICS}
     env["PYTHONPATH"] = str(ROOT / "src")
     env["OMP_NUM_THREADS"] = "1"   # as a demo job runs: the build sets its own count
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.build", "--out", str(tmp_path), "--steps", "1",
+    proc = subprocess.run([sys.executable, "-m", "masprm.worlds.build", "--out", str(tmp_path), "--steps", "1",
                            "--hidden_size", "48", "--num_layers", "1", "--retrain"],
                           cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr

@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from helpers_stage4_logs import write_stage4_log
-from masprm.toy import claims
+from masprm.instruments import claims
 
 ROOT = Path(__file__).resolve().parents[1]
 QUESTIONS = [f"Question {i}: how many?" for i in range(20)]
@@ -182,7 +182,7 @@ def test_an_empty_folder_evaluates_nothing(tmp_path):
 
 
 def run_claims(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "masprm.toy.claims", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "masprm.instruments.claims", *args], cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
 
 

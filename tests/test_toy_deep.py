@@ -9,11 +9,11 @@ from masprm.data import load_examples
 from masprm.errors import DataError
 from masprm.graph import load_mas_config
 from masprm.search.oracles import STEP_ORACLES
-from masprm.toy import deep_data, deep_task
-from masprm.toy.deep_label import label_transcript, op_error
-from masprm.toy.deep_data import TOY_DEEP, power_plan, powered_size
-from masprm.toy.deep_task import check_graph, deep_world, misread, noisy_transcript, training_turns, transcript
-from masprm.toy.task import Problem, apply_op, generate_split
+from masprm.worlds.toy_deep import data as deep_data, task as deep_task
+from masprm.worlds.toy_deep.label import label_transcript, op_error
+from masprm.worlds.toy_deep.data import TOY_DEEP, power_plan, powered_size
+from masprm.worlds.toy_deep.task import check_graph, deep_world, misread, noisy_transcript, training_turns, transcript
+from masprm.worlds.toy.task import Problem, apply_op, generate_split
 
 # A hand-made story: 7 apples, buys 5 more (12), the number doubles (24), gives away 4 (20),
 # splits into 4 piles and keeps one (5), finds 9 more (14). Mia's 6 pens are someone else's.
@@ -139,7 +139,7 @@ def test_the_power_rules_floor_and_cap():
 
 
 def test_the_variance_components_of_3_seeds_by_4_questions_by_hand():
-    from masprm.toy.deep_power import dev_power
+    from masprm.lab.power import dev_power
     q = ("q1", "q2", "q3", "q4")
     d = [dict(zip(q, row)) for row in ([1, 1, 1, 1], [0, 0, 0, 0], [1, 1, 0, 0])]
     # seed means 1, 0, 0.5: sample variance 0.25; within-seed variances 0, 0, 1/3: mean 1/9, / 4 questions = 1/36

@@ -29,9 +29,9 @@ def without(cmd: list[str], *names: str) -> list[str]:
 def test_demo_runs_every_stage_with_the_readme_flags():
     cmds = dry_run()
     scripts = [c[1] if c[1] != "-m" else c[2] for c in cmds]
-    assert scripts == ["masprm.toy.build", "src/run_mcts.py", "src/train/preprocess_data.py",
+    assert scripts == ["masprm.worlds.build", "src/run_mcts.py", "src/train/preprocess_data.py",
                        "src/train/trainer.py", "src/train/trainer.py"] + \
-        ["src/experiments/compare_sbs_mcts.py"] * 7 + ["masprm.toy.stepbench", "aggregator.py", "masprm.toy.claims"]
+        ["src/experiments/compare_sbs_mcts.py"] * 7 + ["masprm.instruments.stepbench", "aggregator.py", "masprm.instruments.claims"]
     trees, pairs, ppm, orm, *evals = cmds[1:-3]
     stepbench, agg, claims = cmds[-3:]
     early, evals = evals[:3], evals[3:]
@@ -92,7 +92,7 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     import json
 
     cmds = dry_run("--seed", "3")
-    seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py") or "masprm.toy.stepbench" in c]
+    seeded = [c for c in cmds if c[1] in ("src/run_mcts.py", "src/train/trainer.py") or "masprm.instruments.stepbench" in c]
     assert len(seeded) == 4 and all(flag(c, "--seed") == ["3"] for c in seeded)
     assert all(flag(c, "--seeds") == ["14", "24", "42"] for c in cmds if c[1].endswith("compare_sbs_mcts.py"))
 

@@ -7,18 +7,18 @@ import pytest
 
 from masprm.graph import load_mas_config
 from masprm.search.engine import LoadedModels
-from masprm.toy import headroom
-from masprm.toy.deep_label import story_of
-from masprm.toy.deep_task import op_text, planner_text, reader_text, verifier_text
-from masprm.toy.task import apply_op
-from masprm.toy.worlds import WORLDS
+from masprm.instruments import headroom
+from masprm.worlds.toy_deep.label import story_of
+from masprm.worlds.toy_deep.task import op_text, planner_text, reader_text, verifier_text
+from masprm.worlds.toy.task import apply_op
+from masprm.worlds import WORLDS
 from test_toy_deep import RIGHT, STORY
 
 
 @pytest.fixture
 def story_oracle(monkeypatch):
     """The deep world's step oracle, knowing the hand-made story too."""
-    from masprm.toy import deep_label
+    from masprm.worlds.toy_deep import label as deep_label
     real = deep_label.story_of
     monkeypatch.setattr(deep_label, "story_of", lambda q: STORY if q == STORY.question else real(q))
 
@@ -106,7 +106,7 @@ def test_an_out_ending_in_txt_is_refused_before_the_policy_loads(tmp_path, monke
 
     monkeypatch.chdir(tmp_path)
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.headroom",
                                 ["--world", "toy", "--split", "train", "--out", "r.txt"])
     assert code == 2 and len(lines) == 1 and "--out r.txt" in lines[0] and ".json" in lines[0]
     assert snapshot(tmp_path) == before
@@ -123,8 +123,8 @@ def test_seeds_pool_per_question_before_the_gates():
 
 
 @pytest.mark.parametrize("module, argv", [
-    ("masprm.toy.headroom", ["--world", "toy", "--split", "train"]),
-    ("masprm.toy.deep_synthetic", []),
+    ("masprm.instruments.headroom", ["--world", "toy", "--split", "train"]),
+    ("masprm.instruments.synthetic_team", []),
 ])
 @pytest.mark.parametrize("n", ["1", "0", "-3"])
 def test_fewer_questions_than_a_standard_error_needs_are_refused_before_any_search(tmp_path, monkeypatch, capsys,
@@ -152,7 +152,7 @@ def test_an_out_inside_the_policy_it_reads_is_refused_before_the_policy_loads(tm
     (tmp_path / "policy").mkdir()
     (tmp_path / "policy" / "config.json").write_text("{}")   # the tool's own check: a model folder's config
     before = snapshot(tmp_path)
-    code, lines, _ = run_module(monkeypatch, capsys, "masprm.toy.headroom",
+    code, lines, _ = run_module(monkeypatch, capsys, "masprm.instruments.headroom",
                                 ["--world", "toy", "--split", "train", "--policy", "policy", "--out", out])
     assert code == 2 and lines == [f"headroom.py: error: --out {out}: is inside the input folder policy (--policy); "
                                    "writing there would change what the run reads: choose an output outside it"]

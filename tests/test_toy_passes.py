@@ -1,4 +1,4 @@
-"""masprm.toy.passes: fresh single passes labelled by the world's step truth as steps records (the supervised
+"""masprm.instruments.passes: fresh single passes labelled by the world's step truth as steps records (the supervised
 row's data), and a scorer's train-fit on them, on scripted passes whose labels were worked out by hand."""
 
 from __future__ import annotations
@@ -11,10 +11,10 @@ import pytest
 
 from masprm.interfaces import Generation, LogProb
 from masprm.search.engine import LoadedModels
-from masprm.toy import passes, stepbench
-from masprm.toy.deep_data import TOY_DEEP
-from masprm.toy.deep_task import team, transcript
-from masprm.toy.task import generate_split
+from masprm.instruments import passes, stepbench
+from masprm.worlds.toy_deep.data import TOY_DEEP
+from masprm.worlds.toy_deep.task import team, transcript
+from masprm.worlds.toy.task import generate_split
 
 from helpers import REPO
 
@@ -83,7 +83,7 @@ def test_read_records_takes_the_first_questions(tmp_path):
     (["--world", "toy", "--n", "0", "--out", "x.jsonl"], "--n must be at least 1"),
 ])
 def test_bad_flags_are_one_line(tmp_path, argv, words):
-    proc = subprocess.run([sys.executable, "-m", "masprm.toy.passes", *argv], cwd=tmp_path, capture_output=True,
+    proc = subprocess.run([sys.executable, "-m", "masprm.instruments.passes", *argv], cwd=tmp_path, capture_output=True,
                           text=True, env={"PYTHONPATH": str(REPO / "src")})
     assert proc.returncode == 2 and proc.stderr.strip().count("\n") == 0, proc.stderr
     assert words in proc.stderr

@@ -3,7 +3,7 @@
 import json
 
 from masprm.eval.aggregate import PlotCondition, Row
-from masprm.toy.report import demo_table, fill_blocks, main, stepbench_table
+from masprm.published.blocks import demo_table, fill_blocks, main, stepbench_table
 
 
 def row(method: str, budget: str, pass1: list[float], pass5: list[float], tokens: list[float], work: list[float]):

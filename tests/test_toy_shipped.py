@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from safetensors.numpy import save_file
 
-from masprm.toy import build as toy_build
-from masprm.toy.train_policy import PolicySpec
+from masprm.worlds import build as toy_build
+from masprm.worlds.train_policy import PolicySpec
 
 ROOT = Path(__file__).resolve().parents[1]
 CONFIG = ROOT / "configs/toy.yaml"
@@ -46,8 +46,8 @@ def test_the_repository_ships_the_policy_of_the_default_build():
     configs/toy.yaml or to PolicySpec's defaults changes the build fingerprint,
     and every machine would then retrain instead of using the shipped weights.
     When this fails, retrain and reship on the reference machine:
-    ``PYTHONPATH=src python -m masprm.toy.build --ship`` (it retrains the policy
-    and rewrites src/masprm/toy/shipped_policy/shipped.json), then commit.
+    ``PYTHONPATH=src python -m masprm.worlds.build --ship`` (it retrains the policy
+    and rewrites src/masprm/worlds/toy/shipped_policy/shipped.json), then commit.
     """
     key = toy_build.fingerprint(asdict(PolicySpec()), (ROOT / "configs/toy.yaml").read_text(encoding="utf-8"))
     manifest = json.loads((toy_build.SHIPPED / toy_build.SHIPPED_MANIFEST).read_text())
@@ -82,7 +82,7 @@ def fake_trainer(monkeypatch) -> list:
         (Path(out_dir) / "config.json").write_text('{"trained": "here"}')
         return {"final_loss": 1.0, "parameters": 1}
 
-    monkeypatch.setattr("masprm.toy.train_policy.train_policy", fake_train)
+    monkeypatch.setattr("masprm.worlds.train_policy.train_policy", fake_train)
     return calls
 
 
@@ -102,7 +102,7 @@ def test_a_matching_shipped_policy_is_copied_not_trained(shipped, tmp_path, monk
     def must_not_train(*args, **kwargs):
         raise AssertionError("trained although the shipped policy matches")
 
-    monkeypatch.setattr("masprm.toy.train_policy.train_policy", must_not_train)
+    monkeypatch.setattr("masprm.worlds.train_policy.train_policy", must_not_train)
     out = tmp_path / "toy"
     manifest = toy_build.build_toy_world(out, config=CONFIG, spec=TINY, log=log_nothing)
     assert manifest["source"] == "shipped" and manifest["fingerprint"] == tiny_key()

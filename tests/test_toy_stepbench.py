@@ -8,15 +8,15 @@ from pathlib import Path
 
 import pytest
 
-from masprm.toy.steplabel import AGENTS
+from masprm.worlds.toy.steplabel import AGENTS
 
 from masprm.search.context import SearchContext
 from masprm.graph import load_mas_config
 from masprm.interfaces import Generation, LogProb
 from masprm.search.engine import CallStats, LoadedModels, RequestKeys, drive
-from masprm.toy import stepbench
-from masprm.toy.task import generate_split
-from masprm.toy.transcripts import planner_text, reader_text
+from masprm.instruments import stepbench
+from masprm.worlds.toy.task import generate_split
+from masprm.worlds.toy.transcripts import planner_text, reader_text
 
 ROOT = Path(__file__).resolve().parents[1]
 GRAPH = load_mas_config(ROOT / "configs/toy.yaml")
@@ -164,7 +164,7 @@ def test_scorer_report_takes_the_threshold_from_calibration_and_scores_the_test_
 
 
 def run_stepbench(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "masprm.toy.stepbench", *args], cwd=ROOT,
+    return subprocess.run([sys.executable, "-m", "masprm.instruments.stepbench", *args], cwd=ROOT,
                           env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
 
 
@@ -329,7 +329,7 @@ def test_a_dev_run_samples_the_train_and_dev_splits_only(tmp_path, monkeypatch):
 
 
 def run_elsewhere(cwd, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "masprm.toy.stepbench", *args], cwd=cwd,
+    return subprocess.run([sys.executable, "-m", "masprm.instruments.stepbench", *args], cwd=cwd,
                           env={"PYTHONPATH": str(ROOT / "src")}, capture_output=True, text=True)
 
 

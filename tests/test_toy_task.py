@@ -8,8 +8,8 @@ import pytest
 
 from masprm.errors import MasprmError
 from masprm.data import load_examples
-from masprm.toy import task
-from masprm.toy.task import MAX_VALUE, SPLIT_SIZES, apply_op, generate_split, iter_split
+from masprm.worlds.toy import task
+from masprm.worlds.toy.task import MAX_VALUE, SPLIT_SIZES, apply_op, generate_split, iter_split
 
 # An independent reading of the stories: sentence pattern -> (op, operand or None = the number in it).
 STORY_OPS = [

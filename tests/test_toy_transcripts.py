@@ -7,8 +7,8 @@ import pytest
 
 from masprm.answers import is_correct
 from masprm.graph import MASGraph, load_mas_config
-from masprm.toy.task import apply_op, generate_split
-from masprm.toy.transcripts import (CONNECTORS, PLANNER, READER, SOLVER, VERIFIER, VERIFIER_OPENER, WORKED_OPENERS,
+from masprm.worlds.toy.task import apply_op, generate_split
+from masprm.worlds.toy.transcripts import (CONNECTORS, PLANNER, READER, SOLVER, VERIFIER, VERIFIER_OPENER, WORKED_OPENERS,
                                     check_graph, corpus_lines, planner_text, reader_text, reference_outputs,
                                     solver_text, training_turns, verifier_text)
 

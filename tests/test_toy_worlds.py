@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from masprm.graph import load_mas_config
-from masprm.toy import build as toy_build
-from masprm.toy.task import generate_split
-from masprm.toy.worlds import WORLDS
+from masprm.worlds import build as toy_build
+from masprm.worlds.toy.task import generate_split
+from masprm.worlds import WORLDS
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -34,20 +34,35 @@ def test_the_toy_world_trains_from_the_same_inputs_as_before_it_became_a_world_r
         list(world.training_turns(sft[:1], graph, 0, 0.1))
 
 
+def test_the_deep_world_trains_from_the_same_inputs_as_before_its_code_moved_into_worlds():
+    """The shipped deep policy's fingerprint was renewed without retraining when the toy code moved from
+    masprm/toy/ into masprm/worlds/ (import lines only); these digests (computed from the code at 54fe6a8, before
+    the move) say its training inputs did not move."""
+    import itertools
+
+    world = WORLDS["toy_deep"]
+    graph = load_mas_config(ROOT / "configs/toy_deep.yaml")
+    sft = list(itertools.islice(world.task.iter_split("sft"), 500))
+    noise = dict(world.policy_defaults)["target_noise"]
+    assert digest([p.row() for p in sft]) == "851a6eef55d34d7f"
+    assert digest(list(world.training_turns(sft, graph, 0, noise))) == "d8e77bba9cf2e408"
+    assert digest(list(world.corpus_lines(sft, graph))) == "4e35afe96a9aee9a"
+
+
 def test_each_world_has_its_own_build_folder_config_and_shipped_policy():
     toy, deep = WORLDS["toy"], WORLDS["toy_deep"]
-    assert (toy.out, toy.config, toy.shipped) == ("artifacts/toy", "configs/toy.yaml", "shipped_policy")
+    assert (toy.out, toy.config, toy.shipped) == ("artifacts/toy", "configs/toy.yaml", "toy/shipped_policy")
     assert (deep.out, deep.config, deep.shipped) == ("artifacts/toy_deep", "configs/toy_deep.yaml",
-                                                     "shipped_policy_deep")
-    assert "deep_task.py" in deep.sources and "deep_task.py" not in toy.sources
+                                                     "toy_deep/shipped_policy")
+    assert "toy_deep/task.py" in deep.sources and "toy_deep/task.py" not in toy.sources
     with pytest.raises(Exception, match="unknown toy world"):
         WORLDS["toy_deeper"]
 
 
 def test_the_repository_ships_the_deep_policy_of_its_default_build():
-    """The shipped deep policy is the one `python -m masprm.toy.build --world toy_deep` builds (its settings,
+    """The shipped deep policy is the one `python -m masprm.worlds.build --world toy_deep` builds (its settings,
     team config and toy code), its files unchanged since it was shipped (checked by hash)."""
-    from masprm.toy.train_policy import PolicySpec
+    from masprm.worlds.train_policy import PolicySpec
 
     world = WORLDS["toy_deep"]
     key = toy_build.build_key(world, PolicySpec(**dict(world.policy_defaults)), ROOT / world.config)
@@ -59,7 +74,7 @@ def test_the_repository_ships_the_deep_policy_of_its_default_build():
 
 
 def test_a_tiny_deep_build_trains_on_its_team_and_records_its_noise(tmp_path):
-    from masprm.toy.train_policy import PolicySpec
+    from masprm.worlds.train_policy import PolicySpec
 
     spec = PolicySpec(vocab_size=400, hidden_size=32, num_layers=1, num_heads=2, num_kv_heads=1,
                       intermediate_size=64, steps=3, batch_size=8, warmup=2, drill_every=2, drill_batch_size=8,

@@ -17,20 +17,23 @@ import pytest
 from helpers import REPO, flag
 from helpers_trees import root, write_trees
 from masprm.graph import load_mas_config
-from masprm.stages import demo, lab
-from masprm.stages.lab_rows import LAB_SCORERS
-from masprm.stages.world_runs import WORLD_RUNS, preregistration_commit
+from masprm.stages import demo
+from masprm.lab import command as lab
+from masprm.lab.rows import LAB_SCORERS
+from masprm.worlds.runs import WORLD_RUNS, preregistration_commit
 
 PLANS = REPO / "tests" / "fixtures" / "world_runs"
 # The toy world's --dry_run output of main at 78b6800, before the world records (the plans a lab run started on
 # that code reads back), with two changes since: training shows its progress (no --quiet) and stage 2 names
 # the team --mas_config (issue 58), and an evaluation passes only the search settings its methods read (issue
-# 61: stage 4 refuses the others); the demo's and the lab's default plans in full, digests of other flags.
+# 61: stage 4 refuses the others), and the toy code's modules moved into masprm.worlds, masprm.instruments and
+# masprm.lab (issue 60: the plans at 54fe6a8 with the module names mapped are these, byte for byte); the demo's
+# and the lab's default plans in full, digests of other flags.
 DIGESTS = {("demo.py", "--seed", "7", "--seeds", "14", "24"):
-           "d033d962e34b6a5837b67932aca6792466fbe476894cf46fdd4db167dea00228",
-           ("lab.py", "--rollout_rows"): "095da9a021eb340801db8df81c937846771a981d077d77455abe2056b9d6eab2",
+           "0f6c35a351d9da1ac9fab16f3004840356d79981dbc56f19c36856def7ad561c",
+           ("lab.py", "--rollout_rows"): "433b574bab459da12c4e6be79e087da694befa18dc70337cfc01dc94007e18f7",
            ("lab.py", "--seed", "7", "--train_seeds", "7", "42", "--sbs_budget", "2", "3", "--sample_n", "5",
-            "--jobs", "1", "--seeds", "14"): "5c2751f84ebcf0620ac47859467d1bd0a7c2bdf8dc99d9a143bf509830970793"}
+            "--jobs", "1", "--seeds", "14"): "a7e54a265daae452b08b0340af4966324f1ce300567fd856813d8fd474d5391c"}
 # What a toy_deep command may never name: the toy world's inputs and outputs
 TOY_PATHS = ("artifacts/toy/", "configs/toy.yaml", "checkpoints/toy-", "logs/toy_demo", "logs/toy_lab",
              "results/toy_lab", "results/toy_demo", "results/toy_stepbench", "results/train_seed_", "_toy_res_")
@@ -82,13 +85,13 @@ def test_the_toy_world_is_the_default_and_says_nothing_of_a_world(tmp_path):
 def deep_test_size() -> int:
     """The test split's size by the pre-registered rule from the dev pilot's numbers (hand-checked in
     docs/toy_world.md: N = 423 gives an MDE of 2.4996 points, 422 one of 2.501)."""
-    from masprm.toy.deep_data import DEV_POWER, powered_size
+    from masprm.worlds.toy_deep.data import DEV_POWER, powered_size
     return powered_size(*DEV_POWER)
 
 
 def test_the_records_match_their_worlds():
-    from masprm.toy.task import generate_split
-    from masprm.toy.worlds import WORLDS
+    from masprm.worlds.toy.task import generate_split
+    from masprm.worlds import WORLDS
     for name, world in WORLD_RUNS.items():
         team = load_mas_config(REPO / world.config)
         assert world.target_nodes == 1 + len(team.agents), name          # the question and one node per agent
@@ -136,7 +139,7 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
     assert sorted(flag(c, "--output-dir")[0] for c in trained) == sorted(
         ["checkpoints/toy_deep-ppm", "checkpoints/toy_deep-orm", "checkpoints/toy_deep-lab-mc-prm"]
         + [f"checkpoints/toy_deep-lab-{r}-s{s}" for s in (7, 99) for r in ("masprm-ppm", "mc-orm", "mc-prm")])
-    for tool in ("masprm.toy.stepbench", "masprm.toy.labelbench", "masprm.toy.build"):
+    for tool in ("masprm.instruments.stepbench", "masprm.instruments.labelbench", "masprm.worlds.build"):
         assert all(flag(c, "--world") == ["toy_deep"] for c in cmds if tool in c) and any(tool in c for c in cmds)
     assert not [c for c in cmds if "sweep" in " ".join(c)]
     assert "# the compute-matched sweep: not measured yet on this world" in out
@@ -168,8 +171,8 @@ def test_an_unknown_world_is_one_line_naming_the_valid_ones(tmp_path, script):
 @pytest.mark.parametrize("module", [demo, lab])
 def test_an_empty_test_split_stops_a_run_before_any_work(tmp_path, monkeypatch, capsys, module):
     from masprm.stages import jobs
-    from masprm.toy import deep_data
-    from masprm.toy.deep_task import K, deep_world
+    from masprm.worlds.toy_deep import data as deep_data
+    from masprm.worlds.toy_deep.task import K, deep_world
 
     def started(*args, **kwargs):
         raise RuntimeError("a command started")
@@ -211,8 +214,8 @@ def test_the_preregistration_commit_is_the_files_last_commit(tmp_path, monkeypat
 
 
 def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
-    from masprm.stages import world_runs
-    from masprm.toy.lab_report import write_report
+    from masprm.worlds import runs as world_runs
+    from masprm.lab.report import write_report
     monkeypatch.setattr(world_runs, "preregistration_commit", lambda path: "abc123")
     monkeypatch.setattr(world_runs, "code_commit", lambda: {"commit": "def456", "dirty": True})
     world = WORLD_RUNS["toy_deep"]
@@ -220,7 +223,7 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     assert record == {"name": "toy_deep", "test_questions": 423,
                       "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"},
                       "code": {"commit": "def456", "dirty": True}}
-    from masprm.toy.lab_report import TOY_WORLD
+    from masprm.lab.report import TOY_WORLD
     assert WORLD_RUNS["toy"].report_record() == TOY_WORLD                 # the toy world's report as before
     files = {k: tmp_path / Path(v).name for k, v in world.lab_files.items()}
     rows = [s.in_world(world) for s in LAB_SCORERS[:2]]
@@ -236,7 +239,7 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
 
 
 def test_the_code_commit_and_its_changes_in_a_git_checkout(tmp_path, monkeypatch):
-    from masprm.stages.world_runs import code_commit
+    from masprm.worlds.runs import code_commit
     git = lambda *a: subprocess.run(["git", "-C", str(tmp_path), *a], capture_output=True, text=True, check=True)
     git("init", "-q")
     git("-c", "user.email=a@b", "-c", "user.name=a", "commit", "-q", "--allow-empty", "-m", "x")
@@ -255,7 +258,7 @@ def test_the_code_commit_and_its_changes_in_a_git_checkout(tmp_path, monkeypatch
 
 def test_toy_deep_tests_only_its_comparisons_against_the_orm():
     """The pre-registered family: Holm over the comparisons against the ORM; those against the MASPRM are shown."""
-    from masprm.toy import lab_report
+    from masprm.lab import report as lab_report
     assert WORLD_RUNS["toy_deep"].family.masprm_tested is False and WORLD_RUNS["toy"].family.masprm_tested
     assert "masprm_tested" in inspect.signature(lab_report.comparisons).parameters
 
@@ -263,10 +266,10 @@ def test_toy_deep_tests_only_its_comparisons_against_the_orm():
 def deep_transcripts():
     """A deep toy problem of the train split, its right transcript and one whose Op2 adds wrong (the later Op
     agents carry the wrong total on, the Verifier repeats it)."""
-    from masprm.toy.deep_data import TOY_DEEP
-    from masprm.toy.deep_task import reference_outputs
-    from masprm.toy.task import apply_op, generate_split
-    from masprm.toy.transcripts import worked_steps
+    from masprm.worlds.toy_deep.data import TOY_DEEP
+    from masprm.worlds.toy_deep.task import reference_outputs
+    from masprm.worlds.toy.task import apply_op, generate_split
+    from masprm.worlds.toy.transcripts import worked_steps
     problem = generate_split("train", TOY_DEEP)[0]
     right = list(reference_outputs(problem, random.Random(0)).values())
     steps = worked_steps(problem)   # (total, op, operand, new total) per Op agent
@@ -280,7 +283,7 @@ def deep_transcripts():
 
 
 def test_labelbench_judges_a_deep_world_tree_by_its_truth(tmp_path):
-    from masprm.toy import labelbench
+    from masprm.instruments import labelbench
     problem, right, wrong = deep_transcripts()
     team = ("Reader", "Planner", "Op1", "Op2", "Op3", "Op4", "Op5", "Verifier")
     tree = {**root(0.0, question=problem.question), "meta": {"example_meta": {"split": "train", "source_index": 0}}}
@@ -298,9 +301,9 @@ def test_labelbench_judges_a_deep_world_tree_by_its_truth(tmp_path):
 
 
 def test_stepbench_takes_a_world_and_refuses_an_empty_split(tmp_path, monkeypatch, capsys):
-    from masprm.toy import stepbench
-    from masprm.toy.steplabel import summarize
-    from masprm.toy.worlds import WORLDS
+    from masprm.instruments import stepbench
+    from masprm.worlds.toy.steplabel import summarize
+    from masprm.worlds import WORLDS
     truth = WORLDS["toy_deep"].truth
     problem, right, wrong = deep_transcripts()
     counts = summarize([truth.label(problem, right), truth.label(problem, wrong)], truth.error_kinds)
@@ -310,7 +313,7 @@ def test_stepbench_takes_a_world_and_refuses_an_empty_split(tmp_path, monkeypatc
     policy.mkdir()
     from dataclasses import replace
     from masprm.registry import Registry
-    from masprm.toy.deep_task import K, deep_world
+    from masprm.worlds.toy_deep.task import K, deep_world
     unsized = replace(WORLDS["toy_deep"], truth=replace(truth, task=deep_world(K, 0)))   # as before the dev pilot
     worlds = Registry(WORLDS.kind)
     for name in WORLDS:

@@ -6,7 +6,7 @@ and returning ``LoadedData``; the bracketed selection options reach only a loade
 that declares them in its ``options`` (competition_math: both). The hub benchmarks
 below are ``HubDataset`` records; other modules add their own with
 ``@register_dataset(name, options=...)`` and may reuse ``select_examples`` for the
-shared selection rule. The toy task is a lazy entry (``masprm.toy.task:load_toy``):
+shared selection rule. The toy task is a lazy entry (``masprm.worlds.toy.task:load_toy``):
 this module never imports it.
 
 Selection rule: rows are put in a seeded order (the same permutation as
@@ -73,11 +73,11 @@ DatasetLoader = Callable[..., "LoadedData | list[Example]"]
 DATASETS: Registry[DatasetLoader] = Registry("dataset")
 # The toy world is optional and registers itself on import; listed here so that
 # `--dataset toy` works without the core importing it.
-DATASETS.register_lazy("toy", "masprm.toy.task:load_toy")
-DATASETS.register_lazy("toy_deep", "masprm.toy.deep_data:load_toy_deep")
+DATASETS.register_lazy("toy", "masprm.worlds.toy.task:load_toy")
+DATASETS.register_lazy("toy_deep", "masprm.worlds.toy_deep.data:load_toy_deep")
 # The question's fields of the datasets loaded outside this module, which ``check_fields`` requires to be
 # text (a hub dataset declares its own, ``HubDataset.text_fields``). Kept here for the toy task: its
-# module's code is part of the shipped policy's build fingerprint (masprm.toy.build).
+# module's code is part of the shipped policy's build fingerprint (masprm.worlds.build).
 TEXT_FIELDS = {"toy": ("question",), "toy_deep": ("question",)}
 
 # The selection options a dataset may declare (its `options` attribute): load_examples

@@ -1,7 +1,7 @@
 """Where a run's code came from: the checkout's commit and the last commit of a file (a pre-registration).
 
 Both ask git and never fail: outside a repository, or without git, they answer "none". The lab's report
-(`masprm.stages.world_runs`) and a run's archive card (`masprm.archive`) record them. Pure Python.
+(`masprm.worlds.runs`) and a run's archive card (`masprm.archive`) record them. Pure Python.
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@
     METHODS.register("single_pass", Method(...))       # direct
     @DATASETS.register("toy")                           # or as a decorator: returns the object unchanged
     def load_toy(...): ...
-    DATASETS.register_lazy("toy", "masprm.toy.task:load_toy")   # imported on first use
+    DATASETS.register_lazy("toy", "masprm.worlds.toy.task:load_toy")   # imported on first use
     METHODS["single_pass"]; METHODS.get("x"); "x" in METHODS; sorted(METHODS); METHODS.names()
 
 Rules, the same for every kind:

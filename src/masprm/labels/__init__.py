@@ -25,6 +25,6 @@ LABEL_SCHEMES.register_lazy("step_consistency", "masprm.labels.step_consistency:
 LABEL_SCHEMES.register_lazy("mc_rollouts_uniform", "masprm.labels.mc_budget:UNIFORM")
 LABEL_SCHEMES.register_lazy("mc_rollouts_active", "masprm.labels.mc_budget:ACTIVE")
 # the supervised row: the toy worlds' step truth (it lives with them; refused for any other trees)
-LABEL_SCHEMES.register_lazy("step_truth", "masprm.toy.step_truth:SCHEME")
+LABEL_SCHEMES.register_lazy("step_truth", "masprm.worlds.step_truth:SCHEME")
 
 __all__ = ["LABEL_SCHEMES", "LabelScheme"]

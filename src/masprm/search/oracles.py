@@ -5,7 +5,7 @@
 - ``oracle_step``: the world's step labeller (``--step_oracle``, a `STEP_ORACLES` entry; by default the
   dataset's own, `default_step_oracle`): +1 while
   every message so far is right, −1 from the first wrong one. Only a world that can check each
-  message has one (the toy world: `masprm.toy.oracle`).
+  message has one (the toy world: `masprm.worlds.toy.oracle`).
 - ``true_value``: 2 p̂ − 1, where p̂ is the share of ``--true_value_rollouts`` fresh single passes of
   the team from the prefix (at ``--true_value_temperature``) whose final answer is right; a finished
   transcript is its gold check. Values are kept per prefix in the example's context, so a search
@@ -35,8 +35,8 @@ if TYPE_CHECKING:
 # A world's step labeller: (question, messages so far in team order) -> whether each message is right.
 StepOracle = Callable[[str, Sequence[str]], Sequence[bool]]
 STEP_ORACLES: Registry[StepOracle] = Registry("step oracle")
-STEP_ORACLES.register_lazy("toy", "masprm.toy.oracle:toy_step_oracle")
-STEP_ORACLES.register_lazy("toy_deep", "masprm.toy.deep_label:deep_step_oracle")
+STEP_ORACLES.register_lazy("toy", "masprm.worlds.toy.oracle:toy_step_oracle")
+STEP_ORACLES.register_lazy("toy_deep", "masprm.worlds.toy_deep.label:deep_step_oracle")
 
 
 def default_step_oracle(dataset: str | None) -> str:

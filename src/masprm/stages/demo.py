@@ -2,7 +2,7 @@
 
 Runs the README's five stages as a user would, with ``--dataset toy`` (``--world toy_deep``,
 `make demo WORLD=toy_deep`: the same stages on the deep toy world, its paths and settings from its
-`masprm.stages.world_runs` record; it stops before any work while that world's test split is empty):
+`masprm.worlds.runs` record; it stops before any work while that world's test split is empty):
 
   0. the toy world (shipped policy + data; cached in artifacts/toy)
   1. MAS-MCTS trees on the train split               (src/run_mcts.py)
@@ -10,9 +10,9 @@ Runs the README's five stages as a user would, with ``--dataset toy`` (``--world
   3. the MASPRM (ppm) and an ORM                     (src/train/trainer.py)
   4. the search conditions on the 240 test questions, seeds 14 / 24 / 42, each
      search method at several budgets               (src/experiments/compare_sbs_mcts.py)
-     and the step-level benchmark                    (python -m masprm.toy.stepbench)
+     and the step-level benchmark                    (python -m masprm.instruments.stepbench)
   5. mean / std over seeds, table, budget curves, and the paper's claims as
-     paired comparisons with bootstrap CIs           (aggregator.py, masprm.toy.claims)
+     paired comparisons with bootstrap CIs           (aggregator.py, masprm.instruments.claims)
   6. the run's archive, archives/<world>_demo-v<N>    (python -m masprm.archive pack; --no_archive: none)
      and whether its numbers match the published ones (docs/toy_world.md's generated blocks)
 
@@ -45,8 +45,8 @@ from masprm.stages.jobs import (PROGRESS_EVERY_S, PY, ROOT, Background, Job, run
                                 stage_command)
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
 from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
-from masprm.stages.world_runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
-from masprm.toy.report import demo_verdict
+from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
+from masprm.published.blocks import demo_verdict
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
 # team and train-split size are its record's (`world_runs`); the toy world's, named here for readers:
@@ -175,7 +175,7 @@ def commands(args: "DemoArgs") -> Commands:
                                                                    extra=world.demo_scorer_flags, world=world))
 
     return Commands(
-        build=[PY, "-m", "masprm.toy.build", *world.world_flags, "--out", world.artifacts, "--mas_config", config],
+        build=[PY, "-m", "masprm.worlds.build", *world.world_flags, "--out", world.artifacts, "--mas_config", config],
         trees=[*stage_command("trees"), "--dataset", world.name, "--split", "train", "--n", str(args.n_train),
                "--seed", str(args.seed), "--n_rollouts", str(ROLLOUTS), "--search_c", str(SEARCH_C),
                "--n_candidates", str(CANDIDATES), "--temperature", str(TEMPERATURE), "--top_p", str(TOP_P),
@@ -190,10 +190,10 @@ def commands(args: "DemoArgs") -> Commands:
                      evaluation([m for m in methods if m in NO_SCORER], scorers=False, budget=budget)
                      for name, budget, methods in BUDGETS if set(methods) & set(NO_SCORER)},
         evals={f"eval_{name}": evaluation(methods, scorers=True, budget=budget) for name, budget, methods in BUDGETS},
-        stepbench=[PY, "-m", "masprm.toy.stepbench", *world.world_flags, "--policy", policy, "--prm_dir", ppm_dir,
+        stepbench=[PY, "-m", "masprm.instruments.stepbench", *world.world_flags, "--policy", policy, "--prm_dir", ppm_dir,
                    "--orm_dir", orm_dir, "--mas_config", config, "--out", files["stepbench"], "--seed", str(args.seed)],
         aggregate=[*stage_command("aggregate"), "--logs_dir", world.demo_logs, "--out", files["table"]],
-        claims=[PY, "-m", "masprm.toy.claims", "--logs_dir", world.demo_logs, "--out", files["claims"],
+        claims=[PY, "-m", "masprm.instruments.claims", "--logs_dir", world.demo_logs, "--out", files["claims"],
                 "--seed", str(args.seed)],
     )
 

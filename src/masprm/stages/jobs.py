@@ -23,7 +23,7 @@ from pathlib import Path
 
 from masprm.cli import UsageError
 from masprm.progress import PROGRESS_MARK
-from masprm.toy.build import PINNED_NUMERICS
+from masprm.worlds.build import PINNED_NUMERICS
 
 ROOT = Path.cwd()   # every output lands in the folder the command is started from
 PY = sys.executable

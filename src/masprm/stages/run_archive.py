@@ -24,7 +24,7 @@ from masprm.paths import PathText
 from masprm.provenance import code_commit, preregistration_commit
 from masprm.stages import jobs
 from masprm.stages.jobs import show
-from masprm.stages.world_runs import WorldRun
+from masprm.worlds.runs import WorldRun
 
 
 @dataclass(frozen=True)

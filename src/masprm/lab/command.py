@@ -1,0 +1,401 @@
+"""`make lab`: every label scheme and objective of the scorer lab, judged side by side on the toy world.
+
+On the demo's trees (its stages 0-3 run first, skipped where their outputs exist), for every scorer of `LAB_SCORERS`:
+
+  labels     the scheme's training records           (src/train/preprocess_data.py --labels NAME)
+  training   the scorer, with the demo's settings     (src/train/trainer.py, demo.SCORER_TRAINING)
+  labels'    quality against the world's step truth  (python -m masprm.instruments.labelbench), once per scheme
+  steps      error localisation, one run for all      (python -m masprm.instruments.stepbench --scorer ...)
+  search     on the 240 test questions, seeds 14 24 42: SBS (3x5), MCTS (10 simulations) and best-of-N
+             (N = 8, --step_agg min and last)         (src/experiments/compare_sbs_mcts.py)
+  sweep      the compute-matched sweep: per budget of agent samples (4 8 12 24), best-of-N + ORM and SBS / MCTS
+             with the demo's MASPRM and ORM at the settings matched on the train questions (compute_match.SWEEP)
+
+Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's seed on its
+trees, at the others on trees grown at that seed (their own stages 1 and 2); the claims pair rows seed by seed.
+Then the report (`masprm.lab.report`): results/toy_lab.md (the table; its facts in results/toy_lab.json),
+results/toy_lab_claims.txt (every scorer against the ORM and against the paper's MASPRM, paired bootstrap CIs) and
+results/toy_lab.png. The conditions without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
+best-of-N samples are drawn once per seed and read back by every scorer (logs/toy_lab/sampled_passes). Commands run
+`--jobs` at a time, each as soon as what it needs is there (`masprm.stages.jobs.run_tasks`), under the demo's
+pinned numerics. Outputs that exist are skipped (label files, finished scorers, benchmark reports); evaluation
+commands skip their COMPLETED conditions themselves; an interrupted lab continues where it stopped. A scheme or
+objective that is not registered is reported in one line and its row left out, and so is a row whose labels sample
+the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` prints that cost), trained
+then at each of `--rollout_seeds` (default: every training seed).
+
+``--world toy_deep``: the deep world's family (`world_runs`) under logs/toy_deep_lab, results/toy_deep_lab*,
+checkpoints/toy_deep-lab-*, its report recording the pre-registration's commit; `--pilot` only the dev pilot
+that sizes its test split (`lab_pilot`); `--explore` its exploratory family (logs/toy_deep_explore), once the
+lab's report exists. `--rows NAME ...`: some rows of a family (`lab_rows.chosen_rows`) under names of their own.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import shlex
+import sys
+import time
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from masprm.cli import ArgumentParser, run_cli
+from masprm.checks import check_output_dir, check_output_file, check_seeds
+from masprm.config import add_config_args, arg, config_from_args, require, require_each
+from masprm.paths import PathText
+from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
+from masprm.stages import demo
+from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
+from masprm.lab.rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_rows, ensemble_of, left_out,
+                                    needs_rollouts, orm_of, replica_stage2, replica_trees, role_flags,
+                                    scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
+                                    world_rows)
+from masprm.lab.finish import write_lab_report
+from masprm.lab.sweep_jobs import sweep_tasks
+from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
+from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
+from masprm.train.config import CALIBRATED_MODES, MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
+
+
+# the toy world's, named here for readers
+LOGS, REPORT, CLAIMS, PLOT, STEPBENCH, LABELBENCH = WORLD_RUNS[DEFAULT_WORLD].lab_files.values()
+BON_N = 8
+BON_SUFFIX = {"min": "", "last": "_last"}   # a best-of-N command's task suffix by its step aggregation
+N_SIMULATIONS, MAX_CHILDREN = 10, 3   # the README's MCTS budget (demo.evaluation_command)
+SBS_BUDGET = (3, 5)   # B1 x B2: the README's SBS budget (measured to fit the lab's hour: docs/scorer_lab.md)
+# The reference rows (issue 34): the step labeller and the gold outcome as scorers. true_value is left out of
+# the default lab: K = 8 rollouts for every scored prefix is many times a search's own sampling on 2 cores.
+SEARCH_ORACLES = ("sbs_oracle_step", "sbs_oracle_outcome", "mcts_oracle_step", "mcts_oracle_outcome")
+BON_ORACLES = ("bon_oracle_step", "bon_oracle_outcome")
+PAIR_CAPS = ("--ppm-max-pairs", "8", "--ppm-pos-topk", "4", "--ppm-neg-topk", "4")   # the demo's pair mining
+
+
+def budgets(args) -> dict:
+    """The settings of the lab's conditions per search family (what the report tabulates)."""
+    return {"sbs": dict(zip(("b1", "b2"), args.sbs_budget)), "bon": {"bon_n": BON_N},
+            "mcts": {"n_simulations": N_SIMULATIONS, "max_children": MAX_CHILDREN}}
+
+
+def search_budget(args) -> tuple[str, ...]:
+    """The budget flags of every evaluation command of the lab (and of its dev pilot)."""
+    return ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
+            *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
+
+
+def labelbench_available() -> bool:
+    return importlib.util.find_spec("masprm.instruments.labelbench") is not None
+
+
+# --------------------------------------------------------------------------- the plan
+
+
+DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (demo.BUDGETS)
+
+
+def lab_world(args) -> WorldRun:
+    """The world's record the lab runs: its own lab's, or with --explore its exploratory lab's (`explored`);
+    with --rows under names of its own (logs/<world>_<lab>_rows, results/<world>_<lab>_rows*), so that a run
+    of some rows never replaces the whole family's report, step benchmark or logs."""
+    world = WORLD_RUNS[args.world]
+    world = world.explored() if getattr(args, "explore", False) else world
+    return replace(world, lab=f"{world.lab}_rows") if getattr(args, "rows", None) else world
+
+
+def reuse_demo(args) -> bool:
+    """Ask the demo's logs folder for the conditions the demo runs itself: only where they are the demo's own
+    (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there. Never
+    for an exploratory lab: all of its conditions stay in its own folder, so that the newest experiment the
+    world's own report reads in the demo's folder is never one of the exploratory lab's."""
+    return (not getattr(args, "explore", False) and not args.sample_n and set(args.seeds) <= set(demo.SEEDS)
+            and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
+
+
+def searches(scorer: LabScorer | None, reuse_demo: bool,
+             world: WorldRun = demo.TOY_RUN) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
+    """(suffix, methods, scorer flags, step_agg, logs folder) of each evaluation command of a row (None: the
+    conditions without a scorer) in a world's lab family: best-of-N at its aggregations, by the rows it names.
+
+    A scorer runs as the MASPRM role (sbs_prm, mcts_prm, bon_prm); the ORM runs as itself (mcts_orm: the
+    ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm). The
+    SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
+    demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
+    """
+    own = world.lab_logs
+    if scorer is None:   # with the reference scorers, which load no model (masprm.search.oracles)
+        flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], ["bon_logprob", *BON_ORACLES]
+    elif scorer.objective == "orm":
+        flags, sbs_mcts, bon = role_flags("orm", scorer.folder, world), ["mcts_orm"], ["bon_orm"]
+    else:
+        flags, sbs_mcts, bon = role_flags("prm", scorer.folder, world), ["sbs_prm", "mcts_prm"], ["bon_prm"]
+    logs = world.demo_logs if reuse_demo and (scorer is None or scorer.demo_folder) else own
+    if scorer is not None and scorer.finished_only:   # it refuses partial transcripts: no SBS, MCTS or min
+        return [("_last", bon, flags, "last", own)]
+    ranks = scorer is None or world.family.ranks_passes(scorer.objective)
+    found = [(BON_SUFFIX[agg], bon, flags, agg, own) for agg in world.family.bon_aggs if ranks]
+    found.append(("_search", sbs_mcts, flags, "min", logs))
+    if scorer is None:   # never in the demo's folder: the demo does not run them
+        found.append(("_oracles", list(SEARCH_ORACLES), (), "min", own))
+    if scorer is not None and scorer.objective == "orm":   # the ORM in the MASPRM's role, on purpose
+        found.append(("_sbs", ["sbs_prm"], (*role_flags("prm", scorer.folder, world), "--allow_scorer_kind_mismatch"),
+                      "min", own))
+    if scorer is not None and (scorer.scheme, scorer.objective) == ("masprm", "ppm"):
+        # the paper's headline configuration: the MASPRM guides MCTS, the ORM of its seed values the leaves
+        found.append(("_ormleaf", ["mcts_prm"], (*flags, *role_flags("orm", orm_of(scorer).folder, world),
+                                                 "--orm_leaf"), "min", logs))
+    return found
+
+
+def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
+    """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks
+    (on the world of `args.world`, its family's rows and conditions; with --explore its exploratory family's)."""
+    world = lab_world(args)
+    files, run = world.lab_files, Path(demo.run_folder(world)).name
+    notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
+    notes += world.family.notes
+    rows = chosen_rows([s for s in world_rows(world) if not left_out(s, args.rollout_rows)], args.rows)
+    if args.rows:   # the sweep measures the MASPRM and the ORM, not the rows named
+        notes.append(f"the family's other rows and the compute-matched sweep: --rows ran {len(rows)} rows (those it "
+                     "names, the MASPRM, the ORM and the rows they need)")
+    replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows
+                if seed in (args.rollout_seeds if needs_rollouts(s.scheme) else args.train_seeds)]
+    bench = labelbench_available() and world.family.benchmarks
+    if not labelbench_available():
+        notes.append("label quality: masprm.instruments.labelbench is not there; the label AUC column is left empty")
+    budget = search_budget(args)
+    tasks, done = [], set()
+
+    def add(task: Task, finished: bool = False) -> None:
+        tasks.append(task)
+        if finished:
+            done.add(task.name)
+
+    draw = f"eval_no_scorer{BON_SUFFIX[world.family.bon_aggs[0]]}"   # the first no-scorer best-of-N command
+
+    def evaluations(scorer: LabScorer | None) -> list[Task]:
+        key = scorer.key if scorer else "no_scorer"
+        trained = (f"train_{scorer.key}",) if scorer and not scorer.demo_folder else ()
+        found = []
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args), world):
+            if suffix == "_ormleaf" and not orm_of(scorer).demo_folder:
+                trained += (f"train_{orm_of(scorer).key}",)
+            # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
+            name = f"eval_{key}{suffix}"
+            drawn = (draw,) if methods[0].startswith("bon_") and name != draw else ()
+            found.append(Task(name, demo.evaluation_command(
+                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs, world=world), trained + drawn))
+        return found
+
+    first, *later = [t for s in [None, *rows, *replicas] for t in evaluations(s)]
+    add(first)   # first: it draws the best-of-N samples every scorer reads back
+    for seed in dict.fromkeys(s.train_seed for s in replicas):   # a replica seed's own trees and stage 2
+        add(*replica_trees(args, seed))
+        add(*replica_stage2(seed, world))
+    label_objective: dict[tuple[str, int | None], str] = {}   # one labels command per scheme and seed
+    for s in [*rows, *replicas]:
+        if s.own_labels:
+            label_objective.setdefault((s.scheme, s.train_seed), s.objective)
+    for (scheme, seed), objective in label_objective.items():
+        flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
+        rollout, waits = rollout_inputs(scheme, seed, args)
+        out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed, world))
+        add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed, world),
+                                             "--labels", scheme, "--target-nodes", str(world.target_nodes), *flags,
+                                             *rollout, "--view", "full", "--mas_config", world.config],
+                 (() if seed is None else (f"trees_s{seed}",)) + waits), (ROOT / out).is_file())
+    for s in [*rows, *replicas]:
+        if not s.demo_folder:
+            after = (labels_task(s.scheme, s.train_seed),) if s.own_labels else \
+                () if s.train_seed is None else (f"stage2_s{s.train_seed}",)
+            extra = ("--agg", s.agg) if s.agg else ()
+            completed, calibrate = demo.scorer_completed(ROOT / s.folder), s.objective in CALIBRATED_MODES
+            finished = completed and (not calibrate or scorer_calibrated(ROOT / s.folder))
+            # every row the trainer can calibrate is (docs/scorer_lab.md); a finished uncalibrated one is
+            # trained again over itself (same seed, same weights) so that it records its Platt scaling
+            extra += ("--calibrate",) * calibrate + ("--overwrite",) * (completed and not finished)
+            seed = args.seed if s.train_seed is None else s.train_seed
+            add(Task(f"train_{s.key}", demo.train_command(s.objective, s.data(run), s.folder, seed, extra, world),
+                     after), finished)
+    if bench:
+        for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
+            out = f"{files['labelbench']}/{s.scheme}.json"
+            add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.instruments.labelbench", *world.world_flags, "--trees",
+                                                demo.run_folder(world), "--labels", s.data(run), "--out", out],
+                     (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
+    for task in later:
+        add(task)
+    stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix (seed --seed)
+    scorers = {s.slug: s.folder for s in stepwise}
+    if world.family.benchmarks:
+        add(Task("stepbench", [PY, "-m", "masprm.instruments.stepbench", *world.world_flags, "--policy", world.policy,
+                               *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
+                               "--mas_config", world.config, "--out", files["stepbench"], "--seed", str(args.seed),
+                               "--oracles"], tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
+            stepbench_done(ROOT / files["stepbench"], scorers))
+    # last: the compute-matched sweep (evaluation commands skip what is COMPLETED); none where it is not measured
+    for task in sweep_tasks(args, files["logs"], world.family.sweep, world) if world.family.sweep and not args.rows \
+            else ():
+        add(task)
+    return tasks, notes, [*rows, *replicas], done
+
+
+def rollout_inputs(scheme: str, seed: int | None, args) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """The stage-2 flags of a scheme that samples the policy, and the tasks they wait for: the demo's policy
+    seeded by the row's training seed; for the active scheme also the ensemble row of that seed, trained first."""
+    if not needs_rollouts(scheme):
+        return (), ()
+    flags = ("--rollout-policy", WORLD_RUNS[args.world].policy, "--seed", str(args.seed if seed is None else seed))
+    from masprm.labels import LABEL_SCHEMES
+    if not getattr(LABEL_SCHEMES[scheme], "needs_spreads", False):
+        return flags, ()
+    ensemble = ensemble_of(seed, args.world)
+    return (*flags, "--rollout-ensemble", ensemble.folder), (f"train_{ensemble.key}",)
+
+
+def labels_task(scheme: str, seed: int | None) -> str:
+    return f"labels_{scheme}" + (f"_s{seed}" if seed is not None else "")
+
+
+# --------------------------------------------------------------------------- running
+
+
+@dataclass(frozen=True)
+class LabArgs(ArchiveFlags):
+    """The lab's flags (every other setting is the demo's or one of the constants above; its archive's:
+    `ArchiveFlags`)."""
+
+    seeds: list[int] | None = arg(None, flags=("--seeds",), nargs="+",
+                                  help=f"evaluation seeds (default: {' '.join(map(str, demo.SEEDS))}, the demo's; "
+                                       "with --explore the exploratory family's)")
+    jobs: int = arg(2, flags=("--jobs",), help="commands run side by side, one thread each (default 2)")
+    dry_run: bool = arg(False, flags=("--dry_run",), help="print the plan without running it")
+    seed: int = arg(42, flags=("--seed",), help="seed of the scorers' training and the step benchmark")
+    train_seeds: list[int] | None = arg(None, flags=("--train_seeds",), nargs="+",
+                                        help="tree and training seeds every row is trained at (default 42 7 99, "
+                                             "fixed in docs/scorer_lab.md; with --explore the exploratory family's); "
+                                             "--seed is the demo's, the others get their own trees")
+    n_train: int | None = arg(None, flags=("--n_train",),
+                              help="train questions of the demo's trees, at least 2 (default: the world's train split, "
+                                   "400)")
+    sbs_budget: list[int] = arg(flags=("--sbs_budget",), nargs=2, metavar=("B1", "B2"),
+                                default_factory=lambda: list(SBS_BUDGET),
+                                help=f"SBS beam width and candidates per beam (default {SBS_BUDGET[0]} "
+                                     f"{SBS_BUDGET[1]}, the README's; 2 3, the demo's second budget, is a few "
+                                     "minutes shorter)")
+    sample_n: int | None = arg(None, flags=("--sample_n",),
+                               help="evaluate the first N test questions only, at least 2 (a quick look; default: "
+                                    "all 240)")
+    rollout_rows: bool = arg(False, flags=("--rollout_rows",),
+                             help="also the rows whose labels sample the policy afresh (mc_rollouts, "
+                                  "first_error_search, step_consistency, shapley; --dry_run prints their cost)")
+    rollout_seeds: list[int] | None = arg(None, flags=("--rollout_seeds",), nargs="+",
+                                          help="the training seeds of the rollout rows, some of --train_seeds "
+                                               "(default: all of them)")
+    world: str = arg(DEFAULT_WORLD, flags=("--world",),
+                     help=f"the toy world ({', '.join(WORLD_RUNS.names())}; default {DEFAULT_WORLD}): its lab family")
+    pilot: bool = arg(False, flags=("--pilot",), help="only the dev pilot that sizes toy_deep's test split (lab_pilot)")
+    explore: bool = arg(False, flags=("--explore",),
+                        help="the world's exploratory family instead of its lab's (toy_deep: every row at one training "
+                             "and one search seed, after its lab's report; docs/scorer_lab.md)")
+    rows: list[str] | None = arg(None, flags=("--rows",), nargs="+", help="only these rows (mc_rollouts+prm or "
+                                 "mc_rollouts-prm), with the MASPRM and the ORM, no compute-matched sweep (default: all)")
+    report_from: PathText | None = arg(None, flags=("--report_from",), help="write the report of an archived lab "
+                                       "run (masprm-archive: its logs and benchmarks, checked) and run nothing")
+
+    def __post_init__(self) -> None:
+        require_world(self)
+        require(not (self.explore and self.pilot), "explore", "explore: --explore and --pilot are two different runs; "
+                                                               "ask for one")
+        require(not (self.rows and self.pilot), "rows", "rows: the pilot runs its primary comparison only; --rows "
+                                                        "selects the rows of a lab or of --explore")
+        if self.explore:
+            require(WORLD_RUNS[self.world].explore is not None, "explore",
+                    f"explore: the {self.world} world has no exploratory family (its lab runs every row)")
+        family = lab_world(self).family
+        defaults = {"n_train": WORLD_RUNS[self.world].n_train, "seeds": list(family.search_seeds or demo.SEEDS),
+                    "train_seeds": list(family.train_seeds or TRAIN_SEEDS)}
+        for name, value in defaults.items():
+            if getattr(self, name) is None:
+                object.__setattr__(self, name, value)
+        if self.rollout_seeds is None:
+            object.__setattr__(self, "rollout_seeds", self.train_seeds)
+        require_each(self, ("jobs",), lambda v: v >= 1, "must be at least 1")
+        require_each(self, ("n_train",), lambda v: v >= MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE)
+        require_each(self, ("sample_n",), lambda v: v >= MIN_QUESTIONS, QUESTIONS_RULE)   # the report's paired CIs
+        check_seeds(self, ("seed", "seeds", "train_seeds", "rollout_seeds"))
+        for name in ("train_seeds", "rollout_seeds"):
+            require(self.seed in getattr(self, name), name, f"{name} must include --seed {self.seed} (the demo's "
+                                                            f"trees and scorers), got {getattr(self, name)}")
+        require(set(self.rollout_seeds) <= set(self.train_seeds), "rollout_seeds",
+                f"rollout_seeds must be some of --train_seeds {self.train_seeds}, got {self.rollout_seeds}")
+        require(min(self.sbs_budget) >= 1, "sbs_budget",
+                f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
+        require(not self.pilot or WORLD_RUNS[self.world].pilot, "pilot",
+                f"pilot: the {self.world} world has no pilot (its test split is not sized by one)")
+        family = {name: s for s in world_rows(lab_world(self)) for name in (s.name, s.slug)}
+        for name in self.rows or ():
+            require(name in family, "rows", f"rows: no row {name!r} in the {self.world} world's "
+                                            f"{'exploratory ' * self.explore}family; valid: {', '.join(family)}")
+            require(not left_out(family[name], self.rollout_rows), "rows", f"rows: {left_out(family[name], False)}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = ArgumentParser(description="The scorer lab: every label scheme and objective trained, benchmarked and "
+                                   "searched with on the toy world, side by side (after `make demo`).")
+    add_config_args(p, LabArgs)
+    args = config_from_args(LabArgs, p.parse_args(argv))
+    world = lab_world(args)
+    files = world.lab_files
+    if args.pilot:   # the dev pilot: what sizes the test split, nothing on it
+        from masprm.lab.pilot import run_pilot
+        return run_pilot(args)
+    if not args.dry_run:
+        world.check_test_split()   # its searches evaluate the test split: nothing starts without one
+        if world.family.exploratory:
+            world.check_explore_order(WORLD_RUNS[args.world], ROOT)
+    demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
+    prepare = demo.commands(demo_args)
+    tasks, notes, rows, done = plan(args)
+    print("\n".join(f"lab: {line}" for line in notes))
+    if args.dry_run:
+        from masprm.lab.dry_run import print_plan
+        print_plan(args, world, prepare, tasks, rows, done)
+        return 0
+
+    # what made each folder's cells: the Makefile's target, or a run of some rows as it was typed
+    made = "python src/lab.py " + shlex.join(sys.argv[1:] if argv is None else argv) if args.rows else \
+        make_command("lab-explore" if args.explore else "lab", world)
+    report_files = (files["report"], Path(files["report"]).with_suffix(".json"), files["claims"],
+                    Path(files["claims"]).with_suffix(".json"), files["plot"])
+    for path in report_files:   # every file the report writes: a folder in its place fails now, not in an hour
+        check_output_file(path, "report", label="the lab's report")
+    if args.report_from:   # an archived lab run's report from its files: nothing runs, no archive is packed
+        write_lab_report(args, world, rows, notes, made, budgets(args), archive=args.report_from)
+        print(f"lab: the report of {args.report_from}\ntable: {files['report']}\nclaims: {files['claims']}")
+        return 0
+    check_output_dir(ROOT / files["logs"], "logs")   # its commands' logs and outputs: never written through a link
+    args.check_archive()
+    started = time.time()
+    demo.prepare_scorers(prepare, demo_args)
+    stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
+    for name in sorted(done):
+        print(f"{name}: output already there: skipped")
+    run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
+    stage("the report")
+    write_lab_report(args, world, rows, notes, made, budgets(args))
+    own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them
+    archive_run(args, f"{world.name}_{world.lab}", {**demo_paths(own, prepare, demo.run_folder(own)),
+                                                    **lab_paths(world, made)},
+                command=made, seeds=args.seeds, train_seed=args.seed, world=world)
+    print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
+          f"\ntable: {files['report']}\nclaims: {files['claims']}\n"
+          f"plot: {files['plot']}")
+    return 0
+
+
+def cli() -> None:
+    """The console script (pyproject.toml) and the checkout's script: one line and exit 2 on a bad input."""
+    run_cli(main)
+
+
+if __name__ == "__main__":
+    cli()
