@@ -57,6 +57,17 @@ def test_records_of_scripted_passes_by_hand(tmp_path, monkeypatch):
     assert rows[0]["meta"]["question"] == PROBLEMS[0].question   # stage 3's eval split groups by it
 
 
+def test_more_questions_go_on_past_the_train_split_and_never_into_dev_or_test():
+    from masprm.worlds.toy.task import generate_split
+    from masprm.worlds.toy_deep.data import TOY_DEEP
+
+    train, dev = generate_split("train", TOY_DEEP), set(p.question for p in generate_split("dev", TOY_DEEP))
+    more = passes.first_questions(TOY_DEEP, 450)
+    assert more[:400] == train and passes.first_questions(TOY_DEEP, 7) == train[:7]   # each size the smaller's prefix
+    assert len({p.question for p in more}) == 450 and not {p.question for p in more} & dev
+    assert {TOY_DEEP.split_of(p.question) for p in more} == {"train"}   # hashed into the train buckets
+
+
 def test_agent_aucs_by_hand():
     records = [{"labels": [1.0, -1.0], "meta": {"agents": ["Reader", "Planner"]}},
                {"labels": [-1.0, 1.0], "meta": {"agents": ["Reader", "Planner"]}},
@@ -77,7 +88,7 @@ def test_read_records_takes_the_first_questions(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--n", "401", "--out", "x.jsonl"], "train split holds 400 questions"),
+    (["--n", "6401", "--out", "x.jsonl"], "at most 6400 train questions"),
     (["--fit", "s"], "--fit and --records go together"),
     ([], "give --out FILE"),
     (["--world", "toy", "--n", "0", "--out", "x.jsonl"], "--n must be at least 1"),

@@ -3,10 +3,13 @@
     python -m masprm.instruments.passes --world toy_deep --n 400 --samples 2 --seed 42 --out results/learnability/passes_400.jsonl
     python -m masprm.instruments.passes --world toy_deep --fit checkpoints/x --records results/learnability/passes_400.jsonl
 
-Writing (the default): the first ``--n`` questions of the world's **train** split (never dev or test), ``--samples``
+Writing (the default): the first ``--n`` questions of the world's **train** buckets in generation order (never dev
+or test: a question's split is a hash of its text), ``--samples``
 passes each through the team, sampled exactly as the step benchmark samples its transcripts
 (`masprm.instruments.stepbench.sample_split`: one batched pass at ``--temperature`` and ``--top_p``, keyed by ``--seed``
-and the question, so the same seed gives the same file), each message labelled by the world's step truth with
+and the question, so the same seed gives the same file). The first questions are the train split itself (400 on
+toy_deep); a larger ``--n`` (up to ``MAX_QUESTIONS``, the learning curves' largest size) goes on along the same
+buckets, so every size holds the smaller ones' questions first. Each message labelled by the world's step truth with
 the `step_truth` scheme's rule (its own verdict, +1 / -1). The output is a stage-2 ``steps`` file (prompt = the
 question, completions = the messages, labels), trained with ``--mode prm``; each record's ``meta`` names the
 scheme, the question (the eval split groups by it) and its pass.
@@ -32,13 +35,16 @@ from masprm.step_metrics import auc
 from masprm.worlds import WORLDS
 
 SCHEME = "step_truth"   # the rule the records are labelled by (masprm.worlds.step_truth)
+MAX_QUESTIONS = 6400    # the learning curves' largest train size (docs/learnability.md, section 2)
 
 
 @dataclass(frozen=True)
 class PassArgs:
     world: str = arg("toy_deep", flags=("--world",), help=f"the toy world ({', '.join(WORLDS.names())}; "
                                                           "default toy_deep)")
-    n: int = arg(400, flags=("--n",), help="the first N questions of the world's train split (default 400)")
+    n: int = arg(400, flags=("--n",), help=f"the first N questions of the world's train buckets (default 400, "
+                                           f"toy_deep's train split; at most {MAX_QUESTIONS}: more go on past the "
+                                           "split along the same buckets, never into dev or test)")
     samples: int = arg(2, flags=("--samples",), help="passes per question (default 2)")
     policy: PathText | None = arg(None, help="the policy model folder (default: the world's build, "
                                              "artifacts/<world>/policy)")
@@ -63,13 +69,24 @@ class PassArgs:
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
         require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
         check_seeds(self)
-        train = WORLDS[self.world].truth.task.size("train")
-        require(self.n <= train, "n", f"n: the {self.world} world's train split holds {train} questions, got "
-                                       f"{self.n} (a larger train split is not built yet: docs/learnability.md)")
+        require(self.n <= MAX_QUESTIONS, "n", f"n: at most {MAX_QUESTIONS} train questions (the learning curves' "
+                                              f"largest size, docs/learnability.md), got {self.n}")
         require((self.fit is None) == (self.records is None), "records",
                 "records: --fit and --records go together (the scorer and the file it was trained on)")
         require(self.fit is not None or self.out is not None, "out", "out: give --out FILE, the records to write")
         WORLDS[self.world].fill_defaults(self)
+
+
+def first_questions(task, n: int) -> tuple:
+    """The first `n` problems of a task's train buckets in generation order: its train split first, then (where `n`
+    is larger) the ones after it; every size holds every smaller one as its prefix. Kept out of the task's own
+    module, whose code is part of the shipped policies' build fingerprint."""
+    from itertools import islice
+
+    from masprm.worlds.toy.task import generate_split
+
+    fixed = generate_split("train", task)
+    return fixed[:n] if n <= len(fixed) else (*fixed, *islice(task.iter_split("train"), len(fixed), n))
 
 
 def pass_records(transcripts: list[dict]) -> list[dict]:
@@ -88,7 +105,6 @@ def pass_records(transcripts: list[dict]) -> list[dict]:
 def write_passes(args: PassArgs) -> int:
     from masprm.graph import load_mas_config
     from masprm.instruments import stepbench
-    from masprm.worlds.toy.task import generate_split
 
     check_input_dir(args.policy, "policy")
     check_output_file(args.out, "out", inputs={"policy": args.policy, "mas_config": args.mas_config})
@@ -99,7 +115,7 @@ def write_passes(args: PassArgs) -> int:
     except ValueError as err:
         check(False, f"{err} (--mas_config)")
     started = time.time()
-    problems = generate_split("train", world.truth.task)[:args.n]
+    problems = first_questions(world.truth.task, args.n)
     transcripts = stepbench.sample_split(stepbench.load_policy(args), graph, problems, args, args.samples)
     written = atomic_write_jsonl(args.out, pass_records(transcripts))
     right = sum(s["correct"] for t in transcripts for s in t["steps"])
