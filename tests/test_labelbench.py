@@ -52,6 +52,9 @@ def test_soft_labels_get_an_auc_per_agent(run):
     assert (agents["Reader"]["n"], agents["Reader"]["wrong"]) == (3, 1) and "accuracy" not in agents["Reader"]
     # all steps: 8 right, 4 wrong; wrong -0.5, -1, -1 are below all 8, wrong 0.7 below three 1.0s -> 27/32
     assert report["all"]["auc"] == 27 / 32
+    # agreement, the label's sign against the verdict: Reader 0.5, 0.6 right (+), 0.7 wrong (+): 2 of 3;
+    # all: right steps 0.5 0.5 1 1 0.6 0.2 0.3 1 all positive (8), wrong -0.5 -1 -1 negative (3), 0.7 not: 11 of 12
+    assert agents["Reader"]["agreement"] == pytest.approx(2 / 3) and report["all"]["agreement"] == pytest.approx(11 / 12)
 
 
 def test_hard_labels_get_accuracy_and_the_error_f1(run):
@@ -80,7 +83,10 @@ def test_pairs_count_chosen_as_plus_one_and_report_pair_accuracy(run):
         {"pairs": 3, "informative": 2, "pair_accuracy": 0.5}
     by_agent = report["pairs"]["agents"]
     assert (by_agent["Planner"]["pair_accuracy"], by_agent["Solver"]["pair_accuracy"]) == (1.0, 0.0)
-    assert by_agent["Reader"] == {"pairs": 1, "informative": 0, "pair_accuracy": None}
+    assert by_agent["Reader"] == {"pairs": 1, "informative": 0, "pair_accuracy": None, "agreement": 0.0,
+                                  "same_verdict": 1.0}
+    # of the 3 pairs, 1 agrees with the truth (right over wrong) and 1 compares two wrong steps
+    assert (report["pairs"]["agreement"], report["pairs"]["same_verdict"]) == (pytest.approx(1 / 3), pytest.approx(1 / 3))
     agents = report["agents"]
     assert (agents["Planner"]["auc"], agents["Solver"]["auc"], agents["Reader"]["auc"]) == (1.0, 0.0, None)
     assert report["all"]["auc"] == 0.5 and report["all"]["accuracy"] == 0.5

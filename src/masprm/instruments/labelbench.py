@@ -17,8 +17,12 @@ truth, once per occurrence (as training sees it):
   differ in truth, the share whose chosen step is the right one.
 
 Per agent (the step index in the team's order) and over all steps: the number
-of labelled steps, how many are wrong, and the AUC of the label against step
-correctness; for hard labels (every label is -1 or +1) also the accuracy of
+of labelled steps, how many are wrong, the AUC of the label against step
+correctness, and its agreement: the share of labelled steps whose label's sign
+is the step's verdict (a label of 0 says neither); for pairs also the share of
+all pairs whose chosen step is right and rejected one wrong (agreement) and the
+share whose two steps have the same verdict (they carry no step information);
+for hard labels (every label is -1 or +1) also the accuracy of
 the label's sign and the F1 of the error class (label -1 = "this step is
 wrong"). Records must be full-view (the prompt is the question). ``--world toy_deep``: the deep toy
 world's trees, judged by its step truth (`masprm.worlds.StepTruth`; default: the toy world). Pure Python.
@@ -111,7 +115,9 @@ def pair_of(record: dict, problem: Problem, truth: StepTruth = WORLDS["toy"].tru
 def step_scores(items: list[Labelled], hard: bool) -> dict[str, Any]:
     """n, wrong, AUC (None when a class is empty); for hard labels accuracy and the error class's F1."""
     out: dict[str, Any] = {"n": len(items), "wrong": sum(not it.correct for it in items),
-                           "auc": auc([it.value for it in items], [int(it.correct) for it in items]) if items else None}
+                           "auc": auc([it.value for it in items], [int(it.correct) for it in items]) if items else None,
+                           "agreement": sum((it.value > 0 and it.correct) or (it.value < 0 and not it.correct)
+                                            for it in items) / len(items) if items else None}
     if hard:
         flagged = [it.value < 0 for it in items]
         hits = sum(f and not it.correct for f, it in zip(flagged, items))
@@ -169,9 +175,12 @@ def label_report(trees: Path, labels: Path, scheme: str | None = None, world: st
 
 
 def pair_scores(c: Counter) -> dict[str, Any]:
-    """Pairs, those whose two steps differ in truth, and the share of these whose chosen step is the right one."""
+    """Pairs, those whose two steps differ in truth, the share of these whose chosen step is the right one, and
+    over all pairs the share that agrees with the step truth and the share of two steps with the same verdict."""
     return {"pairs": c["pairs"], "informative": c["informative"],
-            "pair_accuracy": c["right"] / c["informative"] if c["informative"] else None}
+            "pair_accuracy": c["right"] / c["informative"] if c["informative"] else None,
+            "agreement": c["right"] / c["pairs"] if c["pairs"] else None,
+            "same_verdict": (c["pairs"] - c["informative"]) / c["pairs"] if c["pairs"] else None}
 
 
 def report_lines(report: dict[str, Any]) -> list[str]:
@@ -181,14 +190,18 @@ def report_lines(report: dict[str, Any]) -> list[str]:
     hard = report["hard_labels"]
     lines = [f"labels {report['scheme']} ({report['kind']}, {'hard' if hard else 'soft'} labels): "
              f"{report['records']} records, {report['labelled_steps']} labelled steps",
-             f"{'agent':<9} {'steps':>6} {'wrong':>6} {'AUC':>6}" + (f" {'acc':>6} {'err F1':>6}" if hard else "")]
+             f"{'agent':<9} {'steps':>6} {'wrong':>6} {'AUC':>6}" + (f" {'acc':>6} {'err F1':>6}" if hard else "")
+             + f" {'agree':>6}"]
     for name, row in [*report["agents"].items(), ("all", report["all"])]:
         lines.append(f"{name:<9} {row['n']:>6} {row['wrong']:>6} {num(row['auc']):>6}"
-                     + (f" {num(row['accuracy']):>6} {num(row['error_f1']):>6}" if hard else ""))
+                     + (f" {num(row['accuracy']):>6} {num(row['error_f1']):>6}" if hard else "")
+                     + f" {num(row.get('agreement')):>6}")
     if "pairs" in report:
-        lines.append("pairs whose two steps differ in truth, and the share of them whose chosen step is right:")
+        lines.append("pairs whose two steps differ in truth, of all pairs; the share of those whose chosen step is "
+                     "right; of all pairs, the share agreeing with the truth and the share of one verdict:")
         for name, p in [*report["pairs"]["agents"].items(), ("all", report["pairs"])]:
-            lines.append(f"{name:<9} {p['informative']:>6} of {p['pairs']:<6} {num(p['pair_accuracy'])}")
+            lines.append(f"{name:<9} {p['informative']:>6} of {p['pairs']:<6} {num(p['pair_accuracy'])} "
+                         f"{num(p.get('agreement'))} {num(p.get('same_verdict'))}")
     return lines
 
 
