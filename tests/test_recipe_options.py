@@ -48,6 +48,19 @@ def test_head_read_is_for_the_stepwise_objectives_and_recorded_only_when_changed
     default = TrainConfig(mode="prm")
     assert "head_read" not in recorded_settings(default)   # a default training records what it did before
     assert recorded_settings(TrainConfig(mode="prm", head_read="step_mean"))["head_read"] == "step_mean"
+
+
+def test_what_a_training_shows_is_not_recorded_so_quiet_and_verbose_scorers_are_one_scorer():
+    from dataclasses import fields
+
+    from masprm.train.config import DISPLAY_SETTINGS
+
+    assert set(DISPLAY_SETTINGS) <= {f.name for f in fields(TrainConfig)}   # a renamed field breaks this
+    verbose = TrainConfig(mode="prm", logging_steps=5, report_to=["tensorboard"])
+    quiet = TrainConfig(mode="prm", progress=False, hub_logs=False)
+    assert recorded_settings(verbose) == recorded_settings(quiet)
+    assert not set(DISPLAY_SETTINGS) & set(recorded_settings(verbose))
+    assert recorded_settings(TrainConfig(mode="prm", lr=1e-3)) != recorded_settings(quiet)   # a learning setting is recorded
     assert head_read_of({}) == "step_end" and head_read_of({"head_read": "step_mean"}) == "step_mean"
 
 

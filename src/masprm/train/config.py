@@ -46,6 +46,10 @@ HEAD_READ_MODES = ("prm", "orm")          # the stepwise objectives, whose head 
 # Settings added after scorers first recorded theirs, left out of masprm_scorer.json at these values (the
 # original's): a default training writes the record it wrote before they existed, byte for byte.
 UNRECORDED_DEFAULTS = {"head_read": HEAD_READS[0]}
+# Settings that change what a training shows, never what it learns: left out of masprm_scorer.json, whose bytes are
+# part of the folder's content hash, so that a --quiet training and a verbose one give a scorer of one identity
+# (and stage 4 the same fingerprints for the same weights).
+DISPLAY_SETTINGS = ("progress", "logging_steps", "report_to", "hub_logs")
 
 DEFAULT_BASE_MODEL = "Qwen/Qwen2.5-1.5B-Instruct"
 # The original trainer's defaults: the stage-2 file its preprocessing wrote for its GSM8K run folder
@@ -231,6 +235,7 @@ class TrainConfig:
 
 
 def recorded_settings(cfg: TrainConfig) -> dict:
-    """The settings masprm_scorer.json records: every field, less those of UNRECORDED_DEFAULTS at that value."""
-    return {name: value for name, value in asdict(cfg).items()
-            if name not in UNRECORDED_DEFAULTS or value != UNRECORDED_DEFAULTS[name]}
+    """The settings masprm_scorer.json records: every field, less the display settings and those of
+    UNRECORDED_DEFAULTS at that value."""
+    return {name: value for name, value in asdict(cfg).items() if name not in DISPLAY_SETTINGS
+            and (name not in UNRECORDED_DEFAULTS or value != UNRECORDED_DEFAULTS[name])}
