@@ -30,8 +30,9 @@ ALLOWED = {   # package -> the packages it may import
     "worlds": {"core", "search", "models", "labels"},
     # the instruments measure a world: step and label benchmarks, headroom, single passes, the paper's claims
     "instruments": {"core", "search", "handoff", "eval", "models", "labels", "train", "worlds"},
-    # the docs' published tables, written from results files and archives (`make report`)
-    "published": {"core", "eval", "archive", "instruments"},
+    # the docs' published tables, written from results files and archives, and the reference pages written from
+    # the label schemes' and objectives' registries (`make report`)
+    "published": {"core", "eval", "archive", "instruments", "labels", "train"},
     "stages": {"core", "plots", "labels", "models", "search", "train", "handoff", "eval", "worlds", "instruments",
                "published", "archive"},
     # the lab drives the pipeline's commands over a world: its plan, jobs, cells, claims and report
@@ -101,12 +102,12 @@ def module_graph() -> dict[str, set[str]]:
     """Module file (relative, no suffix) -> the masprm module files it imports, at the top or inside a function,
     as the code version reads them (masprm.identity): `from masprm.stages import lab` imports stages/lab; a
     package's __init__ is left out (importing a.b runs a/__init__, which closes no circle of modules)."""
-    from masprm.identity import _masprm_imports
+    from masprm.identity import masprm_imports
 
     def rel(path: Path) -> str:
         return path.relative_to(PACKAGE).with_suffix("").as_posix()
 
-    return {rel(path): {rel(f) for f in _masprm_imports(path, PACKAGE)
+    return {rel(path): {rel(f) for f in masprm_imports(path, PACKAGE)
                         if f != path and f.name != "__init__.py"}
             for path in PACKAGE.rglob("*.py")}
 

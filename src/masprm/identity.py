@@ -160,7 +160,7 @@ def _module_file(root: Path, module: str) -> Path | None:
 _imports_cache: dict[tuple, set[Path]] = {}
 
 
-def _masprm_imports(path: Path, root: Path) -> set[Path]:
+def masprm_imports(path: Path, root: Path) -> set[Path]:
     """The masprm modules a file imports (function-level imports included), with their packages.
 
     Cached while the file's size and modification time stay.
@@ -207,7 +207,7 @@ def code_files(entry: tuple[str, ...], module_file: str | None = None, root: Pat
         if f in seen:
             continue
         seen.add(f)
-        todo.extend(_masprm_imports(f, root) - seen)
+        todo.extend(masprm_imports(f, root) - seen)
     return sorted(seen)
 
 
