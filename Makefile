@@ -60,22 +60,25 @@ test-fast: $(STAMP)
 demo: $(STAMP)
 	$(PY) src/demo.py$(WORLD_FLAG)
 
-# The measured tables of docs/*.md and the README, rewritten from the run archives in archives/ (docs/sharing.md);
-# a block no archive holds: from results/ and logs/ (after make demo / make lab). Nothing is run.
+# The measured tables of docs/**/*.md and the README, rewritten from the run archives in archives/ (docs/sharing.md);
+# a block no archive holds: from results/ and logs/ (after make demo / make lab). Then the reference pages of the
+# label schemes and objectives (docs/reference/), from their registries. Nothing is run.
 report: $(STAMP)
 	$(PY) -m masprm.published.blocks
+	$(PY) -m masprm.published.reference
 
-# Exit 1 when a generated block differs from what its archive (or results/ and logs/) gives, each printed as a
-# unified diff; writes nothing.
+# Exit 1 when a generated block or reference page differs from what its archive (or results/ and logs/, or the
+# registries) gives, each printed as a unified diff; writes nothing.
 # (Its own target: `make report --check` would be GNU make's --check, and rewrite the docs.)
 report-check: $(STAMP)
 	$(PY) -m masprm.published.blocks --check
+	$(PY) -m masprm.published.reference --check
 
 # The scorer lab (docs/scorer_lab.md): every label scheme and objective on the demo's trees (run after `make demo`).
 lab: $(STAMP)
 	$(PY) src/lab.py$(WORLD_FLAG)
 
-# toy_deep's dev pilot (docs/scorer_lab.md, "The lab on toy_deep"): the primary comparison on the dev split at the
+# toy_deep's dev pilot (docs/scorer_lab.md, "The lab on toy_deep"; docs/lab/running.md): the primary comparison on the dev split at the
 # three training seeds, then the power computation that sizes the test split (the toy world has none: exit 2).
 lab-pilot: $(STAMP)
 	$(PY) src/lab.py$(WORLD_FLAG) --pilot

@@ -9,9 +9,10 @@ from helpers import REPO
 
 # docs/page.md, then an optional `)` / `,`, then the quoted title (straight or curly quotes), possibly after a line
 # break inside a comment; a code string that merely follows a path (`"docs/x.md", setting=`) is no pointer.
-POINTER = re.compile(r'(docs/[\w/]+\.md)\)?,?[ \t]*(?:\n[ \t]*#?[ \t]*)?(?:section[ \t]+)?["“]([A-Za-z][^"”\n]{2,100})["”]')
+# a title in brackets after the page counts too.
+POINTER = re.compile(r'(docs/[\w/.-]+\.md)\)?,?[ \t]*(?:\n[ \t]*#?[ \t]*)?(?:section[ \t]+)?\(?["“]([A-Za-z][^"”\n]{2,100})["”]')
 SOURCES = [*sorted((REPO / "src").rglob("*.py")), *sorted((REPO / "bench").glob("*.py")),
-           *sorted((REPO / "bench").glob("*.sh")), REPO / "Makefile"]
+           *sorted((REPO / "bench").glob("*.sh")), REPO / "Makefile", *sorted((REPO / "tests").glob("*.py"))]
 
 
 def titles(page: str) -> list[str]:

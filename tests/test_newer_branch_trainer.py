@@ -1,4 +1,4 @@
-"""Stage 3's options from the original's newer branch (docs/differences.md, "newer original branch").
+"""Stage 3's options from the original's newer branch (docs/differences.md, "The original's newer branch").
 
 --ppm-best-metric, --weight-decay, --attn-impl auto, the tie and saturation metrics and
 float64 values, --init-adapter-dir, --train-new-token-only, and adapters of either

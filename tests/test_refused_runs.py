@@ -38,7 +38,7 @@ def test_the_step_benchmark_never_writes_into_a_folder_it_reads(tmp_path, monkey
 @pytest.mark.parametrize("argv, line", [
     (["--results", "nothere"], "--results nothere: no such folder"),
     (["--docs", "nodocs"], "--docs nodocs: no such folder"),
-    (["--check"], "--check compared nothing: no generated block in docs/*.md or its README has its source "
+    (["--check"], "--check compared nothing: no generated block in docs/**/*.md or its README has its source "
                   "(archives in archives, results in results, logs in logs/toy_demo)"),
 ])
 def test_report_refuses_missing_folders_and_a_check_that_compared_nothing(tmp_path, monkeypatch, capsys, argv, line):

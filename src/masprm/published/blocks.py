@@ -1,6 +1,6 @@
 """`make report`: the measured tables of the docs, written from the results files so they cannot drift.
 
-    python -m masprm.published.blocks            # rewrite every generated block of docs/*.md
+    python -m masprm.published.blocks            # rewrite every generated block of docs/**/*.md and the README
     python -m masprm.published.blocks --check    # exit 1 when a block differs from what the results give (its diff shown)
 
 A block is made from the run archives checked into the repository (`--archives`, default archives/ beside the
@@ -30,7 +30,7 @@ The blocks (`BLOCKS`) and where they come from:
     lab-rows-..., toy_deep-explore-rows-...        the same of a run of some rows (python src/lab.py --rows ...):
                                                    results/toy_lab_rows*, results/toy_deep_explore_rows*
 
-The docs are `--docs`/*.md and the README.md beside that folder.
+The docs are `--docs`/**/*.md (a run's page under docs/results/ too) and the README.md beside that folder.
 
 A block whose source is missing is left as it is, and the command says so; `--check` prints each block that
 differs as a unified diff. Pure Python: no torch import.
@@ -307,9 +307,10 @@ def stale_blocks(docs: list[Path], bodies: dict[str, str], numbers_only: bool = 
 
 
 def doc_files(docs: str | Path) -> list[Path]:
-    """The docs whose blocks are generated: `docs`/*.md and the README.md beside that folder."""
+    """The docs whose blocks are generated: `docs`/**/*.md (the run pages of docs/results/ included) and the
+    README.md beside that folder."""
     readme = Path(docs).parent / "README.md"
-    return sorted(Path(docs).glob("*.md")) + ([readme] if readme.exists() else [])
+    return sorted(Path(docs).rglob("*.md")) + ([readme] if readme.exists() else [])
 
 
 def demo_verdict(docs: str | Path, results: str | Path, logs_dir: str | Path) -> str:
@@ -364,7 +365,7 @@ def main(argv: list[str] | None = None) -> int:
         print("report: from archives: " + ", ".join(f"{name} ({archive})" for name, (_, archive)
                                                      in sorted(from_archives.items())))
     if args.check and not bodies:   # a check that compared nothing must not pass
-        raise UsageError(f"--check compared nothing: no generated block in {args.docs}/*.md or its README has "
+        raise UsageError(f"--check compared nothing: no generated block in {args.docs}/**/*.md or its README has "
                          f"its source (archives in {archives}, results in {args.results}, logs in {args.logs_dir})")
     stale = stale_blocks(docs, bodies)
     if args.check:
