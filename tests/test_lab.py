@@ -329,11 +329,12 @@ TINY_SWEEP = {   # a hand-made plan: at 4 samples no MCTS fits; at 24 each score
 
 
 def with_sweep(monkeypatch, sweep) -> None:
-    """The toy world's record with another compute-matched sweep plan."""
+    """The toy world's lab recipe with another compute-matched sweep plan (a measured sweep by a name of its own)."""
     from dataclasses import replace
-    from masprm.worlds.runs import WORLD_RUNS
-    toy = WORLD_RUNS["toy"]
-    monkeypatch.setitem(WORLD_RUNS._items, "toy", replace(toy, family=replace(toy.family, sweep=sweep)))
+    from masprm.lab import compute_match, recipe
+    monkeypatch.setitem(compute_match.SWEEPS, "test", sweep)
+    found = recipe.recipes()   # the cached records: the test's change is undone after it
+    monkeypatch.setitem(found, "toy", replace(found["toy"], sweep_name="test"))
 
 
 def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch, tmp_path):
@@ -374,9 +375,9 @@ def test_every_planned_scorer_is_one_its_role_takes(world):
     # The lab reads each row in a role (--prm_dir: the MASPRM's, --orm_dir: the ORM's); stage 4 refuses a
     # scorer trained with an objective the role does not take, so a row planned in the wrong role fails
     # only hours into a run. Only a command that says so on purpose may mix them.
-    run = lab.WORLD_RUNS[world]
+    run, family = lab.WORLD_RUNS[world], lab.world_recipe(world)
     checked = set()
-    for row in lab.world_rows(run):
+    for row in lab.world_rows(run, family):
         for _suffix, _methods, flags, _agg, _logs in lab.searches(row, False, run):
             if "--allow_scorer_kind_mismatch" in flags:
                 assert row.objective == "orm", row.slug   # the ORM under SBS, the one mismatch on purpose
@@ -385,7 +386,7 @@ def test_every_planned_scorer_is_one_its_role_takes(world):
                 if flag_name in flags and flags[flags.index(flag_name) + 1] == row.folder:
                     assert row.objective in ROLES[role].modes, (row.slug, role)
                     checked.add(row.objective)
-    assert checked == {row.objective for row in lab.world_rows(run)}
+    assert checked == {row.objective for row in lab.world_rows(run, family)}
 
 
 @pytest.mark.parametrize("world", sorted(lab.WORLD_RUNS))

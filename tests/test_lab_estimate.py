@@ -5,8 +5,10 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.lab.estimate import (DEEP_SECONDS, SECONDS, estimate, rollout_label_seconds, row_objective, schedule,
+from masprm.lab.estimate import (SECONDS, world_seconds, estimate, rollout_label_seconds, row_objective, schedule,
                                         task_seconds)
+
+DEEP = world_seconds("toy_deep")   # the deep world's measured seconds (masprm/worlds/toy_deep/costs.yaml)
 
 
 def test_the_schedule_by_hand():
@@ -35,8 +37,8 @@ def test_each_command_costs_its_conditions_times_its_seeds():
     assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (25 + 25)
     assert task_seconds(evaluation("bon_prm", agg="last"), "logs/toy_demo") == 3 * 14
     # another world's seconds (toy_deep: MCTS 273 s, a training 138 s)
-    assert task_seconds(evaluation("mcts_prm"), "logs/toy_demo", DEEP_SECONDS) == 3 * 273
-    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo", DEEP_SECONDS) == 138.0
+    assert task_seconds(evaluation("mcts_prm"), "logs/toy_demo", DEEP) == 3 * 273
+    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo", DEEP) == 138.0
     # the demo's own conditions, asked of its folder, are COMPLETED after make demo
     assert task_seconds(evaluation("mcts_prm", logs="logs/toy_demo"), "logs/toy_demo") == 0.0
     assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo") == SECONDS["train"] == 224.0
@@ -68,8 +70,8 @@ def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
     assert rollout_label_seconds("not_measured_yet") == 3477.0
     assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
     # toy_deep's own, measured (shapley: 6,842 s); its tree-derived stage 2: 30 s
-    assert task_seconds(labels("shapley", *policy), "logs/demo", DEEP_SECONDS) == 6842.0
-    assert task_seconds(labels("mc"), "logs/demo", DEEP_SECONDS) == 30.0
+    assert task_seconds(labels("shapley", *policy), "logs/demo", DEEP) == 6842.0
+    assert task_seconds(labels("mc"), "logs/demo", DEEP) == 30.0
 
 
 def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggregation():
@@ -78,8 +80,8 @@ def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggrega
                            "--step_agg", agg])
     # toy_deep ranks by the last step only: its drawing command is a `last` one (77 s), the ORM's reads back (30 s)
     tasks = [bon("eval_no_scorer_last", "bon_logprob", agg="last"), bon("eval_orm_last", "bon_orm", agg="last")]
-    assert estimate(tasks, set(), 1, "logs/demo", DEEP_SECONDS) == (77.0 + 30.0, 77.0 + 30.0)
-    assert estimate(tasks, {"eval_no_scorer_last"}, 1, "logs/demo", DEEP_SECONDS)[0] == 30.0
+    assert estimate(tasks, set(), 1, "logs/demo", DEEP) == (77.0 + 30.0, 77.0 + 30.0)
+    assert estimate(tasks, {"eval_no_scorer_last"}, 1, "logs/demo", DEEP)[0] == 30.0
 
 
 def test_toy_deeps_generative_and_implicit_rows_cost_what_they_were_measured_at():
@@ -89,16 +91,16 @@ def test_toy_deeps_generative_and_implicit_rows_cost_what_they_were_measured_at(
                                        "eval_first_error-gprm_last", "eval_no_scorer_search", "stepbench")] == \
         ["gorm", "prm", "traj", "gprm", None, None]
     # trainings: the gPRM's 916 s and the gORM's 547 s as measured, any other row's 138 s (implicit's included)
-    assert task_seconds(Task("train_first_error-gprm_s7", []), "logs/demo", DEEP_SECONDS) == 916.0
-    assert task_seconds(Task("train_mc-gorm", []), "logs/demo", DEEP_SECONDS) == 547.0
-    assert task_seconds(Task("train_mc-implicit", []), "logs/demo", DEEP_SECONDS) == 138.0
+    assert task_seconds(Task("train_first_error-gprm_s7", []), "logs/demo", DEEP) == 916.0
+    assert task_seconds(Task("train_mc-gorm", []), "logs/demo", DEEP) == 547.0
+    assert task_seconds(Task("train_mc-implicit", []), "logs/demo", DEEP) == 138.0
     # SBS + MCTS at one seed: a scorer's 96 + 273 = 369 s; the implicit, gORM and gPRM rows' the middle of
     # their measured 797-908 s; their best-of-N ranking as any scorer's (30 s)
-    assert task_seconds(search("eval_mc-prm_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP_SECONDS) == 369.0
+    assert task_seconds(search("eval_mc-prm_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == 369.0
     for row in ("mc-implicit", "mc-gorm", "first_error-gprm"):
-        assert task_seconds(search(f"eval_{row}_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP_SECONDS) == \
+        assert task_seconds(search(f"eval_{row}_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == \
             pytest.approx(852.5)
-    assert task_seconds(search("eval_mc-gorm_last", "bon_prm"), "logs/demo", DEEP_SECONDS) == 30.0
+    assert task_seconds(search("eval_mc-gorm_last", "bon_prm"), "logs/demo", DEEP) == 30.0
     # the toy world never timed them apart: a scorer's seconds
     assert task_seconds(search("eval_mc-gorm_search", "sbs_prm", "mcts_prm"), "logs/demo") == 64.0 + 47.0
     assert task_seconds(Task("train_mc-gorm", []), "logs/demo") == 224.0

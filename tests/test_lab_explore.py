@@ -13,13 +13,15 @@ from masprm.cli import UsageError
 from masprm.stages import demo, jobs
 from masprm.lab import command as lab
 from masprm.lab.rows import LAB_SCORERS
-from masprm.worlds.runs import WORLD_RUNS, published
+from masprm.lab.recipe import world_recipe
+from masprm.worlds.runs import WORLD_RUNS
 from test_world_runs import TOY_PATHS, commands, dry_run, oracle_step, value
 
 
 def test_the_exploratory_record_has_its_own_logs_and_results_and_shares_the_scorers():
     deep = WORLD_RUNS["toy_deep"]
-    explore = deep.explored()
+    explore = lab.lab_world(lab.LabArgs(world="toy_deep", explore=True))
+    assert lab.lab_world(lab.LabArgs(world="toy_deep")) == deep
     assert explore.lab_files == {"logs": "logs/toy_deep_explore", "report": "results/toy_deep_explore.md",
                                  "claims": "results/toy_deep_explore_claims.txt", "plot": "results/toy_deep_explore.png",
                                  "stepbench": "results/toy_deep_explore_stepbench.json",
@@ -27,9 +29,10 @@ def test_the_exploratory_record_has_its_own_logs_and_results_and_shares_the_scor
     # the lab's own paths are unchanged; a row both run is trained once, in the lab's folder
     assert deep.lab_files["logs"] == "logs/toy_deep_lab" and deep.lab_files["report"] == "results/toy_deep_lab.md"
     assert explore.lab_checkpoints == deep.lab_checkpoints == "checkpoints/toy_deep-lab-"
-    assert explore.family.exploratory and not deep.family.exploratory
+    family = lab.lab_recipe(lab.LabArgs(world="toy_deep", explore=True))
+    assert family == world_recipe("toy_deep", "explore") and family.exploratory and not world_recipe("toy_deep").exploratory
     assert explore.preregistration is None and explore.report_record() == {"name": "toy_deep", "test_questions": 423}
-    assert explore.family.train_seeds == (42,) and explore.family.search_seeds == (42,)
+    assert family.train_seeds == (42,) and family.search_seeds == (42,)
 
 
 def test_the_seeds_default_to_the_family_and_a_flag_still_wins():
@@ -85,31 +88,25 @@ def test_the_exploratory_run_waits_for_the_labs_report(tmp_path, monkeypatch, ca
         lab.cli()
     captured = capsys.readouterr()
     assert stop.value.code == 2 and captured.out == "" and len(captured.err.splitlines()) == 1
-    assert "--explore: results/toy_deep_lab.json is not there and docs/scorer_lab.md has no toy_deep-lab-claims " \
-           "block" in captured.err and "make lab WORLD=toy_deep" in captured.err
+    assert "--explore: results/toy_deep_lab.json is not there: the exploratory family runs after the toy_deep " \
+           "lab's own report" in captured.err and "make lab WORLD=toy_deep" in captured.err
     assert list(tmp_path.iterdir()) == []                                   # nothing written
-    # the report's claims published in the docs count as the report; an empty block or another world's does not
+    # the docs are never read for it: claims published there do not stand in for the report's results file
     (tmp_path / "docs").mkdir()
-    for text in ("<!-- report: toy_deep-lab-claims -->\n\n<!-- /report -->\n",
-                 "<!-- report: toy-lab-claims -->\nvs ORM\n<!-- /report -->\n"):
-        (tmp_path / "docs" / "scorer_lab.md").write_text(text)
-        with pytest.raises(UsageError, match="has no toy_deep-lab-claims block"):
-            lab.main(["--world", "toy_deep", "--explore"])
     (tmp_path / "docs" / "scorer_lab.md").write_text("<!-- report: toy_deep-lab-claims -->\nvs ORM\n<!-- /report -->\n")
-    with pytest.raises(RuntimeError, match="a command started"):
+    with pytest.raises(UsageError, match="results/toy_deep_lab.json is not there"):
         lab.main(["--world", "toy_deep", "--explore"])
-    (tmp_path / "docs" / "scorer_lab.md").unlink()
-    # this checkout's docs publish toy_deep's confirmatory claims: a fresh clone may run the exploratory family
-    assert published(Path(__file__).parents[1] / "docs" / "scorer_lab.md", "toy_deep-lab-claims")
     (tmp_path / "results").mkdir()
     (tmp_path / "results" / "toy_deep_lab.json").write_text("{}\n")
     with pytest.raises(RuntimeError, match="a command started"):        # with the report the run goes on
         lab.main(["--world", "toy_deep", "--explore"])
 
 
-def test_the_record_of_a_world_without_an_exploratory_family_is_refused():
-    with pytest.raises(ValueError, match="the toy world has no exploratory family"):
-        WORLD_RUNS["toy"].explored()
+def test_the_recipe_of_a_world_without_an_exploratory_family_is_refused():
+    from types import SimpleNamespace
+    from masprm.errors import ConfigError
+    with pytest.raises(ConfigError, match="the toy world has no exploratory lab recipe"):
+        lab.lab_recipe(SimpleNamespace(world="toy", explore=True))
 
 
 def test_an_exploratory_lab_never_asks_the_demos_folder():

@@ -85,7 +85,7 @@ def test_a_rollout_row_left_out_gives_its_worlds_stage_2_cost():
     from masprm.lab.rows import LAB_SCORERS, left_out
     from masprm.worlds.runs import WORLD_RUNS
     shapley = next(s for s in LAB_SCORERS if s.scheme == "shapley")
-    # the toy world's measured 3,477 CPU s; toy_deep's own 6,842 (lab_estimate.DEEP_SECONDS)
+    # the toy world's measured 3,477 CPU s; toy_deep's own 6,842 (masprm/worlds/toy_deep/costs.yaml)
     assert "its stage 2 about 58 CPU minutes per training seed" in left_out(shapley, rollout_rows=False)
     deep = shapley.in_world(WORLD_RUNS["toy_deep"])
     assert "its stage 2 about 114 CPU minutes per training seed" in left_out(deep, rollout_rows=False)

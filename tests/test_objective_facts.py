@@ -5,11 +5,13 @@ import pytest
 from masprm.objective_facts import OBJECTIVE_FACTS, ObjectiveFacts, objective_modes, register_objective
 from masprm.roles import ROLES
 from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES
-from masprm.lab.estimate import DEEP_SECONDS, task_seconds
+from masprm.lab.estimate import task_seconds, world_seconds
 from masprm.stages.jobs import Task
 from masprm.lab.rows import LabScorer
 from masprm.train.config import CALIBRATED_MODES
 from masprm.train.objectives import MODES, OBJECTIVES
+
+DEEP = world_seconds("toy_deep")   # the deep world's measured seconds (masprm/worlds/toy_deep/costs.yaml)
 
 
 def test_the_modes_keep_their_help_order():
@@ -32,10 +34,10 @@ def test_calibratable_means_the_recipe_can_fit_platt(mode):
 
 
 def test_a_causal_lm_row_is_priced_at_its_kind_factor():
-    # DEEP_SECONDS: an MCTS condition of one seed is 273 s; a causal-LM scorer's searches cost 852.5 / 369 times it
+    # DEEP: an MCTS condition of one seed is 273 s; a causal-LM scorer's searches cost 852.5 / 369 times it
     def seconds(row):
         task = Task(f"eval_{row}", ["python", "x", "--methods", "mcts_prm", "--seeds", "14", "--logs_dir", "l"])
-        return task_seconds(task, "demo_logs", DEEP_SECONDS)
+        return task_seconds(task, "demo_logs", DEEP)
     assert seconds("mc-prm") == pytest.approx(273.0)
     assert seconds("mc-gprm") == pytest.approx(273.0 * 852.5 / 369.0)
 

@@ -96,7 +96,6 @@ def test_the_records_match_their_worlds():
         team = load_mas_config(REPO / world.config)
         assert world.target_nodes == 1 + len(team.agents), name          # the question and one node per agent
         assert world.n_train == len(generate_split("train", WORLDS[name].truth.task)) == 400, name
-        assert world.family.rows is None or set(world.family.rows) <= {s.slug for s in LAB_SCORERS}
     toy = WORLD_RUNS["toy"]
     assert (toy.policy, toy.scorer_dir("ppm"), toy.demo_logs, toy.lab_files["report"], toy.seed_root(7)) == \
         ("artifacts/toy/policy", "checkpoints/toy-ppm", "logs/toy_demo", "results/toy_lab.md", "results/train_seed_7")
@@ -144,7 +143,7 @@ def test_toy_deeps_plan_is_its_family_on_its_own_paths(tmp_path):
     assert not [c for c in cmds if "sweep" in " ".join(c)]
     assert "# the compute-matched sweep: not measured yet on this world" in out
     assert "# the test split of toy_deep:" not in out                         # sized by the dev pilot
-    assert "# estimated time: unknown (" not in out   # its own measured seconds (lab_estimate.DEEP_SECONDS)
+    assert "# estimated time: unknown (" not in out   # its own measured seconds (masprm/worlds/toy_deep/costs.yaml)
     assert [line for line in out.splitlines() if line.startswith("# estimated time: ")][0].endswith(
         "CPU minutes; from the measured seconds per command in docs/scorer_lab.md, its generative and implicit rows "
         "priced apart since the one check; after make demo)")
@@ -223,8 +222,8 @@ def test_the_lab_report_records_the_preregistration(tmp_path, monkeypatch):
     assert record == {"name": "toy_deep", "test_questions": 423,
                       "preregistration": {"file": "docs/preregistration.md", "commit": "abc123"},
                       "code": {"commit": "def456", "dirty": True}}
-    from masprm.lab.report import TOY_WORLD
-    assert WORLD_RUNS["toy"].report_record() == TOY_WORLD                 # the toy world's report as before
+    from masprm.lab.report import default_world
+    assert WORLD_RUNS["toy"].report_record() == default_world() == {"name": "toy", "test_questions": 240}   # as before
     files = {k: tmp_path / Path(v).name for k, v in world.lab_files.items()}
     rows = [s.in_world(world) for s in LAB_SCORERS[:2]]
     write_report(rows, [tmp_path / "none"], files["stepbench"], files["labelbench"], files["report"],
@@ -259,7 +258,8 @@ def test_the_code_commit_and_its_changes_in_a_git_checkout(tmp_path, monkeypatch
 def test_toy_deep_tests_only_its_comparisons_against_the_orm():
     """The pre-registered family: Holm over the comparisons against the ORM; those against the MASPRM are shown."""
     from masprm.lab import report as lab_report
-    assert WORLD_RUNS["toy_deep"].family.masprm_tested is False and WORLD_RUNS["toy"].family.masprm_tested
+    from masprm.lab.recipe import world_recipe
+    assert world_recipe("toy_deep").masprm_tested is False and world_recipe("toy").masprm_tested
     assert "masprm_tested" in inspect.signature(lab_report.comparisons).parameters
 
 

@@ -24,10 +24,12 @@ objective that is not registered is reported in one line and its row left out, a
 the policy afresh (`needs_rollouts`) unless `--rollout_rows` asks for it (`--dry_run` prints that cost), trained
 then at each of `--rollout_seeds` (default: every training seed).
 
-``--world toy_deep``: the deep world's family (`world_runs`) under logs/toy_deep_lab, results/toy_deep_lab*,
-checkpoints/toy_deep-lab-*, its report recording the pre-registration's commit; `--pilot` only the dev pilot
-that sizes its test split (`lab_pilot`); `--explore` its exploratory family (logs/toy_deep_explore), once the
-lab's report exists. `--rows NAME ...`: some rows of a family (`lab_rows.chosen_rows`) under names of their own.
+``--world toy_deep``: the deep world's family (its recipe, masprm/lab/recipes/toy_deep.yaml) under
+logs/toy_deep_lab, results/toy_deep_lab*, checkpoints/toy_deep-lab-*, its report recording the pre-registration's
+commit; `--pilot` only the dev pilot that sizes its test split (`masprm.lab.pilot`); `--explore` its exploratory
+family (toy_deep_explore.yaml, logs/toy_deep_explore), once the lab's report exists; `--recipe NAME` any family
+of masprm/lab/recipes/ (`masprm.lab.recipe`). `--rows NAME ...`: some rows of a family (`rows.chosen_rows`) under
+names of their own.
 """
 
 from __future__ import annotations
@@ -39,7 +41,7 @@ import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 
-from masprm.cli import ArgumentParser, run_cli
+from masprm.cli import ArgumentParser, check, run_cli
 from masprm.checks import check_output_dir, check_output_file, check_seeds
 from masprm.config import add_config_args, arg, config_from_args, require, require_each
 from masprm.paths import PathText
@@ -51,6 +53,7 @@ from masprm.lab.rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_rows, e
                                     scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
                                     world_rows)
 from masprm.lab.finish import write_lab_report
+from masprm.lab.recipe import Recipe, lab_recipe, recipe_named, recipes, world_recipe
 from masprm.lab.sweep_jobs import sweep_tasks
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
@@ -93,12 +96,25 @@ DEMO_SBS_BUDGETS = {(3, 5), (2, 3)}   # the SBS budgets `make demo` evaluates (d
 
 
 def lab_world(args) -> WorldRun:
-    """The world's record the lab runs: its own lab's, or with --explore its exploratory lab's (`explored`);
-    with --rows under names of its own (logs/<world>_<lab>_rows, results/<world>_<lab>_rows*), so that a run
-    of some rows never replaces the whole family's report, step benchmark or logs."""
-    world = WORLD_RUNS[args.world]
-    world = world.explored() if getattr(args, "explore", False) else world
+    """The world's record the lab runs, under its recipe's lab name (logs/<world>_<lab>, results/<world>_<lab>*);
+    with --rows under names of their own (logs/<world>_<lab>_rows, results/<world>_<lab>_rows*), so that a run
+    of some rows never replaces the whole family's report, step benchmark or logs. A family other than the world's
+    own lab records no pre-registration (the pre-registration fixes that one) and has no pilot. Its scorers share
+    the lab's folders (checkpoints/<world>-lab-*: a row two families run is trained once)."""
+    world, lab = WORLD_RUNS[args.world], lab_recipe(args).lab
+    if lab != "lab":
+        world = replace(world, lab=lab, preregistration=None, pilot=False)
     return replace(world, lab=f"{world.lab}_rows") if getattr(args, "rows", None) else world
+
+
+def check_explore_order(world: WorldRun, root: Path) -> None:
+    """An exploratory run starts only after the world's own lab wrote its report (`world`: the world's record;
+    `root`: the folder the lab writes under), read from that report's results file (results/<world>_lab.json):
+    the exploratory family repeats some of the lab's comparisons at fewer seeds, and those are not to be seen
+    before the pre-registered ones."""
+    report = Path(world.lab_files["report"]).with_suffix(".json")
+    check((root / report).is_file(), f"--explore: {report} is not there: the exploratory family runs after the "
+                                     f"{world.name} lab's own report ({make_command('lab', world)})")
 
 
 def reuse_demo(args) -> bool:
@@ -110,17 +126,18 @@ def reuse_demo(args) -> bool:
             and tuple(args.sbs_budget) in DEMO_SBS_BUDGETS)
 
 
-def searches(scorer: LabScorer | None, reuse_demo: bool,
-             world: WorldRun = demo.TOY_RUN) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
+def searches(scorer: LabScorer | None, reuse_demo: bool, world: WorldRun = demo.TOY_RUN,
+             family: Recipe | None = None) -> list[tuple[str, list[str], tuple[str, ...], str, str]]:
     """(suffix, methods, scorer flags, step_agg, logs folder) of each evaluation command of a row (None: the
-    conditions without a scorer) in a world's lab family: best-of-N at its aggregations, by the rows it names.
+    conditions without a scorer) in a world's lab family (`family`, default: the world's lab recipe): best-of-N
+    at its aggregations, by the rows it names.
 
     A scorer runs as the MASPRM role (sbs_prm, mcts_prm, bon_prm); the ORM runs as itself (mcts_orm: the
     ORM valuing the leaves; bon_orm) and, under SBS, as a step scorer valuing each prefix (sbs_prm). The
     SBS and MCTS conditions `make demo` runs itself (no scorer, the MASPRM's, the ORM's) are asked of the
     demo's logs folder, where the demo's evaluation left them COMPLETED (`reuse_demo`).
     """
-    own = world.lab_logs
+    own, family = world.lab_logs, family or world_recipe(world.name)
     if scorer is None:   # with the reference scorers, which load no model (masprm.search.oracles)
         flags, sbs_mcts, bon = (), ["single_pass", "sbs_logprob", "mcts_logprob"], ["bon_logprob", *BON_ORACLES]
     elif scorer.objective == "orm":
@@ -130,8 +147,8 @@ def searches(scorer: LabScorer | None, reuse_demo: bool,
     logs = world.demo_logs if reuse_demo and (scorer is None or scorer.demo_folder) else own
     if scorer is not None and scorer.finished_only:   # it refuses partial transcripts: no SBS, MCTS or min
         return [("_last", bon, flags, "last", own)]
-    ranks = scorer is None or world.family.ranks_passes(scorer.objective)
-    found = [(BON_SUFFIX[agg], bon, flags, agg, own) for agg in world.family.bon_aggs if ranks]
+    ranks = scorer is None or family.ranks_passes(scorer.objective)
+    found = [(BON_SUFFIX[agg], bon, flags, agg, own) for agg in family.bon_aggs if ranks]
     found.append(("_search", sbs_mcts, flags, "min", logs))
     if scorer is None:   # never in the demo's folder: the demo does not run them
         found.append(("_oracles", list(SEARCH_ORACLES), (), "min", own))
@@ -148,17 +165,17 @@ def searches(scorer: LabScorer | None, reuse_demo: bool,
 def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks
     (on the world of `args.world`, its family's rows and conditions; with --explore its exploratory family's)."""
-    world = lab_world(args)
+    world, family = lab_world(args), lab_recipe(args)
     files, run = world.lab_files, Path(demo.run_folder(world)).name
-    notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world)) if line]
-    notes += world.family.notes
-    rows = chosen_rows([s for s in world_rows(world) if not left_out(s, args.rollout_rows)], args.rows)
+    notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world, family)) if line]
+    notes += family.notes
+    rows = chosen_rows([s for s in world_rows(world, family) if not left_out(s, args.rollout_rows)], args.rows)
     if args.rows:   # the sweep measures the MASPRM and the ORM, not the rows named
         notes.append(f"the family's other rows and the compute-matched sweep: --rows ran {len(rows)} rows (those it "
                      "names, the MASPRM, the ORM and the rows they need)")
     replicas = [s.replica(seed) for seed in args.train_seeds if seed != args.seed for s in rows
                 if seed in (args.rollout_seeds if needs_rollouts(s.scheme) else args.train_seeds)]
-    bench = labelbench_available() and world.family.benchmarks
+    bench = labelbench_available() and family.benchmarks
     if not labelbench_available():
         notes.append("label quality: masprm.instruments.labelbench is not there; the label AUC column is left empty")
     budget = search_budget(args)
@@ -169,13 +186,13 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         if finished:
             done.add(task.name)
 
-    draw = f"eval_no_scorer{BON_SUFFIX[world.family.bon_aggs[0]]}"   # the first no-scorer best-of-N command
+    draw = f"eval_no_scorer{BON_SUFFIX[family.bon_aggs[0]]}"   # the first no-scorer best-of-N command
 
     def evaluations(scorer: LabScorer | None) -> list[Task]:
         key = scorer.key if scorer else "no_scorer"
         trained = (f"train_{scorer.key}",) if scorer and not scorer.demo_folder else ()
         found = []
-        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args), world):
+        for suffix, methods, flags, agg, logs in searches(scorer, reuse_demo(args), world, family):
             if suffix == "_ormleaf" and not orm_of(scorer).demo_folder:
                 trained += (f"train_{orm_of(scorer).key}",)
             # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
@@ -225,15 +242,14 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         add(task)
     stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix (seed --seed)
     scorers = {s.slug: s.folder for s in stepwise}
-    if world.family.benchmarks:
+    if family.benchmarks:
         add(Task("stepbench", [PY, "-m", "masprm.instruments.stepbench", *world.world_flags, "--policy", world.policy,
                                *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
                                "--mas_config", world.config, "--out", files["stepbench"], "--seed", str(args.seed),
                                "--oracles"], tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
             stepbench_done(ROOT / files["stepbench"], scorers))
     # last: the compute-matched sweep (evaluation commands skip what is COMPLETED); none where it is not measured
-    for task in sweep_tasks(args, files["logs"], world.family.sweep, world) if world.family.sweep and not args.rows \
-            else ():
+    for task in sweep_tasks(args, files["logs"], family.sweep, world) if family.sweep and not args.rows else ():
         add(task)
     return tasks, notes, [*rows, *replicas], done
 
@@ -296,6 +312,10 @@ class LabArgs(ArchiveFlags):
     explore: bool = arg(False, flags=("--explore",),
                         help="the world's exploratory family instead of its lab's (toy_deep: every row at one training "
                              "and one search seed, after its lab's report; docs/scorer_lab.md)")
+    recipe: str | None = arg(None, flags=("--recipe",),
+                             help="the family of masprm/lab/recipes/ to run, by file name (" + ", ".join(recipes()) +
+                                  "; default: the --world's lab, with --explore its exploratory family); its world "
+                                  "is --world")
     rows: list[str] | None = arg(None, flags=("--rows",), nargs="+", help="only these rows (mc_rollouts+prm or "
                                  "mc_rollouts-prm), with the MASPRM and the ORM, no compute-matched sweep (default: all)")
     report_from: PathText | None = arg(None, flags=("--report_from",), help="write the report of an archived lab "
@@ -307,10 +327,19 @@ class LabArgs(ArchiveFlags):
                                                                "ask for one")
         require(not (self.rows and self.pilot), "rows", "rows: the pilot runs its primary comparison only; --rows "
                                                         "selects the rows of a lab or of --explore")
-        if self.explore:
-            require(WORLD_RUNS[self.world].explore is not None, "explore",
+        require(not (self.recipe and (self.explore or self.pilot)), "recipe",
+                "recipe: --recipe names the family itself; --explore and --pilot are the world's own")
+        if self.recipe:
+            recipe = recipe_named(self.recipe)
+            require(recipe.world == self.world, "recipe", f"recipe: {self.recipe} runs on the {recipe.world} world; "
+                                                          f"add --world {recipe.world}")
+        elif self.explore:
+            require(world_recipe(self.world, "explore") is not None, "explore",
                     f"explore: the {self.world} world has no exploratory family (its lab runs every row)")
-        family = lab_world(self).family
+        else:
+            require(world_recipe(self.world) is not None, "world", f"world: the {self.world} world has no lab recipe "
+                                                                   "(masprm/lab/recipes/)")
+        family = lab_recipe(self)
         defaults = {"n_train": WORLD_RUNS[self.world].n_train, "seeds": list(family.search_seeds or demo.SEEDS),
                     "train_seeds": list(family.train_seeds or TRAIN_SEEDS)}
         for name, value in defaults.items():
@@ -331,7 +360,7 @@ class LabArgs(ArchiveFlags):
                 f"sbs_budget must be two numbers >= 1, got {self.sbs_budget}")
         require(not self.pilot or WORLD_RUNS[self.world].pilot, "pilot",
                 f"pilot: the {self.world} world has no pilot (its test split is not sized by one)")
-        family = {name: s for s in world_rows(lab_world(self)) for name in (s.name, s.slug)}
+        family = {name: s for s in world_rows(lab_world(self), lab_recipe(self)) for name in (s.name, s.slug)}
         for name in self.rows or ():
             require(name in family, "rows", f"rows: no row {name!r} in the {self.world} world's "
                                             f"{'exploratory ' * self.explore}family; valid: {', '.join(family)}")
@@ -350,8 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         return run_pilot(args)
     if not args.dry_run:
         world.check_test_split()   # its searches evaluate the test split: nothing starts without one
-        if world.family.exploratory:
-            world.check_explore_order(WORLD_RUNS[args.world], ROOT)
+        if lab_recipe(args).exploratory:
+            check_explore_order(WORLD_RUNS[args.world], ROOT)
     demo_args = demo.DemoArgs(seeds=args.seeds, seed=args.seed, n_train=args.n_train, world=args.world)
     prepare = demo.commands(demo_args)
     tasks, notes, rows, done = plan(args)

@@ -121,6 +121,8 @@ MEASURED_MCTS: dict[str, dict[int, float]] = {
         11: 21.55, 12: 21.6, 13: 21.6, 14: 21.65, 15: 21.65, 16: 21.65, 17: 21.75, 18: 21.75, 19: 21.75,
         20: 21.75}}
 SWEEP = sweep_plan(MEASURED_SBS, MEASURED_MCTS)
+# The measured sweeps a lab recipe names (`sweep:` in masprm/lab/recipes/*.yaml; "none": not measured on its world)
+SWEEPS = {"toy": SWEEP}
 
 
 def plan_lines(plan: Mapping[int, Mapping[tuple[str, str], Setting | None]]) -> list[str]:

@@ -2,8 +2,8 @@
 
 The demo's stages 0-3 first (skipped where their outputs exist), the rows, every command with what it
 waits for, the compute-matched sweep's settings, the report's files and the time estimate
-(`masprm.lab.estimate`: the seconds measured per command on the toy world). A world whose
-commands were never timed (not in `lab_estimate.WORLD_SECONDS`) gets no estimate, and one whose test split is empty says
+(`masprm.lab.estimate`: the seconds measured per command on the world, its folder's costs.yaml). A world
+whose commands were never timed (no costs.yaml) gets no estimate, and one whose test split is empty says
 so: a run without --dry_run stops there before any work.
 """
 
@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from masprm.stages.jobs import Task, show
-from masprm.lab.estimate import CHECKED, WORLD_SECONDS, estimate, task_seconds
+from masprm.lab.estimate import estimate, task_seconds, world_seconds
+from masprm.lab.recipe import lab_recipe
 from masprm.worlds.runs import WorldRun, make_command, preregistration_commit
 from masprm.lab.compute_match import plan_lines
 
@@ -32,7 +33,7 @@ def task_line(task: Task, done: set[str]) -> str:
 
 def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequence, done: set[str]) -> None:
     """Print the plan of `masprm.lab.command.plan` (`prepare`: the demo's commands of the same world)."""
-    files = world.lab_files
+    files, sweep = world.lab_files, lab_recipe(args).sweep
     print_demo_stages(prepare)
     print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "
           "command waits for")
@@ -44,9 +45,9 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
     for task in tasks:
         if task.name == first_sweep:
             print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
-            print("\n".join(f"#   {line}" for line in plan_lines(world.family.sweep)))
+            print("\n".join(f"#   {line}" for line in plan_lines(sweep)))
         print(task_line(task, done))
-    if world.family.sweep is None:
+    if sweep is None:
         print("# the compute-matched sweep: not measured yet on this world (no settings; no commands)")
     print(f"# then the report: {files['report']}, {files['claims']}, {files['plot']}")
     if world.preregistration:
@@ -57,14 +58,14 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
         print(f"# the test split of {world.name}: 0 questions (sized by the dev pilot's power computation, DEV_POWER "
               f"in masprm/worlds/toy_deep/data.py, not measured yet: {make_command('lab-pilot', world)}): a run without "
               "--dry_run stops before any work")
-    seconds = WORLD_SECONDS.get(world.name)
+    seconds = world_seconds(world.name)
     if seconds is None:
         print(f"# estimated time: unknown ({len(tasks) - len(done)} commands; no command has been timed on "
               f"{world.name}, and the toy world's seconds per command are for its 4-agent team on 240 test "
               f"questions, {world.name}'s test split has {questions})")
         return
     cpu, wall = estimate(tasks, done, args.jobs, world.demo_logs, seconds)
-    bound = CHECKED.get(world.name, "not yet checked against a whole run")
+    bound = world.costs()["checked"] or "not yet checked against a whole run"
     print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
           f"from the measured seconds per command in docs/scorer_lab.md, {bound}; after make demo)")
     fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]

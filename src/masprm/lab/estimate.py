@@ -1,8 +1,8 @@
 """The lab's time estimate for `--dry_run`: each command's CPU seconds, replayed through the lab's scheduler.
 
 The seconds are the ones measured alone on the demo's 2-core machine (docs/scorer_lab.md, "Time
-budget"), one thread per command: a training, one seed of each search condition, the step benchmark.
-A reference scorer (no model) is counted as its search with a scorer, an upper bound. Conditions asked
+budget"), one thread per command: a training, one seed of each search condition, the step benchmark;
+each world's in its folder's costs.yaml (masprm/worlds/<name>/costs.yaml). A reference scorer (no model) is counted as its search with a scorer, an upper bound. Conditions asked
 of the demo's logs folder count nothing: `make demo` left them COMPLETED. Replaying the measured
 seconds through the scheduler overestimated the lab by about a fifth when it was last checked (52
 minutes replayed, 42 measured), so the estimate is an upper bound, not a promise.
@@ -15,55 +15,23 @@ from typing import Sequence
 from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.stages.jobs import Task
 from masprm.lab.compute_match import sbs_samples
+from masprm.worlds.runs import WORLD_RUNS
 
-# CPU seconds of one command (training, labels, benchmarks) or of one condition at one seed (searches).
-SECONDS = {"train": 224.0, "labels": 1.0, "labelbench": 5.0, "stepbench": 39.0, "stepbench_scorer": 5.5,
-           "single_pass": 8.0, "sbs_3x5": 64.0, "sbs_2x3": 34.0, "mcts": 47.0,
-           "bon_draw": 71.0, "bon_min": 25.0, "bon_last": 14.0,
-           # a replica seed's 400 trees: about 190 s on both cores in make demo (docs/toy_world.md), one thread
-           # here; its stage 2 as the demo's (a second)
-           "trees": 380.0, "stage2": 1.0}
-# toy_deep's (8 agents, 423 test questions): the searches measured on 2026-12-05 (bench/deep_costs.sh 60) with
-# the lab's settings and code (128 examples together, adapters merged), 60 dev questions, search seed 14, one
-# thread: user CPU seconds
-# less the 7.4 s start-up, scaled to 423 questions; a best-of-N ranking by the ORM (under its start-up) counted
-# as one by a process scorer. Trainings: the mean of the confirmatory lab's nine (36-316 s); a replica seed's
-# trees: its 400 at one thread (805 s). Not measured, scaled from the toy world's by 9 / 4 (above its 8 agents
-# to the toy's 4) or set to an upper bound: labels, labelbench, stepbench, stage2.
-# The generative and implicit rows, priced apart from the exploratory lab's run (2026-12-05), where they cost
-# several times a scorer's: the gPRM's and gORM's trainings took 916 s and 547 s (`train_<objective>`, seconds),
-# the implicit, gORM and gPRM searches (SBS and MCTS, one seed) 797-908 s against the 369 s of a scorer's, each
-# priced at the middle of that range (`search_factor_<model kind>`, times a scorer's: the three are the
-# objectives whose scorer is the base's LM head, `masprm.objective_facts`). Their best-of-N rankings,
-# the implicit row's training and every other row came in at or under these seconds.
-DEEP_SECONDS = {"train": 138.0, "labels": 30.0, "labelbench": 12.0, "stepbench": 88.0, "stepbench_scorer": 12.4,
-                "single_pass": 7.0, "sbs_3x5": 96.0, "mcts": 273.0, "bon_draw": 77.0, "bon_min": 30.0,
-                "bon_last": 30.0, "trees": 805.0, "stage2": 5.0, "train_gprm": 916.0, "train_gorm": 547.0,
-                # the rollout schemes' stage 2 on a seed's 400 trees (`labels_<scheme>`), measured on 2026-12-05
-                # as ROLLOUT_LABELS on the toy world: user CPU seconds on 40 trees of the seed-42 search (2 for
-                # shapley), scaled by the trees in the root window, 69 of 400 against 8 of 40 (1 of 2), start-up
-                # included (an upper bound by about a minute); mc_rollouts_active not measured (it needs the
-                # ensemble row): priced as its uniform control at the same budget
-                "labels_mc_rollouts": 865.0, "labels_first_error_search": 367.0,
-                "labels_step_consistency": 622.0, "labels_shapley": 6842.0, "labels_mc_rollouts_uniform": 60.0,
-                "labels_mc_rollouts_active": 60.0,
-                "search_factor_causal_lm": 852.5 / 369.0}
-# The worlds whose commands were timed: a world without an entry gets no estimate (`lab --dry_run` says so).
-WORLD_SECONDS = {"toy": SECONDS, "toy_deep": DEEP_SECONDS}
-# What checking each world's estimate against a whole lab's measured time found (a world never checked: none).
-CHECKED = {"toy": "an upper bound",
-           # the exploratory lab of 2026-12-05: 182 CPU minutes estimated, 225 taken; its generative and implicit
-           # rows cost 2-7 times a scorer's seconds (docs/scorer_lab.md, "toy_deep: the exploratory results"),
-           # priced apart since (DEEP_SECONDS): the family's dry run now says 229 CPU minutes (the run took 225)
-           "toy_deep": "its generative and implicit rows priced apart since the one check"}
+
+def world_seconds(world: str) -> dict[str, float] | None:
+    """A world's measured CPU seconds per command kind (its folder's costs.yaml, `WorldRun.costs`): one command
+    (training, labels, benchmarks) or one condition at one seed (searches); None: never timed there."""
+    costs = WORLD_RUNS[world].costs() if world in WORLD_RUNS else None
+    return None if costs is None else costs["seconds"]
+
+
+# The toy world's: every function's default, and the rollout schemes' stage 2 for a world that has none of its own
+SECONDS = world_seconds("toy") or {}
 # The settings those searches were measured at; another setting (the compute-matched sweep's) is costed in
 # proportion: SBS by its agent samples, MCTS by its simulations, best-of-N drawing its own N passes by N.
 MEASURED_AT = {"sbs": (3, 5), "mcts": 10, "bon_n": 8}
-# A rollout-based scheme's stage 2 on a seed's 400 trees (its default K or budget, `--rollout-policy` on one
-# thread): 7 s of start-up plus its CPU seconds on 40 of the demo's trees (10 for shapley) beyond the start-up,
-# scaled by the trees in the root window, 347 of 400 against 36 of 40 (9 of 10); docs/scorer_lab.md, "Time budget".
-ROLLOUT_LABELS = {"mc_rollouts": 430.0, "first_error_search": 333.0, "step_consistency": 516.0, "shapley": 3477.0,
-                  "mc_rollouts_uniform": 158.0, "mc_rollouts_active": 113.0}
+# A rollout-based scheme's stage 2 on a seed's 400 trees, as the toy world measured it (`labels_<scheme>`)
+ROLLOUT_LABELS = {kind.removeprefix("labels_"): s for kind, s in SECONDS.items() if kind.startswith("labels_")}
 
 
 def rollout_label_seconds(scheme: str, seconds: dict[str, float] = SECONDS) -> float:
@@ -92,7 +60,7 @@ def flag_values(cmd: Sequence[str], name: str) -> list[str]:
 
 def condition_seconds(method: str, cmd: Sequence[str], seconds: dict[str, float] = SECONDS,
                       draws: bool = False) -> float:
-    """One seed of one condition of an evaluation command (`seconds`: the world's, `WORLD_SECONDS`; `draws`:
+    """One seed of one condition of an evaluation command (`seconds`: the world's, `world_seconds`; `draws`:
     the command that draws the best-of-N passes every other one reads back)."""
     family = method.partition("_")[0]
     if family == "single":

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 
 from masprm.archive.read import opened, read_manifest
+from masprm.lab.recipe import lab_recipe
 from masprm.stages import jobs
 from masprm.worlds.runs import WorldRun, make_command
 
@@ -22,9 +23,10 @@ def write_lab_report(args, world: WorldRun, rows, notes, made: str, lab_budgets:
     """The lab's table, claims and plot (`masprm.lab.report.write_report`) for `world`'s family; `made`: the
     command that made the lab's own logs (the demo's are `make demo`'s; from an archive: the one it records)."""
     from masprm.lab.report import write_report
+    family = lab_recipe(args)
     files = {name: str(jobs.ROOT / path) for name, path in world.lab_files.items()}   # written in the checkout
     # an exploratory lab reads its own folder only (`reuse_demo`)
-    logs = [world.lab_files["logs"]] if world.family.exploratory else [world.demo_logs, world.lab_files["logs"]]
+    logs = [world.lab_files["logs"]] if family.exploratory else [world.demo_logs, world.lab_files["logs"]]
     record = world.report_record()   # in the checkout: the pre-registration's commit is the checkout's
     if archive:   # the archived run's cells were made by its own command
         made = read_manifest(archive).meta.get("command") or made
@@ -35,7 +37,6 @@ def write_lab_report(args, world: WorldRun, rows, notes, made: str, lab_budgets:
                      made_by={folder: make_command("demo", world) if folder == world.demo_logs else made
                               for folder in logs},
                      # a run of some rows has no sweep, and repeats the primary comparison without declaring it
-                     sweep=None if args.rows else world.family.sweep, world=record,
-                     masprm_tested=world.family.masprm_tested,
-                     primary=not world.family.exploratory and not args.rows)
+                     sweep=None if args.rows else family.sweep, world=record,
+                     masprm_tested=family.masprm_tested, primary=not family.exploratory and not args.rows)
 

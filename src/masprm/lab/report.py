@@ -33,10 +33,25 @@ from masprm.lab.claims import (COLUMNS, EXTRA_ROWS, LOGPROB, ORM_LEAF, REFERENCE
                                    claims_text, comparison_name, headroom_lines, headroom_text, headrooms,
                                    power_lines)
 from masprm.lab.sweep_report import Plan, sweep_cells, sweep_comparisons, sweep_lines, sweep_points
-
-AGENTS = ("Reader", "Planner", "Solver", "Verifier")
-TOY_WORLD = {"name": "toy", "test_questions": 240}   # the report's world when none is given
+from masprm.worlds import WORLDS
+from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS
 Headrooms = dict[str, dict[str, Headroom | None]]   # column -> row slug -> its headroom recovered
+
+
+def default_world() -> dict:
+    """The report's world when none is given: the toy world's record (its name and test questions)."""
+    return WORLD_RUNS[DEFAULT_WORLD].report_record()
+
+
+def world_agents(world: dict | None) -> tuple[str, ...]:
+    """The team whose label AUCs the table shows, in team order: the world's agents (its step truth), so that
+    every world's team reaches its report (toy: Reader / Planner / Solver / Verifier; toy_deep: eight)."""
+    return WORLDS[(world or {}).get("name", DEFAULT_WORLD)].truth.agents
+
+
+def agent_initials(agents: Sequence[str]) -> str:
+    """The label AUC column's header: each agent's initial with its number (Op1 -> O1), team order."""
+    return " / ".join(a[0] + "".join(c for c in a if c.isdigit()) for a in agents)
 
 
 # --------------------------------------------------------------------------- the benchmarks
@@ -91,10 +106,12 @@ def _misses(cell: Cell | None) -> str:
 
 
 def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                  headroom: Headrooms | None = None) -> tuple[list[str], list[dict]]:
+                  headroom: Headrooms | None = None, agents: Sequence[str] | None = None) -> tuple[list[str], list[dict]]:
     """The table's header and its rows as facts: ``cells`` by column, each pass@1 cell's logs folder (``logs``);
-    ``headroom``: `lab_claims.headrooms` of the same cells (its column; none computed: every cell "–")."""
-    head = ["scorer", "scheme", "objective", "label AUC R / P / S / V", "step F1", "step F1, per-agent thresholds",
+    ``headroom``: `lab_claims.headrooms` of the same cells (its column; none computed: every cell "–");
+    ``agents``: the team whose label AUCs it shows (`world_agents`; default: the toy world's)."""
+    agents = tuple(agents or world_agents(None))
+    head = ["scorer", "scheme", "objective", f"label AUC {agent_initials(agents)}", "step F1", "step F1, per-agent thresholds",
             "step ECE", "step AUC R / P", *(f"{c} pass@1 %" for c in COLUMNS),
             "model work / question: " + " / ".join(COLUMNS),
             "agent samples / question: " + " / ".join(COLUMNS),
@@ -110,7 +127,7 @@ def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, l
     for name, slug, scheme, objective, row in entries:
         aucs = label_aucs(labelbench.get(row.scheme)) if row is not None and not row.outcome_only else {}
         labels = ("–" if row is None else "outcome only" if row.outcome_only
-                  else " / ".join(_num(aucs.get(a)) for a in AGENTS) if aucs else "–")
+                  else " / ".join(_num(aucs.get(a)) for a in agents) if aucs else "–")
         mine = [cells.get((slug, c)) for c in COLUMNS]
         work = " / ".join("–" if c is None or c.work_mean() is None else f"{c.work_mean():.0f}" for c in mine)
         samples = " / ".join("–" if c is None or c.samples_mean() is None else f"{c.samples_mean():.1f}" for c in mine)
@@ -124,8 +141,8 @@ def table_records(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, l
 
 
 def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
-                headroom: Headrooms | None = None) -> list[str]:
-    head, records = table_records(rows, cells, stepbench, labelbench, headroom)
+                headroom: Headrooms | None = None, agents: Sequence[str] | None = None) -> list[str]:
+    head, records = table_records(rows, cells, stepbench, labelbench, headroom, agents)
     return ["| " + " | ".join(head) + " |", "|" + "---|" * len(head),
             *("| " + " | ".join(r["cells"][h] for h in head) + " |" for r in records)]
 
@@ -133,18 +150,19 @@ def table_lines(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, lab
 def report_text(rows: Sequence[LabRow], cells: dict, stepbench: dict | None, labelbench: dict[str, dict | None],
                 single_pass: Cell | None, budgets: Budgets, notes: Sequence[str], power: Sequence[str] = (), *,
                 headroom: Headrooms | None = None, sweep: Sequence[str] = (), world: dict | None = None) -> str:
-    world = world or TOY_WORLD
+    world = world or default_world()
+    agents = world_agents(world)
     lines = [f"# The scorer lab ({world['name']} world)", "",
              "Which outcome-only training signal gives the best process scorer for this team? Every scorer is "
              f"trained with the demo's settings on the demo's trees; searches on the {world['test_questions']} test "
              "questions; pass@1 in % as mean ± std over the seeds.", "",
-             *table_lines(rows, cells, stepbench, labelbench, headroom), ""]
+             *table_lines(rows, cells, stepbench, labelbench, headroom, agents), ""]
     if single_pass is not None:
         lines.append(f"Single pass, no scorer: {accuracy_text(single_pass)} %.")
     lines += [
         "",
-        "- label AUC: the label value against the world's step truth, per agent (Reader / Planner / Solver / "
-        "Verifier; `python -m masprm.instruments.labelbench`); \"outcome only\": trained on final correctness alone.",
+        f"- label AUC: the label value against the world's step truth, per agent ({' / '.join(agents)}; "
+        "`python -m masprm.instruments.labelbench`); \"outcome only\": trained on final correctness alone.",
         "- step F1 / ECE / AUC: error localisation on sampled test transcripts (`python -m masprm.instruments.stepbench`); "
         "ECE after mapping a value v to (v + 1) / 2 (log-prob: exp of the mean per-token log-prob), 10 bins; "
         "[95% CI] from 1,000 bootstrap resamples of the test transcripts; per-agent thresholds: one threshold per "
@@ -304,7 +322,8 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
     ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added;
-    ``world``: its name and test questions (default `TOY_WORLD`) and, where it has one, its pre-registration's
+    ``world``: its name and test questions (default: the toy world's, `default_world`), whose team's label AUCs the
+    table shows (`world_agents`), and, where it has one, its pre-registration's
     file and commit (``preregistration``), also recorded in the table's JSON; ``masprm_tested``: whether the
     comparisons against the MASPRM join the Holm family, ``primary``: whether the lab declares its primary
     comparison (`comparisons`)."""
@@ -320,7 +339,7 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     atomic_write_text(report, report_text(rows, cells, bench, labels, cells.get((LOGPROB, SINGLE_PASS)), budgets,
                                           list(notes), power_lines(found), headroom=rooms,
                                           sweep=sweep_lines(swept, sweep, found) if sweep else (), world=world))
-    head, records = table_records(rows, cells, bench, labels, rooms)
+    head, records = table_records(rows, cells, bench, labels, rooms, world_agents(world))
     prereg = {k: world[k] for k in ("preregistration", "code") if world and k in world}
     atomic_write_text(Path(report).with_suffix(".json"), json.dumps(
         {"columns": head, "rows": records, "made_by": {str(Path(k)): v for k, v in (made_by or {}).items()},

@@ -16,7 +16,7 @@ from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
 from masprm.stages.jobs import ROOT, Task
-from masprm.lab.estimate import WORLD_SECONDS, rollout_label_seconds
+from masprm.lab.estimate import rollout_label_seconds, world_seconds
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
 # Training seeds, fixed in docs/scorer_lab.md ("The instruments"): every row is trained at each, its trees
@@ -132,9 +132,10 @@ LAB_SCORERS = (
 )
 
 
-def world_rows(world: WorldRun) -> list[LabScorer]:
-    """The rows of a world's lab family, in LAB_SCORERS order, on that world."""
-    return [s.in_world(world) for s in LAB_SCORERS if world.family.has_row(s.slug)]
+def world_rows(world: WorldRun, family) -> list[LabScorer]:
+    """The rows of a lab family on a world (`family`: its recipe, `masprm.lab.recipe.Recipe`), in LAB_SCORERS
+    order, on that world."""
+    return [s.in_world(world) for s in LAB_SCORERS if family.has_row(s.slug)]
 
 
 def row_at(objective: str, seed: int | None, world: str = DEFAULT_WORLD) -> LabScorer:
@@ -179,7 +180,7 @@ def left_out(scorer: LabScorer, rollout_rows: bool) -> str | None:
     """Why a row is not planned (one line), or None: `missing`, or a rollout row without --rollout_rows."""
     why = missing(scorer)
     if why is None and scorer.own_labels and needs_rollouts(scorer.scheme) and not rollout_rows:
-        minutes = rollout_label_seconds(scorer.scheme, WORLD_SECONDS.get(scorer.world, {})) / 60
+        minutes = rollout_label_seconds(scorer.scheme, world_seconds(scorer.world) or {}) / 60
         return (f"{scorer.name}: label scheme {scorer.scheme!r} needs fresh policy samples (its stage 2 about "
                 f"{minutes:.0f} CPU minutes per training seed); row left out (add --rollout_rows)")
     return why

@@ -1,7 +1,9 @@
 """The toy worlds, one record each: what a build needs to train, ship and describe a world's policy.
 
-    WORLDS["toy"]        the toy world (masprm.worlds.toy.task, configs/toy.yaml), the demo's
-    WORLDS["toy_deep"]   the deep toy world (masprm.worlds.toy_deep.task, configs/toy_deep.yaml)
+    WORLDS["toy"]        the toy world (masprm/worlds/toy/world.py: masprm.worlds.toy.task, configs/toy.yaml)
+    WORLDS["toy_deep"]   the deep toy world (masprm/worlds/toy_deep/world.py, configs/toy_deep.yaml)
+
+Each world is a folder of its own, its records in its `world` module (`_register_folders`).
 
 A world names its generated task, its team config, its build folder, its shipped policy folder, the
 toy modules whose code trains its policy (the build fingerprint: `masprm.worlds.build`), the
@@ -11,15 +13,17 @@ label benchmarks judge messages with). Pure Python: no torch import.
 
 from __future__ import annotations
 
+import importlib
+import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
+from masprm.errors import ConfigError
 from masprm.graph import MASGraph
 from masprm.registry import Registry
-from masprm.worlds.toy_deep import data as deep_data, label as deep_label, task as deep_task
-from masprm.worlds.toy import oracle, steplabel, transcripts
-from masprm.worlds.toy.task import TOY, Problem, TaskWorld
+from masprm.worlds.toy import steplabel
+from masprm.worlds.toy.task import Problem, TaskWorld
 
 TOY_CODE = Path(__file__).resolve().parent
 Turn = tuple[int, list[dict[str, str]], str]   # (agent, chat messages, target output)
@@ -68,22 +72,21 @@ class World:
                 object.__setattr__(settings, name, value)   # frozen dataclasses: set once, in __post_init__
 
 
-def _toy_turns(problems: Sequence[Problem], graph: MASGraph, seed: int, noise: float) -> Iterator[Turn]:
-    if noise:
-        raise ValueError("the toy world's SFT targets take no noise (target_noise is a toy_deep setting)")
-    return transcripts.training_turns(problems, graph, seed)
+def _register_folders() -> None:
+    """Every folder here holding a `world` module is a world: its `WORLD` (the build's record) goes into
+    `WORLDS` and its `RUN` (what the demo and the lab's commands need) into `masprm.worlds.runs.WORLD_RUNS`,
+    under the folder's name, in name order. Adding a world is adding its folder; nothing else names it."""
+    from masprm.worlds.runs import WORLD_RUNS
+    for found in pkgutil.iter_modules([str(TOY_CODE)]):
+        if found.ispkg and (TOY_CODE / found.name / "world.py").is_file():
+            module = importlib.import_module(f"{__name__}.{found.name}.world")
+            for record in (module.WORLD, module.RUN):
+                if record.name != found.name:
+                    raise ConfigError(f"masprm/worlds/{found.name}/world.py names its world {record.name!r}: a "
+                                      "world's records carry its folder's name")
+            WORLDS.register(found.name, module.WORLD)
+            WORLD_RUNS.register(found.name, module.RUN)
 
 
 WORLDS: Registry[World] = Registry("toy world")
-WORLDS.register("toy", World("toy", TOY, "configs/toy.yaml", "artifacts/toy", "toy/shipped_policy",
-                             ("toy/task.py", "toy/transcripts.py", "train_policy.py"), transcripts.check_graph,
-                             transcripts.reference_outputs, transcripts.corpus_lines, _toy_turns, ("train", "test"),
-                             StepTruth("toy", TOY, steplabel.label_transcript, oracle.story_of, steplabel.ERROR_KINDS)))
-WORLDS.register("toy_deep", World("toy_deep", deep_task.deep_world(), "configs/toy_deep.yaml", "artifacts/toy_deep",
-                                  "toy_deep/shipped_policy",
-                                  ("toy/task.py", "toy/transcripts.py", "train_policy.py", "toy_deep/task.py"),
-                                  deep_task.check_graph, deep_task.reference_outputs, deep_task.corpus_lines,
-                                  deep_task.training_turns, ("dev", "train"),
-                                  StepTruth("toy_deep", deep_data.TOY_DEEP, deep_label.label_transcript,
-                                            deep_label.story_of, deep_label.error_kinds()),
-                                  (("target_noise", deep_task.TARGET_NOISE), ("n_problems", 12000), ("steps", 8000))))
+_register_folders()
