@@ -6,6 +6,7 @@ import json
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -16,6 +17,7 @@ from masprm.errors import ConfigError
 from masprm.roles import ROLES
 from masprm.stages import demo, jobs
 from masprm.lab import command as lab, rows as lab_rows
+from masprm.lab.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
 SCHEMES = ("masprm", "mc", "first_error", "advantage", "margin_pairs", "balanced_pairs", "majority_outcome")
@@ -282,8 +284,8 @@ def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_rep
     touch = "import pathlib, sys; pathlib.Path(sys.argv[1]).write_text('ran')"
 
     def plan(args):
-        tasks = [jobs.Task(name, [sys.executable, "-c", touch, name], after) for name, after in
-                 (("first", ()), ("second", ("first",)), ("finished", ()))]
+        tasks = [Job(name, "labels", partial(list, [sys.executable, "-c", touch, name]), needs=after)
+                 for name, after in (("first", ()), ("second", ("first",)), ("finished", ()))]
         return tasks, ["x+prm: label scheme 'x' is not registered"], list(lab.LAB_SCORERS[:2]), {"finished"}
 
     monkeypatch.setattr(lab, "plan", plan)
@@ -338,7 +340,10 @@ def with_sweep(monkeypatch, sweep) -> None:
 
 
 def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch, tmp_path):
-    from masprm.lab.estimate import last_value
+    def last_value(cmd, name):   # as argparse reads a flag given twice: the last one wins
+        at = [i for i, x in enumerate(cmd) if x == name]
+        return cmd[at[-1] + 1] if at else None
+
     with_sweep(monkeypatch, {})
     without, *_ = plan(monkeypatch, tmp_path, sample_n=5)
     with_sweep(monkeypatch, TINY_SWEEP)
@@ -368,6 +373,33 @@ def test_the_compute_matched_sweep_is_planned_as_evaluation_commands(monkeypatch
                                   "--bon_n": None, "--step_agg": None}
     assert flag(orm24, "--methods") == ["mcts_orm", "bon_orm"]
     assert (settings(orm24)["--n_simulations"], settings(orm24)["--bon_n"]) == ("8", "6")
+    # each job's record holds what its command sets: the estimate prices the record, the command runs
+    for name, cmd in sweep.items():
+        assert {k: str(v) for k, v in tasks[name].settings.items()} == \
+            {k: settings(cmd)[f"--{k}"] for k in tasks[name].settings}
+
+
+@pytest.mark.parametrize("world", sorted(lab.WORLD_RUNS))
+def test_every_jobs_record_says_what_its_command_runs(monkeypatch, tmp_path, world):
+    jobs_, *_ = plan(monkeypatch, tmp_path, world=world, train_seeds=[42, 7, 99], sbs_budget=[2, 3])
+    for job in jobs_.values():
+        cmd = job.argv()
+        assert job.cmd == cmd and job.after == job.needs and job.task().cmd == cmd
+        if job.kind in ("eval", "sweep"):
+            assert (flag(cmd, "--methods"), flag(cmd, "--seeds")) == (list(job.methods), list(map(str, job.seeds)))
+            at = [i for i, x in enumerate(cmd) if x == "--logs_dir"]
+            assert cmd[at[-1] + 1] == job.logs
+            reads = {"b1": "sbs", "b2": "sbs", "n_simulations": "mcts", "max_children": "mcts", "bon_n": "bon"}
+            for key, value in job.settings.items():   # the last occurrence wins, as argparse reads it
+                at = [i for i, x in enumerate(cmd) if x == f"--{key}"]
+                if at:
+                    assert cmd[at[-1] + 1] == str(value), (job.name, key)
+                else:   # left out of the command where none of its methods reads it (stage 4 would refuse it)
+                    assert key not in reads or not any(m.startswith(reads[key]) for m in job.methods), (job.name, key)
+        if job.kind in ("train", "eval", "sweep") and job.row:   # the row's key in its name, its objective in its key
+            assert job.row in job.name and job.row.split("-")[1].startswith(job.objective)
+        if job.kind == "labels":
+            assert flag(cmd, "--labels") == [job.scheme] and job.rollout == ("--rollout-policy" in cmd)
 
 
 @pytest.mark.parametrize("world", sorted(lab.WORLD_RUNS))

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from masprm.stages.jobs import Task
-from masprm.lab.estimate import (SECONDS, world_seconds, estimate, rollout_label_seconds, row_objective, schedule,
-                                        task_seconds)
+from masprm.lab.estimate import SECONDS, estimate, job_seconds, rollout_label_seconds, schedule, world_seconds
+from masprm.lab.job import Job
 
 DEEP = world_seconds("toy_deep")   # the deep world's measured seconds (masprm/worlds/toy_deep/costs.yaml)
 
@@ -24,60 +24,62 @@ def test_the_schedule_by_hand():
         schedule([Task("p", [], after=("q",)), Task("q", [], after=("p",))], {"p": 1.0, "q": 1.0}, jobs=2)
 
 
+def job(name: str, kind: str, **facts) -> Job:
+    """A job priced from its record alone: its command line is never built here."""
+    def never() -> list[str]:
+        raise AssertionError("the estimate built a command line")
+    return Job(name, kind, never, **facts)
+
+
 def test_each_command_costs_its_conditions_times_its_seeds():
-    def evaluation(*methods, logs="logs/toy_lab", agg="min", b=("3", "5")):
-        return Task("eval_x", ["python", "x.py", "--seeds", "14", "24", "42", "--methods", *methods,
-                               "--b1", "2", "--b2", "3", "--logs_dir", logs, "--b1", b[0], "--b2", b[1],
-                               "--step_agg", agg])
-    # 3 seeds x (SBS 3x5 64 s + MCTS 47 s) = 333 s; the last --b1 / --b2 win (2 x 3: 34 s)
-    assert task_seconds(evaluation("sbs_prm", "mcts_prm"), "logs/toy_demo") == 3 * (64 + 47)
-    assert task_seconds(evaluation("sbs_prm", b=("2", "3")), "logs/toy_demo") == 3 * 34
+    def evaluation(*methods, logs="logs/toy_lab", agg="min", b=(3, 5)):
+        return job("eval_x", "eval", seeds=(14, 24, 42), methods=methods, logs=logs,
+                   settings={"b1": b[0], "b2": b[1], "bon_n": 8, "step_agg": agg})
+    # 3 seeds x (SBS 3x5 64 s + MCTS 47 s) = 333 s; 2 x 3: 34 s
+    assert job_seconds(evaluation("sbs_prm", "mcts_prm"), "logs/toy_demo") == 3 * (64 + 47)
+    assert job_seconds(evaluation("sbs_prm", b=(2, 3)), "logs/toy_demo") == 3 * 34
     # best-of-N: the first command draws the passes (71 s), the others read them back (min 25 s, last 14 s)
-    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo", draws=True) == 3 * (71 + 25)
-    assert task_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (25 + 25)
-    assert task_seconds(evaluation("bon_prm", agg="last"), "logs/toy_demo") == 3 * 14
+    assert job_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo", draws=True) == 3 * (71 + 25)
+    assert job_seconds(evaluation("bon_logprob", "bon_oracle_step"), "logs/toy_demo") == 3 * (25 + 25)
+    assert job_seconds(evaluation("bon_prm", agg="last"), "logs/toy_demo") == 3 * 14
     # another world's seconds (toy_deep: MCTS 273 s, a training 138 s)
-    assert task_seconds(evaluation("mcts_prm"), "logs/toy_demo", DEEP) == 3 * 273
-    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo", DEEP) == 138.0
+    assert job_seconds(evaluation("mcts_prm"), "logs/toy_demo", DEEP) == 3 * 273
+    assert job_seconds(job("train_mc-prm", "train", objective="prm"), "logs/toy_demo", DEEP) == 138.0
     # the demo's own conditions, asked of its folder, are COMPLETED after make demo
-    assert task_seconds(evaluation("mcts_prm", logs="logs/toy_demo"), "logs/toy_demo") == 0.0
-    assert task_seconds(Task("train_mc-prm", []), "logs/toy_demo") == SECONDS["train"] == 224.0
-    bench = Task("stepbench", ["python", "-m", "stepbench", "--scorer", "a=x", "--scorer", "b=y"])
-    assert task_seconds(bench, "logs/toy_demo") == 39.0 + 2 * 5.5
+    assert job_seconds(evaluation("mcts_prm", logs="logs/toy_demo"), "logs/toy_demo") == 0.0
+    assert job_seconds(job("train_mc-prm", "train", objective="prm"), "logs/toy_demo") == SECONDS["train"] == 224.0
+    bench = job("stepbench", "stepbench", scorers=2)
+    assert job_seconds(bench, "logs/toy_demo") == 39.0 + 2 * 5.5
 
 
 def test_the_sweeps_other_settings_are_costed_in_proportion():
-    def evaluation(*flags):
-        return Task("sweep_12_x", ["python", "x.py", "--seeds", "14", "24", "42", "--methods", "sbs_prm", "mcts_orm",
-                                   "bon_orm", "--b1", "3", "--b2", "5", "--n_simulations", "10", "--logs_dir",
-                                   "logs/toy_lab", *flags])
+    def evaluation(**settings):
+        return job("sweep_12_x", "sweep", seeds=(14, 24, 42), methods=("sbs_prm", "mcts_orm", "bon_orm"),
+                   logs="logs/toy_lab", settings=settings)
     # SBS 1 x 3 samples 3 + 3 + 3 + 3 = 12 agent messages against 3 x 5's 5 + 15 + 15 + 15 = 50: 64 x 12 / 50;
     # MCTS 9 simulations: 47 x 9 / 10; best-of-N with N = 3 draws its own passes: 71 x 3 / 8
-    seconds = task_seconds(evaluation("--b1", "1", "--b2", "3", "--n_simulations", "9", "--bon_n", "3",
-                                      "--step_agg", "last"), "logs/toy_demo")
+    seconds = job_seconds(evaluation(b1=1, b2=3, n_simulations=9, bon_n=3, step_agg="last"), "logs/toy_demo")
     assert seconds == pytest.approx(3 * (64 * 12 / 50 + 47 * 9 / 10 + 71 * 3 / 8))
     # at the measured settings nothing changes: 3 x 5, 10 simulations, N = 8 reading the passes back (last: 14 s)
-    assert task_seconds(evaluation("--bon_n", "8", "--step_agg", "last"), "logs/toy_demo") == 3 * (64 + 47 + 14)
+    assert job_seconds(evaluation(bon_n=8, step_agg="last"), "logs/toy_demo") == 3 * (64 + 47 + 14)
 
 
 def test_a_rollout_schemes_stage_2_costs_its_measured_seconds():
-    def labels(scheme, *rollout):
-        return Task(f"labels_{scheme}", ["python", "preprocess_data.py", "--labels", scheme, *rollout,
-                                         "--view", "full"])
-    policy = ("--rollout-policy", "artifacts/toy/policy", "--seed", "7")
-    assert task_seconds(labels("mc_rollouts", *policy), "logs/toy_demo") == 430.0
-    assert task_seconds(labels("shapley", *policy), "logs/toy_demo") == 3477.0   # the costliest measured
+    def labels(scheme, rollout=False):
+        return job(f"labels_{scheme}", "labels", scheme=scheme, rollout=rollout)
+    policy = True   # it samples the policy afresh (--rollout-policy)
+    assert job_seconds(labels("mc_rollouts", policy), "logs/toy_demo") == 430.0
+    assert job_seconds(labels("shapley", policy), "logs/toy_demo") == 3477.0   # the costliest measured
     assert rollout_label_seconds("not_measured_yet") == 3477.0
-    assert task_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
+    assert job_seconds(labels("mc"), "logs/toy_demo") == 1.0   # a tree-derived scheme: about a second
     # toy_deep's own, measured (shapley: 6,842 s); its tree-derived stage 2: 30 s
-    assert task_seconds(labels("shapley", *policy), "logs/demo", DEEP) == 6842.0
-    assert task_seconds(labels("mc"), "logs/demo", DEEP) == 30.0
+    assert job_seconds(labels("shapley", policy), "logs/demo", DEEP) == 6842.0
+    assert job_seconds(labels("mc"), "logs/demo", DEEP) == 30.0
 
 
 def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggregation():
     def bon(name, *methods, agg):
-        return Task(name, ["python", "x.py", "--seeds", "42", "--methods", *methods, "--logs_dir", "logs/x",
-                           "--step_agg", agg])
+        return job(name, "eval", seeds=(42,), methods=methods, logs="logs/x", settings={"step_agg": agg})
     # toy_deep ranks by the last step only: its drawing command is a `last` one (77 s), the ORM's reads back (30 s)
     tasks = [bon("eval_no_scorer_last", "bon_logprob", agg="last"), bon("eval_orm_last", "bon_orm", agg="last")]
     assert estimate(tasks, set(), 1, "logs/demo", DEEP) == (77.0 + 30.0, 77.0 + 30.0)
@@ -86,21 +88,19 @@ def test_the_first_best_of_n_command_without_a_scorer_draws_whatever_its_aggrega
 
 def test_toy_deeps_generative_and_implicit_rows_cost_what_they_were_measured_at():
     def search(name, *methods):
-        return Task(name, ["python", "x.py", "--seeds", "42", "--methods", *methods, "--logs_dir", "logs/x"])
-    assert [row_objective(n) for n in ("train_mc-gorm", "train_first_error_search-prm_s7", "eval_mc-traj-min_search",
-                                       "eval_first_error-gprm_last", "eval_no_scorer_search", "stepbench")] == \
-        ["gorm", "prm", "traj", "gprm", None, None]
+        objective = name.partition("_")[2].split("-")[1].partition("_")[0]   # the row's, as the plan records it
+        return job(name, "eval", objective=objective, seeds=(42,), methods=methods, logs="logs/x")
     # trainings: the gPRM's 916 s and the gORM's 547 s as measured, any other row's 138 s (implicit's included)
-    assert task_seconds(Task("train_first_error-gprm_s7", []), "logs/demo", DEEP) == 916.0
-    assert task_seconds(Task("train_mc-gorm", []), "logs/demo", DEEP) == 547.0
-    assert task_seconds(Task("train_mc-implicit", []), "logs/demo", DEEP) == 138.0
+    assert job_seconds(job("train_first_error-gprm_s7", "train", objective="gprm"), "logs/demo", DEEP) == 916.0
+    assert job_seconds(job("train_mc-gorm", "train", objective="gorm"), "logs/demo", DEEP) == 547.0
+    assert job_seconds(job("train_mc-implicit", "train", objective="implicit"), "logs/demo", DEEP) == 138.0
     # SBS + MCTS at one seed: a scorer's 96 + 273 = 369 s; the implicit, gORM and gPRM rows' the middle of
     # their measured 797-908 s; their best-of-N ranking as any scorer's (30 s)
-    assert task_seconds(search("eval_mc-prm_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == 369.0
+    assert job_seconds(search("eval_mc-prm_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == 369.0
     for row in ("mc-implicit", "mc-gorm", "first_error-gprm"):
-        assert task_seconds(search(f"eval_{row}_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == \
+        assert job_seconds(search(f"eval_{row}_search", "sbs_prm", "mcts_prm"), "logs/demo", DEEP) == \
             pytest.approx(852.5)
-    assert task_seconds(search("eval_mc-gorm_last", "bon_prm"), "logs/demo", DEEP) == 30.0
+    assert job_seconds(search("eval_mc-gorm_last", "bon_prm"), "logs/demo", DEEP) == 30.0
     # the toy world never timed them apart: a scorer's seconds
-    assert task_seconds(search("eval_mc-gorm_search", "sbs_prm", "mcts_prm"), "logs/demo") == 64.0 + 47.0
-    assert task_seconds(Task("train_mc-gorm", []), "logs/demo") == 224.0
+    assert job_seconds(search("eval_mc-gorm_search", "sbs_prm", "mcts_prm"), "logs/demo") == 64.0 + 47.0
+    assert job_seconds(job("train_mc-gorm", "train", objective="gorm"), "logs/demo") == 224.0

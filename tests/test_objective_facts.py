@@ -5,8 +5,8 @@ import pytest
 from masprm.objective_facts import OBJECTIVE_FACTS, ObjectiveFacts, objective_modes, register_objective
 from masprm.roles import ROLES
 from masprm.scorer_meta import CAUSAL_LM_OBJECTIVES
-from masprm.lab.estimate import task_seconds, world_seconds
-from masprm.stages.jobs import Task
+from masprm.lab.estimate import job_seconds, world_seconds
+from masprm.lab.job import Job
 from masprm.lab.rows import LabScorer
 from masprm.train.config import CALIBRATED_MODES
 from masprm.train.objectives import MODES, OBJECTIVES
@@ -36,8 +36,9 @@ def test_calibratable_means_the_recipe_can_fit_platt(mode):
 def test_a_causal_lm_row_is_priced_at_its_kind_factor():
     # DEEP: an MCTS condition of one seed is 273 s; a causal-LM scorer's searches cost 852.5 / 369 times it
     def seconds(row):
-        task = Task(f"eval_{row}", ["python", "x", "--methods", "mcts_prm", "--seeds", "14", "--logs_dir", "l"])
-        return task_seconds(task, "demo_logs", DEEP)
+        job = Job(f"eval_{row}", "eval", list, objective=row.split("-")[1], seeds=(14,), methods=("mcts_prm",),
+                  logs="l")
+        return job_seconds(job, "demo_logs", DEEP)
     assert seconds("mc-prm") == pytest.approx(273.0)
     assert seconds("mc-gprm") == pytest.approx(273.0 * 852.5 / 369.0)
 

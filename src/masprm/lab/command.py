@@ -39,6 +39,7 @@ import shlex
 import sys
 import time
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from masprm.cli import ArgumentParser, check, run_cli
@@ -47,12 +48,13 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.paths import PathText
 from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
 from masprm.stages import demo
-from masprm.stages.jobs import PY, ROOT, Task, children_cpu_seconds, run_tasks, stage, stage_command
+from masprm.stages.jobs import PY, ROOT, children_cpu_seconds, run_tasks, stage, stage_command
 from masprm.lab.rows import (LAB_SCORERS, TRAIN_SEEDS, LabScorer, chosen_rows, ensemble_of, left_out,
                                     needs_rollouts, orm_of, replica_stage2, replica_trees, role_flags,
                                     scheme_records_path, scorer_calibrated, seed_root, seed_run_folder, stepbench_done,
                                     world_rows)
 from masprm.lab.finish import write_lab_report
+from masprm.lab.job import Job
 from masprm.lab.recipe import Recipe, lab_recipe, recipe_named, recipes, world_recipe
 from masprm.lab.sweep_jobs import sweep_tasks
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
@@ -83,6 +85,11 @@ def search_budget(args) -> tuple[str, ...]:
     """The budget flags of every evaluation command of the lab (and of its dev pilot)."""
     return ("--b1", str(args.sbs_budget[0]), "--b2", str(args.sbs_budget[1]), "--bon_n", str(BON_N),
             *(("--sample_n", str(args.sample_n)) if args.sample_n else ()))
+
+
+def budget_settings(args, agg: str) -> dict[str, object]:
+    """The settings `search_budget` and a step aggregation set, as a job records them (what its cost reads)."""
+    return {"b1": args.sbs_budget[0], "b2": args.sbs_budget[1], "bon_n": BON_N, "step_agg": agg}
 
 
 def labelbench_available() -> bool:
@@ -162,9 +169,10 @@ def searches(scorer: LabScorer | None, reuse_demo: bool, world: WorldRun = demo.
     return found
 
 
-def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
-    """The lab's tasks in priority order, the lines about rows left out, the rows, and the finished tasks
-    (on the world of `args.world`, its family's rows and conditions; with --explore its exploratory family's)."""
+def plan(args) -> tuple[list[Job], list[str], list[LabScorer], set[str]]:
+    """The lab's jobs in priority order, the lines about rows left out, the rows, and the finished jobs
+    (on the world of `args.world`, its family's rows and conditions; with --explore its exploratory family's).
+    Each job is a record (`masprm.lab.job.Job`); its command line is made when it is printed or started."""
     world, family = lab_world(args), lab_recipe(args)
     files, run = world.lab_files, Path(demo.run_folder(world)).name
     notes = [line for line in (left_out(s, args.rollout_rows) for s in world_rows(world, family)) if line]
@@ -181,14 +189,14 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
     budget = search_budget(args)
     tasks, done = [], set()
 
-    def add(task: Task, finished: bool = False) -> None:
-        tasks.append(task)
+    def add(job: Job, finished: bool = False) -> None:
+        tasks.append(job)
         if finished:
-            done.add(task.name)
+            done.add(job.name)
 
     draw = f"eval_no_scorer{BON_SUFFIX[family.bon_aggs[0]]}"   # the first no-scorer best-of-N command
 
-    def evaluations(scorer: LabScorer | None) -> list[Task]:
+    def evaluations(scorer: LabScorer | None) -> list[Job]:
         key = scorer.key if scorer else "no_scorer"
         trained = (f"train_{scorer.key}",) if scorer and not scorer.demo_folder else ()
         found = []
@@ -198,8 +206,11 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             # best-of-N reads back the passes the first no-scorer command (bon_logprob) draws
             name = f"eval_{key}{suffix}"
             drawn = (draw,) if methods[0].startswith("bon_") and name != draw else ()
-            found.append(Task(name, demo.evaluation_command(
-                args.seeds, methods, flags, (*budget, "--step_agg", agg), logs_dir=logs, world=world), trained + drawn))
+            found.append(Job(name, "eval", partial(demo.evaluation_command, args.seeds, methods, flags,
+                                                   (*budget, "--step_agg", agg), logs_dir=logs, world=world),
+                             row=scorer.key if scorer else None, objective=scorer.objective if scorer else None,
+                             needs=trained + drawn, seeds=tuple(args.seeds), methods=tuple(methods),
+                             settings=budget_settings(args, agg), logs=logs))
         return found
 
     first, *later = [t for s in [None, *rows, *replicas] for t in evaluations(s)]
@@ -215,10 +226,12 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
         flags = PAIR_CAPS if objective == "ppm" else ()   # pairs are mined under the demo's caps
         rollout, waits = rollout_inputs(scheme, seed, args)
         out = scheme_records_path(scheme, run, "results" if seed is None else seed_root(seed, world))
-        add(Task(labels_task(scheme, seed), [*stage_command("preprocess"), "--input", seed_run_folder(seed, world),
-                                             "--labels", scheme, "--target-nodes", str(world.target_nodes), *flags,
-                                             *rollout, "--view", "full", "--mas_config", world.config],
-                 (() if seed is None else (f"trees_s{seed}",)) + waits), (ROOT / out).is_file())
+        argv = [*stage_command("preprocess"), "--input", seed_run_folder(seed, world), "--labels", scheme,
+                "--target-nodes", str(world.target_nodes), *flags, *rollout, "--view", "full", "--mas_config",
+                world.config]
+        add(Job(labels_task(scheme, seed), "labels", partial(list, argv),
+                needs=(() if seed is None else (f"trees_s{seed}",)) + waits, scheme=scheme, rollout=bool(rollout)),
+            (ROOT / out).is_file())
     for s in [*rows, *replicas]:
         if not s.demo_folder:
             after = (labels_task(s.scheme, s.train_seed),) if s.own_labels else \
@@ -230,23 +243,26 @@ def plan(args) -> tuple[list[Task], list[str], list[LabScorer], set[str]]:
             # trained again over itself (same seed, same weights) so that it records its Platt scaling
             extra += ("--calibrate",) * calibrate + ("--overwrite",) * (completed and not finished)
             seed = args.seed if s.train_seed is None else s.train_seed
-            add(Task(f"train_{s.key}", demo.train_command(s.objective, s.data(run), s.folder, seed, extra, world),
-                     after), finished)
+            add(Job(f"train_{s.key}", "train", partial(demo.train_command, s.objective, s.data(run), s.folder, seed,
+                                                       extra, world), row=s.key, objective=s.objective, needs=after),
+                finished)
     if bench:
         for s in {s.data(run): s for s in rows if not s.outcome_only}.values():
             out = f"{files['labelbench']}/{s.scheme}.json"
-            add(Task(f"labelbench_{s.scheme}", [PY, "-m", "masprm.instruments.labelbench", *world.world_flags, "--trees",
-                                                demo.run_folder(world), "--labels", s.data(run), "--out", out],
-                     (f"labels_{s.scheme}",) if s.own_labels else ()), (ROOT / out).is_file())
+            argv = [PY, "-m", "masprm.instruments.labelbench", *world.world_flags, "--trees", demo.run_folder(world),
+                    "--labels", s.data(run), "--out", out]
+            add(Job(f"labelbench_{s.scheme}", "labelbench", partial(list, argv),
+                    needs=(f"labels_{s.scheme}",) if s.own_labels else (), scheme=s.scheme), (ROOT / out).is_file())
     for task in later:
         add(task)
     stepwise = [s for s in rows if not s.finished_only]   # the step benchmark reads every prefix (seed --seed)
     scorers = {s.slug: s.folder for s in stepwise}
     if family.benchmarks:
-        add(Task("stepbench", [PY, "-m", "masprm.instruments.stepbench", *world.world_flags, "--policy", world.policy,
-                               *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
-                               "--mas_config", world.config, "--out", files["stepbench"], "--seed", str(args.seed),
-                               "--oracles"], tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder)),
+        argv = [PY, "-m", "masprm.instruments.stepbench", *world.world_flags, "--policy", world.policy,
+                *(x for slug, folder in scorers.items() for x in ("--scorer", f"{slug}={folder}")),
+                "--mas_config", world.config, "--out", files["stepbench"], "--seed", str(args.seed), "--oracles"]
+        add(Job("stepbench", "stepbench", partial(list, argv),
+                needs=tuple(f"train_{s.slug}" for s in stepwise if not s.demo_folder), scorers=len(scorers)),
             stepbench_done(ROOT / files["stepbench"], scorers))
     # last: the compute-matched sweep (evaluation commands skip what is COMPLETED); none where it is not measured
     for task in sweep_tasks(args, files["logs"], family.sweep, world) if family.sweep and not args.rows else ():
@@ -408,7 +424,7 @@ def main(argv: list[str] | None = None) -> int:
     stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
     for name in sorted(done):
         print(f"{name}: output already there: skipped")
-    run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
+    run_tasks([job.task() for job in tasks if job.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
     stage("the report")
     write_lab_report(args, world, rows, notes, made, budgets(args))
     own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them

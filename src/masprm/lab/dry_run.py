@@ -11,8 +11,9 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from masprm.stages.jobs import Task, show
-from masprm.lab.estimate import estimate, task_seconds, world_seconds
+from masprm.stages.jobs import show
+from masprm.lab.estimate import estimate, job_seconds, world_seconds
+from masprm.lab.job import Job
 from masprm.lab.recipe import lab_recipe
 from masprm.worlds.runs import WorldRun, make_command, preregistration_commit
 from masprm.lab.compute_match import plan_lines
@@ -25,13 +26,13 @@ def print_demo_stages(prepare) -> None:
         print(f"$ {show(cmd)}")
 
 
-def task_line(task: Task, done: set[str]) -> str:
-    """A planned command, what it waits for, and whether its output is already there."""
-    waits = f"   [after {', '.join(task.after)}]" if task.after else ""
-    return f"$ {show(task.cmd)}{waits}{'   [done: skipped]' if task.name in done else ''}"
+def task_line(job: Job, done: set[str]) -> str:
+    """A planned job's command, what it waits for, and whether its output is already there."""
+    waits = f"   [after {', '.join(job.needs)}]" if job.needs else ""
+    return f"$ {show(job.argv())}{waits}{'   [done: skipped]' if job.name in done else ''}"
 
 
-def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequence, done: set[str]) -> None:
+def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Job], rows: Sequence, done: set[str]) -> None:
     """Print the plan of `masprm.lab.command.plan` (`prepare`: the demo's commands of the same world)."""
     files, sweep = world.lab_files, lab_recipe(args).sweep
     print_demo_stages(prepare)
@@ -41,7 +42,7 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
         seed = args.seed if s.train_seed is None else s.train_seed
         print(f"#   {s.scheme} + {s.objective}{f' ({s.agg})' if s.agg else ''}, training seed {seed} -> "
               f"{s.folder}   [{s.name}]")
-    first_sweep = next((task.name for task in tasks if task.name.startswith("sweep_")), None)
+    first_sweep = next((task.name for task in tasks if task.kind == "sweep"), None)
     for task in tasks:
         if task.name == first_sweep:
             print("# the compute-matched sweep (docs/scorer_lab.md), settings matched on the train questions:")
@@ -68,9 +69,9 @@ def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Task], rows: Sequ
     bound = world.costs()["checked"] or "not yet checked against a whole run"
     print(f"# estimated time: {wall / 60:.0f} minutes with --jobs {args.jobs} ({cpu / 60:.0f} CPU minutes; "
           f"from the measured seconds per command in docs/scorer_lab.md, {bound}; after make demo)")
-    fresh = [t for t in tasks if t.name not in done and "--rollout-policy" in t.cmd]
+    fresh = [t for t in tasks if t.name not in done and t.kind == "labels" and t.rollout]
     if fresh:   # the policy cost the tree-derived schemes do not pay (their stage 2: about a second)
         print(f"# of which the rollout rows' fresh policy samples in stage 2: "
-              f"{sum(task_seconds(t, world.demo_logs, seconds) for t in fresh) / 60:.0f} CPU minutes ("
-              + ", ".join(f"{t.name} {task_seconds(t, world.demo_logs, seconds) / 60:.0f}" for t in fresh)
+              f"{sum(job_seconds(t, world.demo_logs, seconds) for t in fresh) / 60:.0f} CPU minutes ("
+              + ", ".join(f"{t.name} {job_seconds(t, world.demo_logs, seconds) / 60:.0f}" for t in fresh)
               + f"; a tree-derived scheme's: {seconds['labels']:.0f} s)")

@@ -1,5 +1,8 @@
 """The lab's time estimate for `--dry_run`: each command's CPU seconds, replayed through the lab's scheduler.
 
+A job is priced from its record (`masprm.lab.job.Job`: its kind, its row's objective, its methods, seeds and
+settings, its logs folder), never from its command line.
+
 The seconds are the ones measured alone on the demo's 2-core machine (docs/scorer_lab.md, "Time
 budget"), one thread per command: a training, one seed of each search condition, the step benchmark;
 each world's in its folder's costs.yaml (masprm/worlds/<name>/costs.yaml). A reference scorer (no model) is counted as its search with a scorer, an upper bound. Conditions asked
@@ -10,10 +13,11 @@ minutes replayed, 42 measured), so the estimate is an upper bound, not a promise
 
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.stages.jobs import Task
+from masprm.lab.job import Job
 from masprm.lab.compute_match import sbs_samples
 from masprm.worlds.runs import WORLD_RUNS
 
@@ -40,73 +44,49 @@ def rollout_label_seconds(scheme: str, seconds: dict[str, float] = SECONDS) -> f
     return seconds.get(f"labels_{scheme}", ROLLOUT_LABELS.get(scheme, max(ROLLOUT_LABELS.values())))
 
 
-def last_value(cmd: Sequence[str], name: str) -> str | None:
-    """The value of a flag as argparse reads it: its last occurrence wins."""
-    at = [i for i, x in enumerate(cmd) if x == name]
-    return cmd[at[-1] + 1] if at and at[-1] + 1 < len(cmd) else None
-
-
-def flag_values(cmd: Sequence[str], name: str) -> list[str]:
-    """Every value after ``name`` up to the next flag."""
-    if name not in cmd:
-        return []
-    out = []
-    for x in cmd[cmd.index(name) + 1:]:
-        if x.startswith("--"):
-            break
-        out.append(x)
-    return out
-
-
-def condition_seconds(method: str, cmd: Sequence[str], seconds: dict[str, float] = SECONDS,
+def condition_seconds(method: str, settings: Mapping[str, object], seconds: dict[str, float] = SECONDS,
                       draws: bool = False) -> float:
-    """One seed of one condition of an evaluation command (`seconds`: the world's, `world_seconds`; `draws`:
-    the command that draws the best-of-N passes every other one reads back)."""
+    """One seed of one condition of an evaluation job (`settings`: the budget it sets, the demo's where it sets
+    none; `seconds`: the world's, `world_seconds`; `draws`: the job that draws the best-of-N passes every other
+    one reads back)."""
     family = method.partition("_")[0]
     if family == "single":
         return seconds["single_pass"]
     if family == "sbs":
-        b1, b2 = int(last_value(cmd, "--b1") or 3), int(last_value(cmd, "--b2") or 5)
+        b1, b2 = int(settings.get("b1", 3)), int(settings.get("b2", 5))
         scaled = seconds["sbs_3x5"] * sbs_samples(b1, b2) / sbs_samples(*MEASURED_AT["sbs"])
         return seconds.get(f"sbs_{b1}x{b2}", scaled)
     if family == "mcts":
-        return seconds["mcts"] * int(last_value(cmd, "--n_simulations") or MEASURED_AT["mcts"]) / MEASURED_AT["mcts"]
-    n = int(last_value(cmd, "--bon_n") or MEASURED_AT["bon_n"])
+        return seconds["mcts"] * int(settings.get("n_simulations", MEASURED_AT["mcts"])) / MEASURED_AT["mcts"]
+    n = int(settings.get("bon_n", MEASURED_AT["bon_n"]))
     if n != MEASURED_AT["bon_n"]:   # no other condition draws these passes: it draws and scores its own
         return seconds["bon_draw"] * n / MEASURED_AT["bon_n"]
     if method == "bon_logprob" and draws:
         return seconds["bon_draw"]
-    return seconds["bon_last"] if last_value(cmd, "--step_agg") == "last" else seconds["bon_min"]
+    return seconds["bon_last"] if settings.get("step_agg") == "last" else seconds["bon_min"]
 
 
-def row_objective(task_name: str) -> str | None:
-    """The objective of the row a lab task trains or evaluates: its name carries the row's key,
-    `<scheme>-<objective>[-<agg>][_s<seed>]` after the task's kind (None: a task of no row)."""
-    key = task_name.partition("_")[2]
-    return key.split("-")[1].partition("_")[0] if "-" in key else None
-
-
-def task_seconds(task: Task, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
-    kind, objective = task.name.partition("_")[0], row_objective(task.name)
-    if kind == "labels" and "--rollout-policy" in task.cmd:
-        return rollout_label_seconds(last_value(task.cmd, "--labels"), seconds)
-    if kind == "train":
-        return seconds.get(f"train_{objective}", seconds["train"])
-    if kind in ("labels", "labelbench", "trees", "stage2"):
-        return seconds[kind]
-    if task.name == "stepbench":
-        return seconds["stepbench"] + seconds["stepbench_scorer"] * task.cmd.count("--scorer")
-    if last_value(task.cmd, "--logs_dir") == demo_logs:
+def job_seconds(job: Job, demo_logs: str, seconds: dict[str, float] = SECONDS, draws: bool = False) -> float:
+    """A job's CPU seconds from its record: its kind, its row's objective, its methods, seeds and settings."""
+    if job.kind == "labels" and job.rollout:
+        return rollout_label_seconds(job.scheme, seconds)
+    if job.kind == "train":
+        return seconds.get(f"train_{job.objective}", seconds["train"])
+    if job.kind in ("labels", "labelbench", "trees", "stage2"):
+        return seconds[job.kind]
+    if job.kind == "stepbench":
+        return seconds["stepbench"] + seconds["stepbench_scorer"] * job.scorers
+    if job.logs == demo_logs:   # asked of the demo's folder: `make demo` left them COMPLETED
         return 0.0
-    seeds = len(flag_values(task.cmd, "--seeds")) or 1
-    kind_of = OBJECTIVE_FACTS[objective].model_kind if objective in OBJECTIVE_FACTS else None
+    seeds = len(job.seeds) or 1
+    kind_of = OBJECTIVE_FACTS[job.objective].model_kind if job.objective in OBJECTIVE_FACTS else None
     factor = seconds.get(f"search_factor_{kind_of}", 1.0)   # on its SBS and MCTS conditions, not best-of-N
-    return seeds * sum(condition_seconds(m, task.cmd, seconds, draws) * (factor if m.startswith(("sbs", "mcts"))
-                                                                         else 1.0)
-                       for m in flag_values(task.cmd, "--methods"))
+    return seeds * sum(condition_seconds(m, job.settings, seconds, draws) * (factor if m.startswith(("sbs", "mcts"))
+                                                                             else 1.0)
+                       for m in job.methods)
 
 
-def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> float:
+def schedule(tasks: Sequence[Task | Job], seconds: dict[str, float], jobs: int) -> float:
     """When the last task ends when up to `jobs` run at once, each as soon as a slot is free and what it
     waits for (among `tasks`) has ended, in list order among the ready ones (`masprm.stages.jobs.run_tasks`)."""
     names = {t.name for t in tasks}
@@ -124,11 +104,11 @@ def schedule(tasks: Sequence[Task], seconds: dict[str, float], jobs: int) -> flo
     return now
 
 
-def estimate(tasks: Sequence[Task], done: set[str], jobs: int, demo_logs: str,
+def estimate(tasks: Sequence[Job], done: set[str], jobs: int, demo_logs: str,
              seconds: dict[str, float] = SECONDS) -> tuple[float, float]:
-    """(CPU seconds of the commands still to run, wall-clock seconds with `jobs` at a time)."""
+    """(CPU seconds of the jobs still to run, wall-clock seconds with `jobs` at a time)."""
     todo = [t for t in tasks if t.name not in done]
     # the lab's first best-of-N command without a scorer draws the passes (`masprm.lab.command.plan`)
-    draw = next((t.name for t in tasks if "bon_logprob" in flag_values(t.cmd, "--methods")), None)
-    each = {t.name: task_seconds(t, demo_logs, seconds, draws=t.name == draw) for t in todo}
+    draw = next((t.name for t in tasks if "bon_logprob" in t.methods), None)
+    each = {t.name: job_seconds(t, demo_logs, seconds, draws=t.name == draw) for t in todo}
     return sum(each.values()), schedule(todo, each, jobs)

@@ -19,11 +19,14 @@ the pre-registration has a commit.
 
 from __future__ import annotations
 
+from functools import partial
+
 from masprm.checks import check_output_dir, check_output_file
 from masprm.cli import check
 from masprm.stages import demo
 from masprm.lab import command as lab
-from masprm.stages.jobs import PY, ROOT, Task, run_tasks, stage
+from masprm.stages.jobs import PY, ROOT, run_tasks, stage
+from masprm.lab.job import Job
 from masprm.lab.dry_run import print_demo_stages, task_line
 from masprm.lab.rows import orm_of, role_flags, row_at
 from masprm.worlds.runs import WORLD_RUNS, preregistration_commit
@@ -35,7 +38,7 @@ def power_file(world) -> str:
     return world.results("power.json")
 
 
-def pilot_plan(args) -> tuple[list[Task], set[str]]:
+def pilot_plan(args) -> tuple[list[Job], set[str]]:
     """The pilot's tasks in order (the replica seeds' trees, stage 2 and training as `lab.plan` makes them, then
     one dev evaluation per training seed, then the power computation) and the finished ones."""
     world = WORLD_RUNS[args.world]
@@ -47,11 +50,16 @@ def pilot_plan(args) -> tuple[list[Task], set[str]]:
     tasks = [task for task in lab_tasks if task.name in wanted]
     for seed, (prm, orm) in pairs.items():
         scorers = (*role_flags("prm", prm.folder, world), *role_flags("orm", orm.folder, world))
-        cmd = demo.evaluation_command(args.seeds, METHODS, scorers, (*lab.search_budget(args), "--step_agg", "min"),
-                                      logs_dir=world.pilot_logs, world=world, split="dev")
-        tasks.append(Task(f"pilot_s{seed}", cmd, tuple(f"train_{r.key}" for r in (prm, orm) if not r.demo_folder)))
-    tasks.append(Task("power", [PY, "-m", "masprm.lab.power", "--logs_dir", world.pilot_logs,
-                                "--out", power_file(world)], tuple(f"pilot_s{seed}" for seed in pairs)))
+        cmd = partial(demo.evaluation_command, args.seeds, METHODS, scorers,
+                      (*lab.search_budget(args), "--step_agg", "min"), logs_dir=world.pilot_logs, world=world,
+                      split="dev")
+        tasks.append(Job(f"pilot_s{seed}", "pilot", cmd, row=prm.key, objective=prm.objective,
+                         needs=tuple(f"train_{r.key}" for r in (prm, orm) if not r.demo_folder),
+                         seeds=tuple(args.seeds), methods=tuple(METHODS), settings=lab.budget_settings(args, "min"),
+                         logs=world.pilot_logs))
+    tasks.append(Job("power", "power", partial(list, [PY, "-m", "masprm.lab.power", "--logs_dir", world.pilot_logs,
+                                                      "--out", power_file(world)]),
+                     needs=tuple(f"pilot_s{seed}" for seed in pairs)))
     return tasks, done & {task.name for task in tasks}
 
 
@@ -76,6 +84,7 @@ def run_pilot(args) -> int:
     check_output_dir(ROOT / world.pilot_logs, "logs")
     demo.prepare_scorers(prepare, demo_args)
     stage(f"the dev pilot: {len(tasks) - len(done)} commands, {args.jobs} at a time")
-    run_tasks([t for t in tasks if t.name not in done], args.jobs, ROOT / world.pilot_logs / "pilot_output")
+    run_tasks([job.task() for job in tasks if job.name not in done], args.jobs,
+              ROOT / world.pilot_logs / "pilot_output")
     print(f"\npilot finished\npower: {power_file(world)}")
     return 0

@@ -10,12 +10,14 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 
 from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
-from masprm.stages.jobs import ROOT, Task
+from masprm.stages.jobs import ROOT
+from masprm.lab.job import Job
 from masprm.lab.estimate import rollout_label_seconds, world_seconds
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun
 
@@ -200,22 +202,23 @@ def chosen_rows(rows: list[LabScorer], names: list[str] | None) -> list[LabScore
     return [s for s in rows if s.objective == "orm" or s.scheme == "masprm" or wanted & {s.name, s.slug}]
 
 
-def replica_trees(args, seed: int) -> tuple[Task, bool]:
+def replica_trees(args, seed: int) -> tuple[Job, bool]:
     """Stage 1 at a replica seed: the demo's tree search with that seed, under the world's seed root
     (results/train_seed_<S>/ for the toy world)."""
     world = WORLD_RUNS[args.world]
     cmd = demo.commands(demo.DemoArgs(seeds=args.seeds, seed=seed, n_train=args.n_train, world=args.world)).trees
-    return Task(f"trees_s{seed}", [*cmd, "--out_root", seed_root(seed, world)]), \
+    return Job(f"trees_s{seed}", "trees", partial(list, [*cmd, "--out_root", seed_root(seed, world)])), \
         demo.trees_done(args.n_train, seed, seed_run_folder(seed, world), world)
 
 
-def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Task, bool]:
+def replica_stage2(seed: int, world: WorldRun = demo.TOY_RUN) -> tuple[Job, bool]:
     """Stage 2 at a replica seed: the demo's pairs and PRM samples of that seed's trees."""
     cmd = demo.commands(demo.DemoArgs(seed=seed, world=world.name)).pairs
     at = cmd.index("--input") + 1
     run = Path(demo.run_folder(world)).name
     outputs = [ROOT / seed_root(seed, world) / f"{kind}_{run}.jsonl" for kind in ("prm_samples", "ppm_pairs")]
-    return Task(f"stage2_s{seed}", [*cmd[:at], seed_run_folder(seed, world), *cmd[at + 1:]], (f"trees_s{seed}",)), \
+    return Job(f"stage2_s{seed}", "stage2", partial(list, [*cmd[:at], seed_run_folder(seed, world), *cmd[at + 1:]]),
+               needs=(f"trees_s{seed}",)), \
         all(path.is_file() for path in outputs)
 
 
