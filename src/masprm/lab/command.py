@@ -30,6 +30,9 @@ commit; `--pilot` only the dev pilot that sizes its test split (`masprm.lab.pilo
 family (toy_deep_explore.yaml, logs/toy_deep_explore), once the lab's report exists; `--recipe NAME` any family
 of masprm/lab/recipes/ (`masprm.lab.recipe`). `--rows NAME ...`: some rows of a family (`rows.chosen_rows`) under
 names of their own.
+
+Sub-commands (`SUBCOMMANDS`): `plan` (= --dry_run), `run` (the default), `pilot` (= --pilot), `report ARCHIVE`
+(= --report_from ARCHIVE); `python -m masprm.lab` is the same command.
 """
 
 from __future__ import annotations
@@ -383,11 +386,50 @@ class LabArgs(ArchiveFlags):
             require(not left_out(family[name], self.rollout_rows), "rows", f"rows: {left_out(family[name], False)}")
 
 
-def main(argv: list[str] | None = None) -> int:
+# The lab's sub-commands: what each does, and the flags it leaves out (the modes it is, and what it never reads).
+# Today's flag forms stay: no sub-command is `run`, `--dry_run` is `plan`, `--pilot` is `pilot` (with --dry_run its
+# plan), `--report_from PATH` is `report PATH`; the Makefile's targets use them.
+ARCHIVE_FLAGS = ("archive", "no_archive", "archive_level")   # the run's archive (`ArchiveFlags`): `run` only
+SUBCOMMANDS = {
+    "plan": ("print the family's plan, the commands it would run and its estimated time; run nothing "
+             "(= --dry_run)", ("dry_run", "pilot", "report_from", *ARCHIVE_FLAGS)),
+    "run": ("run the family: the demo's stages where missing, every command not done, the report and its archive "
+            "(the default)", ("dry_run", "pilot", "report_from")),
+    "pilot": ("the dev pilot that sizes a world's test split (toy_deep); with --dry_run its plan (= --pilot)",
+              ("pilot", "explore", "rows", "recipe", "report_from", *ARCHIVE_FLAGS)),
+    "report": ("write the report of an archived lab run (masprm-archive: its logs and benchmarks, checked); run "
+               "nothing (= --report_from ARCHIVE)", ("dry_run", "pilot", "report_from", *ARCHIVE_FLAGS)),
+}
+
+
+def parser() -> ArgumentParser:
+    """The lab's parser: its sub-commands, each with the flags it reads, and today's flags without one."""
     p = ArgumentParser(description="The scorer lab: every label scheme and objective trained, benchmarked and "
-                                   "searched with on the toy world, side by side (after `make demo`).")
+                                   "searched with on a toy world, side by side (after `make demo`). Sub-commands "
+                                   "plan, run, pilot, report (flags after the sub-command); without one, the flags "
+                                   "as before: --dry_run plans, --pilot pilots, --report_from reports, else it runs.")
+    subs = p.add_subparsers(dest="subcommand", metavar="{" + ",".join(SUBCOMMANDS) + "}",
+                            help="what to do (default: run)")
+    for name, (what, skip) in SUBCOMMANDS.items():
+        sub = subs.add_parser(name, help=what, description=f"The scorer lab, {name}: {what}.")
+        if name == "report":
+            sub.add_argument("archived", metavar="ARCHIVE", type=PathText,
+                             help="the archived lab run (a masprm-archive file) whose report to write")
+        add_config_args(sub, LabArgs, skip=skip)
     add_config_args(p, LabArgs)
-    args = config_from_args(LabArgs, p.parse_args(argv))
+    return p
+
+
+def parse(argv: list[str] | None = None) -> LabArgs:
+    """The lab's settings from a command line, either form (a sub-command sets the mode it stands for)."""
+    found = parser().parse_args(argv)
+    mode = {"plan": {"dry_run": True}, "pilot": {"pilot": True},
+            "report": {"report_from": getattr(found, "archived", None)}}.get(found.subcommand, {})
+    return config_from_args(LabArgs, found, **mode)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
     world = lab_world(args)
     files = world.lab_files
     if args.pilot:   # the dev pilot: what sizes the test split, nothing on it
