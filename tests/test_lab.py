@@ -16,7 +16,7 @@ from helpers import flag
 from masprm.errors import ConfigError
 from masprm.roles import ROLES
 from masprm.stages import demo, jobs
-from masprm.lab import command as lab, rows as lab_rows
+from masprm.lab import command as lab, plan as lab_plan, rows as lab_rows
 from masprm.lab.job import Job
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,8 +78,8 @@ def test_dry_run_lists_every_scheme_and_method():
 def plan(monkeypatch, tmp_path, **args):
     """The plan with every scheme, objective and the label benchmark registered, in an empty folder."""
     monkeypatch.setattr(lab_rows, "missing", lambda scorer: None)
-    monkeypatch.setattr(lab, "labelbench_available", lambda: True)
-    monkeypatch.setattr(lab, "ROOT", tmp_path)
+    monkeypatch.setattr(lab_plan, "labelbench_available", lambda: True)
+    monkeypatch.setattr(lab_plan, "ROOT", tmp_path)
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     settings = {"seeds": [14, 24, 42], "seed": 42, "sample_n": None, "sbs_budget": [2, 3], "train_seeds": [42],
                 "n_train": demo.N_TRAIN, "rollout_rows": True, "world": "toy", "rows": None, **args}
@@ -251,7 +251,7 @@ def test_finished_outputs_are_skipped(monkeypatch, tmp_path):
 
 
 def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
-    monkeypatch.setattr(lab, "labelbench_available", lambda: True)
+    monkeypatch.setattr(lab_plan, "labelbench_available", lambda: True)
     registered = {"mc", "advantage"}
 
     def missing(scorer):

@@ -12,7 +12,7 @@ import pytest
 from helpers import flag
 from helpers_stage4_logs import write_stage4_log
 from masprm.stages import demo
-from masprm.lab import command as lab, pilot as lab_pilot
+from masprm.lab import command as lab, pilot as lab_pilot, plan as lab_plan
 from masprm.lab.command import LabArgs
 from masprm.lab import power as deep_power
 
@@ -34,7 +34,7 @@ def without(cmd: list[str], names: tuple[str, ...]) -> list[str]:
 
 @pytest.fixture
 def plan(monkeypatch, tmp_path):
-    monkeypatch.setattr(lab, "ROOT", tmp_path)   # nothing there: no task is done
+    monkeypatch.setattr(lab_plan, "ROOT", tmp_path)   # nothing there: no task is done
     monkeypatch.setattr(demo, "ROOT", tmp_path)
     args = LabArgs(world="toy_deep", pilot=True)
     tasks, done = lab_pilot.pilot_plan(args)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from helpers_stage4_logs import write_stage4_log
-from masprm.lab.command import LabScorer
+from masprm.lab.rows import LabScorer
 from masprm.lab import cells as lab_cells, report as lab_report
 
 ROWS = [LabScorer("masprm", "ppm", demo_folder="checkpoints/toy-ppm"),

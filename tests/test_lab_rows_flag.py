@@ -11,12 +11,12 @@ import pytest
 from helpers import flag
 from masprm.errors import ConfigError
 from masprm.stages import demo
-from masprm.lab import command as lab
+from masprm.lab import command as lab, plan as lab_plan
 
 
 @pytest.fixture
 def plan(monkeypatch, tmp_path):
-    monkeypatch.setattr(lab, "ROOT", tmp_path)   # nothing there: no task is done
+    monkeypatch.setattr(lab_plan, "ROOT", tmp_path)   # nothing there: no task is done
     monkeypatch.setattr(demo, "ROOT", tmp_path)
 
     def plan(**flags):

@@ -88,12 +88,11 @@ def test_the_allowed_graph_itself_has_no_cycle():
         depth(package)
 
 
-# The import circles between modules today, each closed by an import inside a function: the lab's command
-# dispatches to the pilot, which reuses the lab's plan (docs/architecture.md, "Where the lab is going": the lab's own
-# package removes it); a dataset given by path or hub id is read by dataset_sources, which builds on data's readers;
+# The import circles between modules today, each closed by an import inside a function: a dataset given by path or
+# hub id is read by dataset_sources, which builds on data's readers;
 # SBS's beam scores through scorer_kinds, whose kinds type their beams; the public scorer formats build on the own
 # scorer. No other may appear.
-KNOWN_CIRCLES = {frozenset({"lab/command", "lab/pilot"}), frozenset({"data", "dataset_sources"}),
+KNOWN_CIRCLES = {frozenset({"data", "dataset_sources"}),
                  frozenset({"search/beam", "search/scorer_kinds"}),
                  frozenset({"models/public_scorers", "models/scorer"})}
 

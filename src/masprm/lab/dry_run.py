@@ -33,7 +33,7 @@ def task_line(job: Job, done: set[str]) -> str:
 
 
 def print_plan(args, world: WorldRun, prepare, tasks: Sequence[Job], rows: Sequence, done: set[str]) -> None:
-    """Print the plan of `masprm.lab.command.plan` (`prepare`: the demo's commands of the same world)."""
+    """Print the plan of `masprm.lab.plan.plan` (`prepare`: the demo's commands of the same world)."""
     files, sweep = world.lab_files, lab_recipe(args).sweep
     print_demo_stages(prepare)
     print(f"# the lab: {len(rows)} scorers (label scheme + objective -> folder); 'after' names what a "

@@ -108,7 +108,7 @@ def estimate(tasks: Sequence[Job], done: set[str], jobs: int, demo_logs: str,
              seconds: dict[str, float] = SECONDS) -> tuple[float, float]:
     """(CPU seconds of the jobs still to run, wall-clock seconds with `jobs` at a time)."""
     todo = [t for t in tasks if t.name not in done]
-    # the lab's first best-of-N command without a scorer draws the passes (`masprm.lab.command.plan`)
+    # the lab's first best-of-N command without a scorer draws the passes (`masprm.lab.plan.plan`)
     draw = next((t.name for t in tasks if "bon_logprob" in t.methods), None)
     each = {t.name: job_seconds(t, demo_logs, seconds, draws=t.name == draw) for t in todo}
     return sum(each.values()), schedule(todo, each, jobs)

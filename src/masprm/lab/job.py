@@ -4,7 +4,7 @@
         methods=("sbs_prm", "mcts_prm"), settings={"b1": 3, "b2": 5, "bon_n": 8, "step_agg": "min"},
         logs="logs/toy_lab", needs=("train_mc-prm",))
 
-The plan (`masprm.lab.command.plan`, `masprm.lab.pilot.pilot_plan`) is a list of these; the cost estimate
+The plan (`masprm.lab.plan.plan`, `masprm.lab.pilot.pilot_plan`) is a list of these; the cost estimate
 (`masprm.lab.estimate`) prices a job from its fields (its kind, its row's objective, its methods, seeds and
 settings, the logs folder it writes to), never by reading a command line back; `argv()` builds the command
 only where the job is printed (the dry run) or started (`task()`, what `masprm.stages.jobs.run_tasks` runs).

@@ -24,7 +24,7 @@ from functools import partial
 from masprm.checks import check_output_dir, check_output_file
 from masprm.cli import check
 from masprm.stages import demo
-from masprm.lab import command as lab
+from masprm.lab import plan as lab
 from masprm.stages.jobs import PY, ROOT, run_tasks, stage
 from masprm.lab.job import Job
 from masprm.lab.dry_run import print_demo_stages, task_line
