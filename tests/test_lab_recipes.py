@@ -3,6 +3,7 @@ costs), a lab family is one data file, a bad one is one clear error, and every w
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -99,3 +100,14 @@ def test_every_worlds_team_reaches_its_report():
     assert head[3] == "label AUC R / P / O1 / O2 / O3 / O4 / O5 / V"
     assert records[0]["cells"][head[3]] == "0.50 / 0.51 / 0.52 / 0.53 / 0.54 / 0.55 / 0.56 / 0.57"
     assert table_records([row], {}, None, {})[0][3] == "label AUC R / P / S / V"   # the toy world's, as before
+
+
+def test_the_readmes_lab_summary_shows_the_worlds_team(tmp_path):
+    """The summary block keeps the lab table's label AUC column whatever the team (the report names its agents)."""
+    from masprm.published.blocks import lab_summary
+    head = "label AUC R / P / O1 / O2 / O3 / O4 / O5 / V"
+    cells = {"scorer": "mc+prm", head: "0.50 / 0.51 / 0.52 / 0.53 / 0.54 / 0.55 / 0.56 / 0.57"}
+    (tmp_path / "toy_deep_lab.json").write_text(json.dumps({"columns": list(cells), "made_by": {},
+                                                            "rows": [{"slug": "mc-prm", "cells": cells, "logs": {}}]}))
+    text = lab_summary(tmp_path / "toy_deep_lab.md", tmp_path / "toy_deep_lab_claims.json")
+    assert head in text.splitlines()[0] and cells[head] in text

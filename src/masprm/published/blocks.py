@@ -184,8 +184,10 @@ def lab_summary(table: Path, claims: Path) -> str:
     by_name = {c["name"]: c["result"] for c in found}
     base, column, title = SUMMARY_CLAIM
     rows = lab_rows(table)
+    # the label AUC column names the world's team (toy: R / P / S / V; toy_deep: its eight agents): the table's own
+    label = next((c for cells, _ in rows for c in cells if c.startswith("label AUC")), None)
     shown = tuple(SUMMARY_FALLBACK[c] if c in SUMMARY_FALLBACK and all(cells.get(c, "–") == "–" for cells, _ in rows)
-                  else c for c in SUMMARY_COLUMNS)
+                  else label if label and c.startswith("label AUC") else c for c in SUMMARY_COLUMNS)
     column_key = f"{column} pass@1 %"
     base_by = next((by for cells, by in rows if cells.get("scorer") == base), {}).get(column_key)
     made = {command for _, by in rows for command in by.values() if command}
