@@ -111,3 +111,13 @@ def test_the_readmes_lab_summary_shows_the_worlds_team(tmp_path):
                                                             "rows": [{"slug": "mc-prm", "cells": cells, "logs": {}}]}))
     text = lab_summary(tmp_path / "toy_deep_lab.md", tmp_path / "toy_deep_lab_claims.json")
     assert head in text.splitlines()[0] and cells[head] in text
+
+
+def test_a_bad_recipe_stops_the_command_in_one_line(recipes_dir, monkeypatch, capsys):
+    import sys
+    (recipes_dir / "bad.yaml").write_text("world: mars\n")
+    monkeypatch.setattr(sys, "argv", ["lab.py", "plan"])
+    with pytest.raises(SystemExit) as stop:
+        lab.cli()
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and len(err.strip().splitlines()) == 1 and "bad.yaml: no lab" in err

@@ -53,7 +53,7 @@ from masprm.stages.jobs import ROOT, children_cpu_seconds, run_tasks, stage
 from masprm.lab.rows import LAB_SCORERS, TRAIN_SEEDS, left_out, world_rows
 from masprm.lab.finish import write_lab_report
 from masprm.lab.pilot import run_pilot
-from masprm.lab.recipe import lab_recipe, recipe_named, recipes, world_recipe
+from masprm.lab.recipe import lab_recipe, recipe_named, recipe_names, world_recipe
 from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
@@ -122,7 +122,7 @@ class LabArgs(ArchiveFlags):
                         help="the world's exploratory family instead of its lab's (toy_deep: every row at one training "
                              "and one search seed, after its lab's report; docs/scorer_lab.md)")
     recipe: str | None = arg(None, flags=("--recipe",),
-                             help="the family of masprm/lab/recipes/ to run, by file name (" + ", ".join(recipes()) +
+                             help="the family of masprm/lab/recipes/ to run, by file name (" + ", ".join(recipe_names()) +
                                   "; default: the --world's lab, with --explore its exploratory family); its world "
                                   "is --world")
     rows: list[str] | None = arg(None, flags=("--rows",), nargs="+", help="only these rows (mc_rollouts+prm or "

@@ -147,6 +147,11 @@ def recipes_in(folder: Path) -> dict[str, Recipe]:
     return found
 
 
+def recipe_names() -> list[str]:
+    """The recipes' names, from their files' names alone (nothing read: a help text lists them before any check)."""
+    return sorted(path.stem for path in RECIPES.glob("*.yaml"))
+
+
 def recipe_named(name: str) -> Recipe:
     """The recipe of that name (a ConfigError listing the valid ones)."""
     found = recipes()
