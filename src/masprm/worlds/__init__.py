@@ -50,7 +50,7 @@ class World:
     task: TaskWorld
     config: str                       # the team the policy learns to play
     out: str                          # the build's default folder
-    shipped: str                      # the shipped policy's folder name in masprm/toy/
+    shipped: str                      # the shipped policy's folder, under masprm/worlds/
     sources: tuple[str, ...]          # the toy modules whose code trains the policy (build fingerprint)
     check_graph: Callable[[MASGraph], None]                     # ValueError for another team
     reference_outputs: Callable[..., dict[int, str]]            # (problem, rng) -> agent -> output
