@@ -17,7 +17,9 @@ def test_the_committed_pages_are_what_the_generator_writes():
 
 def test_every_scheme_and_objective_has_a_section_with_the_fixed_outline():
     pages = {path.stem: text for path, text in reference.pages(REPO / "docs").items()}
-    for page, names in (("label_schemes", LABEL_SCHEMES.names()), ("objectives", objective_modes())):
+    schemes = reference.project_schemes()
+    assert {"masprm", "mc", "step_truth"} <= set(schemes) and set(schemes) <= set(LABEL_SCHEMES.names())
+    for page, names in (("label_schemes", schemes), ("objectives", objective_modes())):
         sections = pages[page].split("\n## ")[1:]
         assert [s.splitlines()[0] for s in sections] == list(names)
         for section in sections:

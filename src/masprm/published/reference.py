@@ -82,6 +82,12 @@ def scheme_module(scheme: object) -> str:
     return found[0] if found else ""
 
 
+def project_schemes() -> list[str]:
+    """The registered schemes the package defines, in registration order: one registered from outside it (a
+    user's extension, a test's) is not the project's and has no page."""
+    return [name for name in LABEL_SCHEMES.names() if scheme_module(LABEL_SCHEMES[name])]
+
+
 def lab_rows(docs: Path) -> dict[tuple[str, str], dict[str, set[str]]]:
     """(scheme, objective) -> {row name: the run pages (relative to docs/) whose tables name it}."""
     rows: dict[tuple[str, str], dict[str, set[str]]] = {}
@@ -132,7 +138,7 @@ def label_schemes_page(docs: Path) -> str:
            "#the-label-schemes).", "",
            "| scheme | records | reads |", "|---|---|---|"]
     sections = []
-    for name in LABEL_SCHEMES.names():
+    for name in project_schemes():
         scheme = LABEL_SCHEMES[name]
         module = scheme_module(scheme)
         summary, body = _what(module_docstring(module))
