@@ -330,11 +330,13 @@ def test_the_demo_says_whether_its_numbers_match_the_published_ones(tiny_run, tm
 def test_the_demo_packs_what_it_made_once_and_its_archive_flags_are_checked(tiny_run, monkeypatch, capsys):
     from types import SimpleNamespace
 
-    from masprm.stages import demo, jobs
-    from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
+    from masprm.stages import demo
+
+    from masprm.running import commands
+    from masprm.running.run_archive import ArchiveFlags, archive_run, demo_paths
     from masprm.worlds.runs import WORLD_RUNS
 
-    monkeypatch.setattr(jobs, "ROOT", tiny_run)
+    monkeypatch.setattr(commands, "ROOT", tiny_run)
     world = WORLD_RUNS["toy"]
     made = SimpleNamespace(aggregate=["python", "aggregator.py"], stepbench=["python", "-m", "masprm.instruments.stepbench"],
                            claims=["python", "-m", "masprm.instruments.claims"], trees=["python", "src/run_mcts.py"],

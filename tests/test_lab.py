@@ -15,7 +15,8 @@ import pytest
 from helpers import flag
 from masprm.errors import ConfigError
 from masprm.roles import ROLES
-from masprm.stages import demo, jobs
+from masprm.stages import demo
+from masprm.running import commands
 from masprm.lab import command as lab, plan as lab_plan, rows as lab_rows
 from masprm.lab.job import Job
 
@@ -274,7 +275,7 @@ def test_a_missing_scheme_is_one_line_and_its_row_is_left_out(monkeypatch):
 
 def test_a_small_synthetic_run_prepares_runs_what_is_not_done_and_writes_the_report(monkeypatch, tmp_path, capsys):
     monkeypatch.chdir(tmp_path)
-    monkeypatch.setattr(jobs, "ROOT", tmp_path)
+    monkeypatch.setattr(commands, "ROOT", tmp_path)
     monkeypatch.setattr(lab, "ROOT", tmp_path)   # the commands' outputs: under tmp_path/logs/toy_lab
     noop = [sys.executable, "-c", "pass"]
     monkeypatch.setattr(demo, "commands", lambda args: SimpleNamespace(build=noop, trees=noop, pairs=noop, scorers=[],

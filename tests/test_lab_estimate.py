@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from masprm.stages.jobs import Task
+from masprm.running.commands import Task
 from masprm.lab.estimate import SECONDS, estimate, job_seconds, rollout_label_seconds, schedule, world_seconds
 from masprm.lab.job import Job
 

@@ -10,7 +10,8 @@ import pytest
 
 from helpers import flag
 from masprm.cli import UsageError
-from masprm.stages import demo, jobs
+from masprm.stages import demo
+from masprm.running import commands as command_runner   # test_world_runs' commands() parses a plan
 from masprm.lab import command as lab
 from masprm.lab.rows import LAB_SCORERS
 from masprm.lab.recipe import world_recipe
@@ -80,9 +81,9 @@ def test_the_exploratory_run_waits_for_the_labs_report(tmp_path, monkeypatch, ca
     def started(*args, **kwargs):
         raise RuntimeError("a command started")
 
-    for m in (demo, lab, jobs):
+    for m in (demo, lab, command_runner):
         monkeypatch.setattr(m, "ROOT", tmp_path)
-    monkeypatch.setattr(demo, "Job", started)   # the report is looked for under the lab's folder (ROOT), not the cwd
+    monkeypatch.setattr(demo, "Command", started)   # the report is looked for under the lab's folder (ROOT), not the cwd
     monkeypatch.setattr(sys, "argv", ["lab", "--world", "toy_deep", "--explore"])
     with pytest.raises(SystemExit) as stop:
         lab.cli()

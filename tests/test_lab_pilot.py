@@ -80,8 +80,8 @@ def test_the_pilot_runs_the_primary_comparison_on_dev_per_training_seed(plan):
 
 def test_the_pilot_starts_while_the_test_split_is_empty_once_the_preregistration_is_committed(monkeypatch, tmp_path):
     from masprm.cli import UsageError
-    from masprm.stages import jobs
-    for module in (lab, demo, jobs, lab_pilot):
+    from masprm.running import commands
+    for module in (lab, demo, commands, lab_pilot):
         monkeypatch.setattr(module, "ROOT", tmp_path)
     prepared, ran = [], []
     monkeypatch.setattr(demo, "prepare_scorers", lambda c, args: prepared.append(args.world))

@@ -150,7 +150,7 @@ def test_a_link_at_any_depth_of_a_folder_output_is_refused(tmp_path, monkeypatch
         import masprm.lab.command as lab
 
         monkeypatch.setattr(lab, "ROOT", tmp_path)
-        monkeypatch.setattr(demo, "Job", None)   # never starts a command (the lab's first: demo.prepare_scorers)
+        monkeypatch.setattr(demo, "Command", None)   # never starts a command (the lab's first: demo.prepare_scorers)
         out = lab.LOGS
     if not depth:
         target = "../" * out.count("/") + target

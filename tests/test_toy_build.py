@@ -160,7 +160,7 @@ def test_the_build_pins_the_demos_numerics_unless_the_environment_names_its_own(
     # A policy built or verified by hand must be computed as make demo's jobs compute it: the shipped
     # weights were trained under PINNED_NUMERICS, and a rebuild on other kernels misses them.
     monkeypatch.delenv("ATEN_CPU_CAPABILITY", raising=False)
-    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")   # the user's choice is kept, as masprm.stages.jobs keeps it
+    monkeypatch.setenv("MKL_CBWR", "COMPATIBLE")   # the user's choice is kept, as masprm.running.commands keeps it
     assert toy_build.pin_numerics() == {"ATEN_CPU_CAPABILITY": "avx2", "MKL_CBWR": "COMPATIBLE"}
     import os
     assert os.environ["ATEN_CPU_CAPABILITY"] == "avx2"

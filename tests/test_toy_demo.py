@@ -116,5 +116,5 @@ def test_pipeline_seed_reaches_trees_and_scorers_and_decides_what_is_reused(tmp_
     (scorer / "masprm_scorer.json").write_text(json.dumps({"status": "completed"}))
     assert demo.scorer_completed(scorer)
     assert all("--resume" in c for c in cmds if c[1] == "src/train/trainer.py")
-    # not --quiet: the trainings write progress lines, which the demo shows on screen (masprm.stages.jobs)
+    # not --quiet: the trainings write progress lines, which the demo shows on screen (masprm.running.commands)
     assert not any("--quiet" in c for c in cmds if c[1] == "src/train/trainer.py")

@@ -169,16 +169,16 @@ def test_an_unknown_world_is_one_line_naming_the_valid_ones(tmp_path, script):
 
 @pytest.mark.parametrize("module", [demo, lab])
 def test_an_empty_test_split_stops_a_run_before_any_work(tmp_path, monkeypatch, capsys, module):
-    from masprm.stages import jobs
+    from masprm.running import commands
     from masprm.worlds.toy_deep import data as deep_data
     from masprm.worlds.toy_deep.task import K, deep_world
 
     def started(*args, **kwargs):
         raise RuntimeError("a command started")
 
-    for m in (demo, lab, jobs):
+    for m in (demo, lab, commands):
         monkeypatch.setattr(m, "ROOT", tmp_path)
-    monkeypatch.setattr(demo, "Job", started)   # the lab's first command too (demo.prepare_scorers)
+    monkeypatch.setattr(demo, "Command", started)   # the lab's first command too (demo.prepare_scorers)
     monkeypatch.setattr(deep_data, "TOY_DEEP", deep_world(K, 0))   # as before the dev pilot sized it
     monkeypatch.setattr(sys, "argv", [module.__name__, "--world", "toy_deep"])
     with pytest.raises(SystemExit) as stop:

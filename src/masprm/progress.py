@@ -12,7 +12,7 @@ shows it only on a terminal (a bar that must leave no line in logs).
 Where a bar would leave only carriage returns (a log file), a long loop writes a line every so often instead,
 ``step_progress_line``: ``[progress] train step 40/480 (8%), loss 0.6931, 1m 12s so far, about 13m 12s left``.
 Every such line starts with ``PROGRESS_MARK``, as stage 4's text logs' progress lines do, so a driver that
-runs a command into a file (``masprm.stages.jobs``) can show them. Pure Python.
+runs a command into a file (``masprm.running.commands``) can show them. Pure Python.
 """
 
 from __future__ import annotations

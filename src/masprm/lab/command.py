@@ -17,7 +17,7 @@ Then the report (`masprm.lab.report`): results/toy_lab.md (the table; its facts 
 results/toy_lab_claims.txt (every scorer against the ORM and against the paper's MASPRM, paired bootstrap CIs) and
 results/toy_lab.png. The conditions without a scorer (single pass, log-prob SBS / MCTS / best-of-N) run once; the
 best-of-N samples are drawn once per seed and read back by every scorer (logs/toy_lab/sampled_passes). Commands run
-`--jobs` at a time, each as soon as what it needs is there (`masprm.stages.jobs.run_tasks`), under the demo's
+`--jobs` at a time, each as soon as what it needs is there (`masprm.running.commands.run_tasks`), under the demo's
 pinned numerics. Outputs that exist are skipped (label files, finished scorers, benchmark reports); evaluation
 commands skip their COMPLETED conditions themselves; an interrupted lab continues where it stopped. A scheme or
 objective that is not registered is reported in one line and its row left out, and so is a row whose labels sample
@@ -49,12 +49,12 @@ from masprm.config import add_config_args, arg, config_from_args, require, requi
 from masprm.paths import PathText
 from masprm.paired_stats import MIN_QUESTIONS, QUESTIONS_RULE
 from masprm.stages import demo
-from masprm.stages.jobs import ROOT, children_cpu_seconds, run_tasks, stage
+from masprm.running.commands import ROOT, children_cpu_seconds, run_tasks, stage
 from masprm.lab.rows import LAB_SCORERS, TRAIN_SEEDS, left_out, world_rows
 from masprm.lab.finish import write_lab_report
 from masprm.lab.pilot import run_pilot
 from masprm.lab.recipe import lab_recipe, recipe_named, recipe_names, world_recipe
-from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
+from masprm.running.run_archive import ArchiveFlags, archive_run, demo_paths, lab_paths
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
 # the plan (`masprm.lab.plan`) and its settings, also named here for the lab's readers and tests

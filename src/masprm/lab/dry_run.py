@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from masprm.stages.jobs import show
+from masprm.running.commands import show
 from masprm.lab.estimate import estimate, job_seconds, world_seconds
 from masprm.lab.job import Job
 from masprm.lab.recipe import lab_recipe

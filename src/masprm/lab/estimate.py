@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Mapping, Sequence
 
 from masprm.objective_facts import OBJECTIVE_FACTS
-from masprm.stages.jobs import Task
+from masprm.running.commands import Task
 from masprm.lab.job import Job
 from masprm.lab.compute_match import sbs_samples
 from masprm.worlds.runs import WORLD_RUNS
@@ -88,7 +88,7 @@ def job_seconds(job: Job, demo_logs: str, seconds: dict[str, float] = SECONDS, d
 
 def schedule(tasks: Sequence[Task | Job], seconds: dict[str, float], jobs: int) -> float:
     """When the last task ends when up to `jobs` run at once, each as soon as a slot is free and what it
-    waits for (among `tasks`) has ended, in list order among the ready ones (`masprm.stages.jobs.run_tasks`)."""
+    waits for (among `tasks`) has ended, in list order among the ready ones (`masprm.running.commands.run_tasks`)."""
     names = {t.name for t in tasks}
     pending, running, ended, now = list(tasks), {}, set(), 0.0
     while pending or running:

@@ -14,7 +14,7 @@ import contextlib
 
 from masprm.archive.read import opened, read_manifest
 from masprm.lab.recipe import lab_recipe
-from masprm.stages import jobs
+from masprm.running import commands
 from masprm.worlds.runs import WorldRun, make_command
 
 
@@ -24,13 +24,13 @@ def write_lab_report(args, world: WorldRun, rows, notes, made: str, lab_budgets:
     command that made the lab's own logs (the demo's are `make demo`'s; from an archive: the one it records)."""
     from masprm.lab.report import write_report
     family = lab_recipe(args)
-    files = {name: str(jobs.ROOT / path) for name, path in world.lab_files.items()}   # written in the checkout
+    files = {name: str(commands.ROOT / path) for name, path in world.lab_files.items()}   # written in the checkout
     # an exploratory lab reads its own folder only (`reuse_demo`)
     logs = [world.lab_files["logs"]] if family.exploratory else [world.demo_logs, world.lab_files["logs"]]
     record = world.report_record()   # in the checkout: the pre-registration's commit is the checkout's
     if archive:   # the archived run's cells were made by its own command
         made = read_manifest(archive).meta.get("command") or made
-    inputs = opened(archive) if archive else contextlib.nullcontext(jobs.ROOT)
+    inputs = opened(archive) if archive else contextlib.nullcontext(commands.ROOT)
     with inputs as root, contextlib.chdir(root):
         write_report(rows, logs, world.lab_files["stepbench"], world.lab_files["labelbench"], files["report"],
                      files["claims"], files["plot"], budgets=lab_budgets, seed=args.seed, notes=notes,

@@ -7,7 +7,7 @@
 The plan (`masprm.lab.plan.plan`, `masprm.lab.pilot.pilot_plan`) is a list of these; the cost estimate
 (`masprm.lab.estimate`) prices a job from its fields (its kind, its row's objective, its methods, seeds and
 settings, the logs folder it writes to), never by reading a command line back; `argv()` builds the command
-only where the job is printed (the dry run) or started (`task()`, what `masprm.stages.jobs.run_tasks` runs).
+only where the job is printed (the dry run) or started (`task()`, what `masprm.running.commands.run_tasks` runs).
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
-from masprm.stages.jobs import Task
+from masprm.running.commands import Task
 
 KINDS = ("trees", "stage2", "labels", "train", "labelbench", "eval", "stepbench", "sweep", "pilot", "power")
 
@@ -50,7 +50,7 @@ class Job:
         return list(self.build())
 
     def task(self) -> Task:
-        """The job as the scheduler runs it (`masprm.stages.jobs.run_tasks`)."""
+        """The job as the scheduler runs it (`masprm.running.commands.run_tasks`)."""
         return Task(self.name, self.argv(), self.needs)
 
     @property

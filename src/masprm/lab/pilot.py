@@ -25,7 +25,7 @@ from masprm.checks import check_output_dir, check_output_file
 from masprm.cli import check
 from masprm.stages import demo
 from masprm.lab import plan as lab
-from masprm.stages.jobs import PY, ROOT, run_tasks, stage
+from masprm.running.commands import PY, ROOT, run_tasks, stage
 from masprm.lab.job import Job
 from masprm.lab.dry_run import print_demo_stages, task_line
 from masprm.lab.rows import orm_of, role_flags, row_at

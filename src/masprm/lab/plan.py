@@ -16,7 +16,7 @@ from functools import partial
 from pathlib import Path
 
 from masprm.stages import demo
-from masprm.stages.jobs import PY, ROOT, stage_command
+from masprm.running.commands import PY, ROOT, stage_command
 from masprm.lab.job import Job
 from masprm.lab.recipe import Recipe, lab_recipe, world_recipe
 from masprm.lab.rows import (LabScorer, chosen_rows, ensemble_of, left_out, needs_rollouts, orm_of, replica_stage2,

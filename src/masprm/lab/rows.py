@@ -16,7 +16,7 @@ from pathlib import Path
 from masprm.objective_facts import OBJECTIVE_FACTS
 from masprm.scorer_meta import SCORER_META_FILE
 from masprm.stages import demo
-from masprm.stages.jobs import ROOT
+from masprm.running.commands import ROOT
 from masprm.lab.job import Job
 from masprm.lab.estimate import rollout_label_seconds, world_seconds
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun

@@ -16,7 +16,7 @@ Runs the README's five stages as a user would, with ``--dataset toy`` (``--world
   6. the run's archive, archives/<world>_demo-v<N>    (python -m masprm.archive pack; --no_archive: none)
      and whether its numbers match the published ones (docs/toy_world.md's generated blocks)
 
-Every command is printed before it runs (`masprm.stages.jobs`), under the same pinned numerics
+Every command is printed before it runs (`masprm.running.commands`), under the same pinned numerics
 (`PINNED_NUMERICS`: the AVX2 code paths of PyTorch and MKL, one thread per
 job), so another AMD x86-64 CPU computes the same numbers (an Intel one takes
 another MKL code path: docs/toy_world.md). The conditions that
@@ -41,9 +41,9 @@ from masprm.eval.methods import flags_read_by
 from masprm.io import read_json
 from masprm.run_folder import run_folder_name
 from masprm.scorer_meta import SCORER_META_FILE
-from masprm.stages.jobs import (PROGRESS_EVERY_S, PY, ROOT, Background, Job, run_side_by_side, show, stage,
+from masprm.running.commands import (PROGRESS_EVERY_S, PY, ROOT, Background, Command, run_side_by_side, show, stage,
                                 stage_command)
-from masprm.stages.run_archive import ArchiveFlags, archive_run, demo_paths
+from masprm.running.run_archive import ArchiveFlags, archive_run, demo_paths
 from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
 from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command, require_world
 from masprm.published.blocks import demo_verdict
@@ -207,12 +207,12 @@ def make_scorers(c: Commands, args) -> None:
     world = WORLD_RUNS[args.world]
     fresh = not trees_done(args.n_train, args.seed, world=world)
     if fresh:
-        Job(c.trees).wait()
+        Command(c.trees).wait()
     else:
         print(f"stage 1: {run_folder(world)} has its trees: skipped")
     fresh = fresh or not all((ROOT / job.data).is_file() for job in c.scorers)
     if fresh:
-        Job(c.pairs).wait()
+        Command(c.pairs).wait()
     else:
         print("stage 2: pairs already there: skipped")
     stale = [job.out for job in c.scorers if fresh and (ROOT / job.out).exists()]
@@ -230,7 +230,7 @@ def make_scorers(c: Commands, args) -> None:
 def prepare_scorers(c: Commands, args) -> None:
     """Stages 0-3 ahead of the lab (and of its dev pilot): the world built (cached), then `make_scorers`."""
     stage("the demo's trees, pairs and scorers (skipped where they exist)")
-    Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    Command(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
     make_scorers(c, args)
 
 
@@ -281,7 +281,7 @@ def main(argv: list[str] | None = None) -> int:
     started, timings, output, files = time.time(), [], output_folder(world), world.demo_files
 
     t = stage("0 build the toy world (cached)")
-    Job(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
+    Command(c.build, threads=None, env={"PYTHONPATH": "src"}).wait()
     timings.append(("0 build", time.time() - t))
 
     t = stage("1-3 trees, pairs and scorers (no-scorer conditions evaluated alongside)")
@@ -304,8 +304,8 @@ def main(argv: list[str] | None = None) -> int:
     timings.append(("4 evaluation", time.time() - t))
 
     t = stage("5 aggregate, budget curves and the paper's claims")
-    Job(c.aggregate).wait()
-    Job(c.claims).wait()
+    Command(c.aggregate).wait()
+    Command(c.claims).wait()
     timings.append(("5 aggregate", time.time() - t))
 
     t = stage("6 the run's archive")

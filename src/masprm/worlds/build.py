@@ -68,7 +68,7 @@ POLICY_THREADS = 2
 
 def pin_numerics() -> dict[str, str]:
     """Give this process the demo's numerics where its environment names none (a value set there is kept,
-    as `masprm.stages.jobs` keeps it); returns the values in force.
+    as `masprm.running.commands` keeps it); returns the values in force.
 
     Called before torch is imported (both are read when PyTorch and MKL first run a kernel): a policy
     built, shipped or verified by hand is then computed as `make demo`'s jobs compute it. Without this a

@@ -2,7 +2,7 @@
 
     archive_run(flags, "toy_demo", demo_paths(world, commands), command="make demo", seeds=..., world=world)
 
-Paths are relative to the checkout the command runs in (`jobs.ROOT`, read when called).
+Paths are relative to the checkout the command runs in (`commands.ROOT`, read when called).
 `ArchiveFlags` is the one home of the three flags both commands take (`--archive DIR`, `--no_archive`,
 `--archive_level`); `demo_paths` and `lab_paths` name what each run made, by path, with the command that made
 each where one command did (the stage-4 logs are named by their conditions' fingerprints instead).
@@ -22,8 +22,8 @@ from masprm.checks import check_output_dir
 from masprm.config import arg
 from masprm.paths import PathText
 from masprm.provenance import code_commit, preregistration_commit
-from masprm.stages import jobs
-from masprm.stages.jobs import show
+from masprm.running import commands
+from masprm.running.commands import show
 from masprm.worlds.runs import WorldRun
 
 
@@ -42,7 +42,7 @@ class ArchiveFlags:
     def check_archive(self) -> None:
         """The archive folder can be written: checked before any work."""
         if not self.no_archive:
-            check_output_dir(jobs.ROOT / self.archive, "archive")
+            check_output_dir(commands.ROOT / self.archive, "archive")
 
 
 def demo_paths(world: WorldRun, commands, trees: str) -> dict[str, str | None]:
@@ -69,7 +69,7 @@ def lab_paths(world: WorldRun, command: str) -> dict[str, str | None]:
     paths = [files["logs"], str(report), str(report.with_suffix(".json")), str(claims),
              str(claims.with_suffix(".json")), files["plot"], files["stepbench"], files["labelbench"]]
     # level full: its scorers and its rows' stage-2 records on the demo's trees (replica seeds' trees stay out)
-    root = jobs.ROOT
+    root = commands.ROOT
     full = [*root.glob(f"{world.lab_checkpoints}*"), *root.glob(f"results/labels_*_{world.name}_res_*.jsonl")]
     return {p: command for p in paths + sorted(str(p.relative_to(root)) for p in full)}
 
@@ -89,14 +89,14 @@ def archive_run(flags: ArchiveFlags, run: str, paths: Mapping[str, str | None], 
     if flags.no_archive:
         print("archive: --no_archive: none written")
         return None
-    there = [p for p in paths if (jobs.ROOT / p).exists()]
+    there = [p for p in paths if (commands.ROOT / p).exists()]
     meta = {"command": command, "code": code_commit(), "seeds": list(seeds), "train_seed": train_seed,
             "world": world.name}
     if world.preregistration:
         meta["preregistration"] = {"file": world.preregistration,
                                    "commit": preregistration_commit(world.preregistration)}
     print(f"$ {pack_command(flags, run, there)}")
-    done = pack(run, there, root=jobs.ROOT, out=jobs.ROOT / flags.archive, level=flags.archive_level, meta=meta,
+    done = pack(run, there, root=commands.ROOT, out=commands.ROOT / flags.archive, level=flags.archive_level, meta=meta,
                 commands={p: c for p, c in paths.items() if c})
     report_packed(done)
     return done

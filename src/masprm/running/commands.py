@@ -1,9 +1,9 @@
 """Running stage commands from a driver (`make demo`, `make lab`): each printed, then run under pinned numerics.
 
-A `Job` is one command in a subprocess, under `PINNED_NUMERICS` (the AVX2 code
+A `Command` is one command in a subprocess, under `PINNED_NUMERICS` (the AVX2 code
 paths of PyTorch and MKL) and one thread unless told otherwise, so another
 AMD x86-64 CPU computes the same numbers (an Intel one takes another MKL code
-path: docs/toy_world.md); a quiet job writes its output to a
+path: docs/toy_world.md); a quiet command writes its output to a
 file, shows the progress lines it writes there (stage 3's training:
 ``masprm.progress.PROGRESS_MARK``) at most every ``PROGRESS_EVERY_S`` seconds
 while `run_tasks` waits on it, and prints its tail when it ends. `run_tasks` keeps up to ``jobs``
@@ -53,8 +53,8 @@ def show(cmd: list[str]) -> str:
     return " ".join(shlex.quote(c if c != PY else "python") for c in cmd)
 
 
-class Job:
-    """One command in a subprocess; quiet jobs write their output to a file and print its tail at the end."""
+class Command:
+    """One command in a subprocess; a quiet one writes its output to a file and prints its tail at the end."""
 
     def __init__(self, cmd: list[str], *, threads: int | None = 1, log: Path | None = None,
                  env: dict[str, str] | None = None):
@@ -134,7 +134,7 @@ def run_tasks(tasks: list[Task], jobs: int, folder: Path) -> None:
             while ready and len(running) < jobs:
                 task = ready.pop(0)
                 pending.remove(task)
-                running[task.name] = Job(task.cmd, log=folder / f"{task.name}.out")
+                running[task.name] = Command(task.cmd, log=folder / f"{task.name}.out")
             finished = next((name for name, job in running.items() if job.proc.poll() is not None), None)
             if finished is None:
                 if not running:   # nothing runs and nothing can start: a cycle (a bug in the plan)
@@ -160,7 +160,7 @@ class Background:
 
     def __init__(self, cmds: list[list[str]], names: list[str], folder: Path):
         self.error: BaseException | None = None
-        self.current: Job | None = None
+        self.current: Command | None = None
         self.stopped = False
 
         def target():
@@ -168,7 +168,7 @@ class Background:
                 for cmd, name in zip(cmds, names):
                     if self.stopped:
                         return
-                    self.current = Job(cmd, log=folder / f"{name}.out")
+                    self.current = Command(cmd, log=folder / f"{name}.out")
                     self.current.wait()
             except BaseException as err:  # noqa: BLE001 - re-raised by join()
                 self.error = err
