@@ -11,7 +11,7 @@ On the demo's trees (its stages 0-3 run first, skipped where their outputs exist
   sweep      the compute-matched sweep: per budget of agent samples (4 8 12 24), best-of-N + ORM and SBS / MCTS
              with the demo's MASPRM and ORM at the settings matched on the train questions (compute_match.SWEEP)
 
-Every row is trained at each seed of `--train_seeds` (42 7 99, `lab_rows.TRAIN_SEEDS`): at the demo's seed on its
+Every row is trained at each seed of `--train_seeds` (42 7 99, `masprm.lab.rows.TRAIN_SEEDS`): at the demo's seed on its
 trees, at the others on trees grown at that seed (their own stages 1 and 2); the claims pair rows seed by seed.
 Then the report (`masprm.lab.report`): results/toy_lab.md (the table; its facts in results/toy_lab.json),
 results/toy_lab_claims.txt (every scorer against the ORM and against the paper's MASPRM, paired bootstrap CIs) and

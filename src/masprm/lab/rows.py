@@ -3,7 +3,7 @@
 `make lab` (`masprm.lab.command`) trains, benchmarks and searches with each `LabScorer`
 of `LAB_SCORERS` its world's family keeps (`world_rows`), at every training seed of
 `TRAIN_SEEDS`; a replica seed grows its own trees (`seed_run_folder`) and writes its
-scorers into folders of their own. A row's folders are its world's (`world_runs`).
+scorers into folders of their own. A row's folders are its world's (`masprm.worlds.runs.WorldRun`).
 """
 
 from __future__ import annotations

@@ -49,7 +49,7 @@ from masprm.worlds.runs import DEFAULT_WORLD, WORLD_RUNS, WorldRun, make_command
 from masprm.published.blocks import demo_verdict
 
 # The demo's settings. Search settings follow the seed README; sizes fit a 2-core CPU. A world's paths,
-# team and train-split size are its record's (`world_runs`); the toy world's, named here for readers:
+# team and train-split size are its record's (`masprm.worlds.runs`); the toy world's, named here for readers:
 TOY_RUN = WORLD_RUNS[DEFAULT_WORLD]
 TOY, POLICY, CONFIG = TOY_RUN.artifacts, TOY_RUN.policy, TOY_RUN.config
 PPM_DIR, ORM_DIR, LOGS = TOY_RUN.scorer_dir("ppm"), TOY_RUN.scorer_dir("orm"), TOY_RUN.demo_logs

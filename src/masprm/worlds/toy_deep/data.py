@@ -22,7 +22,7 @@ from masprm.paired_stats import mde
 from masprm.worlds.toy_deep.task import K, deep_world
 
 TARGET_MDE = 0.025
-LAB_SEEDS = 3                   # training seeds of the confirmatory lab (lab_rows.TRAIN_SEEDS)
+LAB_SEEDS = 3                   # training seeds of the confirmatory lab (masprm.lab.rows.TRAIN_SEEDS)
 FLOOR, CAP = 300, 3_000         # the test split's least and most questions
 # (sd_q, tau2) measured by the dev pilot (`make lab-pilot WORLD=toy_deep`, then `masprm.lab.power`:
 # 300 dev questions, training seeds 7 42 99; docs/toy_world.md); the test split was empty until then.
