@@ -85,6 +85,31 @@ def test_no_stage_command_imports_another():
     assert not wrong
 
 
+# Inside the lab, three tiers, each importing only its own and those below: what reads a run's logs and
+# reports on them, what plans a run (records, prices, plans), and the commands that drive both.
+LAB_TIERS = {
+    "measure": {"claims", "cells", "compute_match", "power", "sweep_report", "report"},
+    "plan": {"job", "estimate", "rows", "recipe", "sweep_jobs", "plan", "dry_run"},
+    "command": {"finish", "pilot", "command", "__main__"},
+}
+LAB_ORDER = list(LAB_TIERS)
+
+
+def test_each_lab_module_imports_only_its_tier_and_those_below():
+    tier = {module: name for name, modules in LAB_TIERS.items() for module in modules}
+    found = {p.stem for p in (PACKAGE / "lab").glob("*.py")} - {"__init__"}
+    assert found == set(tier), f"give each lab module a tier in LAB_TIERS: {sorted(found ^ set(tier))}"
+    wrong = []
+    for here, file, name in imports():
+        parts = name.split(".")
+        if here != "lab" or len(parts) < 3 or parts[1] != "lab":
+            continue
+        mine, theirs = tier[Path(file).name], tier[parts[2]]
+        if LAB_ORDER.index(theirs) > LAB_ORDER.index(mine):
+            wrong.append(f"{file} ({mine}) imports {name} ({theirs})")
+    assert not wrong
+
+
 def test_the_allowed_graph_itself_has_no_cycle():
     seen: dict[str, int] = {}
 
