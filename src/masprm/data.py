@@ -6,8 +6,8 @@ and returning ``LoadedData``; the bracketed selection options reach only a loade
 that declares them in its ``options`` (competition_math: both). The hub benchmarks
 below are ``HubDataset`` records; other modules add their own with
 ``@register_dataset(name, options=...)`` and may reuse ``select_examples`` for the
-shared selection rule. The toy task is a lazy entry (``masprm.worlds.toy.task:load_toy``):
-this module never imports it.
+shared selection rule. A toy world's loader comes from its own folder through the registry's provider
+(``masprm.worlds:provide_datasets``, asked on first need): this module never imports a world.
 
 Selection rule: rows are put in a seeded order (the same permutation as
 ``datasets.Dataset.shuffle(seed=seed)``), optionally filtered and stratified
@@ -71,14 +71,12 @@ class LoadedData:
 
 DatasetLoader = Callable[..., "LoadedData | list[Example]"]
 DATASETS: Registry[DatasetLoader] = Registry("dataset")
-# The toy world is optional and registers itself on import; listed here so that
-# `--dataset toy` works without the core importing it.
-DATASETS.register_lazy("toy", "masprm.worlds.toy.task:load_toy")
-DATASETS.register_lazy("toy_deep", "masprm.worlds.toy_deep.data:load_toy_deep")
+# Each toy world's loader is spelt in its own folder (`masprm.worlds`, its world.py), asked for on first need.
+DATASETS.register_provider("masprm.worlds:provide_datasets")
 # The question's fields of the datasets loaded outside this module, which ``check_fields`` requires to be
-# text (a hub dataset declares its own, ``HubDataset.text_fields``). Kept here for the toy task: its
-# module's code is part of the shipped policy's build fingerprint (masprm.worlds.build).
-TEXT_FIELDS = {"toy": ("question",), "toy_deep": ("question",)}
+# text (a hub dataset declares its own, ``HubDataset.text_fields``): a toy world's, from its record.
+TEXT_FIELDS: Registry[tuple[str, ...]] = Registry("dataset's text fields")
+TEXT_FIELDS.register_provider("masprm.worlds:provide_text_fields")
 
 # The selection options a dataset may declare (its `options` attribute): load_examples
 # passes an option on only to a dataset that declares it.

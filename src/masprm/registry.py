@@ -5,6 +5,7 @@
     @DATASETS.register("toy")                           # or as a decorator: returns the object unchanged
     def load_toy(...): ...
     DATASETS.register_lazy("toy", "masprm.worlds.toy.task:load_toy")   # imported on first use
+    DATASETS.register_provider("masprm.worlds:provide_datasets")      # more entries, asked for on first need
     METHODS["single_pass"]; METHODS.get("x"); "x" in METHODS; sorted(METHODS); METHODS.names()
 
 Rules, the same for every kind:
@@ -16,7 +17,18 @@ Rules, the same for every kind:
 - a lazy entry ``"package.module:attribute"`` is imported when it is first looked
   up, so optional parts (toy world, handoff) cost nothing until they are asked for
   and the core never imports them. Listing names (``names``, ``in``, iteration)
-  does not import anything.
+  imports no lazy entry;
+- a provider ``"package.module:function"`` completes the registry with entries the
+  core does not spell (a world's dataset, from its own folder): ``function()`` gives
+  ``(name, entry)`` pairs (or a mapping), a ``"module:attribute"`` string added as a
+  lazy entry and any other entry as it is. It is called once, on the first need of a
+  name the registry does not hold: a lookup or ``in`` of such a name, or a listing
+  (``names``, iteration, ``len``, the unknown-name message); a name already held is
+  never a reason to call it. What it gives follows the rule above: a name held twice
+  is an error, unless both name the same thing (the module the lazy entry names
+  registered itself on import). A provider that raises adds nothing and is asked
+  again at the next need; one whose module is not installed is an optional part left
+  out (nothing added, asked again at the next need).
 
 Pure Python: no torch import.
 """
@@ -25,6 +37,7 @@ from __future__ import annotations
 
 import difflib
 import importlib
+import sys
 from typing import Callable, Generic, Iterator, TypeVar, overload
 
 from masprm.errors import ConfigError, UnknownNameError
@@ -40,6 +53,8 @@ class Registry(Generic[T]):
         self.kind = kind                      # used in messages: "unknown {kind} 'x'"
         self._items: dict[str, T] = {}
         self._lazy: dict[str, str] = {}       # name -> "module:attribute", not imported yet
+        self._providers: list[str] = []       # "module:function" not asked yet (or whose module is absent)
+        self._asked: set[str] = set()         # providers asked already, each asked once
 
     # -- adding -----------------------------------------------------------
     @overload
@@ -59,12 +74,17 @@ class Registry(Generic[T]):
 
     def register_lazy(self, name: str, target: str) -> None:
         """Register ``"module:attribute"`` under ``name``; imported on first lookup."""
-        module, sep, attribute = target.partition(":")
-        if not (module and sep and attribute):
-            raise ConfigError(f"lazy {self.kind} {name!r}: {target!r} is not 'module:attribute'")
+        _check_target(target, f"lazy {self.kind} {name!r}")
         if name in self._items or name in self._lazy:
             raise ConfigError(f"{self.kind} {name!r} registered twice")
         self._lazy[name] = target
+
+    def register_provider(self, target: str) -> None:
+        """Complete the registry from ``"module:function"``, asked once on first need (see the module docstring)."""
+        _check_target(target, f"{self.kind} provider")
+        if target in self._providers or target in self._asked:
+            raise ConfigError(f"{self.kind} provider {target!r} registered twice")
+        self._providers.append(target)
 
     def unregister(self, name: str) -> None:
         """Remove ``name`` (tests that register a throwaway entry clean up with this)."""
@@ -73,6 +93,8 @@ class Registry(Generic[T]):
 
     # -- looking up -------------------------------------------------------
     def __getitem__(self, name: str) -> T:
+        if not self._holds(name):
+            self._provide()
         if name in self._items:
             return self._items[name]
         if name in self._lazy:
@@ -83,11 +105,55 @@ class Registry(Generic[T]):
         return self[name] if name in self else default
 
     def _load(self, name: str) -> T:
-        module, _, attribute = self._lazy[name].partition(":")
-        obj = getattr(importlib.import_module(module), attribute)
+        obj = _resolve(self._lazy[name])
         # Importing the module may itself have registered the name (decorator style); either way it is resolved now.
         self._lazy.pop(name, None)
         return self._items.setdefault(name, obj)
+
+    def _holds(self, name: object) -> bool:
+        return name in self._items or name in self._lazy
+
+    def _provide(self) -> None:
+        """Ask each pending provider once; all its entries are added, or none (it raised: asked again next time)."""
+        pending, self._providers = self._providers, []   # taken first: a lookup while one runs does not re-ask it
+        for k, target in enumerate(pending):
+            try:
+                entries = self._provided(target, _resolve(target)())
+            except ModuleNotFoundError as err:
+                module = target.partition(":")[0]
+                if not (err.name and (module == err.name or module.startswith(err.name + "."))):
+                    self._providers[:0] = pending[k:]
+                    raise
+                self._providers.append(target)   # an optional part not installed: nothing to add, ask again later
+                continue
+            except BaseException:
+                self._providers[:0] = pending[k:]
+                raise
+            self._asked.add(target)
+            for name, entry in entries.items():
+                if isinstance(entry, str):
+                    self._lazy[name] = entry
+                else:
+                    self._items[name] = entry
+
+    def _provided(self, target: str, pairs) -> dict[str, object]:
+        """The entries a provider gave that the registry does not hold yet; a name held twice is a ConfigError."""
+        entries: dict[str, object] = {}
+        for name, entry in (pairs.items() if hasattr(pairs, "items") else pairs):   # pairs, or a mapping
+            if isinstance(entry, str):
+                _check_target(entry, f"{self.kind} {name!r} from provider {target!r}")
+            if name in entries:
+                same = entries[name] == entry if isinstance(entry, str) else entries[name] is entry
+            elif name in self._lazy:
+                same = self._lazy[name] == entry
+            elif name in self._items:
+                same = (_imported(entry) if isinstance(entry, str) else entry) is self._items[name]
+            else:
+                entries[name] = entry
+                continue
+            if not same:
+                raise ConfigError(f"{self.kind} {name!r} registered twice (again by the provider {target!r})")
+        return entries
 
     def unknown_message(self, name: str) -> str:
         """``unknown <kind> 'x' (valid: a, b, c; did you mean 'b'?)``."""
@@ -98,10 +164,14 @@ class Registry(Generic[T]):
 
     # -- listing (never imports a lazy entry) -----------------------------
     def names(self) -> list[str]:
+        if self._providers:
+            self._provide()
         return sorted({*self._items, *self._lazy})
 
     def __contains__(self, name: object) -> bool:
-        return name in self._items or name in self._lazy
+        if not self._holds(name) and self._providers:
+            self._provide()
+        return self._holds(name)
 
     def __iter__(self) -> Iterator[str]:
         return iter(self.names())
@@ -119,5 +189,24 @@ class Registry(Generic[T]):
     def keys(self) -> list[str]:
         return self.names()
 
-    def __repr__(self) -> str:
-        return f"Registry({self.kind!r}, {self.names()})"
+    def __repr__(self) -> str:   # asks no provider: a repr has no side effects
+        pending = f", providers={self._providers}" if self._providers else ""
+        return f"Registry({self.kind!r}, {sorted({*self._items, *self._lazy})}{pending})"
+
+
+def _check_target(target: str, what: str) -> None:
+    module, sep, attribute = target.partition(":")
+    if not (module and sep and attribute):
+        raise ConfigError(f"{what}: {target!r} is not 'module:attribute'")
+
+
+def _resolve(target: str):
+    """The object ``"module:attribute"`` names, importing its module."""
+    module, _, attribute = target.partition(":")
+    return getattr(importlib.import_module(module), attribute)
+
+
+def _imported(target: str):
+    """The object ``"module:attribute"`` names if its module is imported already, else a sentinel (imports nothing)."""
+    module, _, attribute = target.partition(":")
+    return getattr(sys.modules.get(module), attribute, _MISSING)

@@ -35,8 +35,7 @@ if TYPE_CHECKING:
 # A world's step labeller: (question, messages so far in team order) -> whether each message is right.
 StepOracle = Callable[[str, Sequence[str]], Sequence[bool]]
 STEP_ORACLES: Registry[StepOracle] = Registry("step oracle")
-STEP_ORACLES.register_lazy("toy", "masprm.worlds.toy.oracle:toy_step_oracle")
-STEP_ORACLES.register_lazy("toy_deep", "masprm.worlds.toy_deep.label:deep_step_oracle")
+STEP_ORACLES.register_provider("masprm.worlds:provide_step_oracles")   # each world's, spelt in its folder
 
 
 def default_step_oracle(dataset: str | None) -> str:

@@ -3,7 +3,12 @@
     WORLDS["toy"]        the toy world (masprm/worlds/toy/world.py: masprm.worlds.toy.task, configs/toy.yaml)
     WORLDS["toy_deep"]   the deep toy world (masprm/worlds/toy_deep/world.py, configs/toy_deep.yaml)
 
-Each world is a folder of its own, its records in its `world` module (`_register_folders`).
+Each world is a folder of its own, its records in its `world` module (`world_modules`), found on first need.
+The core's registries name only this package's providers (`masprm.registry`): a world's `--dataset` loader,
+its text fields and its `--step_oracle` labeller are spelt in its record (`World.dataset`, `text_fields`,
+`step_oracle`) and reach `masprm.data.DATASETS`, `masprm.data.TEXT_FIELDS` and
+`masprm.search.oracles.STEP_ORACLES` through `provide_datasets`, `provide_text_fields` and
+`provide_step_oracles`, so adding a world is adding its folder.
 
 A world names its generated task, its team config, its build folder, its shipped policy folder, the
 toy modules whose code trains its policy (the build fingerprint: `masprm.worlds.build`), the
@@ -17,6 +22,7 @@ import importlib
 import pkgutil
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Callable, Iterable, Iterator, Sequence
 
 from masprm.errors import ConfigError
@@ -59,6 +65,10 @@ class World:
     data_splits: tuple[str, ...]      # the splits written as GSM8K-schema JSONL
     truth: StepTruth | None = None    # its step truth (every registered world has one)
     policy_defaults: tuple[tuple[str, object], ...] = ()   # PolicySpec settings of the world's default build
+    # registered under the world's name; the loader and the labeller as "module:attribute", imported on first use
+    dataset: str | None = None        # its --dataset loader (`masprm.data.DATASETS`)
+    text_fields: tuple[str, ...] = ()   # its question's fields, text only (`masprm.data.check_fields`)
+    step_oracle: str | None = None    # its --step_oracle labeller (`masprm.search.oracles.STEP_ORACLES`)
 
     @property
     def shipped_dir(self) -> Path:
@@ -72,21 +82,43 @@ class World:
                 object.__setattr__(settings, name, value)   # frozen dataclasses: set once, in __post_init__
 
 
-def _register_folders() -> None:
-    """Every folder here holding a `world` module is a world: its `WORLD` (the build's record) goes into
-    `WORLDS` and its `RUN` (what the demo and the lab's commands need) into `masprm.worlds.runs.WORLD_RUNS`,
-    under the folder's name, in name order. Adding a world is adding its folder; nothing else names it."""
-    from masprm.worlds.runs import WORLD_RUNS
-    for found in pkgutil.iter_modules([str(TOY_CODE)]):
-        if found.ispkg and (TOY_CODE / found.name / "world.py").is_file():
-            module = importlib.import_module(f"{__name__}.{found.name}.world")
+def world_modules() -> dict[str, ModuleType]:
+    """Every folder on this package's path (`__path__`) holding a `world` module is a world: its module under
+    the folder's name, in name order. Its `WORLD` (the build's record) goes into `WORLDS` and its `RUN` (what the
+    demo and the lab's commands need) into `masprm.worlds.runs.WORLD_RUNS` (their providers below). Adding a world
+    is adding its folder; nothing else names it."""
+    found = {}
+    for info in pkgutil.iter_modules(__path__):
+        if info.ispkg and (Path(info.module_finder.path) / info.name / "world.py").is_file():
+            module = importlib.import_module(f"{__name__}.{info.name}.world")
             for record in (module.WORLD, module.RUN):
-                if record.name != found.name:
-                    raise ConfigError(f"masprm/worlds/{found.name}/world.py names its world {record.name!r}: a "
+                if record.name != info.name:
+                    raise ConfigError(f"masprm/worlds/{info.name}/world.py names its world {record.name!r}: a "
                                       "world's records carry its folder's name")
-            WORLDS.register(found.name, module.WORLD)
-            WORLD_RUNS.register(found.name, module.RUN)
+            found[info.name] = module
+    return dict(sorted(found.items()))
+
+
+# The providers of the registries (`masprm.registry`): each asked once, on a registry's first need.
+def provide_worlds() -> list[tuple[str, World]]:
+    return [(name, module.WORLD) for name, module in world_modules().items()]
+
+
+def provide_runs() -> list[tuple[str, object]]:
+    return [(name, module.RUN) for name, module in world_modules().items()]
+
+
+def provide_datasets() -> list[tuple[str, str]]:
+    return [(world.name, world.dataset) for world in WORLDS.values() if world.dataset]
+
+
+def provide_text_fields() -> list[tuple[str, tuple[str, ...]]]:
+    return [(world.name, world.text_fields) for world in WORLDS.values() if world.text_fields]
+
+
+def provide_step_oracles() -> list[tuple[str, str]]:
+    return [(world.name, world.step_oracle) for world in WORLDS.values() if world.step_oracle]
 
 
 WORLDS: Registry[World] = Registry("toy world")
-_register_folders()
+WORLDS.register_provider(f"{__name__}:provide_worlds")

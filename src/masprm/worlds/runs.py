@@ -128,7 +128,8 @@ class WorldRun:
 
 
 DEFAULT_WORLD = "toy"   # the Makefile's WORLD and every --world flag's default
-WORLD_RUNS: Registry[WorldRun] = Registry("world")   # filled by `masprm.worlds`, one entry per world folder
+WORLD_RUNS: Registry[WorldRun] = Registry("world")
+WORLD_RUNS.register_provider("masprm.worlds:provide_runs")   # one entry per world folder, found on first need
 
 
 @functools.lru_cache(maxsize=None)

@@ -26,7 +26,9 @@ def _test_size() -> int:
 WORLD = World("toy", TOY, "configs/toy.yaml", "artifacts/toy", "toy/shipped_policy",
               ("toy/task.py", "toy/transcripts.py", "train_policy.py"), transcripts.check_graph,
               transcripts.reference_outputs, transcripts.corpus_lines, _turns, ("train", "test"),
-              StepTruth("toy", TOY, steplabel.label_transcript, oracle.story_of, steplabel.ERROR_KINDS))
+              StepTruth("toy", TOY, steplabel.label_transcript, oracle.story_of, steplabel.ERROR_KINDS),
+              dataset="masprm.worlds.toy.task:load_toy", text_fields=("question",),
+              step_oracle="masprm.worlds.toy.oracle:toy_step_oracle")
 
 # The demo's world: `make demo`, `make lab` (every path and command as before the worlds had records).
 RUN = WorldRun("toy", "configs/toy.yaml", (), (), 400, 5, _test_size, "results/train_seed_{seed}")

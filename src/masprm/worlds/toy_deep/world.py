@@ -17,7 +17,9 @@ WORLD = World("toy_deep", task.deep_world(), "configs/toy_deep.yaml", "artifacts
               ("toy/task.py", "toy/transcripts.py", "train_policy.py", "toy_deep/task.py"),
               task.check_graph, task.reference_outputs, task.corpus_lines, task.training_turns, ("dev", "train"),
               StepTruth("toy_deep", data.TOY_DEEP, label.label_transcript, label.story_of, label.error_kinds()),
-              (("target_noise", task.TARGET_NOISE), ("n_problems", 12000), ("steps", 8000)))
+              (("target_noise", task.TARGET_NOISE), ("n_problems", 12000), ("steps", 8000)),
+              dataset="masprm.worlds.toy_deep.data:load_toy_deep", text_fields=("question",),
+              step_oracle="masprm.worlds.toy_deep.label:deep_step_oracle")
 
 RUN = WorldRun(
     "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep"), 400, 9, _test_size,
