@@ -104,10 +104,15 @@ def is_completed(files: LogFiles) -> bool:
 # --------------------------------------------------------------------------- log text
 
 
+LAB_JOBS = "lab_jobs"   # the lab jobs that asked for a condition (`masprm.eval.lab_jobs`)
+UNHASHED = ("facts", LAB_JOBS)   # a manifest's keys that say about a condition, not what it is
+
+
 def manifest_hash_of(manifest: dict) -> str:
     """The hash a log's START line and its reuse check use: the manifest without its ``facts``, which are
-    read off the definition (so a manifest written before facts were recorded is still the same run)."""
-    return stable_hash({k: v for k, v in manifest.items() if k != "facts"})
+    read off the definition (so a manifest written before facts were recorded is still the same run), and
+    without the lab jobs that asked for it (a condition run by hand and by the lab is the same run)."""
+    return stable_hash({k: v for k, v in manifest.items() if k not in UNHASHED})
 
 
 def start_line(condition: str, dataset: str, n: int, manifest_hash: str) -> str:

@@ -27,6 +27,7 @@ from masprm.answer_checkers import ANSWER_CHECKERS, DEFAULT_CHECKER, checker_rec
 from masprm.cluster import local_folders
 from masprm.errors import MasprmError, ModelOutputError, OutputError
 from masprm.eval.naming import condition_label
+from masprm.eval.lab_jobs import append_ask, with_ask
 from masprm.eval.paired_conditions import Comparison, finisher
 from masprm.eval.pool_metrics import with_pool_verdicts
 from masprm.eval.settings import EvalSettings
@@ -295,7 +296,9 @@ def sample_store(cond: Condition, logs_dir: str | Path) -> SampleStore:
 
 
 def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: Any, specs: dict[str, ModelSpec],
-                   logs_dir: str | Path) -> Condition:
+                   logs_dir: str | Path, lab_job: dict | None = None) -> Condition:
+    """The condition, loaded when COMPLETED, else with the records an earlier run left; `lab_job`: the lab job
+    asking for it (`masprm.eval.lab_jobs`), recorded in its manifest, a COMPLETED one's included."""
     manifest = condition_manifest(method, settings, graph, data, specs)
     files = LogFiles.for_condition(logs_dir, settings.data.dataset, method, manifest["fingerprint"],
                                    settings.models.gen_model_id, settings.data.seed)
@@ -305,9 +308,15 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     cond = Condition(method, files, manifest, len(data.examples), label)
     # The file name leaves the seed (and so the seeded selection) out; reuse also needs the same
     # selected examples and seed, which the full manifest records.
-    if is_completed(files) and _stored_manifest_hash(files) == cond.manifest_hash:
+    stored = _stored_manifest(files)
+    same = stored is not None and manifest_hash_of(stored) == cond.manifest_hash
+    if is_completed(files) and same:
         cond.summary, cond.reused = read_json(files.summary), True
+        if lab_job:   # its log stays what it is; its manifest gains this ask
+            append_ask(files.manifest, lab_job)
         return cond
+    # the asks an earlier run of the same condition recorded, then this one (written when it finishes)
+    cond.manifest = with_ask(cond.manifest, stored if same else None, lab_job)
     wanted = {e.idx for e in data.examples}
     cond.records = {i: r for i, r in resumable_records(files, cond.manifest_hash).items() if i in wanted}
     resumed = [f"[resume] {len(cond.records)} examples kept from an earlier run"] if cond.records else []
@@ -316,11 +325,12 @@ def plan_condition(method: str, settings: EvalSettings, graph: MASGraph, data: A
     return cond
 
 
-def _stored_manifest_hash(files: LogFiles) -> str | None:
+def _stored_manifest(files: LogFiles) -> dict | None:
     try:
-        return manifest_hash_of(read_json(files.manifest))
+        found = read_json(files.manifest)
     except (OSError, MasprmError):   # missing or unreadable: not the same run
         return None
+    return found if isinstance(found, dict) else None
 
 
 def log_header(cond: Condition) -> list[str]:
@@ -362,11 +372,12 @@ def run_conditions(methods: Sequence[str], settings: EvalSettings, graph: MASGra
                    use_ray: bool = False, num_gpus_per_worker: float | None = 0.0,
                    loader: Callable[[ModelSpec], Any] = load_model,
                    announce: Callable[[str], None] = print, cluster: Any = None,
-                   comparisons: dict[str, Comparison] | None = None) -> list[Condition]:
+                   comparisons: dict[str, Comparison] | None = None, lab_job: dict | None = None) -> list[Condition]:
     """Run every condition (skipping COMPLETED ones); returns them with their summaries. Records come back
     from the workers (``cluster``, ``workers``: see ``masprm.parallel.map_examples``); files are written here,
-    a compared condition's once its partner is done (``masprm.eval.paired_conditions``)."""
-    conditions = [plan_condition(m, settings, graph, data, specs, logs_dir) for m in methods]
+    a compared condition's once its partner is done (``masprm.eval.paired_conditions``); ``lab_job``: the lab
+    job that asked (`masprm.eval.lab_jobs.lab_job_from_env`), recorded in every condition's manifest."""
+    conditions = [plan_condition(m, settings, graph, data, specs, logs_dir, lab_job) for m in methods]
     finish = finisher(conditions, comparisons or {}, finish_condition)
     for cond in conditions:
         if cond.reused:

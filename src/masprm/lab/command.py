@@ -60,13 +60,13 @@ from masprm.train.config import MIN_TRAIN_QUESTIONS, TRAIN_QUESTIONS_RULE
 # the plan (`masprm.lab.plan`) and its settings, also named here for the lab's readers and tests
 from masprm.lab.plan import (BON_N, BON_ORACLES, BON_SUFFIX, CLAIMS, DEMO_SBS_BUDGETS, LABELBENCH, LOGS, MAX_CHILDREN,
                              N_SIMULATIONS, PAIR_CAPS, PLOT, REPORT, SBS_BUDGET, SEARCH_ORACLES, STEPBENCH,
-                             budget_settings, budgets, lab_world, labelbench_available, labels_task, plan, reuse_demo,
-                             rollout_inputs, search_budget, searches)
+                             budget_settings, budgets, lab_name, lab_world, labelbench_available, labels_task, plan,
+                             reuse_demo, rollout_inputs, search_budget, searches)
 
 __all__ = ["LAB_SCORERS", "BON_N", "BON_ORACLES", "BON_SUFFIX", "CLAIMS", "DEMO_SBS_BUDGETS", "LABELBENCH", "LOGS",
            "MAX_CHILDREN", "N_SIMULATIONS", "PAIR_CAPS", "PLOT", "REPORT", "SBS_BUDGET", "SEARCH_ORACLES", "STEPBENCH",
-           "budget_settings", "budgets", "lab_world", "labelbench_available", "labels_task", "plan", "reuse_demo",
-           "rollout_inputs", "search_budget", "searches", "LabArgs", "main", "cli", "parse", "parser",
+           "budget_settings", "budgets", "lab_name", "lab_world", "labelbench_available", "labels_task", "plan",
+           "reuse_demo", "rollout_inputs", "search_budget", "searches", "LabArgs", "main", "cli", "parse", "parser",
            "check_explore_order", "lab_recipe", "world_recipe", "world_rows", "WORLD_RUNS"]
 
 
@@ -255,12 +255,12 @@ def main(argv: list[str] | None = None) -> int:
     stage(f"the lab: {len(rows)} scorers, {len(tasks) - len(done)} commands, {args.jobs} at a time")
     for name in sorted(done):
         print(f"{name}: output already there: skipped")
-    run_tasks([job.task() for job in tasks if job.name not in done], args.jobs, ROOT / files["logs"] / "lab_output")
+    run_tasks([job.task(lab_name(world)) for job in tasks if job.name not in done], args.jobs,
+              ROOT / files["logs"] / "lab_output")
     stage("the report")
     write_lab_report(args, world, rows, notes, made, budgets(args))
     own = WORLD_RUNS[args.world]   # the demo's trees and scorers are the lab's too: its archive holds them
-    archive_run(args, f"{world.name}_{world.lab}", {**demo_paths(own, prepare, demo.run_folder(own)),
-                                                    **lab_paths(world, made)},
+    archive_run(args, lab_name(world), {**demo_paths(own, prepare, demo.run_folder(own)), **lab_paths(world, made)},
                 command=made, seeds=args.seeds, train_seed=args.seed, world=world)
     print(f"\nlab finished in {time.time() - started:.0f} s ({children_cpu_seconds():.0f} CPU seconds of its commands)"
           f"\ntable: {files['report']}\nclaims: {files['claims']}\n"

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 
 from masprm.archive.read import opened, read_manifest
+from masprm.lab.plan import lab_name
 from masprm.lab.recipe import lab_recipe
 from masprm.running import commands
 from masprm.worlds.runs import WorldRun, make_command
@@ -38,5 +39,6 @@ def write_lab_report(args, world: WorldRun, rows, notes, made: str, lab_budgets:
                               for folder in logs},
                      # a run of some rows has no sweep, and repeats the primary comparison without declaring it
                      sweep=None if args.rows else family.sweep, world=record,
-                     masprm_tested=family.masprm_tested, primary=not family.exploratory and not args.rows)
+                     masprm_tested=family.masprm_tested, primary=not family.exploratory and not args.rows,
+                     lab=lab_name(world))
 

@@ -7,7 +7,8 @@
 The plan (`masprm.lab.plan.plan`, `masprm.lab.pilot.pilot_plan`) is a list of these; the cost estimate
 (`masprm.lab.estimate`) prices a job from its fields (its kind, its row's objective, its methods, seeds and
 settings, the logs folder it writes to), never by reading a command line back; `argv()` builds the command
-only where the job is printed (the dry run) or started (`task()`, what `masprm.running.commands.run_tasks` runs).
+only where the job is printed (the dry run) or started (`task()`, what `masprm.running.commands.run_tasks` runs,
+with the job's record beside the command line in $MASPRM_LAB_JOB: `masprm.eval.lab_jobs`).
 """
 
 from __future__ import annotations
@@ -16,9 +17,13 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Callable, Mapping
 
+from masprm.eval.lab_jobs import LAB_JOB_ENV, job_env
 from masprm.running.commands import Task
 
 KINDS = ("trees", "stage2", "labels", "train", "labelbench", "eval", "stepbench", "sweep", "pilot", "power")
+# the kinds whose command evaluates several rows' conditions, so their record names no row: a pilot's command
+# runs the MASPRM's and the ORM's together (its `row` is the MASPRM's, what its cost reads)
+SEVERAL_ROWS = ("pilot",)
 
 
 @dataclass(frozen=True)
@@ -49,9 +54,13 @@ class Job:
         """The command line that runs it."""
         return list(self.build())
 
-    def task(self) -> Task:
-        """The job as the scheduler runs it (`masprm.running.commands.run_tasks`)."""
-        return Task(self.name, self.argv(), self.needs)
+    def task(self, lab: str | None = None) -> Task:
+        """The job as the scheduler runs it (`masprm.running.commands.run_tasks`); with `lab` (the lab's name,
+        `<world>_<lab>`) its record goes with it in $MASPRM_LAB_JOB, which stage 4 writes into the manifest of each
+        condition it runs or finds COMPLETED (`masprm.eval.lab_jobs`), so that the lab's cells find the row by its
+        key. The command line stays what `argv()` prints."""
+        row = None if self.kind in SEVERAL_ROWS else self.row
+        return Task(self.name, self.argv(), self.needs, ((LAB_JOB_ENV, job_env(lab, self.name, row)),) if lab else ())
 
     @property
     def after(self) -> tuple[str, ...]:

@@ -20,6 +20,7 @@ the pre-registration has a commit.
 from __future__ import annotations
 
 from functools import partial
+from pathlib import Path
 
 from masprm.checks import check_output_dir, check_output_file
 from masprm.cli import check
@@ -84,7 +85,8 @@ def run_pilot(args) -> int:
     check_output_dir(ROOT / world.pilot_logs, "logs")
     demo.prepare_scorers(prepare, demo_args)
     stage(f"the dev pilot: {len(tasks) - len(done)} commands, {args.jobs} at a time")
-    run_tasks([job.task() for job in tasks if job.name not in done], args.jobs,
+    # its jobs' records name the pilot by its logs folder (<world>_pilot), never the lab its report is
+    run_tasks([job.task(Path(world.pilot_logs).name) for job in tasks if job.name not in done], args.jobs,
               ROOT / world.pilot_logs / "pilot_output")
     print(f"\npilot finished\npower: {power_file(world)}")
     return 0

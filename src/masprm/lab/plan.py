@@ -79,6 +79,12 @@ def lab_world(args) -> WorldRun:
     return replace(world, lab=f"{world.lab}_rows") if getattr(args, "rows", None) else world
 
 
+def lab_name(world: WorldRun) -> str:
+    """The lab's name as its logs folder and archive carry it (toy_lab, toy_deep_explore, toy_lab_rows): what its
+    jobs record in the manifests they make (`masprm.lab.job.Job.task`) and its cells look for (`masprm.lab.cells`)."""
+    return f"{world.name}_{world.lab}"
+
+
 def reuse_demo(args) -> bool:
     """Ask the demo's logs folder for the conditions the demo runs itself: only where they are the demo's own
     (all questions, its seeds, its SBS budgets), so that nothing the demo did not run is written there. Never

@@ -318,7 +318,7 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
                  labelbench_dir: str | Path, report: str | Path, claims: str | Path, plot_file: str | Path, *,
                  budgets: Budgets, seed: int = 42, notes: Iterable[str] = (),
                  made_by: dict[str, str] | None = None, sweep: Plan | None = None, world: dict | None = None,
-                 masprm_tested: bool = True, primary: bool = True) -> None:
+                 masprm_tested: bool = True, primary: bool = True, lab: str | None = None) -> None:
     """The three outputs, the table's facts as JSON next to it (``made_by``: logs folder -> the command that
     writes it, so a reader can say where each pass@1 comes from) and the claims as JSON next to the text;
     ``sweep``: the compute-matched sweep's plan (`compute_match.SWEEP`), its table and comparisons added;
@@ -326,9 +326,9 @@ def write_report(rows: Sequence[LabRow], logs_dirs: Sequence[str | Path], stepbe
     table shows (`world_agents`), and, where it has one, its pre-registration's
     file and commit (``preregistration``), also recorded in the table's JSON; ``masprm_tested``: whether the
     comparisons against the MASPRM join the Holm family, ``primary``: whether the lab declares its primary
-    comparison (`comparisons`)."""
-    cells = read_cells(logs_dirs, rows, budgets)   # every training seed's cells; the table shows the lab's --seed
-    swept = sweep_cells(logs_dirs, rows, sweep) if sweep else {}
+    comparison (`comparisons`); ``lab``: its name, whose jobs' row keys place the cells (`masprm.lab.cells`)."""
+    cells = read_cells(logs_dirs, rows, budgets, lab)   # every training seed's cells; the table shows the lab's --seed
+    swept = sweep_cells(logs_dirs, rows, sweep, lab) if sweep else {}
     found = comparisons(rows, cells, seed, masprm_tested, primary) + \
         (sweep_comparisons(swept, sweep, seed) if sweep else [])
     adjust(found)   # one Holm family: the sweep's comparisons join the others (docs/scorer_lab.md)

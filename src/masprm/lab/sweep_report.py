@@ -39,19 +39,21 @@ def key(family: str, row: str, setting: Setting) -> tuple:
     return family, row, tuple(sorted(setting.items()))
 
 
-def sweep_cells(logs_dirs: Sequence[Any], rows: Sequence[Any], plan: Plan) -> dict[tuple, Cell]:
-    """Every COMPLETED sweep condition of the logs folders, by `key` (the newest experiment where several)."""
+def sweep_cells(logs_dirs: Sequence[Any], rows: Sequence[Any], plan: Plan,
+                lab: str | None = None) -> dict[tuple, Cell]:
+    """Every COMPLETED sweep condition of the logs folders, by `key`, its row by the keys `lab`'s jobs recorded
+    (`masprm.lab.cells`; the one `lab` asked for last, else the newest experiment, where several)."""
     by_row = demo_rows(rows)
     wanted = {key(family, row, s): (family, row, s) for conditions in plan.values()
               for (family, row), s in conditions.items() if s is not None and row in by_row}
 
     def place(manifest: dict) -> tuple | None:
         for k, (family, row, s) in wanted.items():
-            if condition_place(manifest, [by_row[row]], {family: s}) == (by_row[row].slug, COLUMN[family]):
+            if condition_place(manifest, [by_row[row]], {family: s}, lab) == (by_row[row].slug, COLUMN[family]):
                 return k
         return None
 
-    return read_placed(logs_dirs, place)
+    return read_placed(logs_dirs, place, lab)
 
 
 def cell_of(cells: Mapping[tuple, Cell], plan: Plan, budget: int, condition: tuple[str, str]) -> Cell | None:

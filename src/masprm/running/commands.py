@@ -114,6 +114,7 @@ class Task:
     name: str                     # also its output file: <folder>/<name>.out
     cmd: list[str]
     after: tuple[str, ...] = ()
+    env: tuple[tuple[str, str], ...] = ()   # variables set for it alone (a lab job's record: masprm.lab.job)
 
 
 def children_cpu_seconds() -> float:
@@ -134,7 +135,7 @@ def run_tasks(tasks: list[Task], jobs: int, folder: Path) -> None:
             while ready and len(running) < jobs:
                 task = ready.pop(0)
                 pending.remove(task)
-                running[task.name] = Command(task.cmd, log=folder / f"{task.name}.out")
+                running[task.name] = Command(task.cmd, log=folder / f"{task.name}.out", env=dict(task.env))
             finished = next((name for name, job in running.items() if job.proc.poll() is not None), None)
             if finished is None:
                 if not running:   # nothing runs and nothing can start: a cycle (a bug in the plan)

@@ -9,7 +9,9 @@ Each method is one condition with its own log in --logs_dir
 (`{dataset}_{method}_{fingerprint}_{model}_{seed}.txt` + `.jsonl` records,
 `.manifest.json`, `.summary.json`); a condition whose log already says
 COMPLETED is loaded instead of rerun, an interrupted one resumes. Exit code 1
-when a condition is marked FAILED (some examples raised errors).
+when a condition is marked FAILED (some examples raised errors). Started by the
+lab, with $MASPRM_LAB_JOB naming its job, it records that job in each
+condition's manifest, a loaded one's included (`masprm.eval.lab_jobs`).
 """
 
 import os
@@ -27,6 +29,7 @@ from masprm.config import Groups, add_settings_args, config_from_args
 from masprm.data import load_examples
 from masprm.dataset_sources import DatasetFields
 from masprm.excluded_questions import exclude_questions, read_excluded_questions
+from masprm.eval.lab_jobs import lab_job_from_env
 from masprm.eval.logs import log_every
 from masprm.eval.methods import METHODS, method_flag_needs, settings_classes
 from masprm.eval.metrics import results_table
@@ -317,6 +320,7 @@ def masprm_comparisons(conditions: list) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     run, settings = parse_command(argv)
+    lab_job = lab_job_from_env()   # the lab job that started this command, if one did: checked before anything
     scorers = validate(run, settings)
     if run.routing == "handoff" and not (settings.data.dataset and settings.models.mas_config):
         log.info(handoff_defaults_line(settings), extra=RESULT)
@@ -339,7 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     made = missing_folders(run.logs_dir)   # removed again, when left empty, by a run refused at a model's output
     try:
         for seed in settings.data.seeds or [settings.data.seed]:
-            failed += run_seed(run, settings.with_data(seed=seed), graph, specs, workers, gpus_per_worker, sizing)
+            failed += run_seed(run, settings.with_data(seed=seed), graph, specs, workers, gpus_per_worker, sizing,
+                               lab_job)
     except ModelOutputError:
         remove_empty_folders(made)
         raise
@@ -349,8 +354,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def run_seed(run: RunSettings, settings: EvalSettings, graph: Any, specs: dict[str, ModelSpec], workers: int | None,
-             gpus_per_worker: float | None, sizing: str) -> list[str]:
-    """Every condition of the run at the seed of `settings`, reported; the names of the FAILED ones."""
+             gpus_per_worker: float | None, sizing: str, lab_job: dict | None = None) -> list[str]:
+    """Every condition of the run at the seed of `settings`, reported; the names of the FAILED ones; `lab_job`:
+    the lab job asking (`masprm.eval.lab_jobs`), recorded in each condition's manifest."""
     seed = settings.data.seed
     data = load_data(settings, run.routing, [agent.system_prompt for agent in graph.agents])
     log.info(f"seed {seed}: {len(data.examples)} examples ({data.skipped} skipped without gold), "
@@ -358,7 +364,7 @@ def run_seed(run: RunSettings, settings: EvalSettings, graph: Any, specs: dict[s
     conditions = run_conditions(run.methods, settings, graph, data, specs, logs_dir=run.logs_dir,
                                 workers=workers, use_ray=run.cluster.address is not None or workers > 1,
                                 num_gpus_per_worker=gpus_per_worker, cluster=run.cluster,
-                                comparisons=COMPARISONS)
+                                comparisons=COMPARISONS, lab_job=lab_job)
     log.info(results_table(conditions), extra=RESULT)
     for c in conditions:
         log.info(f"  {c.method}: {c.files.log}", extra=RESULT)
