@@ -6,6 +6,7 @@
 #               bytes for the same size)
 #   PRICE LINE  printed first (the trainer has no --dry_run)
 #   TRAINER_FLAGS the cell's own: --mode, --epochs, --lr, the adapter, --head-read ...
+# BACKBONE (environment, optional): the scorer's base model folder (default: the shipped policy, $POL below).
 # Every command: one thread, nice 15, /usr/bin/time; the scorer and the full reports stay in /tmp/learn.
 set -u
 C=$1 N=$2 PRICE=$3
@@ -23,7 +24,7 @@ echo "cell $C, $(date -u +%FT%TZ), commit $(git rev-parse --short HEAD)"
 echo "price: $PRICE"
 [ -f "$P" ] || run -m masprm.instruments.passes --world toy_deep --n "$N" --samples 2 --seed 42 --policy $POL --out "$P" || exit 1
 sha256sum "$P"
-run src/train/trainer.py --data_dir "$P" --model-id $POL --output-dir /tmp/learn/$C --seed 42 --eval-steps 40 \
+run src/train/trainer.py --data_dir "$P" --model-id "${BACKBONE:-$POL}" --output-dir /tmp/learn/$C --seed 42 --eval-steps 40 \
     --train-batch-size 16 --grad-accum 1 --max-length 256 --quiet "$@" || exit 1
 .venv/bin/python -c "import json,sys; m=json.load(open(sys.argv[1])); print(json.dumps({k: m.get(k) for k in ('objective', 'train_examples', 'eval_examples', 'best_checkpoint', 'eval_metrics')}))" /tmp/learn/$C/masprm_scorer.json
 run -m masprm.instruments.stepbench --world toy_deep --split dev --policy $POL --scorer supervised=/tmp/learn/$C \

@@ -69,10 +69,19 @@ class World:
     dataset: str | None = None        # its --dataset loader (`masprm.data.DATASETS`)
     text_fields: tuple[str, ...] = ()   # its question's fields, text only (`masprm.data.check_fields`)
     step_oracle: str | None = None    # its --step_oracle labeller (`masprm.search.oracles.STEP_ORACLES`)
+    # A larger LM of the same corpus for a scorer to start from (the analog of a 7B PRM guiding a 1.5B policy):
+    # its PolicySpec settings over `policy_defaults`, and its shipped folder under masprm/worlds/; () and None
+    # where the world has none.
+    scorer_backbone: tuple[tuple[str, object], ...] = ()
+    scorer_shipped: str | None = None
 
     @property
     def shipped_dir(self) -> Path:
         return TOY_CODE / self.shipped
+
+    def backbone_defaults(self, backbone: str = "policy") -> dict[str, object]:
+        """The PolicySpec settings of the world's default build of `backbone` ("policy" or "scorer")."""
+        return {**dict(self.policy_defaults), **(dict(self.scorer_backbone) if backbone == "scorer" else {})}
 
     def fill_defaults(self, settings: object, **more: str) -> None:
         """A toy tool's frozen settings: each of `policy`, `mas_config` (and `more`: name -> value) left None

@@ -114,9 +114,9 @@ def fingerprint(spec_dict: dict, config_text: str, sources: tuple[str, ...] = _T
     return h.hexdigest()[:16]
 
 
-def is_built(out: Path, key: str) -> bool:
+def is_built(out: Path, key: str, model: str = "policy") -> bool:
     manifest = out / "build.json"
-    if not (manifest.is_file() and (out / "policy" / "config.json").is_file()):
+    if not (manifest.is_file() and (out / model / "config.json").is_file()):
         return False
     try:
         return read_json(manifest).get("fingerprint") == key
@@ -202,9 +202,20 @@ def load_toy_team(config: str | Path, world: World | None = None):
     return graph
 
 
-def shipped_dir(world: World) -> Path:
-    """A world's shipped policy folder (the toy world's is SHIPPED, read at call time)."""
+BACKBONES = ("policy", "scorer")   # what a build trains: the team's policy, or a larger scorer backbone
+
+
+def shipped_dir(world: World, backbone: str = "policy") -> Path:
+    """A world's shipped policy folder (the toy world's is SHIPPED, read at call time), or its scorer backbone's."""
+    if backbone == "scorer":
+        return TOY_CODE / world.scorer_shipped
     return SHIPPED if world.name == "toy" else world.shipped_dir
+
+
+def default_out(world: World, backbone: str = "policy") -> str:
+    """Where a build goes by default: the world's folder, or beside it for the scorer backbone (a build folder
+    holds one model and one build.json)."""
+    return world.out if backbone == "policy" else f"{world.out}_scorer"
 
 
 def build_key(world: World, spec, config: Path) -> str:
@@ -212,11 +223,13 @@ def build_key(world: World, spec, config: Path) -> str:
 
 
 def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAULT_CONFIG, spec=None,
-                    force: bool = False, retrain: bool = False, log=print, world: str = "toy") -> dict:
+                    force: bool = False, retrain: bool = False, log=print, world: str = "toy",
+                    backbone: str = "policy") -> dict:
     """Build (or find cached) a toy world (`world`, a WORLDS name) in `out`; returns the build manifest.
 
     The policy is copied from the shipped one when that was trained for this
-    build (same settings, team config and toy code), unless `retrain`.
+    build (same settings, team config and toy code), unless `retrain`. With `backbone` "scorer" the model
+    is the world's scorer backbone, trained the same way on the same corpus, in ``<out>/scorer/``.
     """
     world = WORLDS[world]
     config = resolve_config_path(config)   # a path, or a shipped config's name from any folder
@@ -226,7 +239,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     out = Path(out)
     spec = spec or PolicySpec()
     key = build_key(world, spec, config)
-    if not force and is_built(out, key):
+    if not force and is_built(out, key, backbone):
         log(f"toy world: cached in {out} (build {key})")
         return read_json(out / "build.json")
 
@@ -235,7 +248,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     write_data_files(out, graph, spec.seed, world)
     tmp = out / f".policy.tmp-{key}"
     shutil.rmtree(tmp, ignore_errors=True)
-    source = shipped_dir(world)   # read once: the folder checked is the folder copied
+    source = shipped_dir(world, backbone)   # read once: the folder checked is the folder copied
     shipped = None if retrain else shipped_policy(key, source)
     if shipped is not None:
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(SHIPPED_MANIFEST))
@@ -247,10 +260,10 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
         with policy_threads():
             stats = {"source": "trained", **train_policy(tmp, graph, spec, world=world, log=log),
                      "numerics": numerics()}
-    final = out / "policy"
+    final = out / backbone
     shutil.rmtree(final, ignore_errors=True)
     tmp.rename(final)
-    manifest = {"fingerprint": key, "policy": str(final), "config": str(config),
+    manifest = {"fingerprint": key, backbone: str(final), "config": str(config),
                 "data": {s: str(out / "data" / f"{s}.jsonl") for s in world.data_splits},
                 "build_seconds": round(time.time() - started, 1), **stats}
     atomic_write_json(out / "build.json", manifest)
@@ -263,7 +276,12 @@ class BuildArgs:
     """What to build and where (the script's own flags)."""
 
     world: str = arg("toy", flags=("--world",), help="the toy world to build (toy, toy_deep)")
-    out: PathText | None = arg(None, flags=("--out",), help="output folder (default: the world's, artifacts/<world>)")
+    backbone: str = arg("policy", flags=("--backbone",), choices=BACKBONES,
+                        help="the model to build: the team's policy, or the world's larger scorer backbone "
+                             "(toy_deep; the same corpus, more layers and width: docs/learnability.md)")
+    out: PathText | None = arg(None, flags=("--out",),
+                               help="output folder (default: the world's, artifacts/<world>, or artifacts/<world>_scorer "
+                                    "for the scorer backbone)")
     mas_config: PathText | None = arg(None, flags=("--mas_config",),
                                       help="the team the policy learns to play (default: the world's, configs/<world>.yaml)")
     force: bool = arg(False, flags=("--force",), help="rebuild even when a matching build exists")
@@ -297,12 +315,12 @@ class PolicyArgs:
         require_each(self, ("target_noise",), lambda v: 0 <= v < 1, "must be in [0, 1)")
         check_seeds(self)
 
-    def spec(self, world: World | None = None):
-        """The PolicySpec these settings give over the world's defaults (``masprm.worlds.train_policy``, imported
-        here: it imports torch)."""
+    def spec(self, world: World | None = None, backbone: str = "policy"):
+        """The PolicySpec these settings give over the world's defaults for `backbone` (``masprm.worlds.train_policy``,
+        imported here: it imports torch)."""
         from masprm.worlds.train_policy import PolicySpec   # imports torch
 
-        defaults = dict(world.policy_defaults) if world is not None else {}
+        defaults = world.backbone_defaults(backbone) if world is not None else {}
         return PolicySpec(**{**defaults, **{k: v for k, v in asdict(self).items() if v is not None}})
 
 
@@ -315,31 +333,36 @@ def main() -> int:
     args, policy = config_from_args(BuildArgs, parsed), config_from_args(PolicyArgs, parsed)
     check(args.world in WORLDS, f"--world: {WORLDS.unknown_message(args.world)}")
     world = WORLDS[args.world]
-    out = args.out or world.out
+    check(args.backbone == "policy" or world.scorer_shipped is not None,
+          f"--backbone scorer: the world {world.name} has no scorer backbone "
+          f"(worlds with one: {', '.join(n for n, w in WORLDS.items() if w.scorer_shipped) or 'none'})")
+    out = args.out or default_out(world, args.backbone)
     config = str(resolve_config_path(args.mas_config or world.config))   # a path or a shipped config's name
     if not args.verify_shipped:   # the build writes its data and policy there: never into what it reads
-        check_output_dir(out, "out", inputs={"mas_config": config, "shipped policy": shipped_dir(world)})
+        check_output_dir(out, "out", inputs={"mas_config": config,
+                                             f"shipped {args.backbone}": shipped_dir(world, args.backbone)})
     load_toy_team(config, world)   # a bad team fails before the trainer (and torch) is imported
-    spec = policy.spec(world)
+    spec = policy.spec(world, args.backbone)
     head = spec.hidden_size / spec.num_heads   # rotary embeddings rotate pairs of a head's dimensions
     check(head.is_integer() and head % 2 == 0, f"--hidden_size {spec.hidden_size}: must be an even multiple of "
                                                f"the policy's {spec.num_heads} attention heads")
     if args.verify_shipped:
-        return verify_shipped(config, spec, world)
+        return verify_shipped(config, spec, world, args.backbone)
     manifest = build_toy_world(out, config=config, spec=spec, force=args.force or args.ship,
-                               retrain=args.retrain or args.ship, world=world.name)
+                               retrain=args.retrain or args.ship, world=world.name, backbone=args.backbone)
     if args.ship:
-        ship_policy(Path(out) / "policy", manifest["fingerprint"], manifest, shipped_dir(world))
-        print(f"shipped the policy of build {manifest['fingerprint']} in {shipped_dir(world)}")
+        shipped = shipped_dir(world, args.backbone)
+        ship_policy(Path(out) / args.backbone, manifest["fingerprint"], manifest, shipped)
+        print(f"shipped the {args.backbone} of build {manifest['fingerprint']} in {shipped}")
     return 0
 
 
-def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
-    """Train with `spec` and compare with the world's shipped policy: 0 when byte-identical."""
+def verify_shipped(config: str | Path, spec, world: World | None = None, backbone: str = "policy") -> int:
+    """Train with `spec` and compare with the world's shipped policy (or scorer backbone): 0 when byte-identical."""
     from masprm.worlds.train_policy import train_policy   # imports torch
 
     world = world or WORLDS["toy"]
-    shipped = shipped_dir(world)
+    shipped = shipped_dir(world, backbone)
     key = build_key(world, spec, Path(config))
     check(shipped_policy(key, shipped) is not None, f"{shipped}: no shipped policy for build {key} (settings, "
                                                     "team config or toy code changed since it was trained)")
@@ -347,7 +370,7 @@ def verify_shipped(config: str | Path, spec, world: World | None = None) -> int:
         train_policy(Path(tmp) / "policy", load_mas_config(config), spec, world=world)
         result = compare_weights(shipped, Path(tmp) / "policy")
         used = " ".join(f"{k}={v}" for k, v in numerics().items())
-    print(f"shipped policy: {'identical' if result['identical'] else 'DIFFERENT'} "
+    print(f"shipped {backbone}: {'identical' if result['identical'] else 'DIFFERENT'} "
           f"(largest weight difference {result['max_abs_diff']}; trained with {used})")
     return 0 if result["identical"] else 1
 

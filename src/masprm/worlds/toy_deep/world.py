@@ -19,7 +19,11 @@ WORLD = World("toy_deep", task.deep_world(), "configs/toy_deep.yaml", "artifacts
               StepTruth("toy_deep", data.TOY_DEEP, label.label_transcript, label.story_of, label.error_kinds()),
               (("target_noise", task.TARGET_NOISE), ("n_problems", 12000), ("steps", 8000)),
               dataset="masprm.worlds.toy_deep.data:load_toy_deep", text_fields=("question",),
-              step_oracle="masprm.worlds.toy_deep.label:deep_step_oracle")
+              step_oracle="masprm.worlds.toy_deep.label:deep_step_oracle",
+              # about 2.3 times the policy's compute a token (docs/learnability.md, the amendment before C7)
+              scorer_backbone=(("hidden_size", 128), ("num_layers", 4), ("num_heads", 4), ("num_kv_heads", 2),
+                               ("intermediate_size", 384)),
+              scorer_shipped="toy_deep/shipped_scorer")
 
 RUN = WorldRun(
     "toy_deep", "configs/toy_deep.yaml", ("--world", "toy_deep"), ("--step_oracle", "toy_deep"), 400, 9, _test_size,
