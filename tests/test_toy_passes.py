@@ -88,7 +88,7 @@ def test_read_records_takes_the_first_questions(tmp_path):
 
 
 @pytest.mark.parametrize("argv, words", [
-    (["--n", "6401", "--out", "x.jsonl"], "at most 6400 train questions"),
+    (["--n", "25601", "--out", "x.jsonl"], "at most 25600 train questions"),
     (["--fit", "s"], "--fit and --records go together"),
     ([], "give --out FILE"),
     (["--world", "toy", "--n", "0", "--out", "x.jsonl"], "--n must be at least 1"),

@@ -35,7 +35,8 @@ from masprm.step_metrics import auc
 from masprm.worlds import WORLDS
 
 SCHEME = "step_truth"   # the rule the records are labelled by (masprm.worlds.step_truth)
-MAX_QUESTIONS = 6400    # the learning curves' largest train size (docs/learnability.md, section 2)
+# the recipe search's largest train size: 4 times the learning curves' largest (docs/learnability.md, C9's amendment)
+MAX_QUESTIONS = 25600
 
 
 @dataclass(frozen=True)
@@ -69,7 +70,7 @@ class PassArgs:
         require_each(self, ("temperature",), lambda v: v > 0, "must be positive")
         require(0 < self.top_p <= 1, "top_p", f"top_p must be in (0, 1], got {self.top_p}")
         check_seeds(self)
-        require(self.n <= MAX_QUESTIONS, "n", f"n: at most {MAX_QUESTIONS} train questions (the learning curves' "
+        require(self.n <= MAX_QUESTIONS, "n", f"n: at most {MAX_QUESTIONS} train questions (the recipe search's "
                                               f"largest size, docs/learnability.md), got {self.n}")
         require((self.fit is None) == (self.records is None), "records",
                 "records: --fit and --records go together (the scorer and the file it was trained on)")
