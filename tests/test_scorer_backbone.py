@@ -11,6 +11,7 @@ import pytest
 
 from helpers import snapshot
 from helpers_cli import run_module
+from masprm.errors import ConfigError
 from masprm.worlds import WORLDS
 from masprm.worlds import build as toy_build
 
@@ -104,6 +105,10 @@ def test_a_scorer_backbone_for_a_world_without_one_is_refused_before_any_output(
     assert code == 2 and lines == ["build.py: error: --backbone scorer: the world toy has no scorer backbone "
                                    "(worlds with one: toy_deep)"]
     assert not any(tmp_path.iterdir()) and snapshot(WORLDS["toy"].shipped_dir) == before
+    with pytest.raises(ConfigError, match="the world toy has no scorer backbone"):   # the library says it too
+        toy_build.build_toy_world(tmp_path / "lib", config=ROOT / "configs/toy.yaml", world="toy", backbone="scorer",
+                                  log=lambda m: None)
+    assert not (tmp_path / "lib").exists()   # refused before the build writes its data
 
 
 @pytest.mark.parametrize("backbone", ["policy", "scorer"])

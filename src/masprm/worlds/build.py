@@ -208,6 +208,8 @@ BACKBONES = ("policy", "scorer")   # what a build trains: the team's policy, or 
 def shipped_dir(world: World, backbone: str = "policy") -> Path:
     """A world's shipped policy folder (the toy world's is SHIPPED, read at call time), or its scorer backbone's."""
     if backbone == "scorer":
+        if world.scorer_shipped is None:
+            raise ConfigError(f"--backbone scorer: the world {world.name} has no scorer backbone", setting="backbone")
         return TOY_CODE / world.scorer_shipped
     return SHIPPED if world.name == "toy" else world.shipped_dir
 
@@ -239,6 +241,7 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     out = Path(out)
     spec = spec or PolicySpec()
     key = build_key(world, spec, config)
+    source = shipped_dir(world, backbone)   # read once: the folder checked is the folder copied (and before any write)
     if not force and is_built(out, key, backbone):
         log(f"toy world: cached in {out} (build {key})")
         return read_json(out / "build.json")
@@ -248,7 +251,6 @@ def build_toy_world(out: str | Path = DEFAULT_OUT, *, config: str | Path = DEFAU
     write_data_files(out, graph, spec.seed, world)
     tmp = out / f".policy.tmp-{key}"
     shutil.rmtree(tmp, ignore_errors=True)
-    source = shipped_dir(world, backbone)   # read once: the folder checked is the folder copied
     shipped = None if retrain else shipped_policy(key, source)
     if shipped is not None:
         shutil.copytree(source, tmp, ignore=shutil.ignore_patterns(SHIPPED_MANIFEST))
@@ -345,7 +347,7 @@ def main() -> int:
     spec = policy.spec(world, args.backbone)
     head = spec.hidden_size / spec.num_heads   # rotary embeddings rotate pairs of a head's dimensions
     check(head.is_integer() and head % 2 == 0, f"--hidden_size {spec.hidden_size}: must be an even multiple of "
-                                               f"the policy's {spec.num_heads} attention heads")
+                                               f"the {args.backbone}'s {spec.num_heads} attention heads")
     if args.verify_shipped:
         return verify_shipped(config, spec, world, args.backbone)
     manifest = build_toy_world(out, config=config, spec=spec, force=args.force or args.ship,
